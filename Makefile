@@ -1,0 +1,11 @@
+# The whole test suite, as the README and .ci/run run it.
+.PHONY: test build bench
+
+test:
+	go test -race -timeout 15m ./...
+
+build:
+	go build -o bin/hivelet ./cmd/hivelet
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...

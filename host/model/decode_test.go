@@ -1,0 +1,59 @@
+package model
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestEveryEnumRejectsUnknownValues(t *testing.T) {
+	cases := []struct {
+		name, doc, wantPath string
+		into                func() any
+	}{
+		{"job type", `{"id":"a","type":"service","groups":[]}`, "type", func() any { return &Job{} }},
+		{"restart mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"restart":{"attempts":1,"interval":"1m","delay":"1s","mode":"retry"}}]}`, "groups.restart.mode", func() any { return &Job{} }},
+		{"constraint op", `{"id":"a","type":"system","constraints":[{"attribute":"x","operator":"distinct_hosts"}],"groups":[]}`, "constraints.operator", func() any { return &Job{} }},
+		{"reconcile mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"disconnect":{"reconcile":"coin_flip"}}]}`, "groups.disconnect.reconcile", func() any { return &Job{} }},
+		{"check type", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"mock","services":[{"checks":[{"type":"grpc","interval":"1s","timeout":"1s"}]}]}]}]}`, "groups.tasks.services.checks.type", func() any { return &Job{} }},
+		{"node status", `{"id":"n","status":"zombie"}`, "status", func() any { return &Node{} }},
+		{"eligibility", `{"id":"n","eligibility":"maybe"}`, "eligibility", func() any { return &Node{} }},
+		{"desired status", `{"id":"a","desired_status":"dance"}`, "desired_status", func() any { return &Allocation{} }},
+		{"client status", `{"id":"a","client_status":"sleeping"}`, "client_status", func() any { return &Allocation{} }},
+		{"alloc state field", `{"id":"a","states":[{"field":"desired","value":"x","time":"2026-01-01T00:00:00Z"}]}`, "states.field", func() any { return &Allocation{} }},
+		{"deployment status", `{"id":"d","status":"exploded","task_groups":{}}`, "status", func() any { return &Deployment{} }},
+		{"duration", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"d","kill_timeout":"ten"}]}]}`, "groups.tasks.kill_timeout", func() any { return &Job{} }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Decode([]byte(c.doc), c.into())
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("want *DecodeError, got %v", err)
+			}
+			if de.Path != c.wantPath {
+				t.Fatalf("path = %q, want %q (err %v)", de.Path, c.wantPath, err)
+			}
+		})
+	}
+	// Control: the same documents with known values decode.
+	if err := Decode([]byte(`{"id":"a","type":"sysbatch","groups":[]}`), &Job{}); err != nil {
+		t.Fatalf("control failed: %v", err)
+	}
+	if err := Decode([]byte(`{"id":"a","client_status":"running","desired_status":"run"}`), &Allocation{}); err != nil {
+		t.Fatalf("control failed: %v", err)
+	}
+}
+
+func TestUnknownFieldsAndTrailingDataFailTheWholeDocument(t *testing.T) {
+	err := Decode([]byte(`{"id":"a","type":"system","groups":[],"colour":"red"}`), &Job{})
+	if err == nil || !strings.Contains(err.Error(), `"colour"`) {
+		t.Fatalf("unknown field: got %v", err)
+	}
+	if err := Decode([]byte(`{"id":"a","type":"system","groups":[]} {}`), &Job{}); err == nil {
+		t.Fatal("trailing data accepted")
+	}
+	if err := Decode([]byte(`{"id":"a","type":"system","groups":[]}`), &Job{}); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+}

@@ -1,0 +1,178 @@
+package model
+
+import "time"
+
+// Job is a declared system or sysbatch job. Its JSON form is what `hivelet job
+// run` puts into the jobs bucket and what every agent decodes.
+type Job struct {
+	ID          string            `json:"id"`
+	Name        string            `json:"name,omitempty"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Type        JobType           `json:"type"`
+	Version     uint64            `json:"version"`
+	Stop        bool              `json:"stop,omitempty"`
+	Stable      bool              `json:"stable,omitempty"`
+	Multiregion bool              `json:"multiregion,omitempty"`
+	Datacenters []string          `json:"datacenters,omitempty"`
+	NodePool    string            `json:"node_pool,omitempty"`
+	Priority    int               `json:"priority,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+	Constraints []Constraint      `json:"constraints,omitempty"`
+	// Update is the job-level update block as written. Each group's Update
+	// already holds the effective (inherited, overridden, defaulted) strategy;
+	// this one is kept so that `job inspect` round-trips what the author wrote.
+	Update *UpdateStrategy `json:"update,omitempty"`
+	Groups []*Group        `json:"groups"`
+	// SubmitTime is stamped by the CLI when the job is written; the
+	// reconciler never reads it.
+	SubmitTime time.Time `json:"submit_time,omitzero"`
+}
+
+// Group is a task group: Count copies of its tasks on every eligible node.
+type Group struct {
+	Name        string              `json:"name"`
+	Count       int                 `json:"count"`
+	Update      *UpdateStrategy     `json:"update,omitempty"`
+	Restart     *RestartPolicy      `json:"restart,omitempty"`
+	Disconnect  *DisconnectStrategy `json:"disconnect,omitempty"`
+	Constraints []Constraint        `json:"constraints,omitempty"`
+	Meta        map[string]string   `json:"meta,omitempty"`
+	Tasks       []*Task             `json:"tasks"`
+}
+
+// Task is one process or container of a group.
+type Task struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver"`
+	// Config is the driver's own configuration, validated by the driver's
+	// schema when the task is started, not by the job parser.
+	Config      map[string]any    `json:"config,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Resources   Resources         `json:"resources,omitzero"`
+	KillTimeout Duration          `json:"kill_timeout,omitempty"`
+	KillSignal  string            `json:"kill_signal,omitempty"`
+	User        string            `json:"user,omitempty"`
+	Services    []Service         `json:"services,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+}
+
+// Resources are a task's resource limits.
+type Resources struct {
+	CPU      int `json:"cpu,omitempty"`       // MHz
+	MemoryMB int `json:"memory_mb,omitempty"` // MiB
+}
+
+// Service is a named endpoint of a task with its health checks.
+type Service struct {
+	Name   string  `json:"name,omitempty"`
+	Port   string  `json:"port,omitempty"`
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is a health check on a service.
+type Check struct {
+	Name     string    `json:"name,omitempty"`
+	Type     CheckType `json:"type"`
+	Path     string    `json:"path,omitempty"`
+	Port     string    `json:"port,omitempty"`
+	Interval Duration  `json:"interval"`
+	Timeout  Duration  `json:"timeout"`
+}
+
+// Constraint restricts the nodes a job or group may run on.
+type Constraint struct {
+	Attribute string             `json:"attribute,omitempty"`
+	Operator  ConstraintOperator `json:"operator"`
+	Value     string             `json:"value,omitempty"`
+}
+
+// UpdateStrategy governs how a new job version rolls out. Canary is a
+// percentage of the ready nodes (0–100), not a count.
+type UpdateStrategy struct {
+	MaxParallel      int      `json:"max_parallel"`
+	Canary           int      `json:"canary,omitempty"`
+	AutoPromote      bool     `json:"auto_promote,omitempty"`
+	AutoRevert       bool     `json:"auto_revert,omitempty"`
+	MinHealthyTime   Duration `json:"min_healthy_time,omitempty"`
+	HealthyDeadline  Duration `json:"healthy_deadline,omitempty"`
+	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
+	HealthCheck      string   `json:"health_check,omitempty"`
+	// CanaryPolicy and CompletionPolicy name the WASM policies that make the
+	// rollout's two judgement calls (hivelet's extension); nil means the
+	// built-in defaults.
+	CanaryPolicy     *PolicyRef `json:"canary_policy,omitempty"`
+	CompletionPolicy *PolicyRef `json:"completion_policy,omitempty"`
+}
+
+// PolicyRef names a policy module: a built-in by name, or a pushed module by
+// name and, optionally, pinned SHA-256 digest, with parameters.
+type PolicyRef struct {
+	Name   string            `json:"name"`
+	Digest string            `json:"digest,omitempty"`
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// Defaults of a system job's update strategy when no update block is given.
+const (
+	DefaultMaxParallel      = 1
+	DefaultMinHealthyTime   = Duration(10 * time.Second)
+	DefaultHealthyDeadline  = Duration(5 * time.Minute)
+	DefaultProgressDeadline = Duration(10 * time.Minute)
+)
+
+// DefaultUpdateStrategy returns the strategy a system job gets when neither
+// the job nor the group has an update block.
+func DefaultUpdateStrategy() *UpdateStrategy {
+	return &UpdateStrategy{
+		MaxParallel:      DefaultMaxParallel,
+		MinHealthyTime:   DefaultMinHealthyTime,
+		HealthyDeadline:  DefaultHealthyDeadline,
+		ProgressDeadline: DefaultProgressDeadline,
+	}
+}
+
+// Rolling reports whether the strategy creates deployments (max_parallel > 0).
+func (u *UpdateStrategy) Rolling() bool { return u != nil && u.MaxParallel > 0 }
+
+// RestartPolicy governs restarts of a failed task on the same node.
+type RestartPolicy struct {
+	Attempts int         `json:"attempts"`
+	Interval Duration    `json:"interval"`
+	Delay    Duration    `json:"delay"`
+	Mode     RestartMode `json:"mode"`
+}
+
+// DefaultRestartPolicy is Nomad's default for system/service jobs.
+func DefaultRestartPolicy(t JobType) *RestartPolicy {
+	if t == JobTypeSysbatch {
+		return &RestartPolicy{Attempts: 3, Interval: Duration(24 * time.Hour), Delay: Duration(15 * time.Second), Mode: RestartModeFail}
+	}
+	return &RestartPolicy{Attempts: 2, Interval: Duration(30 * time.Minute), Delay: Duration(15 * time.Second), Mode: RestartModeFail}
+}
+
+// DisconnectStrategy governs allocations on a node that lost contact.
+type DisconnectStrategy struct {
+	LostAfter Duration      `json:"lost_after,omitempty"`
+	Replace   *bool         `json:"replace,omitempty"`
+	Reconcile ReconcileMode `json:"reconcile,omitempty"`
+}
+
+// LookupGroup returns the named group, or nil.
+func (j *Job) LookupGroup(name string) *Group {
+	for _, g := range j.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// LookupTask returns the named task, or nil.
+func (g *Group) LookupTask(name string) *Task {
+	for _, t := range g.Tasks {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}

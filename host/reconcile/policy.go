@@ -1,0 +1,95 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// CanaryChooser makes the first judgement call of a rollout: which ready
+// nodes of a group become canary nodes. The reconciler asks it only for the
+// nodes still missing (Count), after keeping the existing canary nodes.
+//
+// Implementations must be deterministic functions of the request. The WASM
+// policy engine (package policies) implements it; DefaultCanaryChooser is the
+// built-in, native one. An error, or an answer that names an unknown or
+// duplicate node or more than Count nodes, makes the reconciler fall back to
+// DefaultCanaryChooser for that decision.
+type CanaryChooser interface {
+	ChooseCanaries(req CanaryRequest) (CanaryChoice, error)
+}
+
+// CanaryRequest is the input of a canary decision.
+type CanaryRequest struct {
+	JobID        string
+	JobVersion   uint64
+	DeploymentID string
+	Group        string
+	// Percent is the group's update.canary; Count is how many more nodes are
+	// asked for (ceil(Percent*|ready|/100) minus the existing canary nodes).
+	Percent int
+	Count   int
+	// Eligible are the ready nodes that are not already canary nodes, sorted
+	// by node ID.
+	Eligible []*model.Node
+	// Existing are the node IDs already chosen as canary nodes, sorted.
+	Existing []string
+	// Policy is the group's update.canary_policy (nil: the default).
+	Policy *model.PolicyRef
+}
+
+// CanaryChoice is the answer of a canary decision. Fewer nodes than asked
+// are allowed only with a Reason.
+type CanaryChoice struct {
+	NodeIDs []string
+	Reason  string
+}
+
+// CompletionDecider makes the second judgement call: whether a deployment
+// continues, is promoted, succeeds or fails (and whether it reverts).
+// Implemented by the WASM policy engine; the built-in default follows
+// spec/reconcile.md.
+type CompletionDecider interface {
+	DecideCompletion(in CompletionInput) (CompletionDecision, error)
+}
+
+// CompletionInput is the input of a completion decision.
+type CompletionInput struct {
+	Deployment *model.Deployment
+	// Groups holds the health summary of every group of the deployment,
+	// counted across all nodes from the allocations bucket.
+	Groups map[string]GroupHealth
+	// Policy is the completion policy named by the job (nil: the default).
+	Policy *model.PolicyRef
+	Now    time.Time
+}
+
+// GroupHealth summarises the allocations of one group in a deployment.
+type GroupHealth struct {
+	Placed          int
+	Healthy         int
+	Unhealthy       int
+	Pending         int
+	CanariesHealthy int
+	// Complete reports that the reconciler found nothing left to place,
+	// migrate or update for this group on any node.
+	Complete bool
+}
+
+// Decision is a completion policy's verdict.
+type Decision string
+
+const (
+	DecisionContinue Decision = "continue"
+	DecisionPromote  Decision = "promote"
+	DecisionSucceed  Decision = "succeed"
+	DecisionFail     Decision = "fail"
+)
+
+// CompletionDecision is the answer of a completion decision. Revert is only
+// meaningful with DecisionFail.
+type CompletionDecision struct {
+	Decision Decision
+	Revert   bool
+	Reason   string
+}
