@@ -1,0 +1,193 @@
+// Package driver is the public contract between the hivelet agent and a task
+// driver: the Driver interface a driver author implements, the values that
+// cross the plugin boundary, and (in this package's other files) Serve, which
+// turns an implementation into a go-plugin gRPC plugin binary.
+//
+// It imports nothing from the daemon. Everything that crosses the boundary is
+// a plain, serialisable value; a TaskHandle in particular must be enough to
+// find the task again after the agent or the plugin process restarted.
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Driver runs tasks. Every method may be called concurrently. Methods that
+// take a task ID must return ErrTaskNotFound (wrapped is fine) for a task the
+// driver does not know.
+type Driver interface {
+	// Info names the driver and its version.
+	Info(ctx context.Context) (PluginInfo, error)
+	// Capabilities says what the driver supports.
+	Capabilities(ctx context.Context) (Capabilities, error)
+	// ConfigSchema describes the task `config` block the driver accepts; the
+	// host validates a task against it before calling StartTask.
+	ConfigSchema(ctx context.Context) (*Schema, error)
+	// Fingerprint streams the driver's health and attributes: one value at
+	// once, then one whenever something changes, until ctx ends.
+	Fingerprint(ctx context.Context) (<-chan *Fingerprint, error)
+	// StartTask starts a task and returns a handle the host persists.
+	StartTask(ctx context.Context, cfg *TaskConfig) (*TaskHandle, error)
+	// RecoverTask reattaches to a task from a persisted handle after the host
+	// or the plugin restarted. It must not start the task again. A task that
+	// is gone is reported with ErrTaskNotFound.
+	RecoverTask(ctx context.Context, h *TaskHandle) error
+	// WaitTask returns a channel that yields the task's exit result once and
+	// is then closed.
+	WaitTask(ctx context.Context, taskID string) (<-chan *ExitResult, error)
+	// StopTask sends signal (the driver's default when empty), waits up to
+	// timeout, then kills the task.
+	StopTask(ctx context.Context, taskID string, timeout time.Duration, signal string) error
+	// DestroyTask removes the task and its resources; force kills it first if
+	// it is still running.
+	DestroyTask(ctx context.Context, taskID string, force bool) error
+	// InspectTask reports a task's current status.
+	InspectTask(ctx context.Context, taskID string) (*TaskStatus, error)
+	// TaskStats streams resource usage every interval until ctx ends.
+	TaskStats(ctx context.Context, taskID string, interval time.Duration) (<-chan *TaskResourceUsage, error)
+	// TaskEvents streams events of all tasks (image pulls, OOM kills...).
+	TaskEvents(ctx context.Context) (<-chan *TaskEvent, error)
+	// SignalTask delivers a signal such as "SIGHUP" to a running task.
+	SignalTask(ctx context.Context, taskID string, signal string) error
+}
+
+// PluginInfo names a driver.
+type PluginInfo struct {
+	Name    string
+	Version string
+}
+
+// Capabilities says what a driver supports.
+type Capabilities struct {
+	SendSignals bool
+	Exec        bool
+	// FSIsolation is "none", "chroot" or "image".
+	FSIsolation string
+}
+
+// FieldType is the type of a config field in a Schema.
+type FieldType string
+
+const (
+	TypeString     FieldType = "string"
+	TypeNumber     FieldType = "number"
+	TypeBool       FieldType = "bool"
+	TypeStringList FieldType = "list(string)"
+	TypeStringMap  FieldType = "map(string)"
+	// TypeObjectList is a list of objects each validated by Field.Elem.
+	TypeObjectList FieldType = "list(object)"
+)
+
+// Schema describes a driver's task config block.
+type Schema struct {
+	Fields map[string]*Field
+}
+
+// Field describes one config key.
+type Field struct {
+	Type        FieldType
+	Required    bool
+	Description string
+	// Elem is the schema of each element of a TypeObjectList field.
+	Elem *Schema
+}
+
+// Fingerprint is a driver's health and attributes on this node.
+type Fingerprint struct {
+	Healthy     bool
+	Description string
+	// Attributes are published on the node as "driver.<name>.<key>".
+	Attributes map[string]string
+}
+
+// TaskConfig is everything a driver needs to start one task of an
+// allocation.
+type TaskConfig struct {
+	// ID identifies the task across the plugin boundary: "<alloc_id>/<task>".
+	ID        string
+	AllocID   string
+	TaskName  string
+	JobID     string
+	Group     string
+	NodeID    string
+	Config    map[string]any
+	Env       map[string]string
+	User      string
+	Resources Resources
+	// AllocDir is the allocation's directory on the host; StdoutPath and
+	// StderrPath are the files the task's output goes to.
+	AllocDir   string
+	StdoutPath string
+	StderrPath string
+	KillSignal string
+}
+
+// Resources are the task's limits.
+type Resources struct {
+	CPU      int // MHz
+	MemoryMB int
+}
+
+// TaskHandle is the serialisable record of a started task. The host
+// persists it and hands it back to RecoverTask.
+type TaskHandle struct {
+	// Version of the handle format, owned by the driver.
+	Version int
+	TaskID  string
+	Driver  string
+	// DriverState is opaque driver data (container ID, PID and start time...).
+	DriverState []byte
+	StartedAt   time.Time
+}
+
+// ExitResult is how a task ended.
+type ExitResult struct {
+	ExitCode  int
+	Signal    int
+	OOMKilled bool
+	// Err is set when the driver could not observe the exit.
+	Err string
+}
+
+// Successful reports a clean exit.
+func (r *ExitResult) Successful() bool {
+	return r != nil && r.ExitCode == 0 && r.Signal == 0 && !r.OOMKilled && r.Err == ""
+}
+
+// TaskState is a task's coarse state.
+type TaskState string
+
+const (
+	TaskStateUnknown TaskState = "unknown"
+	TaskStateRunning TaskState = "running"
+	TaskStateExited  TaskState = "exited"
+)
+
+// TaskStatus is what InspectTask reports.
+type TaskStatus struct {
+	ID          string
+	Name        string
+	State       TaskState
+	StartedAt   time.Time
+	CompletedAt time.Time
+	ExitResult  *ExitResult
+	Attributes  map[string]string
+}
+
+// TaskResourceUsage is one stats sample.
+type TaskResourceUsage struct {
+	Timestamp   time.Time
+	CPUPercent  float64
+	MemoryBytes uint64
+}
+
+// TaskEvent is something that happened to a task, for the task's event log.
+type TaskEvent struct {
+	TaskID      string
+	AllocID     string
+	TaskName    string
+	Timestamp   time.Time
+	Message     string
+	Annotations map[string]string
+}
