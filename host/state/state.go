@@ -1,0 +1,329 @@
+// Package state owns the agent's local state store: one bbolt file under the
+// state directory holding this node's allocations with their stored intent,
+// the driver handles of their tasks, plugin reattach data, and the last good
+// declaration of each job the node has converged on.
+//
+// Invariants:
+//   - Every change is written (and fsynced by bbolt) before the call returns:
+//     the store is the node's memory across a restart or a SIGKILL, and what
+//     "diverged" is measured against (spec/wanted-state.md).
+//   - The file is opened with a lock timeout, so a second agent on the same
+//     state directory fails with ErrLocked instead of hanging or corrupting
+//     it (TestASecondOpenOfTheSameStoreFailsWithErrLocked).
+//   - A record that cannot be decoded is an error, never silently skipped:
+//     a node that cannot enumerate what it runs must fail closed
+//     (TestACorruptRecordFailsTheWholeRestore).
+//   - The package reads no clock and starts no goroutine.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// ErrLocked is returned by Open when another process holds the store.
+var ErrLocked = errors.New("state store is locked by another process (is another agent running on this state directory?)")
+
+// schemaVersion is the layout version written into the meta bucket; Open
+// refuses a store written by a newer layout.
+const schemaVersion = 1
+
+var (
+	bucketMeta    = []byte("meta")
+	bucketAllocs  = []byte("allocs")
+	bucketHandles = []byte("handles")
+	bucketPlugins = []byte("plugins")
+	bucketJobs    = []byte("jobs")
+	keySchema     = []byte("schema")
+)
+
+// FileName is the store's file name inside the state directory.
+const FileName = "state.db"
+
+// AllocRecord is one allocation as this node knows it: the allocation (with
+// its client status as last reported), the node's stored intent for it, and
+// the job version it runs (so a restart reattaches with the spec it was
+// started with, whatever the jobs bucket says now).
+type AllocRecord struct {
+	Alloc *model.Allocation `json:"alloc"`
+	// Intent is what this node decided the allocation should be: run or stop.
+	Intent model.DesiredStatus `json:"intent"`
+	Job    *model.Job          `json:"job"`
+}
+
+// JobRecord is the last good declaration of a job: decoded and accepted, with
+// the KV revision it came from.
+type JobRecord struct {
+	Job      *model.Job `json:"job"`
+	Revision uint64     `json:"revision"`
+}
+
+// Store is the bbolt-backed state store. Its methods are safe for concurrent
+// use (bbolt serialises writers).
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the store in dir, waiting at most timeout
+// for the file lock. dir is created with mode 0700.
+func Open(dir string, timeout time.Duration) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory %s: %w", dir, err)
+	}
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, bolterr.ErrTimeout) {
+			return nil, fmt.Errorf("opening %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("opening state store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketAllocs, bucketHandles, bucketPlugins, bucketJobs} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keySchema); v != nil {
+			var got int
+			if err := json.Unmarshal(v, &got); err != nil {
+				return fmt.Errorf("reading schema version: %w", err)
+			}
+			if got > schemaVersion {
+				return fmt.Errorf("store written by schema version %d, this agent knows %d", got, schemaVersion)
+			}
+		}
+		v, _ := json.Marshal(schemaVersion)
+		return meta.Put(keySchema, v)
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("initialising state store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close releases the file and its lock.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.db.Path() }
+
+func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding %s/%s: %w", bucket, key, err)
+	}
+	return tx.Bucket(bucket).Put([]byte(key), b)
+}
+
+// PutAlloc writes one allocation record.
+func (s *Store) PutAlloc(r *AllocRecord) error {
+	if r == nil || r.Alloc == nil || r.Alloc.ID == "" {
+		return errors.New("putting allocation: record without an allocation ID")
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketAllocs, r.Alloc.ID, r) }); err != nil {
+		return fmt.Errorf("storing allocation %s: %w", r.Alloc.ID, err)
+	}
+	return nil
+}
+
+// DeleteAlloc removes an allocation and all of its task handles.
+func (s *Store) DeleteAlloc(id string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketAllocs).Delete([]byte(id)); err != nil {
+			return err
+		}
+		c := tx.Bucket(bucketHandles).Cursor()
+		prefix := []byte(id + "/")
+		var keys [][]byte
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			if err := tx.Bucket(bucketHandles).Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting allocation %s: %w", id, err)
+	}
+	return nil
+}
+
+func hasPrefix(b, p []byte) bool { return len(b) >= len(p) && string(b[:len(p)]) == string(p) }
+
+// Alloc reads one allocation record; ok is false when there is none.
+func (s *Store) Alloc(id string) (r *AllocRecord, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketAllocs).Get([]byte(id))
+		if v == nil {
+			return nil
+		}
+		r = new(AllocRecord)
+		ok = true
+		return json.Unmarshal(v, r)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading allocation %s: %w", id, err)
+	}
+	return r, ok, nil
+}
+
+// Allocs reads every allocation record, sorted by allocation ID. One record
+// that cannot be decoded fails the whole call: the caller must fail closed.
+func (s *Store) Allocs() ([]*AllocRecord, error) {
+	var out []*AllocRecord
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketAllocs).ForEach(func(k, v []byte) error {
+			r := new(AllocRecord)
+			if err := json.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("decoding allocation %s: %w", k, err)
+			}
+			if r.Alloc == nil {
+				return fmt.Errorf("decoding allocation %s: record has no allocation", k)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading allocations: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Alloc.ID < out[j].Alloc.ID })
+	return out, nil
+}
+
+func handleKey(allocID, task string) string { return allocID + "/" + task }
+
+// PutHandle writes the driver handle of one task.
+func (s *Store) PutHandle(allocID, task string, h *driver.TaskHandle) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketHandles, handleKey(allocID, task), h) }); err != nil {
+		return fmt.Errorf("storing handle of %s/%s: %w", allocID, task, err)
+	}
+	return nil
+}
+
+// DeleteHandle removes the handle of one task.
+func (s *Store) DeleteHandle(allocID, task string) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHandles).Delete([]byte(handleKey(allocID, task)))
+	}); err != nil {
+		return fmt.Errorf("deleting handle of %s/%s: %w", allocID, task, err)
+	}
+	return nil
+}
+
+// Handles reads the task handles of one allocation, by task name.
+func (s *Store) Handles(allocID string) (map[string]*driver.TaskHandle, error) {
+	out := map[string]*driver.TaskHandle{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketHandles).Cursor()
+		prefix := []byte(allocID + "/")
+		for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			h := new(driver.TaskHandle)
+			if err := json.Unmarshal(v, h); err != nil {
+				return fmt.Errorf("decoding handle %s: %w", k, err)
+			}
+			out[string(k[len(prefix):])] = h
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading handles of %s: %w", allocID, err)
+	}
+	return out, nil
+}
+
+// PutPluginReattach stores a plugin's reattach data (opaque to the store).
+func (s *Store) PutPluginReattach(name string, data []byte) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPlugins).Put([]byte(name), data)
+	}); err != nil {
+		return fmt.Errorf("storing reattach data of plugin %s: %w", name, err)
+	}
+	return nil
+}
+
+// DeletePluginReattach forgets a plugin's reattach data.
+func (s *Store) DeletePluginReattach(name string) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPlugins).Delete([]byte(name))
+	}); err != nil {
+		return fmt.Errorf("deleting reattach data of plugin %s: %w", name, err)
+	}
+	return nil
+}
+
+// PluginReattach reads a plugin's reattach data; ok is false when there is none.
+func (s *Store) PluginReattach(name string) (data []byte, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketPlugins).Get([]byte(name)); v != nil {
+			data, ok = append([]byte(nil), v...), true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading reattach data of plugin %s: %w", name, err)
+	}
+	return data, ok, nil
+}
+
+// PutJob stores the last good declaration of a job.
+func (s *Store) PutJob(r *JobRecord) error {
+	if r == nil || r.Job == nil || r.Job.ID == "" {
+		return errors.New("putting job: record without a job ID")
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketJobs, r.Job.ID, r) }); err != nil {
+		return fmt.Errorf("storing job %s: %w", r.Job.ID, err)
+	}
+	return nil
+}
+
+// Jobs reads every stored last-good job declaration, by job ID.
+func (s *Store) Jobs() (map[string]*JobRecord, error) {
+	out := map[string]*JobRecord{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			r := new(JobRecord)
+			if err := json.Unmarshal(v, r); err != nil {
+				return fmt.Errorf("decoding job %s: %w", k, err)
+			}
+			if r.Job == nil {
+				return fmt.Errorf("decoding job %s: record has no job", k)
+			}
+			out[string(k)] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading jobs: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteJob forgets a job's last good declaration (after a purge the node
+// acted on).
+func (s *Store) DeleteJob(id string) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Delete([]byte(id)) }); err != nil {
+		return fmt.Errorf("deleting job %s: %w", id, err)
+	}
+	return nil
+}
