@@ -40,7 +40,7 @@ func TestEveryRecordKindSurvivesACloseAndReopen(t *testing.T) {
 	if err := s.PutPluginReattach("mock", []byte("addr")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutJob(&JobRecord{Job: &model.Job{ID: "web", Version: 3}, Revision: 9}); err != nil {
+	if err := s.PutJob(&JobRecord{Job: &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 3}, Revision: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
