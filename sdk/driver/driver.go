@@ -15,7 +15,8 @@ import (
 
 // Driver runs tasks. Every method may be called concurrently. Methods that
 // take a task ID must return ErrTaskNotFound (wrapped is fine) for a task the
-// driver does not know.
+// driver does not know. Methods returning a channel must stop sending and
+// close it when ctx ends.
 type Driver interface {
 	// Info names the driver and its version.
 	Info(ctx context.Context) (PluginInfo, error)
@@ -31,10 +32,14 @@ type Driver interface {
 	StartTask(ctx context.Context, cfg *TaskConfig) (*TaskHandle, error)
 	// RecoverTask reattaches to a task from a persisted handle after the host
 	// or the plugin restarted. It must not start the task again. A task that
-	// is gone is reported with ErrTaskNotFound.
+	// is gone is reported with ErrTaskNotFound. Recovering a task the driver
+	// already tracks (the host restarted, the plugin did not) is a no-op that
+	// returns nil.
 	RecoverTask(ctx context.Context, h *TaskHandle) error
 	// WaitTask returns a channel that yields the task's exit result once and
-	// is then closed.
+	// is then closed. A channel closed without a value means the wait ended
+	// without observing the exit (ctx ended, or over the plugin boundary the
+	// connection to the plugin was lost): call WaitTask again.
 	WaitTask(ctx context.Context, taskID string) (<-chan *ExitResult, error)
 	// StopTask sends signal (the driver's default when empty), waits up to
 	// timeout, then kills the task.

@@ -1,0 +1,176 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	driverpb "github.com/hivelet/hivelet/sdk/driver/proto"
+)
+
+var errNoHandle = errors.New("no task handle")
+
+// waitAcceptedHeader is the header the server sends once the driver accepted
+// a WaitTask call.
+const waitAcceptedHeader = "hivelet-wait-accepted"
+
+// client is the host's half: a Driver that calls a plugin over gRPC.
+type client struct {
+	rpc driverpb.DriverClient
+}
+
+var _ Driver = (*client)(nil)
+
+func (c *client) Info(ctx context.Context) (PluginInfo, error) {
+	r, err := c.rpc.Info(ctx, &driverpb.InfoRequest{})
+	if err != nil {
+		return PluginInfo{}, errFromStatus("getting driver info", err)
+	}
+	return PluginInfo{Name: r.GetName(), Version: r.GetVersion()}, nil
+}
+
+func (c *client) Capabilities(ctx context.Context) (Capabilities, error) {
+	r, err := c.rpc.Capabilities(ctx, &driverpb.CapabilitiesRequest{})
+	if err != nil {
+		return Capabilities{}, errFromStatus("getting driver capabilities", err)
+	}
+	return Capabilities{SendSignals: r.GetSendSignals(), Exec: r.GetExec(), FSIsolation: r.GetFsIsolation()}, nil
+}
+
+func (c *client) ConfigSchema(ctx context.Context) (*Schema, error) {
+	r, err := c.rpc.ConfigSchema(ctx, &driverpb.ConfigSchemaRequest{})
+	if err != nil {
+		return nil, errFromStatus("getting driver config schema", err)
+	}
+	return schemaFromPB(r.GetSchema()), nil
+}
+
+// recvLoop forwards a server stream into a channel until the stream or ctx
+// ends, then closes the channel.
+func recvLoop[M any, T any](ctx context.Context, recv func() (M, error), conv func(M) T) <-chan T {
+	ch := make(chan T)
+	go func() {
+		defer close(ch)
+		for {
+			m, err := recv()
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- conv(m):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+func (c *client) Fingerprint(ctx context.Context) (<-chan *Fingerprint, error) {
+	st, err := c.rpc.Fingerprint(ctx, &driverpb.FingerprintRequest{})
+	if err != nil {
+		return nil, errFromStatus("fingerprinting driver", err)
+	}
+	return recvLoop(ctx, st.Recv, func(m *driverpb.FingerprintResponse) *Fingerprint {
+		return &Fingerprint{Healthy: m.GetHealthy(), Description: m.GetDescription(), Attributes: m.GetAttributes()}
+	}), nil
+}
+
+func (c *client) StartTask(ctx context.Context, cfg *TaskConfig) (*TaskHandle, error) {
+	pb, err := taskConfigToPB(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.rpc.StartTask(ctx, &driverpb.StartTaskRequest{Task: pb})
+	if err != nil {
+		return nil, errFromStatus(fmt.Sprintf("starting task %s", cfg.ID), err)
+	}
+	h := handleFromPB(r.GetHandle())
+	if h == nil {
+		return nil, fmt.Errorf("starting task %s: the driver returned no handle", cfg.ID)
+	}
+	return h, nil
+}
+
+func (c *client) RecoverTask(ctx context.Context, h *TaskHandle) error {
+	if h == nil {
+		return errNoHandle
+	}
+	_, err := c.rpc.RecoverTask(ctx, &driverpb.RecoverTaskRequest{Handle: handleToPB(h)})
+	return errFromStatus(fmt.Sprintf("recovering task %s", h.TaskID), err)
+}
+
+// WaitTask opens the wait stream at once, so a task the driver does not know
+// is reported here (ErrTaskNotFound), not as a closed channel. The channel
+// is closed without a value when the stream breaks before the task exits
+// (ctx ended, plugin gone): the caller may call WaitTask again.
+func (c *client) WaitTask(ctx context.Context, taskID string) (<-chan *ExitResult, error) {
+	st, err := c.rpc.WaitTask(ctx, &driverpb.WaitTaskRequest{TaskId: taskID})
+	if err != nil {
+		return nil, errFromStatus(fmt.Sprintf("waiting for task %s", taskID), err)
+	}
+	// The server sends headers once the driver accepted the wait, so an
+	// unknown task is an error here rather than a silently closed channel.
+	md, err := st.Header()
+	if err == nil && len(md.Get(waitAcceptedHeader)) == 0 {
+		// Trailers only: the server refused the wait; Recv has the status.
+		if _, err = st.Recv(); err == nil {
+			err = fmt.Errorf("the driver sent a result without accepting the wait")
+		}
+	}
+	if err != nil {
+		return nil, errFromStatus(fmt.Sprintf("waiting for task %s", taskID), err)
+	}
+	ch := make(chan *ExitResult, 1)
+	go func() {
+		defer close(ch)
+		r, err := st.Recv()
+		if err != nil {
+			return
+		}
+		ch <- exitFromPB(r)
+	}()
+	return ch, nil
+}
+
+func (c *client) StopTask(ctx context.Context, taskID string, timeout time.Duration, signal string) error {
+	_, err := c.rpc.StopTask(ctx, &driverpb.StopTaskRequest{TaskId: taskID, Timeout: durToPB(timeout), Signal: signal})
+	return errFromStatus(fmt.Sprintf("stopping task %s", taskID), err)
+}
+
+func (c *client) DestroyTask(ctx context.Context, taskID string, force bool) error {
+	_, err := c.rpc.DestroyTask(ctx, &driverpb.DestroyTaskRequest{TaskId: taskID, Force: force})
+	return errFromStatus(fmt.Sprintf("destroying task %s", taskID), err)
+}
+
+func (c *client) InspectTask(ctx context.Context, taskID string) (*TaskStatus, error) {
+	r, err := c.rpc.InspectTask(ctx, &driverpb.InspectTaskRequest{TaskId: taskID})
+	if err != nil {
+		return nil, errFromStatus(fmt.Sprintf("inspecting task %s", taskID), err)
+	}
+	return statusFromPB(r), nil
+}
+
+func (c *client) TaskStats(ctx context.Context, taskID string, interval time.Duration) (<-chan *TaskResourceUsage, error) {
+	st, err := c.rpc.TaskStats(ctx, &driverpb.TaskStatsRequest{TaskId: taskID, Interval: durToPB(interval)})
+	if err != nil {
+		return nil, errFromStatus(fmt.Sprintf("streaming stats of task %s", taskID), err)
+	}
+	return recvLoop(ctx, st.Recv, func(m *driverpb.TaskResourceUsage) *TaskResourceUsage {
+		return &TaskResourceUsage{Timestamp: tsFromPB(m.GetTimestamp()), CPUPercent: m.GetCpuPercent(), MemoryBytes: m.GetMemoryBytes()}
+	}), nil
+}
+
+func (c *client) TaskEvents(ctx context.Context) (<-chan *TaskEvent, error) {
+	st, err := c.rpc.TaskEvents(ctx, &driverpb.TaskEventsRequest{})
+	if err != nil {
+		return nil, errFromStatus("streaming task events", err)
+	}
+	return recvLoop(ctx, st.Recv, eventFromPB), nil
+}
+
+func (c *client) SignalTask(ctx context.Context, taskID string, signal string) error {
+	_, err := c.rpc.SignalTask(ctx, &driverpb.SignalTaskRequest{TaskId: taskID, Signal: signal})
+	return errFromStatus(fmt.Sprintf("signalling task %s", taskID), err)
+}
