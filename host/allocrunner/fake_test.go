@@ -1,0 +1,221 @@
+package allocrunner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// fakeDriver is a small in-memory driver for the runner's tests. A task's
+// config says how it behaves:
+//
+//	run_for     duration text; the task exits after it ("" runs until stopped)
+//	exit_code   number; the exit code when run_for elapses
+//	ignore_stop bool; the stop signal is ignored, only the kill after the
+//	            timeout ends the task
+type fakeDriver struct {
+	mu       sync.Mutex
+	tasks    map[string]*fakeTask
+	starts   map[string]int // task ID → StartTask calls
+	recovers map[string]int
+	stops    []fakeStop
+	schema   *driver.Schema
+}
+
+type fakeStop struct {
+	TaskID  string
+	Timeout time.Duration
+	Signal  string
+	Killed  bool // the task had to be killed after the timeout
+}
+
+type fakeTask struct {
+	cfg    *driver.TaskConfig
+	exit   chan *driver.ExitResult // buffered 1; the result once
+	done   chan struct{}
+	once   sync.Once
+	result *driver.ExitResult
+	ignore bool
+	sigc   chan struct{}
+}
+
+func newFakeDriver() *fakeDriver {
+	return &fakeDriver{tasks: map[string]*fakeTask{}, starts: map[string]int{}, recovers: map[string]int{},
+		schema: &driver.Schema{Fields: map[string]*driver.Field{
+			"run_for":     {Type: driver.TypeString},
+			"exit_code":   {Type: driver.TypeNumber},
+			"ignore_stop": {Type: driver.TypeBool},
+			"echo":        {Type: driver.TypeString},
+		}}}
+}
+
+func (f *fakeDriver) Driver(context.Context, string) (driver.Driver, error) { return f, nil }
+
+func (t *fakeTask) finish(r *driver.ExitResult) {
+	t.once.Do(func() { t.result = r; close(t.done) })
+}
+
+func (f *fakeDriver) Info(context.Context) (driver.PluginInfo, error) {
+	return driver.PluginInfo{Name: "fake", Version: "0"}, nil
+}
+func (f *fakeDriver) Capabilities(context.Context) (driver.Capabilities, error) {
+	return driver.Capabilities{SendSignals: true}, nil
+}
+func (f *fakeDriver) ConfigSchema(context.Context) (*driver.Schema, error) { return f.schema, nil }
+func (f *fakeDriver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
+	ch := make(chan *driver.Fingerprint, 1)
+	ch <- &driver.Fingerprint{Healthy: true}
+	return ch, nil
+}
+
+func (f *fakeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	t := &fakeTask{cfg: cfg, done: make(chan struct{}), sigc: make(chan struct{}, 1)}
+	t.ignore, _ = cfg.Config["ignore_stop"].(bool)
+	var runFor time.Duration
+	if s, _ := cfg.Config["run_for"].(string); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("run_for: %w", err)
+		}
+		runFor = d
+	}
+	code := 0
+	switch c := cfg.Config["exit_code"].(type) {
+	case int:
+		code = c
+	case float64:
+		code = int(c)
+	}
+	f.mu.Lock()
+	f.tasks[cfg.ID] = t
+	f.starts[cfg.ID]++
+	f.mu.Unlock()
+	if runFor > 0 {
+		go func() {
+			select {
+			case <-time.After(runFor):
+				t.finish(&driver.ExitResult{ExitCode: code})
+			case <-t.done:
+			}
+		}()
+	}
+	return &driver.TaskHandle{Version: 1, TaskID: cfg.ID, Driver: "fake", StartedAt: time.Now()}, nil
+}
+
+func (f *fakeDriver) task(id string) (*fakeTask, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w", id, driver.ErrTaskNotFound)
+	}
+	return t, nil
+}
+
+func (f *fakeDriver) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
+	f.mu.Lock()
+	f.recovers[h.TaskID]++
+	f.mu.Unlock()
+	_, err := f.task(h.TaskID)
+	return err
+}
+
+func (f *fakeDriver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
+	t, err := f.task(id)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *driver.ExitResult, 1)
+	go func() {
+		defer close(ch)
+		select {
+		case <-t.done:
+			ch <- t.result
+		case <-ctx.Done():
+		}
+	}()
+	return ch, nil
+}
+
+func (f *fakeDriver) StopTask(ctx context.Context, id string, timeout time.Duration, signal string) error {
+	t, err := f.task(id)
+	if err != nil {
+		return err
+	}
+	st := fakeStop{TaskID: id, Timeout: timeout, Signal: signal}
+	if t.ignore {
+		select {
+		case <-t.done:
+		case <-time.After(timeout):
+			st.Killed = true
+			t.finish(&driver.ExitResult{Signal: 9})
+		}
+	} else {
+		t.finish(&driver.ExitResult{Signal: 15})
+	}
+	f.mu.Lock()
+	f.stops = append(f.stops, st)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeDriver) DestroyTask(ctx context.Context, id string, force bool) error {
+	t, err := f.task(id)
+	if err != nil {
+		return err
+	}
+	t.finish(&driver.ExitResult{Signal: 9})
+	f.mu.Lock()
+	delete(f.tasks, id)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeDriver) InspectTask(ctx context.Context, id string) (*driver.TaskStatus, error) {
+	t, err := f.task(id)
+	if err != nil {
+		return nil, err
+	}
+	st := &driver.TaskStatus{ID: id, State: driver.TaskStateRunning}
+	select {
+	case <-t.done:
+		st.State, st.ExitResult = driver.TaskStateExited, t.result
+	default:
+	}
+	return st, nil
+}
+
+func (f *fakeDriver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
+	return nil, fmt.Errorf("no stats")
+}
+func (f *fakeDriver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
+	return make(chan *driver.TaskEvent), nil
+}
+func (f *fakeDriver) SignalTask(ctx context.Context, id, sig string) error { return nil }
+
+func (f *fakeDriver) startCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starts[id]
+}
+
+func (f *fakeDriver) recoverCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recovers[id]
+}
+
+func (f *fakeDriver) stopCalls() []fakeStop {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeStop(nil), f.stops...)
+}
+
+func (f *fakeDriver) live() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.tasks)
+}

@@ -1,0 +1,434 @@
+// Package allocrunner owns the life of one allocation on this node: it starts
+// the allocation's tasks through their driver plugins (after validating each
+// task's config against the driver's schema), waits on them, applies the
+// group's restart policy, runs the tasks' service checks, tracks deployment
+// health (min_healthy_time, healthy_deadline), and stops the tasks with their
+// kill_timeout and kill_signal.
+//
+// Invariants:
+//   - Every change of the allocation or of a task handle is written to the
+//     state store before it is reported (OnUpdate), so a restarted agent
+//     reattaches to exactly what was running (TestARestoredRunnerReattachesWithoutStarting).
+//   - A runner built with restored handles calls RecoverTask, never
+//     StartTask, for those tasks; a task that cannot be recovered goes
+//     through the restart policy like any other exit.
+//   - Detach leaves the tasks running and their handles stored; only Stop
+//     stops them (TestDetachLeavesTasksRunningAndStopStopsThem).
+//   - The runner writes only its own allocation's status; it never decides
+//     placement (that is the reconciler's) and never touches another
+//     allocation's tasks.
+package allocrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// Store is the part of the state store a runner writes.
+type Store interface {
+	PutAlloc(*state.AllocRecord) error
+	PutHandle(allocID, task string, h *driver.TaskHandle) error
+	DeleteHandle(allocID, task string) error
+}
+
+// Drivers finds a task's driver by name (the plugin manager).
+type Drivers interface {
+	Driver(ctx context.Context, name string) (driver.Driver, error)
+}
+
+// Config is what a runner needs. Alloc and Job are copied; the runner owns its
+// copies.
+type Config struct {
+	Alloc   *model.Allocation
+	Job     *model.Job
+	Node    *model.Node
+	Drivers Drivers
+	// Validate checks a task's (interpolated) config against its driver's
+	// schema before StartTask; the agent passes driver.ValidateConfig.
+	Validate func(*driver.Schema, map[string]any) error
+	Store    Store
+	// AllocRoot is the node's allocation directory; this allocation's is
+	// AllocRoot/<alloc id>.
+	AllocRoot string
+	// Handles are the stored handles of a restored allocation, by task name:
+	// those tasks are reattached, not started.
+	Handles map[string]*driver.TaskHandle
+	// OnUpdate receives a copy of the allocation after every change. It is
+	// called from the runner's goroutines and must not block for long.
+	OnUpdate func(*model.Allocation)
+	Logger   *slog.Logger
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Runner runs one allocation.
+type Runner struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	ctx    context.Context // ends on Detach
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	alloc    *model.Allocation
+	job      *model.Job
+	intent   model.DesiredStatus
+	running  map[string]bool // task name → running now
+	final    map[string]bool // task name → finished for good
+	checks   map[string]error
+	healthGn int // generation of the health tracker; bumped by an in-place update
+	started  bool
+	bgClosed bool // no new background goroutine may start
+
+	stopOnce sync.Once
+	stopping chan struct{}
+	changed  chan struct{}
+	tasksWG  sync.WaitGroup
+	bgWG     sync.WaitGroup
+	done     chan struct{}
+}
+
+// New builds a runner; Run starts it.
+func New(cfg Config) *Runner {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := CloneAlloc(cfg.Alloc)
+	if a.TaskStates == nil {
+		a.TaskStates = map[string]*model.TaskState{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{
+		cfg:      cfg,
+		log:      cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
+		now:      cfg.Now,
+		ctx:      ctx,
+		cancel:   cancel,
+		alloc:    a,
+		job:      cfg.Job,
+		intent:   model.DesiredRun,
+		running:  map[string]bool{},
+		final:    map[string]bool{},
+		checks:   map[string]error{},
+		stopping: make(chan struct{}),
+		changed:  make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	return r
+}
+
+// ID is the allocation ID.
+func (r *Runner) ID() string { return r.alloc.ID }
+
+// Alloc returns a copy of the allocation as the runner sees it now.
+func (r *Runner) Alloc() *model.Allocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return CloneAlloc(r.alloc)
+}
+
+// Job returns the job version the runner runs.
+func (r *Runner) Job() *model.Job {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.job
+}
+
+// Done is closed when every task goroutine of the runner has returned
+// (stopped, finished, or detached).
+func (r *Runner) Done() <-chan struct{} { return r.done }
+
+// AllocDir is this allocation's directory.
+func (r *Runner) AllocDir() string { return filepath.Join(r.cfg.AllocRoot, r.alloc.ID) }
+
+// LogPaths returns the stdout and stderr files of a task of an allocation.
+func LogPaths(allocDir, task string) (stdout, stderr string) {
+	logs := filepath.Join(allocDir, "alloc", "logs")
+	return filepath.Join(logs, task+".stdout"), filepath.Join(logs, task+".stderr")
+}
+
+func (r *Runner) group() *model.Group {
+	if r.job == nil {
+		return nil
+	}
+	return r.job.LookupGroup(r.alloc.TaskGroup)
+}
+
+// Run starts the allocation's tasks (or reattaches to them) and returns at
+// once; the runner works in its own goroutines until Stop or Detach.
+func (r *Runner) Run() {
+	r.mu.Lock()
+	if r.started {
+		r.mu.Unlock()
+		return
+	}
+	r.started = true
+	g := r.group()
+	if g == nil {
+		r.alloc.ClientStatus = model.ClientFailed
+		r.alloc.ClientDescription = fmt.Sprintf("group %q not in job %s version %d", r.alloc.TaskGroup, r.alloc.JobID, r.alloc.JobVersion)
+		r.mu.Unlock()
+		r.persist()
+		close(r.done)
+		return
+	}
+	for _, t := range g.Tasks {
+		if _, ok := r.alloc.TaskStates[t.Name]; !ok {
+			r.alloc.TaskStates[t.Name] = &model.TaskState{State: "pending"}
+		}
+	}
+	if r.alloc.ClientStatus == "" {
+		r.setClientStatusLocked(model.ClientPending, "")
+	}
+	tasks := g.Tasks
+	r.mu.Unlock()
+	r.persist()
+
+	for _, t := range tasks {
+		r.tasksWG.Add(1)
+		go r.runTask(t, r.cfg.Handles[t.Name])
+		for i, svc := range t.Services {
+			for j, c := range svc.Checks {
+				r.bgWG.Add(1)
+				go r.runCheckLoop(t, svc, c, fmt.Sprintf("%s/%d/%d", t.Name, i, j))
+			}
+		}
+	}
+	r.startHealth()
+	go func() {
+		r.tasksWG.Wait()
+		r.cancel() // end the check and health goroutines
+		r.mu.Lock()
+		r.bgClosed = true
+		r.mu.Unlock()
+		r.bgWG.Wait()
+		close(r.done)
+	}()
+}
+
+// Stop stops every task (kill_signal, then kill after kill_timeout), destroys
+// them, forgets their handles and records the allocation as complete with
+// intent stop. It returns when the tasks are gone or ctx ends.
+func (r *Runner) Stop(ctx context.Context, reason string) error {
+	r.mu.Lock()
+	r.intent = model.DesiredStop
+	r.alloc.DesiredStatus = model.DesiredStop
+	if reason != "" {
+		r.alloc.DesiredDescription = reason
+	}
+	started := r.started
+	r.mu.Unlock()
+	r.persist()
+	r.stopOnce.Do(func() { close(r.stopping) })
+	if !started {
+		r.markStoppedBeforeStart()
+		return nil
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return fmt.Errorf("stopping allocation %s: %w", r.alloc.ID, ctx.Err())
+	}
+	r.mu.Lock()
+	if !r.alloc.ClientStatus.Terminal() {
+		r.setClientStatusLocked(model.ClientComplete, "stopped: "+reason)
+	}
+	r.mu.Unlock()
+	r.persist()
+	return nil
+}
+
+func (r *Runner) markStoppedBeforeStart() {
+	r.mu.Lock()
+	r.setClientStatusLocked(model.ClientComplete, "stopped before start")
+	r.mu.Unlock()
+	r.persist()
+	close(r.done)
+}
+
+// Detach ends the runner's goroutines and leaves its tasks running, with
+// their handles in the store, for the next agent to reattach.
+func (r *Runner) Detach() {
+	r.cancel()
+	r.mu.Lock()
+	started := r.started
+	r.started = true
+	r.mu.Unlock()
+	if !started {
+		close(r.done)
+		return
+	}
+	<-r.done
+}
+
+// UpdateInPlace moves the allocation to a new job version whose tasks are
+// unchanged (only non-task fields differ): no task restarts. A new
+// deployment restarts deployment-health tracking.
+func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
+	r.mu.Lock()
+	newDeployment := alloc.DeploymentID != r.alloc.DeploymentID
+	r.job = job
+	r.alloc.JobVersion = alloc.JobVersion
+	r.alloc.DeploymentID = alloc.DeploymentID
+	if newDeployment {
+		r.alloc.DeploymentStatus = nil
+		if alloc.DeploymentStatus != nil {
+			ds := *alloc.DeploymentStatus
+			ds.Healthy = nil
+			r.alloc.DeploymentStatus = &ds
+		}
+	}
+	r.mu.Unlock()
+	r.persist()
+	if newDeployment {
+		r.startHealth()
+	}
+}
+
+// persist writes the allocation to the store and reports it.
+func (r *Runner) persist() {
+	r.mu.Lock()
+	r.alloc.ModifyTime = r.now()
+	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
+	r.mu.Unlock()
+	if r.cfg.Store != nil {
+		if err := r.cfg.Store.PutAlloc(rec); err != nil {
+			r.log.Error("storing allocation", "err", err)
+		}
+	}
+	if r.cfg.OnUpdate != nil {
+		r.cfg.OnUpdate(rec.Alloc)
+	}
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) setClientStatusLocked(s model.ClientStatus, desc string) {
+	r.alloc.ClientDescription = desc
+	if r.alloc.ClientStatus == s {
+		return
+	}
+	r.alloc.ClientStatus = s
+	r.alloc.States = append(r.alloc.States, model.AllocState{Field: model.AllocStateClientStatus, Value: string(s), Time: r.now()})
+	if n := len(r.alloc.States); n > 10 {
+		r.alloc.States = append([]model.AllocState(nil), r.alloc.States[n-10:]...)
+	}
+}
+
+// recomputeLocked derives the client status from the tasks' states.
+func (r *Runner) recomputeLocked() {
+	if r.alloc.ClientStatus.Terminal() {
+		return
+	}
+	all, running, failed, dead := 0, 0, false, 0
+	for _, ts := range r.alloc.TaskStates {
+		all++
+		switch ts.State {
+		case "running":
+			running++
+		case "dead":
+			dead++
+			failed = failed || ts.Failed
+		}
+	}
+	switch {
+	case all > 0 && dead == all && failed:
+		r.setClientStatusLocked(model.ClientFailed, "a task failed")
+	case all > 0 && dead == all:
+		r.setClientStatusLocked(model.ClientComplete, "all tasks finished")
+	case failed:
+		r.setClientStatusLocked(model.ClientFailed, "a task failed")
+	case all > 0 && running+dead == all && running > 0:
+		r.setClientStatusLocked(model.ClientRunning, "")
+	}
+}
+
+func (r *Runner) event(task, typ, msg string) {
+	r.mu.Lock()
+	ts := r.alloc.TaskStates[task]
+	if ts == nil {
+		ts = &model.TaskState{State: "pending"}
+		r.alloc.TaskStates[task] = ts
+	}
+	ts.Events = append(ts.Events, model.TaskEvent{Type: typ, Message: msg, Time: r.now()})
+	if n := len(ts.Events); n > 10 {
+		ts.Events = append([]model.TaskEvent(nil), ts.Events[n-10:]...)
+	}
+	r.mu.Unlock()
+	r.log.Info("task event", "task", task, "type", typ, "message", msg)
+}
+
+func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
+	r.mu.Lock()
+	ts := r.alloc.TaskStates[task]
+	if ts == nil {
+		ts = &model.TaskState{}
+		r.alloc.TaskStates[task] = ts
+	}
+	f(ts)
+	r.running[task] = ts.State == "running"
+	r.recomputeLocked()
+	r.mu.Unlock()
+	r.persist()
+}
+
+func (r *Runner) isStopping() bool {
+	select {
+	case <-r.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// CloneAlloc deep-copies an allocation (the parts a runner mutates).
+func CloneAlloc(a *model.Allocation) *model.Allocation {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.States = append([]model.AllocState(nil), a.States...)
+	if a.DeploymentStatus != nil {
+		ds := *a.DeploymentStatus
+		if ds.Healthy != nil {
+			h := *ds.Healthy
+			ds.Healthy = &h
+		}
+		c.DeploymentStatus = &ds
+	}
+	if a.TaskStates != nil {
+		c.TaskStates = make(map[string]*model.TaskState, len(a.TaskStates))
+		for k, ts := range a.TaskStates {
+			t := *ts
+			t.Events = append([]model.TaskEvent(nil), ts.Events...)
+			c.TaskStates[k] = &t
+		}
+	}
+	return &c
+}
+
+func errIsNotFound(err error) bool { return errors.Is(err, driver.ErrTaskNotFound) }
+
+func mkdirs(paths ...string) error {
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,381 @@
+package allocrunner
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// memStore records what the runner writes.
+type memStore struct {
+	mu      sync.Mutex
+	allocs  map[string]*state.AllocRecord
+	handles map[string]*driver.TaskHandle
+}
+
+func newMemStore() *memStore {
+	return &memStore{allocs: map[string]*state.AllocRecord{}, handles: map[string]*driver.TaskHandle{}}
+}
+func (m *memStore) PutAlloc(r *state.AllocRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.allocs[r.Alloc.ID] = r
+	return nil
+}
+func (m *memStore) PutHandle(a, t string, h *driver.TaskHandle) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.handles[a+"/"+t] = h
+	return nil
+}
+func (m *memStore) DeleteHandle(a, t string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.handles, a+"/"+t)
+	return nil
+}
+func (m *memStore) handleCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.handles)
+}
+
+// validate refuses keys the schema does not name (a stand-in for
+// driver.ValidateConfig in these unit tests).
+func validate(s *driver.Schema, cfg map[string]any) error {
+	for k := range cfg {
+		if _, ok := s.Fields[k]; !ok {
+			return fmt.Errorf("unknown key %q", k)
+		}
+	}
+	return nil
+}
+
+type fixture struct {
+	drv   *fakeDriver
+	store *memStore
+	job   *model.Job
+	alloc *model.Allocation
+	root  string
+}
+
+func newFixture(t *testing.T, cfg map[string]any, restart *model.RestartPolicy, update *model.UpdateStrategy) *fixture {
+	t.Helper()
+	job := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Groups: []*model.Group{{
+		Name: "g", Count: 1, Restart: restart, Update: update,
+		Tasks: []*model.Task{{Name: "t", Driver: "fake", Config: cfg, KillTimeout: model.Duration(150 * time.Millisecond), KillSignal: "SIGINT"}},
+	}}}
+	return &fixture{
+		drv:   newFakeDriver(),
+		store: newMemStore(),
+		job:   job,
+		alloc: &model.Allocation{ID: "a1", Name: "web.g[0]", JobID: "web", JobVersion: 1, TaskGroup: "g", NodeID: "n1", DesiredStatus: model.DesiredRun},
+		root:  t.TempDir(),
+	}
+}
+
+func (f *fixture) runner(handles map[string]*driver.TaskHandle) *Runner {
+	return New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
+		Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root, Handles: handles})
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func fastUpdate(minHealthy, deadline time.Duration) *model.UpdateStrategy {
+	return &model.UpdateStrategy{MaxParallel: 1, MinHealthyTime: model.Duration(minHealthy), HealthyDeadline: model.Duration(deadline)}
+}
+
+func TestARunningTaskBecomesHealthyAfterMinHealthyTimeAndACrashLoopingOneDoesNot(t *testing.T) {
+	pol := &model.RestartPolicy{Attempts: 100, Interval: model.Duration(time.Minute), Delay: model.Duration(10 * time.Millisecond), Mode: model.RestartModeFail}
+	// Healthy: runs forever.
+	f := newFixture(t, map[string]any{}, pol, fastUpdate(100*time.Millisecond, 5*time.Second))
+	r := f.runner(nil)
+	start := time.Now()
+	r.Run()
+	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Fatalf("healthy after %s, before min_healthy_time", el)
+	}
+	if s := r.Alloc().ClientStatus; s != model.ClientRunning {
+		t.Fatalf("client status %s", s)
+	}
+	// Control: a task that exits every 30 ms never stays up for 200 ms, so it
+	// is unhealthy at the deadline.
+	f2 := newFixture(t, map[string]any{"run_for": "30ms"}, pol, fastUpdate(200*time.Millisecond, 600*time.Millisecond))
+	r2 := f2.runner(nil)
+	r2.Run()
+	eventually(t, 3*time.Second, "unhealthy", func() bool { return r2.Alloc().DeploymentStatus.IsUnhealthy() })
+	if f2.drv.startCount("a1/t") < 3 {
+		t.Fatalf("crash loop restarted only %d times", f2.drv.startCount("a1/t"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.Stop(ctx, "test over")
+	_ = r2.Stop(ctx, "test over")
+}
+
+func TestRestartPolicyModeFailGivesUpAfterTheAttemptsAndFailsTheAllocation(t *testing.T) {
+	pol := &model.RestartPolicy{Attempts: 2, Interval: model.Duration(time.Minute), Delay: model.Duration(5 * time.Millisecond), Mode: model.RestartModeFail}
+	f := newFixture(t, map[string]any{"run_for": "5ms", "exit_code": 3}, pol, nil)
+	r := f.runner(nil)
+	r.Run()
+	select {
+	case <-r.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("runner never finished")
+	}
+	a := r.Alloc()
+	if a.ClientStatus != model.ClientFailed {
+		t.Fatalf("client status %s, want failed", a.ClientStatus)
+	}
+	if got := f.drv.startCount("a1/t"); got != 3 {
+		t.Fatalf("%d starts, want 1 + 2 restarts", got)
+	}
+	if ts := a.TaskStates["t"]; ts.Restarts != 2 || !ts.Failed || ts.State != "dead" {
+		t.Fatalf("task state %+v", ts)
+	}
+	if f.store.handleCount() != 0 {
+		t.Fatal("a dead task's handle is still stored")
+	}
+}
+
+func TestRestartPolicyModeDelayKeepsRestartingAfterTheInterval(t *testing.T) {
+	pol := &model.RestartPolicy{Attempts: 1, Interval: model.Duration(200 * time.Millisecond), Delay: model.Duration(5 * time.Millisecond), Mode: model.RestartModeDelay}
+	f := newFixture(t, map[string]any{"run_for": "5ms", "exit_code": 1}, pol, nil)
+	r := f.runner(nil)
+	r.Run()
+	// Mode fail would stop at 2 starts; delay waits out the interval and goes on.
+	eventually(t, 5*time.Second, "a fourth start", func() bool { return f.drv.startCount("a1/t") >= 4 })
+	if s := r.Alloc().ClientStatus; s.Terminal() {
+		t.Fatalf("delay mode made the allocation terminal: %s", s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStopSendsKillSignalAndKillsAfterKillTimeout(t *testing.T) {
+	f := newFixture(t, map[string]any{"ignore_stop": true}, nil, nil)
+	r := f.runner(nil)
+	r.Run()
+	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := r.Stop(ctx, "job stopped"); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	stops := f.drv.stopCalls()
+	if len(stops) != 1 || stops[0].Signal != "SIGINT" || stops[0].Timeout != 150*time.Millisecond || !stops[0].Killed {
+		t.Fatalf("stop calls %+v", stops)
+	}
+	if el < 150*time.Millisecond {
+		t.Fatalf("stop returned after %s, before the kill timeout", el)
+	}
+	a := r.Alloc()
+	if a.ClientStatus != model.ClientComplete || a.DesiredStatus != model.DesiredStop {
+		t.Fatalf("after stop: client %s desired %s", a.ClientStatus, a.DesiredStatus)
+	}
+	if f.drv.live() != 0 || f.store.handleCount() != 0 {
+		t.Fatalf("after stop: %d live tasks, %d handles", f.drv.live(), f.store.handleCount())
+	}
+	if rec := f.store.allocs["a1"]; rec.Intent != model.DesiredStop {
+		t.Fatalf("stored intent %s", rec.Intent)
+	}
+}
+
+func TestDetachLeavesTasksRunningAndStopStopsThem(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, nil)
+	r := f.runner(nil)
+	r.Run()
+	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	r.Detach()
+	if f.drv.live() != 1 || f.store.handleCount() != 1 {
+		t.Fatalf("detach: %d live tasks, %d handles", f.drv.live(), f.store.handleCount())
+	}
+	if len(f.drv.stopCalls()) != 0 {
+		t.Fatal("detach stopped a task")
+	}
+	// Control: a new runner on the stored handle stops it.
+	r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+	r2.Run()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r2.Stop(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if f.drv.live() != 0 {
+		t.Fatal("stop left the task")
+	}
+}
+
+func TestARestoredRunnerReattachesWithoutStarting(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, fastUpdate(50*time.Millisecond, time.Second))
+	r := f.runner(nil)
+	r.Run()
+	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	r.Detach()
+	rec := f.store.allocs["a1"]
+	f.alloc = rec.Alloc
+	r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+	r2.Run()
+	eventually(t, 3*time.Second, "reattached", func() bool { return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning })
+	time.Sleep(50 * time.Millisecond)
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("%d starts after a reattach, want 1", n)
+	}
+	if !r2.Alloc().DeploymentStatus.IsHealthy() {
+		t.Fatal("restored health lost")
+	}
+	// Control: a handle for a task the driver no longer has goes through
+	// the restart policy and is started anew.
+	f.drv.mu.Lock()
+	delete(f.drv.tasks, "a1/t")
+	f.drv.mu.Unlock()
+	r2.Detach()
+	pol := &model.RestartPolicy{Attempts: 2, Interval: model.Duration(time.Minute), Delay: model.Duration(time.Millisecond), Mode: model.RestartModeFail}
+	f.job.Groups[0].Restart = pol
+	r3 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+	r3.Run()
+	eventually(t, 3*time.Second, "restarted", func() bool { return f.drv.startCount("a1/t") == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r3.Stop(ctx, "x")
+}
+
+func TestAConfigTheDriverSchemaRefusesFailsWithoutStarting(t *testing.T) {
+	f := newFixture(t, map[string]any{"imagee": "x"}, nil, nil)
+	r := f.runner(nil)
+	r.Run()
+	<-r.Done()
+	a := r.Alloc()
+	if a.ClientStatus != model.ClientFailed || f.drv.startCount("a1/t") != 0 {
+		t.Fatalf("status %s, starts %d", a.ClientStatus, f.drv.startCount("a1/t"))
+	}
+	ev := a.TaskStates["t"].Events
+	if last := ev[len(ev)-1]; last.Type != EventFailedValidation || !strings.Contains(last.Message, "imagee") {
+		t.Fatalf("events %+v", ev)
+	}
+	// Control: a config with known keys starts.
+	f2 := newFixture(t, map[string]any{"echo": "x"}, nil, nil)
+	r2 := f2.runner(nil)
+	r2.Run()
+	eventually(t, 3*time.Second, "start", func() bool { return f2.drv.startCount("a1/t") == 1 })
+	r2.Detach()
+}
+
+func TestHTTPAndTCPChecksGateHealth(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ok" {
+			w.WriteHeader(500)
+		}
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	_, deadPort, _ := net.SplitHostPort(closed.Addr().String())
+	closed.Close()
+
+	cases := []struct {
+		name    string
+		check   model.Check
+		healthy bool
+	}{
+		{"http 200", model.Check{Type: model.CheckHTTP, Path: "/ok", Port: port}, true},
+		{"http 500", model.Check{Type: model.CheckHTTP, Path: "/bad", Port: port}, false},
+		{"tcp open", model.Check{Type: model.CheckTCP, Port: port}, true},
+		{"tcp closed", model.Check{Type: model.CheckTCP, Port: deadPort}, false},
+		{"interpolated port", model.Check{Type: model.CheckHTTP, Path: "/ok", Port: "${meta.port}"}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.check.Interval = model.Duration(20 * time.Millisecond)
+			c.check.Timeout = model.Duration(time.Second)
+			f := newFixture(t, map[string]any{}, nil, fastUpdate(60*time.Millisecond, 400*time.Millisecond))
+			f.job.Groups[0].Meta = map[string]string{"port": port}
+			f.job.Groups[0].Tasks[0].Services = []model.Service{{Name: "web", Checks: []model.Check{c.check}}}
+			r := f.runner(nil)
+			r.Run()
+			eventually(t, 3*time.Second, "health decided", func() bool { return r.Alloc().DeploymentStatus != nil && r.Alloc().DeploymentStatus.Healthy != nil })
+			if got := r.Alloc().DeploymentStatus.IsHealthy(); got != c.healthy {
+				t.Fatalf("healthy = %v, want %v", got, c.healthy)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = r.Stop(ctx, "x")
+		})
+	}
+}
+
+func TestInPlaceUpdateRestartsNoTaskAndRetracksHealthForANewDeployment(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, fastUpdate(30*time.Millisecond, time.Second))
+	f.alloc.DeploymentID = "d1"
+	r := f.runner(nil)
+	r.Run()
+	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	job2 := *f.job
+	job2.Version = 2
+	a2 := r.Alloc()
+	a2.JobVersion, a2.DeploymentID = 2, "d2"
+	r.UpdateInPlace(a2, &job2)
+	if got := r.Alloc(); got.JobVersion != 2 || got.DeploymentStatus.IsHealthy() {
+		t.Fatalf("after in-place update: version %d, health %+v", got.JobVersion, got.DeploymentStatus)
+	}
+	eventually(t, 3*time.Second, "healthy again", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("in-place update started the task %d times", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.Stop(ctx, "x")
+}
+
+func TestTaskConfigAndEnvAreInterpolatedAtRunTime(t *testing.T) {
+	f := newFixture(t, map[string]any{"echo": "${node.unique.name}/${NOMAD_ALLOC_ID}/${attr.kernel.name}/${meta.rack}/${nope}"}, nil, nil)
+	f.job.Groups[0].Tasks[0].Env = map[string]string{"WHERE": "${node.datacenter}-${NOMAD_TASK_NAME}"}
+	r := New(Config{Alloc: f.alloc, Job: f.job,
+		Node:    &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1", Attributes: map[string]string{"kernel.name": "linux"}, Meta: map[string]string{"rack": "r7"}},
+		Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root})
+	r.Run()
+	eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
+	f.drv.mu.Lock()
+	cfg := f.drv.tasks["a1/t"].cfg
+	f.drv.mu.Unlock()
+	if got := cfg.Config["echo"]; got != "node-1/a1/linux/r7/${nope}" {
+		t.Fatalf("config echo = %q", got)
+	}
+	if cfg.Env["WHERE"] != "dc1-t" || cfg.Env["HIVELET_ALLOC_ID"] != "a1" || cfg.Env["NOMAD_ALLOC_INDEX"] != "0" {
+		t.Fatalf("env %v", cfg.Env)
+	}
+	if !strings.HasPrefix(cfg.StdoutPath, f.root) {
+		t.Fatalf("stdout path %s outside the alloc root", cfg.StdoutPath)
+	}
+	// The job's own config is not modified by interpolation.
+	if f.job.Groups[0].Tasks[0].Config["echo"] != "${node.unique.name}/${NOMAD_ALLOC_ID}/${attr.kernel.name}/${meta.rack}/${nope}" {
+		t.Fatal("interpolation mutated the job")
+	}
+	r.Detach()
+}

@@ -1,0 +1,335 @@
+package allocrunner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// Task event types written to a task's event list.
+const (
+	EventReceived         = "Received"
+	EventStarted          = "Started"
+	EventReattached       = "Reattached"
+	EventTerminated       = "Terminated"
+	EventRestarting       = "Restarting"
+	EventNotRestarting    = "Not Restarting"
+	EventDriverFailure    = "Driver Failure"
+	EventFailedValidation = "Failed Validation"
+	EventKilling          = "Killing"
+	EventKilled           = "Killed"
+	EventRecoverFailed    = "Recover Failed"
+)
+
+func (r *Runner) taskID(task string) string { return r.alloc.ID + "/" + task }
+
+// buildTaskConfig interpolates the task's config and env and builds what the
+// driver receives.
+func (r *Runner) buildTaskConfig(t *model.Task) (*driver.TaskConfig, error) {
+	r.mu.Lock()
+	alloc, job := CloneAlloc(r.alloc), r.job
+	g := r.group()
+	r.mu.Unlock()
+	allocDir := r.AllocDir()
+	taskDir := filepath.Join(allocDir, t.Name)
+	stdout, stderr := LogPaths(allocDir, t.Name)
+	if err := mkdirs(taskDir, filepath.Dir(stdout)); err != nil {
+		return nil, fmt.Errorf("creating allocation directories: %w", err)
+	}
+	env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, allocDir, taskDir)
+	cfg, _ := env.ReplaceAll(t.Config).(map[string]any)
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	return &driver.TaskConfig{
+		ID:         r.taskID(t.Name),
+		AllocID:    alloc.ID,
+		TaskName:   t.Name,
+		JobID:      alloc.JobID,
+		Group:      alloc.TaskGroup,
+		NodeID:     alloc.NodeID,
+		Config:     cfg,
+		Env:        env.Env(t.Env),
+		User:       t.User,
+		Resources:  driver.Resources{CPU: t.Resources.CPU, MemoryMB: t.Resources.MemoryMB},
+		AllocDir:   allocDir,
+		StdoutPath: stdout,
+		StderrPath: stderr,
+		KillSignal: t.KillSignal,
+	}, nil
+}
+
+// errPermanent marks a start failure that no restart can fix (bad config).
+type errPermanent struct{ error }
+
+func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*driver.TaskHandle, error) {
+	tc, err := r.buildTaskConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	if r.cfg.Validate != nil {
+		schema, err := drv.ConfigSchema(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading driver %s config schema: %w", t.Driver, err)
+		}
+		if err := r.cfg.Validate(schema, tc.Config); err != nil {
+			return nil, errPermanent{fmt.Errorf("task %s config: %w", t.Name, err)}
+		}
+	}
+	h, err := drv.StartTask(ctx, tc)
+	if err != nil {
+		return nil, fmt.Errorf("starting task %s: %w", t.Name, err)
+	}
+	return h, nil
+}
+
+// runTask is one task's life: start or reattach, wait, restart per policy,
+// until it finishes for good, the allocation is stopped, or the runner is
+// detached.
+func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
+	defer r.tasksWG.Done()
+	ctx := r.ctx
+	r.mu.Lock()
+	g := r.group()
+	jobType := r.job.Type
+	r.mu.Unlock()
+	policy := g.Restart
+	if policy == nil {
+		policy = model.DefaultRestartPolicy(jobType)
+	}
+	tracker := newRestartTracker(policy)
+	h := restored
+	if h == nil {
+		r.event(t.Name, EventReceived, "task received by the node")
+	}
+	for {
+		if r.isStopping() {
+			r.finishTask(t, h, false, "allocation stopped")
+			return
+		}
+		drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
+		if ctx.Err() != nil {
+			return
+		}
+		var exitErr string
+		if err != nil {
+			exitErr = fmt.Sprintf("driver %s unavailable: %v", t.Driver, err)
+			r.event(t.Name, EventDriverFailure, exitErr)
+		} else if h != nil && h == restored {
+			if err := drv.RecoverTask(ctx, h); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				exitErr = fmt.Sprintf("recovering task: %v", err)
+				r.event(t.Name, EventRecoverFailed, exitErr)
+				h = nil
+			} else {
+				r.event(t.Name, EventReattached, "reattached to the running task")
+				r.setTask(t.Name, func(ts *model.TaskState) {
+					ts.State = "running"
+					if ts.StartedAt.IsZero() {
+						ts.StartedAt = h.StartedAt
+					}
+				})
+			}
+		} else {
+			nh, err := r.start(ctx, drv, t)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if p, ok := err.(errPermanent); ok {
+					r.event(t.Name, EventFailedValidation, p.Error())
+					r.finishTask(t, nil, true, p.Error())
+					r.stopSiblings()
+					return
+				}
+				exitErr = err.Error()
+				r.event(t.Name, EventDriverFailure, exitErr)
+			} else {
+				h = nh
+				if r.cfg.Store != nil {
+					if err := r.cfg.Store.PutHandle(r.alloc.ID, t.Name, h); err != nil {
+						r.log.Error("storing task handle", "task", t.Name, "err", err)
+					}
+				}
+				r.event(t.Name, EventStarted, "task started by the driver")
+				r.setTask(t.Name, func(ts *model.TaskState) {
+					ts.State = "running"
+					ts.StartedAt = r.now()
+					ts.FinishedAt = time.Time{}
+				})
+			}
+		}
+
+		var res *driver.ExitResult
+		if exitErr == "" && h != nil {
+			var detached bool
+			res, detached = r.wait(ctx, drv, t, h)
+			if detached {
+				return
+			}
+			if r.isStopping() {
+				r.finishTask(t, h, false, "allocation stopped")
+				return
+			}
+		} else {
+			res = &driver.ExitResult{Err: exitErr}
+		}
+
+		msg := fmt.Sprintf("exit code %d", res.ExitCode)
+		if res.Signal != 0 {
+			msg += fmt.Sprintf(", signal %d", res.Signal)
+		}
+		if res.OOMKilled {
+			msg += ", OOM killed"
+		}
+		if res.Err != "" {
+			msg = res.Err
+		}
+		if h != nil {
+			r.event(t.Name, EventTerminated, msg)
+			r.destroy(drv, t, h)
+			h = nil
+		}
+		if jobType == model.JobTypeSysbatch && res.Successful() {
+			r.finishTask(t, nil, false, "completed")
+			return
+		}
+		d := tracker.next(r.now())
+		if !d.Restart {
+			r.event(t.Name, EventNotRestarting, d.Reason)
+			r.finishTask(t, nil, true, d.Reason)
+			r.stopSiblings()
+			return
+		}
+		r.event(t.Name, EventRestarting, fmt.Sprintf("%s; restarting in %s", d.Reason, d.Wait))
+		r.setTask(t.Name, func(ts *model.TaskState) {
+			ts.State = "pending"
+			ts.Restarts++
+			ts.FinishedAt = r.now()
+		})
+		select {
+		case <-time.After(d.Wait):
+		case <-r.stopping:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// wait waits for a task's exit. On Stop it stops the task with its
+// kill_timeout and kill_signal and keeps waiting for the exit. When the
+// driver loses sight of the task (plugin restarted) it tries to recover it
+// before counting an exit. detached is true when the runner was detached.
+func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle) (res *driver.ExitResult, detached bool) {
+	stopSent := false
+	for attempt := 0; ; attempt++ {
+		ch, err := drv.WaitTask(ctx, h.TaskID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, true
+			}
+			res = &driver.ExitResult{Err: fmt.Sprintf("waiting on task: %v", err)}
+		} else {
+			stopping := r.stopping
+			if stopSent {
+				stopping = nil
+			}
+		loop:
+			for {
+				select {
+				case <-ctx.Done():
+					return nil, true
+				case <-stopping:
+					stopping = nil
+					stopSent = true
+					go r.kill(drv, t, h)
+				case got, ok := <-ch:
+					if ok && got != nil {
+						res = got
+					} else if ctx.Err() != nil {
+						return nil, true
+					} else {
+						res = &driver.ExitResult{Err: "driver closed the wait stream without a result"}
+					}
+					break loop
+				}
+			}
+		}
+		if res.Err == "" || attempt >= 3 || ctx.Err() != nil {
+			return res, ctx.Err() != nil
+		}
+		// The driver lost the task's wait: a restarted plugin may still have it.
+		select {
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, true
+		}
+		if err := drv.RecoverTask(ctx, h); err != nil {
+			if errIsNotFound(err) {
+				return res, false
+			}
+			continue
+		}
+		r.event(t.Name, EventReattached, "reattached after the driver lost the task")
+	}
+}
+
+func (r *Runner) kill(drv driver.Driver, t *model.Task, h *driver.TaskHandle) {
+	timeout := t.KillTimeout.D()
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	r.event(t.Name, EventKilling, fmt.Sprintf("sending %s, kill after %s", signalName(t.KillSignal), timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	if err := drv.StopTask(ctx, h.TaskID, timeout, t.KillSignal); err != nil && !errIsNotFound(err) {
+		r.log.Error("stopping task", "task", t.Name, "err", err)
+	}
+}
+
+func signalName(s string) string {
+	if s == "" {
+		return "the driver's default signal"
+	}
+	return s
+}
+
+func (r *Runner) destroy(drv driver.Driver, t *model.Task, h *driver.TaskHandle) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := drv.DestroyTask(ctx, h.TaskID, true); err != nil && !errIsNotFound(err) {
+		r.log.Error("destroying task", "task", t.Name, "err", err)
+	}
+	if r.cfg.Store != nil {
+		if err := r.cfg.Store.DeleteHandle(r.alloc.ID, t.Name); err != nil {
+			r.log.Error("deleting task handle", "task", t.Name, "err", err)
+		}
+	}
+}
+
+// finishTask records a task as dead for good; h, if set, is destroyed first.
+func (r *Runner) finishTask(t *model.Task, h *driver.TaskHandle, failed bool, why string) {
+	if h != nil {
+		if drv, err := r.cfg.Drivers.Driver(context.Background(), t.Driver); err == nil {
+			r.event(t.Name, EventKilled, why)
+			r.destroy(drv, t, h)
+		}
+	}
+	r.setTask(t.Name, func(ts *model.TaskState) {
+		ts.State = "dead"
+		ts.Failed = failed
+		ts.FinishedAt = r.now()
+	})
+}
+
+// stopSiblings stops the other tasks of an allocation one of whose tasks
+// failed for good: the allocation is failed as a whole.
+func (r *Runner) stopSiblings() {
+	r.stopOnce.Do(func() { close(r.stopping) })
+}
