@@ -34,7 +34,6 @@ type fakeStop struct {
 
 type fakeTask struct {
 	cfg    *driver.TaskConfig
-	exit   chan *driver.ExitResult // buffered 1; the result once
 	done   chan struct{}
 	once   sync.Once
 	result *driver.ExitResult
