@@ -2,17 +2,86 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hivelet/hivelet/host/jobspec"
+	"github.com/hivelet/hivelet/host/model"
 )
 
-// newJobCmd is a placeholder until its owner lands the real command.
+// newJobCmd is the job command group: the local file commands (validate,
+// inspect) live here; the commands that talk to a running fleet are added by
+// addJobClusterCmds.
 func newJobCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "job",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("the job command is not built yet")
+		Short: "Check, inspect and run job files",
+	}
+	cmd.AddCommand(newJobValidateCmd(), newJobInspectCmd())
+	addJobClusterCmds(cmd)
+	return cmd
+}
+
+func newJobValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a job file (.hcl, .nomad or .json) and report every problem",
+		Long: "Parse and validate a job file. Prints one line and exits 0 when the file is valid;\n" +
+			"otherwise prints each problem as file:line:col: message (HCL) or file: field: message (JSON)\n" +
+			"and exits 2.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJobFile(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: OK: %s job %q, %d group(s)\n", args[0], job.Type, job.ID, len(job.Groups))
+			return nil
 		},
 	}
+}
+
+func newJobInspectCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Print a job file's canonical JSON (the form stored in the jobs bucket)",
+		Long: "Parse and validate a job file and print the effective job (update blocks inherited\n" +
+			"and defaulted) as canonical JSON: the same job always prints the same bytes.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJobFile(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			out, err := jobspec.Canonical(job)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+}
+
+// loadJobFile reads and parses a job file. Parse problems are printed one
+// per line on stderr and returned as bad input (exit code 2).
+func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("reading job file: %w", err))
+	}
+	job, err := jobspec.Parse(path, data)
+	if err != nil {
+		var errs jobspec.Errors
+		if errors.As(err, &errs) {
+			for _, e := range errs {
+				fmt.Fprintln(cmd.ErrOrStderr(), e)
+			}
+			return nil, badInput(fmt.Errorf("%s: %d problem(s) found", path, len(errs)))
+		}
+		return nil, badInput(err)
+	}
+	return job, nil
 }

@@ -1,0 +1,84 @@
+# A web server on every node of dc1 and dc2, in a Docker container built
+# locally (FROM scratch + a static Go binary; no registry is needed).
+job "web" {
+  type        = "system"
+  datacenters = ["dc1", "dc2"]
+  node_pool   = "default"
+  priority    = 60
+
+  meta {
+    team = "edge"
+  }
+
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+
+  update {
+    max_parallel     = 2
+    min_healthy_time = "10s"
+    healthy_deadline = "3m"
+    auto_revert      = true
+    stagger          = "30s" # accepted, ignored: see docs/job-files.md
+  }
+
+  group "web" {
+    count = 1
+
+    restart {
+      attempts = 3
+      interval = "10m"
+      delay    = "15s"
+      mode     = "delay"
+    }
+
+    task "server" {
+      driver = "docker"
+
+      config {
+        image = "hivelet/web:local"
+        ports = ["http"]
+        args  = ["-listen", ":8080", "-node", "${node.unique.name}"]
+
+        port_map {
+          http = 8080
+        }
+
+        mount {
+          type     = "bind"
+          source   = "/srv/web/static"
+          target   = "/static"
+          readonly = true
+        }
+      }
+
+      env {
+        DATACENTER = "${node.datacenter}"
+        LOG_LEVEL  = "info"
+      }
+
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+
+      kill_timeout = "20s"
+      kill_signal  = "SIGTERM"
+
+      service {
+        name     = "web"
+        port     = "http"
+        provider = "nomad"
+
+        check {
+          name     = "alive"
+          type     = "http"
+          path     = "/health"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,943 @@
+package jobspec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// parser reads one HCL job file into the model. It walks the native-syntax
+// tree itself (rather than decoding through a fixed schema) so that it can
+// tell an unsupported Nomad stanza from a misspelled key, keep "${...}" text,
+// and report every problem with its position.
+type parser struct {
+	file string
+	src  []byte
+	errs Errors
+	// pos maps the JSON path of each field read (as model.Job.Validate
+	// names it) to where in the file it was written, so that semantic
+	// errors found on the model point back to the file.
+	pos     map[string]hcl.Range
+	jobType model.JobType
+}
+
+func (p *parser) errorf(rng hcl.Range, format string, args ...any) {
+	p.errs = append(p.errs, &Error{File: p.file, Line: rng.Start.Line, Column: rng.Start.Column, Message: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) diags(ds hcl.Diagnostics) {
+	for _, d := range ds {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		line, col := 0, 0
+		if d.Subject != nil {
+			line, col = d.Subject.Start.Line, d.Subject.Start.Column
+		}
+		p.errs = append(p.errs, &Error{File: p.file, Line: line, Column: col, Message: msg})
+	}
+}
+
+func (p *parser) at(path string, rng hcl.Range) { p.pos[path] = rng }
+
+// ---- body content -------------------------------------------------------
+
+// spec says what a block accepts.
+type spec struct {
+	what   string            // "job", "update", ... for messages
+	attrs  []string          // accepted attribute names
+	blocks []string          // accepted block types
+	extra  map[string]string // context-specific unsupported stanzas
+}
+
+type content struct {
+	attrs  map[string]*hclsyntax.Attribute
+	blocks map[string][]*hclsyntax.Block
+}
+
+// content sorts a body into the attributes and blocks the spec accepts,
+// reporting unsupported stanzas and unknown keys.
+func (p *parser) content(body *hclsyntax.Body, s spec) content {
+	c := content{attrs: map[string]*hclsyntax.Attribute{}, blocks: map[string][]*hclsyntax.Block{}}
+	for _, a := range sortedAttrs(body) {
+		switch {
+		case slices.Contains(s.attrs, a.Name):
+			c.attrs[a.Name] = a
+		case p.refuse(a.Name, a.NameRange, s):
+		case slices.Contains(s.blocks, a.Name):
+			p.errorf(a.NameRange, "%s is a block in the %s block, not an attribute: write %s { ... }", a.Name, s.what, a.Name)
+		default:
+			p.errorf(a.NameRange, "unknown attribute %q in the %s block%s", a.Name, s.what, suggest(a.Name, s.attrs, s.blocks))
+		}
+	}
+	for _, b := range body.Blocks {
+		rng := b.TypeRange
+		switch {
+		case slices.Contains(s.blocks, b.Type):
+			c.blocks[b.Type] = append(c.blocks[b.Type], b)
+		case p.refuse(b.Type, rng, s):
+		case slices.Contains(s.attrs, b.Type):
+			p.errorf(rng, "%s is an attribute in the %s block, not a block: write %s = ...", b.Type, s.what, b.Type)
+		default:
+			p.errorf(rng, "unknown block %q in the %s block%s", b.Type, s.what, suggest(b.Type, s.attrs, s.blocks))
+		}
+	}
+	return c
+}
+
+func (p *parser) refuse(name string, rng hcl.Range, s spec) bool {
+	why, ok := s.extra[name]
+	if !ok {
+		why, ok = unsupported[name]
+	}
+	if ok {
+		p.errorf(rng, "stanza %q is not supported by hivelet (%s)", name, why)
+	}
+	return ok
+}
+
+func sortedAttrs(body *hclsyntax.Body) []*hclsyntax.Attribute {
+	as := make([]*hclsyntax.Attribute, 0, len(body.Attributes))
+	for _, a := range body.Attributes {
+		as = append(as, a)
+	}
+	sort.Slice(as, func(i, j int) bool { return as[i].NameRange.Start.Byte < as[j].NameRange.Start.Byte })
+	return as
+}
+
+// one returns the single block of a type, reporting extra copies.
+func (p *parser) one(c content, typ string) *hclsyntax.Block {
+	bs := c.blocks[typ]
+	if len(bs) == 0 {
+		return nil
+	}
+	for _, extra := range bs[1:] {
+		p.errorf(extra.TypeRange, "only one %s block is allowed here (the first is at line %d)", typ, bs[0].TypeRange.Start.Line)
+	}
+	return bs[0]
+}
+
+// labels checks a block's label count; want is the label's meaning.
+func (p *parser) labels(b *hclsyntax.Block, want string) (string, bool) {
+	if want == "" {
+		if len(b.Labels) != 0 {
+			p.errorf(b.LabelRanges[0], "a %s block takes no label", b.Type)
+			return "", false
+		}
+		return "", true
+	}
+	if len(b.Labels) != 1 {
+		rng := b.TypeRange
+		if len(b.LabelRanges) > 1 {
+			rng = b.LabelRanges[1]
+		}
+		p.errorf(rng, "a %s block takes exactly one label, its %s: %s \"name\" { ... }", b.Type, want, b.Type)
+		return "", false
+	}
+	return b.Labels[0], true
+}
+
+// ---- typed attribute values ------------------------------------------------
+
+func (p *parser) typed(a *hclsyntax.Attribute, want cty.Type, what string) (cty.Value, bool) {
+	v, ok := p.value(a.Expr)
+	if !ok {
+		return cty.NilVal, false
+	}
+	if v.IsNull() {
+		p.errorf(a.Expr.Range(), "%s must not be null", a.Name)
+		return cty.NilVal, false
+	}
+	cv, err := convert.Convert(v, want)
+	if err != nil {
+		p.errorf(a.Expr.Range(), "%s must be %s, got %s", a.Name, what, v.Type().FriendlyName())
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+func (p *parser) str(a *hclsyntax.Attribute, path string) (string, bool) {
+	p.at(path, a.Expr.Range())
+	v, ok := p.typed(a, cty.String, "a string")
+	if !ok {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+func (p *parser) integer(a *hclsyntax.Attribute, path string) (int, bool) {
+	p.at(path, a.Expr.Range())
+	v, ok := p.typed(a, cty.Number, "a whole number")
+	if !ok {
+		return 0, false
+	}
+	i, ok := wholeInt(v)
+	if !ok {
+		p.errorf(a.Expr.Range(), "%s must be a whole number, got %s", a.Name, goString(v))
+		return 0, false
+	}
+	return i, true
+}
+
+func (p *parser) boolean(a *hclsyntax.Attribute, path string) (bool, bool) {
+	p.at(path, a.Expr.Range())
+	v, ok := p.typed(a, cty.Bool, "true or false")
+	if !ok {
+		return false, false
+	}
+	return v.True(), true
+}
+
+func (p *parser) duration(a *hclsyntax.Attribute, path string) (model.Duration, bool) {
+	p.at(path, a.Expr.Range())
+	v, ok := p.value(a.Expr)
+	if !ok {
+		return 0, false
+	}
+	if v.IsNull() || v.Type() != cty.String {
+		p.errorf(a.Expr.Range(), "%s must be a duration string such as \"30s\" or \"1m30s\", got %s", a.Name, v.Type().FriendlyName())
+		return 0, false
+	}
+	d, err := time.ParseDuration(v.AsString())
+	if err != nil {
+		p.errorf(a.Expr.Range(), "%s: bad duration %q: write it like \"30s\", \"5m\" or \"1h30m\"", a.Name, v.AsString())
+		return 0, false
+	}
+	if d < 0 {
+		p.errorf(a.Expr.Range(), "%s must not be negative, got %s", a.Name, v.AsString())
+		return 0, false
+	}
+	return model.Duration(d), true
+}
+
+func (p *parser) strList(a *hclsyntax.Attribute, path string) ([]string, bool) {
+	p.at(path, a.Expr.Range())
+	v, ok := p.typed(a, cty.List(cty.String), "a list of strings")
+	if !ok {
+		return nil, false
+	}
+	out := []string{}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			p.errorf(a.Expr.Range(), "%s must not contain null", a.Name)
+			return nil, false
+		}
+		out = append(out, e.AsString())
+	}
+	return out, true
+}
+
+// strMap reads a string map written either as an attribute (name = { ... })
+// or as a block (name { key = "value" }).
+func (p *parser) strMap(c content, name, path string) map[string]string {
+	a := c.attrs[name]
+	b := p.one(c, name)
+	switch {
+	case a != nil && b != nil:
+		p.errorf(b.TypeRange, "%s is given both as an attribute (line %d) and as a block; keep one", name, a.NameRange.Start.Line)
+		return nil
+	case a != nil:
+		p.at(path, a.Expr.Range())
+		v, ok := p.typed(a, cty.Map(cty.String), "a map of strings")
+		if !ok {
+			return nil
+		}
+		out := map[string]string{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			if e.IsNull() {
+				p.errorf(a.Expr.Range(), "%s value %q must not be null", name, k.AsString())
+				continue
+			}
+			out[k.AsString()] = e.AsString()
+		}
+		return out
+	case b != nil:
+		p.at(path, b.TypeRange)
+		if _, ok := p.labels(b, ""); !ok {
+			return nil
+		}
+		for _, nested := range b.Body.Blocks {
+			p.errorf(nested.TypeRange, "the %s block holds only key = \"value\" pairs, not blocks", name)
+		}
+		out := map[string]string{}
+		for _, kv := range sortedAttrs(b.Body) {
+			v, ok := p.typed(kv, cty.String, "a string")
+			if ok {
+				out[kv.Name] = v.AsString()
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// ---- the job ----------------------------------------------------------------
+
+func (p *parser) parseFile(body *hclsyntax.Body) *model.Job {
+	c := p.content(body, spec{what: "top-level", blocks: []string{"job"}})
+	jobs := c.blocks["job"]
+	if len(jobs) == 0 {
+		if len(p.errs) == 0 {
+			p.errorf(body.SrcRange, "no job block: a job file declares one job \"name\" { ... }")
+		}
+		return nil
+	}
+	for _, extra := range jobs[1:] {
+		p.errorf(extra.TypeRange, "a job file declares exactly one job (the first is at line %d)", jobs[0].TypeRange.Start.Line)
+	}
+	return p.job(jobs[0])
+}
+
+var (
+	jobSpec = spec{what: "job",
+		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta"},
+		blocks: []string{"group", "update", "constraint", "meta"}}
+	groupSpec = spec{what: "group",
+		attrs:  []string{"count", "meta"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta"},
+		extra:  unsupportedInGroup}
+	taskSpec = spec{what: "task",
+		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint"},
+		extra:  unsupportedInTask}
+	updateSpec = spec{what: "update",
+		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
+			"progress_deadline", "health_check", "stagger", "canary_policy", "completion_policy"},
+		blocks: []string{"canary_policy", "completion_policy"}}
+	restartSpec    = spec{what: "restart", attrs: []string{"attempts", "interval", "delay", "mode"}}
+	disconnectSpec = spec{what: "disconnect", attrs: []string{"lost_after", "replace", "reconcile"},
+		extra: map[string]string{"stop_on_client_after": "a node cut off from the fleet keeps running its tasks in hivelet"}}
+	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
+		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
+	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider"}, blocks: []string{"check"},
+		extra: unsupportedInService}
+	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
+		extra: unsupportedInCheck}
+)
+
+func (p *parser) job(b *hclsyntax.Block) *model.Job {
+	j := &model.Job{}
+	p.at("", b.DefRange())
+	id, _ := p.labels(b, "job ID")
+	j.ID = id
+	if len(b.LabelRanges) > 0 {
+		p.at("id", b.LabelRanges[0])
+	}
+	c := p.content(b.Body, jobSpec)
+	p.at("type", b.DefRange())
+	if a := c.attrs["type"]; a != nil {
+		s, _ := p.str(a, "type")
+		j.Type = model.JobType(s)
+	}
+	p.jobType = j.Type
+	if a := c.attrs["name"]; a != nil {
+		j.Name, _ = p.str(a, "name")
+	}
+	if a := c.attrs["namespace"]; a != nil {
+		j.Namespace, _ = p.str(a, "namespace")
+	}
+	if a := c.attrs["datacenters"]; a != nil {
+		j.Datacenters, _ = p.strList(a, "datacenters")
+		for i := range j.Datacenters {
+			p.at(fmt.Sprintf("datacenters[%d]", i), a.Expr.Range())
+		}
+	}
+	if a := c.attrs["node_pool"]; a != nil {
+		j.NodePool, _ = p.str(a, "node_pool")
+	}
+	if a := c.attrs["priority"]; a != nil {
+		j.Priority, _ = p.integer(a, "priority")
+	}
+	j.Meta = p.strMap(c, "meta", "meta")
+	for _, cb := range c.blocks["constraint"] {
+		if con, ok := p.constraint(cb, fmt.Sprintf("constraints[%d]", len(j.Constraints))); ok {
+			j.Constraints = append(j.Constraints, con)
+		}
+	}
+	var jobUpdate *updateFields
+	if ub := p.one(c, "update"); ub != nil {
+		jobUpdate = p.update(ub)
+		j.Update = jobUpdate.over(model.DefaultUpdateStrategy())
+		jobUpdate.record(p, "update", ub.TypeRange, nil)
+	}
+	p.at("groups", b.DefRange())
+	for _, gb := range c.blocks["group"] {
+		j.Groups = append(j.Groups, p.group(gb, fmt.Sprintf("groups[%d]", len(j.Groups)), j.Type, jobUpdate))
+	}
+	return j
+}
+
+func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpdate *updateFields) *model.Group {
+	g := &model.Group{Count: 1}
+	p.at(path, b.DefRange())
+	g.Name, _ = p.labels(b, "group name")
+	if len(b.LabelRanges) > 0 {
+		p.at(path+".name", b.LabelRanges[0])
+	}
+	c := p.content(b.Body, groupSpec)
+	if a := c.attrs["count"]; a != nil {
+		g.Count, _ = p.integer(a, path+".count")
+	}
+	g.Meta = p.strMap(c, "meta", path+".meta")
+
+	// Update: defaults, then the job's block, then the group's, field by
+	// field. A sysbatch job keeps only what was written, so that Validate
+	// can refuse it.
+	var groupUpdate *updateFields
+	ub := p.one(c, "update")
+	if ub != nil {
+		groupUpdate = p.update(ub)
+	}
+	if jt != model.JobTypeSysbatch || groupUpdate != nil {
+		g.Update = model.DefaultUpdateStrategy()
+		p.at(path+".update", b.DefRange())
+		if jobUpdate != nil {
+			g.Update = jobUpdate.over(g.Update)
+			jobUpdate.record(p, path+".update", jobUpdate.block, nil)
+		}
+		if groupUpdate != nil {
+			g.Update = groupUpdate.over(g.Update)
+			groupUpdate.record(p, path+".update", ub.TypeRange, jobUpdate)
+		}
+	}
+
+	g.Restart = model.DefaultRestartPolicy(jt)
+	if rb := p.one(c, "restart"); rb != nil {
+		p.restart(rb, path+".restart", g.Restart)
+	}
+	if db := p.one(c, "disconnect"); db != nil {
+		g.Disconnect = p.disconnect(db, path+".disconnect")
+	}
+	for _, cb := range c.blocks["constraint"] {
+		if con, ok := p.constraint(cb, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints))); ok {
+			g.Constraints = append(g.Constraints, con)
+		}
+	}
+	p.at(path+".tasks", b.DefRange())
+	for _, tb := range c.blocks["task"] {
+		g.Tasks = append(g.Tasks, p.task(tb, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks)), path, g))
+	}
+	return g
+}
+
+func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group) *model.Task {
+	t := &model.Task{}
+	p.at(path, b.DefRange())
+	t.Name, _ = p.labels(b, "task name")
+	if len(b.LabelRanges) > 0 {
+		p.at(path+".name", b.LabelRanges[0])
+	}
+	c := p.content(b.Body, taskSpec)
+	p.at(path+".driver", b.DefRange())
+	if a := c.attrs["driver"]; a != nil {
+		t.Driver, _ = p.str(a, path+".driver")
+	}
+	if a := c.attrs["user"]; a != nil {
+		t.User, _ = p.str(a, path+".user")
+	}
+	if a := c.attrs["kill_timeout"]; a != nil {
+		t.KillTimeout, _ = p.duration(a, path+".kill_timeout")
+	}
+	if a := c.attrs["kill_signal"]; a != nil {
+		t.KillSignal, _ = p.str(a, path+".kill_signal")
+	}
+	t.Env = p.strMap(c, "env", path+".env")
+	t.Meta = p.strMap(c, "meta", path+".meta")
+	t.Config = p.config(c, path+".config")
+	if rb := p.one(c, "resources"); rb != nil {
+		p.at(path+".resources", rb.TypeRange)
+		if _, ok := p.labels(rb, ""); ok {
+			rc := p.content(rb.Body, resourcesSpec)
+			if a := rc.attrs["cpu"]; a != nil {
+				t.Resources.CPU, _ = p.integer(a, path+".resources.cpu")
+			}
+			if a := rc.attrs["memory"]; a != nil {
+				t.Resources.MemoryMB, _ = p.integer(a, path+".resources.memory_mb")
+			}
+		}
+	}
+	for _, sb := range c.blocks["service"] {
+		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(t.Services))); ok {
+			t.Services = append(t.Services, s)
+		}
+	}
+	// A task's constraints restrict the node its group lands on: hivelet
+	// keeps them with the group's.
+	for _, cb := range c.blocks["constraint"] {
+		if con, ok := p.constraint(cb, fmt.Sprintf("%s.constraints[%d]", groupPath, len(g.Constraints))); ok {
+			g.Constraints = append(g.Constraints, con)
+		}
+	}
+	return t
+}
+
+// config reads the driver's free-form configuration: attributes become
+// values, nested blocks become lists of objects (so one block and several
+// read the same way), at any depth.
+func (p *parser) config(c content, path string) map[string]any {
+	a := c.attrs["config"]
+	b := p.one(c, "config")
+	switch {
+	case a != nil && b != nil:
+		p.errorf(b.TypeRange, "config is given both as an attribute (line %d) and as a block; keep one", a.NameRange.Start.Line)
+	case a != nil:
+		p.at(path, a.Expr.Range())
+		v, ok := p.value(a.Expr)
+		if !ok {
+			return nil
+		}
+		if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+			p.errorf(a.Expr.Range(), "config must be an object, got %s", v.Type().FriendlyName())
+			return nil
+		}
+		m, _ := goValue(v).(map[string]any)
+		return m
+	case b != nil:
+		p.at(path, b.TypeRange)
+		if _, ok := p.labels(b, ""); !ok {
+			return nil
+		}
+		return p.configBody(b.Body)
+	}
+	return nil
+}
+
+func (p *parser) configBody(body *hclsyntax.Body) map[string]any {
+	out := map[string]any{}
+	for _, a := range sortedAttrs(body) {
+		if v, ok := p.value(a.Expr); ok {
+			out[a.Name] = goValue(v)
+		}
+	}
+	for _, b := range body.Blocks {
+		if len(b.Labels) > 0 {
+			p.errorf(b.LabelRanges[0], "blocks inside config take no label: write %s { ... }", b.Type)
+			continue
+		}
+		prev, exists := out[b.Type]
+		list, isList := prev.([]any)
+		if exists && (!isList || body.Attributes[b.Type] != nil) {
+			p.errorf(b.TypeRange, "config has both an attribute and a block named %q; keep one", b.Type)
+			continue
+		}
+		out[b.Type] = append(list, p.configBody(b.Body))
+	}
+	return out
+}
+
+func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) {
+	var s model.Service
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return s, false
+	}
+	c := p.content(b.Body, serviceSpec)
+	if a := c.attrs["name"]; a != nil {
+		s.Name, _ = p.str(a, path+".name")
+	}
+	if a := c.attrs["port"]; a != nil {
+		s.Port, _ = p.str(a, path+".port")
+	}
+	if a := c.attrs["provider"]; a != nil {
+		// Accepted so that Nomad files parse unchanged; the hivelet agent
+		// runs the checks itself whatever the provider says.
+		p.str(a, path+".provider")
+	}
+	for _, cb := range c.blocks["check"] {
+		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))
+		p.at(cp, cb.TypeRange)
+		if _, ok := p.labels(cb, ""); !ok {
+			continue
+		}
+		cc := p.content(cb.Body, checkSpec)
+		var ch model.Check
+		p.at(cp+".type", cb.TypeRange)
+		p.at(cp+".interval", cb.TypeRange)
+		p.at(cp+".timeout", cb.TypeRange)
+		if a := cc.attrs["name"]; a != nil {
+			ch.Name, _ = p.str(a, cp+".name")
+		}
+		if a := cc.attrs["type"]; a != nil {
+			t, _ := p.str(a, cp+".type")
+			ch.Type = model.CheckType(t)
+		}
+		if a := cc.attrs["path"]; a != nil {
+			ch.Path, _ = p.str(a, cp+".path")
+		}
+		if a := cc.attrs["port"]; a != nil {
+			ch.Port, _ = p.str(a, cp+".port")
+		}
+		if a := cc.attrs["interval"]; a != nil {
+			ch.Interval, _ = p.duration(a, cp+".interval")
+		}
+		if a := cc.attrs["timeout"]; a != nil {
+			ch.Timeout, _ = p.duration(a, cp+".timeout")
+		}
+		s.Checks = append(s.Checks, ch)
+	}
+	return s, true
+}
+
+func (p *parser) restart(b *hclsyntax.Block, path string, r *model.RestartPolicy) {
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, restartSpec)
+	if a := c.attrs["attempts"]; a != nil {
+		r.Attempts, _ = p.integer(a, path+".attempts")
+	}
+	if a := c.attrs["interval"]; a != nil {
+		r.Interval, _ = p.duration(a, path+".interval")
+	}
+	if a := c.attrs["delay"]; a != nil {
+		r.Delay, _ = p.duration(a, path+".delay")
+	}
+	if a := c.attrs["mode"]; a != nil {
+		m, _ := p.str(a, path+".mode")
+		r.Mode = model.RestartMode(m)
+	}
+}
+
+func (p *parser) disconnect(b *hclsyntax.Block, path string) *model.DisconnectStrategy {
+	d := &model.DisconnectStrategy{}
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return d
+	}
+	c := p.content(b.Body, disconnectSpec)
+	if a := c.attrs["lost_after"]; a != nil {
+		d.LostAfter, _ = p.duration(a, path+".lost_after")
+	}
+	if a := c.attrs["replace"]; a != nil {
+		if v, ok := p.boolean(a, path+".replace"); ok {
+			d.Replace = &v
+		}
+	}
+	if a := c.attrs["reconcile"]; a != nil {
+		m, _ := p.str(a, path+".reconcile")
+		d.Reconcile = model.ReconcileMode(m)
+	}
+	return d
+}
+
+// operatorAliases are the other spellings Nomad accepts.
+var operatorAliases = map[string]model.ConstraintOperator{"==": model.OpEqual, "is": model.OpEqual, "not": model.OpNotEqual}
+
+// shorthand constraint attributes: `version = ">= 1.2"` means operator
+// "version" with that value.
+var constraintShorthands = []string{"version", "semver", "regexp", "set_contains", "set_contains_any"}
+
+func (p *parser) constraint(b *hclsyntax.Block, path string) (model.Constraint, bool) {
+	var con model.Constraint
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return con, false
+	}
+	c := p.content(b.Body, constraintSpec)
+	ok := true
+	for _, name := range []string{"distinct_hosts", "distinct_property"} {
+		if a := c.attrs[name]; a != nil {
+			p.errorf(a.NameRange, "constraint %q has no meaning for hivelet: a system job already runs at most once per node; remove the constraint", name)
+			ok = false
+		}
+	}
+	if a := c.attrs["attribute"]; a != nil {
+		con.Attribute, _ = p.str(a, path+".attribute")
+	}
+	if a := c.attrs["operator"]; a != nil {
+		op, good := p.str(a, path+".operator")
+		if alias, isAlias := operatorAliases[op]; isAlias {
+			op = string(alias)
+		}
+		if good && (op == "distinct_hosts" || op == "distinct_property") {
+			p.errorf(a.Expr.Range(), "constraint operator %q has no meaning for hivelet: a system job already runs at most once per node; remove the constraint", op)
+			ok = false
+		}
+		con.Operator = model.ConstraintOperator(op)
+	}
+	if a := c.attrs["value"]; a != nil {
+		con.Value, _ = p.str(a, path+".value")
+	}
+	for _, name := range constraintShorthands {
+		a := c.attrs[name]
+		if a == nil {
+			continue
+		}
+		if c.attrs["operator"] != nil || c.attrs["value"] != nil {
+			p.errorf(a.NameRange, "%s = ... is the shorthand for operator = %q with a value; do not combine it with operator or value", name, name)
+			ok = false
+			continue
+		}
+		con.Operator = model.ConstraintOperator(name)
+		p.at(path+".operator", a.NameRange)
+		con.Value, _ = p.str(a, path+".value")
+	}
+	if con.Operator == "" {
+		con.Operator = model.OpEqual
+	}
+	if !ok {
+		return con, false
+	}
+	p.at(path+".attribute", b.TypeRange)
+	if a := c.attrs["attribute"]; a != nil {
+		p.at(path+".attribute", a.Expr.Range())
+	}
+	if _, set := p.pos[path+".value"]; !set {
+		p.at(path+".value", b.TypeRange)
+	}
+	return con, true
+}
+
+// ---- update blocks and inheritance -------------------------------------------
+
+// updateFields is one update block as written: nil means not set, so that
+// a group's block overrides the job's field by field.
+type updateFields struct {
+	block            hcl.Range
+	at               map[string]hcl.Range
+	maxParallel      *int
+	canary           *int
+	autoPromote      *bool
+	autoRevert       *bool
+	minHealthyTime   *model.Duration
+	healthyDeadline  *model.Duration
+	progressDeadline *model.Duration
+	healthCheck      *string
+	canaryPolicy     *model.PolicyRef
+	completionPolicy *model.PolicyRef
+}
+
+func ptr[T any](v T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+func (p *parser) update(b *hclsyntax.Block) *updateFields {
+	u := &updateFields{block: b.TypeRange, at: map[string]hcl.Range{}}
+	if _, ok := p.labels(b, ""); !ok {
+		return u
+	}
+	c := p.content(b.Body, updateSpec)
+	// Values are recorded under a scratch path; record() files them under
+	// each group that inherits them.
+	const scratch = "\x00update"
+	for name, a := range c.attrs {
+		u.at[name] = a.Expr.Range()
+	}
+	if a := c.attrs["max_parallel"]; a != nil {
+		u.maxParallel = ptr(p.integer(a, scratch))
+	}
+	if a := c.attrs["canary"]; a != nil {
+		u.canary = ptr(p.integer(a, scratch))
+	}
+	if a := c.attrs["auto_promote"]; a != nil {
+		u.autoPromote = ptr(p.boolean(a, scratch))
+	}
+	if a := c.attrs["auto_revert"]; a != nil {
+		u.autoRevert = ptr(p.boolean(a, scratch))
+	}
+	if a := c.attrs["min_healthy_time"]; a != nil {
+		u.minHealthyTime = ptr(p.duration(a, scratch))
+	}
+	if a := c.attrs["healthy_deadline"]; a != nil {
+		u.healthyDeadline = ptr(p.duration(a, scratch))
+	}
+	if a := c.attrs["progress_deadline"]; a != nil {
+		u.progressDeadline = ptr(p.duration(a, scratch))
+	}
+	if a := c.attrs["health_check"]; a != nil {
+		u.healthCheck = ptr(p.str(a, scratch))
+	}
+	if a := c.attrs["stagger"]; a != nil {
+		// Accepted so that Nomad files parse unchanged, checked, and
+		// ignored: hivelet paces a rollout by max_parallel slots and
+		// allocation health, not by a timer.
+		p.duration(a, scratch)
+	}
+	u.canaryPolicy = p.policy(c, "canary_policy", u)
+	u.completionPolicy = p.policy(c, "completion_policy", u)
+	delete(p.pos, scratch)
+	return u
+}
+
+// policy reads hivelet's policy extension in either form:
+//
+//	canary_policy = "spread"
+//	canary_policy "spread" { digest = "sha256:..."  attribute = "${node.datacenter}" }
+//
+// In the block form, digest pins the module; every other attribute is a
+// parameter passed to the policy as a string.
+func (p *parser) policy(c content, name string, u *updateFields) *model.PolicyRef {
+	a := c.attrs[name]
+	b := p.one(c, name)
+	switch {
+	case a != nil && b != nil:
+		p.errorf(b.TypeRange, "%s is given both as an attribute (line %d) and as a block; keep one", name, a.NameRange.Start.Line)
+	case a != nil:
+		s, ok := p.typed(a, cty.String, "a policy name")
+		if !ok {
+			return nil
+		}
+		return &model.PolicyRef{Name: s.AsString()}
+	case b != nil:
+		u.at[name] = b.TypeRange
+		ref := &model.PolicyRef{}
+		if len(b.Labels) != 1 {
+			p.errorf(b.TypeRange, "a %s block takes exactly one label, the policy name: %s \"name\" { ... }", name, name)
+			return nil
+		}
+		ref.Name = b.Labels[0]
+		u.at[name+".name"] = b.LabelRanges[0]
+		for _, nested := range b.Body.Blocks {
+			p.errorf(nested.TypeRange, "a %s block holds only digest and parameters (key = \"value\"), not blocks", name)
+		}
+		for _, pa := range sortedAttrs(b.Body) {
+			v, ok := p.value(pa.Expr)
+			if !ok {
+				continue
+			}
+			if v.IsNull() || !v.Type().IsPrimitiveType() {
+				p.errorf(pa.Expr.Range(), "policy parameter %s must be a string, number or bool, got %s", pa.Name, v.Type().FriendlyName())
+				continue
+			}
+			if pa.Name == "digest" {
+				ref.Digest = goString(v)
+				u.at[name+".digest"] = pa.Expr.Range()
+				continue
+			}
+			if ref.Params == nil {
+				ref.Params = map[string]string{}
+			}
+			ref.Params[pa.Name] = goString(v)
+		}
+		return ref
+	}
+	return nil
+}
+
+// over returns base with every field this block sets replaced.
+func (u *updateFields) over(base *model.UpdateStrategy) *model.UpdateStrategy {
+	out := *base
+	if u.maxParallel != nil {
+		out.MaxParallel = *u.maxParallel
+	}
+	if u.canary != nil {
+		out.Canary = *u.canary
+	}
+	if u.autoPromote != nil {
+		out.AutoPromote = *u.autoPromote
+	}
+	if u.autoRevert != nil {
+		out.AutoRevert = *u.autoRevert
+	}
+	if u.minHealthyTime != nil {
+		out.MinHealthyTime = *u.minHealthyTime
+	}
+	if u.healthyDeadline != nil {
+		out.HealthyDeadline = *u.healthyDeadline
+	}
+	if u.progressDeadline != nil {
+		out.ProgressDeadline = *u.progressDeadline
+	}
+	if u.healthCheck != nil {
+		out.HealthCheck = *u.healthCheck
+	}
+	if u.canaryPolicy != nil {
+		out.CanaryPolicy = u.canaryPolicy
+	}
+	if u.completionPolicy != nil {
+		out.CompletionPolicy = u.completionPolicy
+	}
+	// Each group gets its own copy: no two strategies share a policy.
+	out.CanaryPolicy = clonePolicy(out.CanaryPolicy)
+	out.CompletionPolicy = clonePolicy(out.CompletionPolicy)
+	return &out
+}
+
+// record files the positions of this block's fields under path. Fields
+// the block leaves unset point at the block itself (the value came from a
+// default), unless an inherited block set them.
+func (u *updateFields) record(p *parser, path string, block hcl.Range, inherited *updateFields) {
+	p.at(path, block)
+	for _, f := range []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time",
+		"healthy_deadline", "progress_deadline", "health_check", "canary_policy", "completion_policy",
+		"canary_policy.name", "canary_policy.digest", "completion_policy.name", "completion_policy.digest"} {
+		if r, ok := u.at[f]; ok {
+			p.at(path+"."+f, r)
+			continue
+		}
+		if inherited != nil {
+			if _, ok := inherited.at[f]; ok {
+				continue // keep the inherited position
+			}
+		}
+		p.at(path+"."+f, block)
+	}
+}
+
+// suggest returns ` (did you mean "x"?)` for a near miss among the known names.
+func suggest(name string, lists ...[]string) string {
+	best, bestD := "", 3
+	for _, l := range lists {
+		for _, cand := range l {
+			if d := editDistance(name, cand); d < bestD {
+				best, bestD = cand, d
+			}
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func clonePolicy(r *model.PolicyRef) *model.PolicyRef {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Params = maps.Clone(r.Params)
+	return &c
+}

@@ -1,0 +1,210 @@
+package jobspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// MaxFileSize bounds a job file: its canonical JSON must fit a NATS KV value.
+const MaxFileSize = 1 << 20
+
+// Error is one problem in a job file. HCL errors carry a line and column;
+// JSON errors carry the path of the offending field instead.
+type Error struct {
+	File    string
+	Line    int // 1-based; 0 when unknown
+	Column  int // 1-based; 0 when unknown
+	Path    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
+	case e.Path != "":
+		return fmt.Sprintf("%s: %s: %s", e.File, e.Path, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Message)
+}
+
+// Errors is every problem found in one file, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Parse reads a job file, choosing the syntax by extension: .hcl and .nomad
+// are HCL, .json is the JSON wire form. On failure the error is Errors.
+func Parse(filename string, data []byte) (*model.Job, error) {
+	switch strings.ToLower(filepath.Ext(filename)) {
+	case ".hcl", ".nomad":
+		return ParseHCL(filename, data)
+	case ".json":
+		return ParseJSON(filename, data)
+	}
+	return nil, Errors{{File: filename, Message: "unknown job file extension: name it .hcl or .nomad (HCL) or .json (the JSON form)"}}
+}
+
+// ParseHCL reads a job written in HCL. The result is the effective job:
+// each group's Update is the job-level block overridden field by field by the
+// group's own (system jobs with neither get model.DefaultUpdateStrategy),
+// restart policies are defaulted field by field, counts default to 1, and
+// Job.Update is the job-level block over the defaults.
+func ParseHCL(filename string, src []byte) (*model.Job, error) {
+	if len(src) > MaxFileSize {
+		return nil, Errors{{File: filename, Message: fmt.Sprintf("job file is %d bytes, larger than the %d-byte limit", len(src), MaxFileSize)}}
+	}
+	p := &parser{file: filename, src: src, pos: map[string]hcl.Range{}}
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		p.diags(diags)
+		return nil, p.sorted()
+	}
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok {
+		return nil, Errors{{File: filename, Message: "not an HCL native-syntax file"}}
+	}
+	job := p.parseFile(body)
+	if job == nil {
+		return nil, p.sorted()
+	}
+	if err := job.Validate(); err != nil {
+		var ves model.ValidationErrors
+		if !errors.As(err, &ves) {
+			return nil, fmt.Errorf("validating job: %w", err)
+		}
+		for _, ve := range ves {
+			rng := p.locate(ve.Path)
+			p.errorf(rng, "%s", ve.Message)
+		}
+	}
+	if len(p.errs) > 0 {
+		return nil, p.sorted()
+	}
+	return job, nil
+}
+
+// locate finds where the field at path (or its nearest recorded parent)
+// was written.
+func (p *parser) locate(path string) hcl.Range {
+	for {
+		if r, ok := p.pos[path]; ok {
+			return r
+		}
+		if path == "" {
+			return hcl.Range{Filename: p.file, Start: hcl.InitialPos, End: hcl.InitialPos}
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			path = ""
+		} else {
+			path = path[:i]
+		}
+	}
+}
+
+// sorted returns the errors in file order, each reported once.
+func (p *parser) sorted() Errors {
+	sort.SliceStable(p.errs, func(i, j int) bool {
+		a, b := p.errs[i], p.errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Column < b.Column
+	})
+	out := Errors{}
+	seen := map[string]bool{}
+	for _, e := range p.errs {
+		k := e.Error()
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ParseJSON reads a job in its JSON wire form: a strict decode (unknown
+// fields, unknown enum values and wrong types fail the whole document), then
+// the defaults an HCL file would have received, then the same validation as
+// HCL. Errors carry the JSON path of the field.
+func ParseJSON(filename string, data []byte) (*model.Job, error) {
+	if len(data) > MaxFileSize {
+		return nil, Errors{{File: filename, Message: fmt.Sprintf("job file is %d bytes, larger than the %d-byte limit", len(data), MaxFileSize)}}
+	}
+	var job model.Job
+	if err := model.Decode(data, &job); err != nil {
+		var de *model.DecodeError
+		if errors.As(err, &de) {
+			return nil, Errors{{File: filename, Path: de.Path, Message: de.Reason}}
+		}
+		return nil, Errors{{File: filename, Message: err.Error()}}
+	}
+	Canonicalize(&job)
+	if err := job.Validate(); err != nil {
+		var ves model.ValidationErrors
+		if !errors.As(err, &ves) {
+			return nil, fmt.Errorf("validating job: %w", err)
+		}
+		out := make(Errors, len(ves))
+		for i, ve := range ves {
+			out[i] = &Error{File: filename, Path: ve.Path, Message: ve.Message}
+		}
+		return nil, out
+	}
+	return &job, nil
+}
+
+// Canonicalize fills in what a JSON job leaves out, the way the HCL parser
+// would: a system group with no update strategy inherits the job's (or the
+// defaults), a group with no restart policy gets the default for the job
+// type. It changes nothing on a job that is already effective, so canonical
+// JSON passes through unchanged.
+func Canonicalize(j *model.Job) {
+	for _, g := range j.Groups {
+		if g == nil {
+			continue
+		}
+		if g.Update == nil && j.Type == model.JobTypeSystem {
+			if j.Update != nil {
+				u := *j.Update
+				g.Update = &u
+			} else {
+				g.Update = model.DefaultUpdateStrategy()
+			}
+		}
+		if g.Restart == nil {
+			g.Restart = model.DefaultRestartPolicy(j.Type)
+		}
+	}
+}
+
+// Canonical renders a job as canonical JSON: two-space indentation, fields
+// in declaration order, map keys sorted, no HTML escaping, one trailing
+// newline. The same job always gives the same bytes.
+func Canonical(j *model.Job) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(j); err != nil {
+		return nil, fmt.Errorf("encoding job %s: %w", j.ID, err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,109 @@
+package jobspec
+
+// unsupported names the Nomad job-file stanzas and keys hivelet refuses, with
+// the reason printed in the error. A name in this table fails with
+// `stanza "X" is not supported by hivelet (why)` wherever it appears, unless
+// the block being read accepts it (then the block's own handling wins).
+var unsupported = map[string]string{
+	// Job level.
+	"region":        "hivelet has no regions: a fleet is one NATS cluster",
+	"multiregion":   "hivelet has no regions: a fleet is one NATS cluster",
+	"all_at_once":   "hivelet has no central scheduler: each node places its own allocations",
+	"periodic":      "hivelet has no central scheduler to launch runs on a timer; run a sysbatch job from cron instead",
+	"parameterized": "hivelet has no central scheduler to dispatch jobs",
+	"ui":            "hivelet has no web UI",
+	"vault_token":   "hivelet has no Vault integration",
+	"consul_token":  "hivelet has no Consul integration",
+	"variable":      "hivelet job files are plain declarations; render variables before submitting",
+	"variables":     "hivelet job files are plain declarations; render variables before submitting",
+	"locals":        "hivelet job files are plain declarations; render locals before submitting",
+	"spread":        "a system job runs on every eligible node, there is nothing to spread",
+	"affinity":      "a system job runs on every eligible node; use a constraint to narrow the nodes",
+
+	// Group level.
+	"reschedule":                   "hivelet has no central scheduler to move allocations; disconnect { replace } covers lost nodes",
+	"migrate":                      "system allocations are stopped on a draining node, not migrated",
+	"scaling":                      "a system job runs once per node, there is nothing to scale",
+	"network":                      "hivelet sets up no group network; publish ports through the driver config (docker: ports / port_map)",
+	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
+	"ephemeral_disk":               "hivelet manages no allocation disk; use the driver's own mounts",
+	"consul":                       "hivelet registers nothing in Consul",
+	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
+	"stop_after_client_disconnect": "a node cut off from the fleet keeps running its tasks in hivelet",
+	"prevent_reschedule_on_lost":   "hivelet reschedules nothing; use disconnect { replace = false }",
+	"shutdown_delay":               "hivelet keeps no service catalog to deregister from before a stop",
+
+	// Task level.
+	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
+	"template":         "hivelet renders no templates; bake files into the image or pass values through env",
+	"artifact":         "hivelet downloads no artifacts; bake them into the image",
+	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
+	"csi_plugin":       "hivelet has no CSI support",
+	"lifecycle":        "the tasks of a group start together; prestart, poststart and sidecar hooks are not supported",
+	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",
+	"identity":         "hivelet issues no workload identities",
+	"logs":             "log handling belongs to the driver (docker: logging { } in config)",
+	"leader":           "the tasks of a group are peers in hivelet",
+	"kind":             "hivelet has no service mesh",
+	"action":           "hivelet has no task actions",
+	"schedule":         "hivelet has no time-based task schedules",
+	"scaling_policy":   "a system job runs once per node, there is nothing to scale",
+
+	// Resources.
+	"memory_max": "hivelet does not oversubscribe memory",
+	"cores":      "hivelet reserves no whole cores; use cpu (MHz)",
+	"device":     "hivelet has no device plugins",
+	"numa":       "hivelet does no NUMA placement",
+	"disk":       "hivelet manages no allocation disk",
+	"iops":       "hivelet manages no disk IOPS",
+
+	// Services and checks.
+	"connect":                  "hivelet has no service mesh",
+	"sidecar_service":          "hivelet has no service mesh",
+	"sidecar_task":             "hivelet has no service mesh",
+	"gateway":                  "hivelet has no service mesh",
+	"tags":                     "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"canary_tags":              "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"canary_meta":              "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"tagged_addresses":         "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"enable_tag_override":      "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"address":                  "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"address_mode":             "hivelet checks the port the driver publishes; there are no address modes",
+	"weights":                  "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"on_update":                "every check counts toward deployment health in hivelet",
+	"check_restart":            "a failing check marks the allocation unhealthy; restarts follow the group's restart policy",
+	"method":                   "hivelet's http checks are plain GET requests",
+	"header":                   "hivelet's http checks are plain GET requests",
+	"body":                     "hivelet's http checks are plain GET requests",
+	"protocol":                 "hivelet's http checks use plain http",
+	"tls_skip_verify":          "hivelet's http checks use plain http",
+	"tls_server_name":          "hivelet's http checks use plain http",
+	"initial_status":           "a check starts critical until it first passes",
+	"success_before_passing":   "a check passes on its first success",
+	"failures_before_critical": "a check fails on its first failure",
+	"failures_before_warning":  "a check fails on its first failure",
+	"expose":                   "hivelet has no service mesh",
+	"grpc_service":             "hivelet's checks are http and tcp only",
+	"grpc_use_tls":             "hivelet's checks are http and tcp only",
+	"command":                  "hivelet's checks are http and tcp only (no script checks)",
+	"args":                     "hivelet's checks are http and tcp only (no script checks)",
+	"render_templates":         "hivelet renders no templates",
+}
+
+// Context-specific reasons for stanzas hivelet supports elsewhere.
+var (
+	unsupportedInGroup = map[string]string{
+		"service": "services are declared per task in hivelet; move the service block into the task that serves the port",
+	}
+	unsupportedInTask = map[string]string{
+		"restart": "the restart policy is set per group in hivelet; move it to the group",
+	}
+	unsupportedInService = map[string]string{
+		"meta": "hivelet keeps no service catalog: a service is only a port and its health checks",
+		"task": "services are declared inside their task in hivelet",
+	}
+	unsupportedInCheck = map[string]string{
+		"task": "a check belongs to its service's task in hivelet",
+	}
+	unsupportedInResources = map[string]string{}
+)
