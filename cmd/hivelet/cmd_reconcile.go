@@ -1,18 +1,83 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
 )
 
-// newReconcileCmd is a placeholder until its owner lands the real command.
+// newReconcileCmd is the reconciler's dry run: one fixture in, one plan out
+// (docs/reconcile.md).
 func newReconcileCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "reconcile",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("the reconcile command is not built yet")
+	var file string
+	cmd := &cobra.Command{
+		Use:   "reconcile -f FIXTURE",
+		Short: "Print, as JSON, what the reconciler would do for a fixture (a dry run; - reads stdin)",
+		Long: "Reads one JSON fixture (job, ready_nodes, not_ready_nodes, tainted_nodes, live_allocs,\n" +
+			"terminal_allocs, deployment, now, disconnect_handling, optional node_id) and prints the plan:\n" +
+			"the eight buckets, awaiting_promotion, the resulting deployment and the status updates.\n" +
+			"See docs/reconcile.md. A malformed fixture exits with code 2.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return badInput(errors.New("reconcile: -f FIXTURE is required (- for stdin)"))
+			}
+			var data []byte
+			var err error
+			if file == "-" {
+				data, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				data, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return badInput(fmt.Errorf("reading fixture: %w", err))
+			}
+			out, err := reconcileFixture(data)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
 		},
 	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "fixture file (JSON), or - for stdin")
+	return cmd
+}
+
+// reconcileFixture decodes a fixture strictly and returns the plan as
+// indented JSON with a trailing newline. Decoding and input errors are bad
+// input (exit code 2).
+func reconcileFixture(data []byte) ([]byte, error) {
+	var fx reconcile.Fixture
+	if err := model.Decode(data, &fx); err != nil {
+		return nil, badInput(fmt.Errorf("decoding fixture: %w", err))
+	}
+	if fx.Job == nil {
+		return nil, badInput(errors.New("decoding fixture: job: missing"))
+	}
+	if fx.Now.IsZero() {
+		return nil, badInput(errors.New("decoding fixture: now: missing (RFC 3339 time)"))
+	}
+	var plan *reconcile.Plan
+	var err error
+	if fx.NodeID != "" {
+		plan, err = reconcile.ReconcileNode(fx.Input(), fx.NodeID)
+	} else {
+		plan, err = reconcile.ReconcileFleet(fx.Input())
+	}
+	if err != nil {
+		return nil, badInput(err)
+	}
+	out, err := json.MarshalIndent(plan, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding plan: %w", err)
+	}
+	return append(out, '\n'), nil
 }

@@ -1,0 +1,101 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// DefaultCanaryChooser is the built-in canary policy: the first Count
+// eligible nodes in node ID order. It is the fallback for every other
+// chooser, so it never fails.
+type DefaultCanaryChooser struct{}
+
+// ChooseCanaries implements CanaryChooser.
+func (DefaultCanaryChooser) ChooseCanaries(req CanaryRequest) (CanaryChoice, error) {
+	ids := make([]string, 0, len(req.Eligible))
+	for _, n := range req.Eligible {
+		ids = append(ids, n.ID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if req.Count < len(ids) {
+		ids = ids[:max(req.Count, 0)]
+	}
+	return CanaryChoice{NodeIDs: ids}, nil
+}
+
+// validateChoice checks a chooser's answer against its request. It returns
+// "" for a valid answer, else why it is refused.
+func validateChoice(req CanaryRequest, c CanaryChoice) string {
+	if len(c.NodeIDs) > req.Count {
+		return fmt.Sprintf("chose %d nodes, %d asked", len(c.NodeIDs), req.Count)
+	}
+	eligible := make(map[string]bool, len(req.Eligible))
+	for _, n := range req.Eligible {
+		eligible[n.ID] = true
+	}
+	seen := make(map[string]bool, len(c.NodeIDs))
+	for _, id := range c.NodeIDs {
+		if !eligible[id] {
+			return fmt.Sprintf("chose node %q, which is not an eligible node", id)
+		}
+		if seen[id] {
+			return fmt.Sprintf("chose node %q twice", id)
+		}
+		seen[id] = true
+	}
+	if len(c.NodeIDs) < req.Count && len(c.NodeIDs) < len(req.Eligible) && c.Reason == "" {
+		return fmt.Sprintf("chose %d nodes, %d asked, and gave no reason", len(c.NodeIDs), req.Count)
+	}
+	return ""
+}
+
+// settleCanaries decides the canary node set of one canarying group: keep
+// the existing canary nodes, ask the chooser for the rest (unless choose is
+// false: a held deployment chooses nothing new), validate its answer and
+// fall back to the default on a bad one.
+func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose bool) *CanaryDecision {
+	d := &CanaryDecision{Target: target, Existing: req.Existing, Chosen: []string{}}
+	if choose && req.Count > 0 && len(req.Eligible) > 0 {
+		c, err := chooser.ChooseCanaries(req)
+		why := ""
+		if err != nil {
+			why = fmt.Sprintf("canary policy failed: %v", err)
+		} else if bad := validateChoice(req, c); bad != "" {
+			why = "canary policy answer refused: " + bad
+		}
+		if why != "" {
+			d.Fallback = why
+			c, _ = DefaultCanaryChooser{}.ChooseCanaries(req)
+		}
+		d.Chosen = slices.Sorted(slices.Values(c.NodeIDs))
+		if len(c.NodeIDs) < req.Count {
+			d.Reason = c.Reason
+		}
+	}
+	d.Nodes = slices.Concat(d.Existing, d.Chosen)
+	slices.Sort(d.Nodes)
+	d.Nodes = slices.Compact(d.Nodes)
+	return d
+}
+
+// canaryTarget is ceil(percent × ready / 100).
+func canaryTarget(percent, ready int) int {
+	if percent <= 0 || ready <= 0 {
+		return 0
+	}
+	return (percent*ready + 99) / 100
+}
+
+// eligibleFor returns the ready nodes that are not canary nodes yet, sorted.
+func eligibleFor(ready []*model.Node, existing map[string]bool) []*model.Node {
+	out := make([]*model.Node, 0, len(ready))
+	for _, n := range ready {
+		if !existing[n.ID] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
