@@ -1,0 +1,22 @@
+// Package api owns the agent's local HTTP API (JSON, loopback only by
+// default) and its Prometheus metrics. The data comes through small provider
+// interfaces that host/agent implements; the metrics live in one Metrics
+// struct registered on a registry passed in (never the global one), so every
+// package updates the same collectors.
+//
+// Usage:
+//
+//	reg := prometheus.NewRegistry()
+//	m := api.NewMetrics(reg)                       // also a fleet.Observer
+//	h := api.NewHandler(api.Providers{Node: ..., Jobs: api.JobsFromSource(src), ...}, reg)
+//	go api.Serve(ctx, api.Config{Addr: "127.0.0.1:4646"}, h, log)
+//
+// Endpoints: GET /v1/node, /v1/allocations, /v1/jobs, /v1/rejections,
+// /v1/plugins, /v1/policies, /v1/health, /metrics. A provider left nil
+// answers 404 {"error": "... not available"}.
+//
+// Invariants:
+//   - Serve refuses a non-loopback address unless Config.AllowNonLoopback.
+//     TestServeRefusesANonLoopbackAddress.
+//   - Read-only: no endpoint changes anything.
+package api

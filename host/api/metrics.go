@@ -1,0 +1,125 @@
+package api
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hivelet/hivelet/host/fleet"
+)
+
+// Metrics are every collector of the agent. Create one with NewMetrics and
+// pass it to whoever updates them; the fields may be used directly.
+type Metrics struct {
+	// ReconcilePasses counts reconcile passes by outcome ("ok", "error",
+	// "refused" when MayAct said no).
+	ReconcilePasses *prometheus.CounterVec
+	// ReconcileDuration observes each pass's wall time in seconds.
+	ReconcileDuration prometheus.Histogram
+	// AllocsByStatus is the number of this node's allocations per client status.
+	AllocsByStatus *prometheus.GaugeVec
+	// KVWatchRestarts counts re-created KV watchers by bucket and reason.
+	KVWatchRestarts *prometheus.CounterVec
+	// PluginRestarts counts driver plugin restarts by plugin.
+	PluginRestarts *prometheus.CounterVec
+	// RejectedDeclarations counts values that failed closed decoding, by bucket.
+	RejectedDeclarations *prometheus.CounterVec
+	// NATSConnState is 1 for the current connection state, 0 for the others.
+	NATSConnState *prometheus.GaugeVec
+	// EnumerationFailed is 1 while the node cannot enumerate its tasks
+	// (fail closed: the reconciler does not act).
+	EnumerationFailed prometheus.Gauge
+	// Heartbeats counts node heartbeats by outcome ("ok", "error").
+	Heartbeats *prometheus.CounterVec
+}
+
+// NewMetrics creates the collectors and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		ReconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_reconcile_passes_total", Help: "Reconcile passes by outcome.",
+		}, []string{"outcome"}),
+		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hivelet_reconcile_duration_seconds", Help: "Wall time of one reconcile pass.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		AllocsByStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hivelet_allocations", Help: "This node's allocations by client status.",
+		}, []string{"status"}),
+		KVWatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_kv_watch_restarts_total", Help: "KV watchers re-created, by bucket and reason (reconnect, ended, error).",
+		}, []string{"bucket", "reason"}),
+		PluginRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_plugin_restarts_total", Help: "Driver plugin restarts by plugin.",
+		}, []string{"plugin"}),
+		RejectedDeclarations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_rejected_declarations_total", Help: "KV values rejected by closed decoding, by bucket.",
+		}, []string{"bucket"}),
+		NATSConnState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hivelet_nats_connection_state", Help: "1 for the NATS connection's current state.",
+		}, []string{"state"}),
+		EnumerationFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hivelet_enumeration_failed", Help: "1 while the node cannot enumerate its tasks and does not act.",
+		}),
+		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_node_heartbeats_total", Help: "Node heartbeats by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.AllocsByStatus, m.KVWatchRestarts,
+		m.PluginRestarts, m.RejectedDeclarations, m.NATSConnState, m.EnumerationFailed, m.Heartbeats)
+	for _, s := range fleet.ConnStates {
+		m.NATSConnState.WithLabelValues(string(s)).Set(0)
+	}
+	m.RejectedDeclarations.WithLabelValues(fleet.KindJobs)
+	return m
+}
+
+// WatchRestarted implements fleet.Observer.
+func (m *Metrics) WatchRestarted(bucket, reason string) {
+	m.KVWatchRestarts.WithLabelValues(bucket, reason).Inc()
+}
+
+// DeclarationRejected implements fleet.Observer.
+func (m *Metrics) DeclarationRejected(bucket, _ string) {
+	m.RejectedDeclarations.WithLabelValues(bucket).Inc()
+}
+
+// ConnState implements fleet.Observer.
+func (m *Metrics) ConnState(state fleet.ConnState) {
+	for _, s := range fleet.ConnStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.NATSConnState.WithLabelValues(string(s)).Set(v)
+	}
+}
+
+// ObserveReconcile records one reconcile pass.
+func (m *Metrics) ObserveReconcile(outcome string, d time.Duration) {
+	m.ReconcilePasses.WithLabelValues(outcome).Inc()
+	m.ReconcileDuration.Observe(d.Seconds())
+}
+
+// SetAllocsByStatus replaces the allocation counts (statuses absent from
+// counts are set to 0).
+func (m *Metrics) SetAllocsByStatus(counts map[string]int) {
+	m.AllocsByStatus.Reset()
+	for s, n := range counts {
+		m.AllocsByStatus.WithLabelValues(s).Set(float64(n))
+	}
+}
+
+// PluginRestarted counts one restart of a plugin.
+func (m *Metrics) PluginRestarted(plugin string) { m.PluginRestarts.WithLabelValues(plugin).Inc() }
+
+// SetEnumerationFailed sets the fail-closed gauge.
+func (m *Metrics) SetEnumerationFailed(failed bool) {
+	if failed {
+		m.EnumerationFailed.Set(1)
+	} else {
+		m.EnumerationFailed.Set(0)
+	}
+}
+
+var _ fleet.Observer = (*Metrics)(nil)

@@ -1,0 +1,38 @@
+// Package fleet owns a host's plumbing to the fleet: the NATS connection
+// (one per agent, shared by every consumer), the embedded NATS server of a
+// single-node or dev setup, the JetStream KV buckets and their key layout, and
+// the Source that keeps a consistent View of the buckets by pulling and
+// watching them. What the values mean is host/wanted's business; this package
+// moves bytes and keeps revisions.
+//
+// Usage (what host/agent does):
+//
+//	emb, _ := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: dir})    // -dev or no URL
+//	conn, _ := fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server()}, log, metrics)
+//	st, _ := fleet.EnsureBuckets(ctx, conn, fleet.Names("hivelet"), fleet.BucketOptions{})
+//	src := fleet.NewSource(st, fleet.SourceConfig{Log: log, Observer: metrics})
+//	go src.Run(ctx)
+//	<-src.Synced()                      // the boot pull is complete
+//	for range src.Changed() { v := src.View(); ... }   // coalesced signal + snapshot
+//	w := st.ForNode(nodeID)             // the only writer of this node's keys
+//	w.PutAlloc(ctx, alloc); st.CreateDeployment(ctx, d); st.UpdateDeployment(ctx, d, rev)
+//	conn.JetStream()                    // for the policy engine's object store
+//
+// Invariants:
+//   - Pull and watch, both: every bucket is read whole at boot and again after
+//     any lost watch (repair pull), and watched while running. After a NATS
+//     server restart the reconnect handler re-creates every watcher with
+//     ResumeFromRevision(last+1) (a watch left alone is silent for ~19 s).
+//     TestAServerRestartUnderARunningWatcherMissesNothing.
+//   - Entries apply idempotently by revision (wanted.Apply); a watch whose
+//     Updates channel closes is logged, counted and replaced after a repair
+//     pull. TestAnEndedWatchIsReplacedAfterARepairPull.
+//   - Every request carries a deadline (ConnConfig.RequestTimeout). Watch is
+//     never given a timeout context (that would end it); its creation is
+//     bounded by a watchdog that cancels it instead.
+//   - A host writes only its own node record and allocation keys (NodeWriter
+//     refuses others with wanted.ErrNotOwner); deployments change only by
+//     compare-and-set, a lost race is reported as ErrLostRace.
+//     TestCASRaceBetweenTwoWritersHasExactlyOneWinner.
+//   - No package-level mutable state; the logger and observer are passed in.
+package fleet

@@ -1,0 +1,599 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// SourceConfig configures a Source.
+type SourceConfig struct {
+	Log      *slog.Logger
+	Observer Observer
+	// Kinds limits the buckets watched (KindJobs, ...); default all five.
+	Kinds []string
+}
+
+// Source keeps a View of the buckets: it pulls each bucket whole at boot and
+// after any lost watch, watches it while running, and re-creates its watchers
+// from the connection's reconnect handler, resuming after the last revision
+// applied. Consumers wait on Changed and read View.
+type Source struct {
+	st    *Store
+	log   *slog.Logger
+	obs   Observer
+	kinds []string
+
+	mu      sync.Mutex
+	jobs    map[string]wanted.JobState
+	nodes   map[string]wanted.NodeState
+	intents map[string]wanted.IntentState
+	allocs  map[string]wanted.AllocState
+	deps    map[string]wanted.DeploymentState
+	revs    map[string]uint64
+	synced  map[string]bool
+	restart map[string]uint64
+	gen     uint64
+	snap    *View
+
+	changed    chan struct{}
+	syncedCh   chan struct{}
+	syncedOnce sync.Once
+}
+
+// NewSource returns a Source over the store's buckets; call Run.
+func NewSource(st *Store, cfg SourceConfig) *Source {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	kinds := cfg.Kinds
+	if len(kinds) == 0 {
+		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments}
+	}
+	return &Source{
+		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds,
+		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
+		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
+		deps: map[string]wanted.DeploymentState{}, revs: map[string]uint64{},
+		synced: map[string]bool{}, restart: map[string]uint64{},
+		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}),
+	}
+}
+
+// Changed receives a value after one or more changes to the View. Signals
+// coalesce: a burst of updates yields at least one receive, not one per
+// update; read View after each receive.
+func (s *Source) Changed() <-chan struct{} { return s.changed }
+
+// Synced is closed once every bucket has been pulled whole at least once
+// (the boot pull). Before that, absence in the View means "not read yet".
+func (s *Source) Synced() <-chan struct{} { return s.syncedCh }
+
+// Run pulls and watches every bucket until ctx ends; it returns ctx's error.
+func (s *Source) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, b := range s.st.buckets() {
+		if !contains(s.kinds, b.kind) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runBucket(ctx, b)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+// runBucket is one bucket's pull/watch loop.
+func (s *Source) runBucket(ctx context.Context, b bucketRef) {
+	log := s.log.With("bucket", b.name)
+	reconnect := make(chan struct{}, 1)
+	remove := s.st.conn.OnReconnect(func() {
+		select {
+		case reconnect <- struct{}{}:
+		default:
+		}
+	})
+	defer remove()
+
+	kv := b.kv
+	full := true // the next watcher starts with a whole-bucket pull
+	attempt := 0
+	for ctx.Err() == nil {
+		if kv == nil {
+			var err error
+			kv, err = s.openBucket(ctx, b.name)
+			if err != nil {
+				if errors.Is(err, jetstream.ErrBucketNotFound) {
+					log.Info(wanted.QuietNoBucket.Message(), "quiet", wanted.QuietNoBucket.String())
+					s.markSynced(b.kind) // nothing to pull: the pull is complete
+				} else {
+					log.Warn("opening bucket failed; retrying", "error", err)
+				}
+				if !sleepCtx(ctx, backoff(attempt, 200*time.Millisecond, 5*time.Second)) {
+					return
+				}
+				attempt++
+				continue
+			}
+		}
+		var resume uint64
+		if !full {
+			resume = s.revision(b.kind) + 1
+		}
+		w, stop, err := s.startWatch(ctx, kv, resume)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				kv = nil
+			}
+			log.Warn("creating watcher failed; retrying", "error", err, "resume_revision", resume)
+			s.obs.WatchRestarted(b.kind, "error")
+			if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		reason := s.consume(ctx, b, w, full, reconnect, log)
+		stop()
+		switch reason {
+		case endCtx:
+			return
+		case endReconnect:
+			// Resume after the last applied revision: the watch is re-created
+			// at once instead of staying silent after a server restart.
+			full = false
+			s.countRestart(b.kind)
+			s.obs.WatchRestarted(b.kind, "reconnect")
+			log.Info("re-creating watcher after reconnect", "resume_revision", s.revision(b.kind)+1)
+		case endClosed:
+			// The watch ended under us: repair by a whole-bucket pull.
+			full = true
+			s.countRestart(b.kind)
+			s.obs.WatchRestarted(b.kind, "ended")
+			log.Warn("watch ended; repairing with a full pull", "last_revision", s.revision(b.kind))
+			if !sleepCtx(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
+				return
+			}
+			kv = nil // re-open: the bucket may have been deleted
+		}
+	}
+}
+
+type endReason int
+
+const (
+	endCtx endReason = iota
+	endReconnect
+	endClosed
+)
+
+// consume applies a watcher's entries until it ends. On a full pull it
+// records the keys seen, and when the initial state is loaded marks every
+// held key the pull did not find as absent.
+func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) endReason {
+	var seen map[string]bool
+	if full {
+		seen = map[string]bool{}
+	}
+	initial := true
+	for {
+		select {
+		case <-ctx.Done():
+			return endCtx
+		case <-reconnect:
+			return endReconnect
+		case e, ok := <-w.Updates():
+			if !ok {
+				return endClosed
+			}
+			if e == nil {
+				if initial {
+					initial = false
+					if full {
+						s.markUnseenAbsent(b, seen, log)
+						n := len(seen)
+						if n == 0 && b.kind == KindJobs {
+							log.Info("jobs bucket holds no key: nothing declared, nothing stopped", "quiet", wanted.QuietNoKey.String())
+						}
+						log.Debug("bucket pulled", "keys", n, "revision", s.revision(b.kind))
+					}
+					s.markSynced(b.kind)
+				}
+				continue
+			}
+			if seen != nil && initial {
+				seen[e.Key()] = true
+			}
+			s.apply(b, toEntry(e), log)
+		}
+	}
+}
+
+func toEntry(e jetstream.KeyValueEntry) wanted.Entry {
+	op := wanted.OpPut
+	switch e.Operation() {
+	case jetstream.KeyValueDelete:
+		op = wanted.OpDelete
+	case jetstream.KeyValuePurge:
+		op = wanted.OpPurge
+	}
+	return wanted.Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Op: op}
+}
+
+func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume uint64) (jetstream.KeyWatcher, func(), error) {
+	// Never a timeout context for Watch: its context governs the watch's
+	// whole life. A watchdog cancels the creation if it hangs instead.
+	wctx, cancel := context.WithCancel(ctx)
+	timeout := s.st.conn.RequestTimeout()
+	timer := time.AfterFunc(timeout, cancel)
+	var opts []jetstream.WatchOpt
+	if resume > 0 {
+		opts = append(opts, jetstream.ResumeFromRevision(resume))
+	}
+	w, err := kv.WatchAll(wctx, opts...)
+	if !timer.Stop() {
+		if err == nil {
+			_ = w.Stop()
+		}
+		cancel()
+		return nil, nil, fmt.Errorf("creating watcher: no answer within %s", timeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("creating watcher: %w", err)
+	}
+	return w, func() { _ = w.Stop(); cancel() }, nil
+}
+
+func (s *Source) openBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
+	rctx, cancel := s.st.conn.withTimeout(ctx)
+	defer cancel()
+	return s.st.conn.js.KeyValue(rctx, name)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (s *Source) revision(kind string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revs[kind]
+}
+
+func (s *Source) countRestart(kind string) {
+	s.mu.Lock()
+	s.restart[kind]++
+	s.mu.Unlock()
+}
+
+// Restarts returns how many times each bucket's watcher was re-created.
+func (s *Source) Restarts() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.restart)
+}
+
+func (s *Source) markSynced(kind string) {
+	s.mu.Lock()
+	first := !s.synced[kind]
+	s.synced[kind] = true
+	all := true
+	for _, k := range s.kinds {
+		all = all && s.synced[k]
+	}
+	if first {
+		s.bumpLocked()
+	}
+	s.mu.Unlock()
+	if first {
+		s.notify()
+	}
+	if all {
+		s.syncedOnce.Do(func() { close(s.syncedCh) })
+	}
+}
+
+func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.Logger) {
+	var keys []string
+	s.mu.Lock()
+	switch b.kind {
+	case KindJobs:
+		keys = unseen(s.jobs, seen)
+	case KindNodes:
+		keys = unseen(s.nodes, seen)
+	case KindIntents:
+		keys = unseen(s.intents, seen)
+	case KindAllocs:
+		keys = unseen(s.allocs, seen)
+	case KindDeployments:
+		keys = unseen(s.deps, seen)
+	}
+	s.mu.Unlock()
+	for _, k := range keys {
+		s.apply(b, wanted.Entry{Key: k, Op: wanted.OpPurge}, log)
+	}
+}
+
+func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string {
+	var out []string
+	for k, r := range m {
+		if !seen[k] && !r.Absent {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// apply applies one entry to the bucket's records, logging and counting
+// what the rules say must be visible.
+func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
+	s.mu.Lock()
+	if e.Revision > s.revs[b.kind] {
+		s.revs[b.kind] = e.Revision
+	}
+	var eff wanted.Effect
+	var rej *wanted.Rejection
+	switch b.kind {
+	case KindJobs:
+		st, ef := wanted.ApplyJob(s.jobs[e.Key], e)
+		s.jobs[e.Key], eff, rej = st, ef, st.Rejection
+	case KindNodes:
+		st, ef := wanted.ApplyNode(s.nodes[e.Key], e)
+		s.nodes[e.Key], eff, rej = st, ef, st.Rejection
+	case KindIntents:
+		st, ef := wanted.ApplyIntent(s.intents[e.Key], e)
+		s.intents[e.Key], eff, rej = st, ef, st.Rejection
+	case KindAllocs:
+		st, ef := wanted.ApplyAlloc(s.allocs[e.Key], e)
+		s.allocs[e.Key], eff, rej = st, ef, st.Rejection
+	case KindDeployments:
+		st, ef := wanted.ApplyDeployment(s.deps[e.Key], e)
+		s.deps[e.Key], eff, rej = st, ef, st.Rejection
+	}
+	if rej != nil {
+		rej.Bucket = b.name
+	}
+	if eff != wanted.EffectNone {
+		s.bumpLocked()
+	}
+	s.mu.Unlock()
+
+	switch eff {
+	case wanted.EffectNone:
+		return
+	case wanted.EffectRejected:
+		attrs := []any{"key", e.Key, "revision", e.Revision, "reason", rej.Reason}
+		if b.kind == KindJobs {
+			attrs = append(attrs, "job", e.Key)
+		}
+		log.Warn("declaration rejected; the last good version stays in force", attrs...)
+		s.obs.DeclarationRejected(b.kind, e.Key)
+	case wanted.EffectAbsent:
+		switch b.kind {
+		case KindJobs:
+			log.Info("job key gone: not a deletion order; its allocations keep running, reported orphaned",
+				"job", e.Key, "op", e.Op.String(), "revision", e.Revision)
+		case KindNodes:
+			log.Info("node heartbeat entry gone: node seen down", "node_id", e.Key, "op", e.Op.String())
+		}
+	}
+	s.notify()
+}
+
+func (s *Source) bumpLocked() {
+	s.gen++
+	s.snap = nil
+}
+
+func (s *Source) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// View is a consistent, read-only snapshot of the buckets as this host has
+// applied them. Maps are keyed by KV key; the records' values are shared
+// between snapshots and must not be modified.
+type View struct {
+	// Generation increases with every change applied.
+	Generation uint64
+	// Synced reports that every bucket has been pulled whole at least once.
+	Synced      bool
+	Jobs        map[string]wanted.JobState
+	Nodes       map[string]wanted.NodeState
+	Intents     map[string]wanted.IntentState
+	Allocs      map[string]wanted.AllocState
+	Deployments map[string]wanted.DeploymentState
+	// Revisions is the last revision applied per bucket kind.
+	Revisions map[string]uint64
+}
+
+// View returns the current snapshot. It is cheap when nothing changed since
+// the last call.
+func (s *Source) View() *View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap != nil {
+		return s.snap
+	}
+	synced := true
+	for _, k := range s.kinds {
+		synced = synced && s.synced[k]
+	}
+	s.snap = &View{
+		Generation: s.gen, Synced: synced,
+		Jobs: maps.Clone(s.jobs), Nodes: maps.Clone(s.nodes), Intents: maps.Clone(s.intents),
+		Allocs: maps.Clone(s.allocs), Deployments: maps.Clone(s.deps), Revisions: maps.Clone(s.revs),
+	}
+	return s.snap
+}
+
+// Job returns the state of one job key.
+func (v *View) Job(namespace, id string) (wanted.JobState, bool) {
+	st, ok := v.Jobs[wanted.JobKey(namespace, id)]
+	return st, ok
+}
+
+// Node returns a node as the fleet sees it (down once its heartbeat entry is
+// gone), or nil.
+func (v *View) Node(id string) *model.Node {
+	st, ok := v.Nodes[wanted.NodeKey(id)]
+	if !ok {
+		return nil
+	}
+	return wanted.NodeView(st)
+}
+
+// NodeList returns every known node (down ones included), sorted by ID.
+func (v *View) NodeList() []*model.Node {
+	out := make([]*model.Node, 0, len(v.Nodes))
+	for _, st := range v.Nodes {
+		if n := wanted.NodeView(st); n != nil {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Intent returns the operator intent in force for a node.
+func (v *View) Intent(nodeID string) wanted.Intent {
+	return wanted.IntentOf(v.Intents[wanted.NodeKey(nodeID)])
+}
+
+// AllocsOf returns the last good status record of a node's allocations
+// whose keys are present, sorted by ID.
+func (v *View) AllocsOf(nodeID string) []*model.Allocation {
+	var out []*model.Allocation
+	for k, st := range v.Allocs {
+		if n, _, ok := wanted.ParseAllocKey(k); ok && n == nodeID && st.Value != nil && !st.Absent {
+			out = append(out, st.Value)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Deployment returns a deployment with its revision (for UpdateDeployment).
+func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deployment, uint64, bool) {
+	st, ok := v.Deployments[wanted.DeploymentKey(namespace, jobID, version)]
+	if !ok || st.Value == nil || st.Absent {
+		return nil, 0, false
+	}
+	return st.Value, st.Revision, true
+}
+
+// Rejections returns every rejection currently in force, sorted by bucket
+// and key.
+func (v *View) Rejections() []wanted.Rejection {
+	var out []wanted.Rejection
+	add := func(r *wanted.Rejection) {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	for _, st := range v.Jobs {
+		add(st.Rejection)
+	}
+	for _, st := range v.Nodes {
+		add(st.Rejection)
+	}
+	for _, st := range v.Intents {
+		add(st.Rejection)
+	}
+	for _, st := range v.Allocs {
+		add(st.Rejection)
+	}
+	for _, st := range v.Deployments {
+		add(st.Rejection)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Bucket != out[j].Bucket {
+			return out[i].Bucket < out[j].Bucket
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Orphaned returns the keys of jobs whose key is gone while a last good
+// version is held (their allocations keep running), sorted.
+func (v *View) Orphaned() []string {
+	var out []string
+	for k, st := range v.Jobs {
+		if wanted.OrderFor(st) == wanted.OrderKeep {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// pullAll reads the latest entry of every key of a bucket (delete and purge
+// markers included) and stops. A silence longer than the request timeout
+// fails the pull.
+func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.Entry, error) {
+	if kv == nil {
+		return nil, ErrNoBucket
+	}
+	src := &Source{st: s}
+	w, stop, err := src.startWatch(ctx, kv, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var out []wanted.Entry
+	timeout := s.conn.RequestTimeout()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			return nil, fmt.Errorf("pulling bucket: no entry within %s", timeout)
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("pulling bucket: watch ended early")
+			}
+			if e == nil {
+				return out, nil
+			}
+			out = append(out, toEntry(e))
+			t.Reset(timeout)
+		}
+	}
+}

@@ -1,0 +1,490 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// DefaultPrefix is the default bucket name prefix.
+const DefaultPrefix = "hivelet"
+
+// DefaultNodeTTL is how long a node record lives without a heartbeat. The
+// heartbeat period must be well below it (node.DefaultHeartbeat is a third).
+const DefaultNodeTTL = 30 * time.Second
+
+// Bucket kinds, as used in logs, metrics and View.Revisions.
+const (
+	KindJobs        = "jobs"
+	KindNodes       = "nodes"
+	KindIntents     = "node_intents"
+	KindAllocs      = "allocs"
+	KindDeployments = "deployments"
+)
+
+// BucketNames are the names of the five buckets.
+type BucketNames struct {
+	Jobs, Nodes, Intents, Allocs, Deployments string
+}
+
+// Names derives the bucket names from a prefix: <prefix>_jobs,
+// <prefix>_nodes, <prefix>_node_intents, <prefix>_allocs,
+// <prefix>_deployments. An empty prefix is DefaultPrefix.
+func Names(prefix string) BucketNames {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return BucketNames{
+		Jobs:        prefix + "_jobs",
+		Nodes:       prefix + "_nodes",
+		Intents:     prefix + "_node_intents",
+		Allocs:      prefix + "_allocs",
+		Deployments: prefix + "_deployments",
+	}
+}
+
+// BucketOptions are the settings buckets are created with when absent.
+type BucketOptions struct {
+	// Replicas: 1 for a single server, 3 for a fleet cluster. Default 1.
+	Replicas int
+	// NodeTTL is the nodes bucket's bucket-wide TTL; default DefaultNodeTTL.
+	NodeTTL time.Duration
+}
+
+// Store holds the opened buckets on one Conn and makes every read and write
+// with the connection's deadline.
+type Store struct {
+	conn  *Conn
+	names BucketNames
+	// The buckets; nil when OpenStore found one missing.
+	Jobs, Nodes, Intents, Allocs, Deployments jetstream.KeyValue
+	nodeTTL                                   time.Duration
+}
+
+// EnsureBuckets opens the five buckets, creating any that is absent (the
+// agent's boot step). History: jobs 16 (job history), deployments 8, the rest
+// 1. The nodes bucket has a bucket-wide TTL plus LimitMarkerTTL, so an
+// expired heartbeat reaches every watcher as a purge: a per-key TTL would stop
+// applying once the key is updated.
+func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOptions) (*Store, error) {
+	if o.Replicas <= 0 {
+		o.Replicas = 1
+	}
+	if o.NodeTTL <= 0 {
+		o.NodeTTL = DefaultNodeTTL
+	}
+	st := &Store{conn: c, names: names, nodeTTL: o.NodeTTL}
+	cfgs := []struct {
+		dst *jetstream.KeyValue
+		cfg jetstream.KeyValueConfig
+	}{
+		{&st.Jobs, jetstream.KeyValueConfig{Bucket: names.Jobs, History: 16, Description: "hivelet declared jobs"}},
+		{&st.Nodes, jetstream.KeyValueConfig{Bucket: names.Nodes, History: 1, TTL: o.NodeTTL, LimitMarkerTTL: o.NodeTTL, Description: "hivelet node records (heartbeat)"}},
+		{&st.Intents, jetstream.KeyValueConfig{Bucket: names.Intents, History: 4, Description: "hivelet operator intents per node (drain, eligibility)"}},
+		{&st.Allocs, jetstream.KeyValueConfig{Bucket: names.Allocs, History: 1, Description: "hivelet allocation status, written by the owning node"}},
+		{&st.Deployments, jetstream.KeyValueConfig{Bucket: names.Deployments, History: 8, Description: "hivelet deployments, changed by compare-and-set"}},
+	}
+	for _, b := range cfgs {
+		b.cfg.Replicas = o.Replicas
+		kv, err := ensureBucket(ctx, c, b.cfg)
+		if err != nil {
+			return nil, err
+		}
+		*b.dst = kv
+	}
+	return st, nil
+}
+
+func ensureBucket(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	rctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	kv, err := c.js.KeyValue(rctx, cfg.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("opening bucket %s: %w", cfg.Bucket, err)
+	}
+	kv, err = c.js.CreateKeyValue(rctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		kv, err = c.js.KeyValue(rctx, cfg.Bucket) // another agent won the creation
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// OpenStore opens the buckets that exist and creates none (the CLI's way).
+// A missing bucket is left nil; Missing lists them so the caller can log the
+// quiet case wanted.QuietNoBucket.
+func OpenStore(ctx context.Context, c *Conn, names BucketNames) (*Store, error) {
+	st := &Store{conn: c, names: names, nodeTTL: DefaultNodeTTL}
+	for _, b := range []struct {
+		dst  *jetstream.KeyValue
+		name string
+	}{{&st.Jobs, names.Jobs}, {&st.Nodes, names.Nodes}, {&st.Intents, names.Intents}, {&st.Allocs, names.Allocs}, {&st.Deployments, names.Deployments}} {
+		rctx, cancel := c.withTimeout(ctx)
+		kv, err := c.js.KeyValue(rctx, b.name)
+		cancel()
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("opening bucket %s: %w", b.name, err)
+		}
+		*b.dst = kv
+	}
+	return st, nil
+}
+
+// Names returns the bucket names of the store.
+func (s *Store) Names() BucketNames { return s.names }
+
+// Conn returns the store's connection.
+func (s *Store) Conn() *Conn { return s.conn }
+
+// NodeTTL is the nodes bucket's TTL (heartbeats must come more often).
+func (s *Store) NodeTTL() time.Duration { return s.nodeTTL }
+
+// Missing lists the kinds of the buckets that OpenStore did not find.
+func (s *Store) Missing() []string {
+	var out []string
+	for _, b := range s.buckets() {
+		if b.kv == nil {
+			out = append(out, b.kind)
+		}
+	}
+	return out
+}
+
+type bucketRef struct {
+	kind, name string
+	kv         jetstream.KeyValue
+}
+
+func (s *Store) buckets() []bucketRef {
+	return []bucketRef{
+		{KindJobs, s.names.Jobs, s.Jobs},
+		{KindNodes, s.names.Nodes, s.Nodes},
+		{KindIntents, s.names.Intents, s.Intents},
+		{KindAllocs, s.names.Allocs, s.Allocs},
+		{KindDeployments, s.names.Deployments, s.Deployments},
+	}
+}
+
+// ErrNoBucket is returned by reads and writes on a bucket OpenStore did not
+// find: the quiet case wanted.QuietNoBucket.
+var ErrNoBucket = errors.New(wanted.QuietNoBucket.Message())
+
+// ErrLostRace reports a compare-and-set that lost to another writer: re-read
+// and re-decide. It wraps jetstream.ErrKeyRevisionMismatch.
+var ErrLostRace = fmt.Errorf("lost a compare-and-set race: %w", jetstream.ErrKeyRevisionMismatch)
+
+// ErrNotFound is the quiet case wanted.QuietNoKey.
+var ErrNotFound = errors.New(wanted.QuietNoKey.Message())
+
+func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	if kv == nil {
+		return nil, ErrNoBucket
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	e, err := kv.Get(rctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, ErrNotFound
+	}
+	return e, err
+}
+
+func (s *Store) put(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+	if kv == nil {
+		return 0, ErrNoBucket
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > wanted.MaxValueSize {
+		return 0, fmt.Errorf("%w: %d bytes", wanted.ErrOversize, len(b))
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	return kv.Put(rctx, key, b)
+}
+
+// PutJob writes a job under wanted.JobKey (the CLI's `job run`). It returns
+// the new revision.
+func (s *Store) PutJob(ctx context.Context, j *model.Job) (uint64, error) {
+	if err := wanted.CheckTokens(wanted.DefaultNamespace, j.ID); err != nil {
+		return 0, fmt.Errorf("writing job: %w", err)
+	}
+	if j.Namespace != "" {
+		if err := wanted.CheckTokens(j.Namespace); err != nil {
+			return 0, fmt.Errorf("writing job: %w", err)
+		}
+	}
+	rev, err := s.put(ctx, s.Jobs, wanted.JobKey(j.Namespace, j.ID), j)
+	if err != nil {
+		return 0, fmt.Errorf("writing job %s: %w", j.ID, err)
+	}
+	return rev, nil
+}
+
+// GetJob reads and decodes one job, closed. ErrNotFound if absent.
+func (s *Store) GetJob(ctx context.Context, namespace, id string) (*model.Job, uint64, error) {
+	key := wanted.JobKey(namespace, id)
+	e, err := s.get(ctx, s.Jobs, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading job %s: %w", key, err)
+	}
+	j, err := wanted.DecodeJob(key, e.Value())
+	if err != nil {
+		return nil, e.Revision(), fmt.Errorf("reading job %s: %w", key, err)
+	}
+	return j, e.Revision(), nil
+}
+
+// GetIntent reads a node's operator intent; a missing key is the zero
+// Intent (eligible, not draining) with revision 0.
+func (s *Store) GetIntent(ctx context.Context, nodeID string) (wanted.Intent, uint64, error) {
+	e, err := s.get(ctx, s.Intents, wanted.NodeKey(nodeID))
+	if errors.Is(err, ErrNotFound) {
+		return wanted.Intent{}, 0, nil
+	}
+	if err != nil {
+		return wanted.Intent{}, 0, fmt.Errorf("reading intent of node %s: %w", nodeID, err)
+	}
+	in, err := wanted.DecodeIntent(e.Value())
+	return in, e.Revision(), err
+}
+
+// PutIntent writes a node's operator intent (the CLI's `node drain` and
+// `node eligibility`); the owning agent merges it into its node record.
+func (s *Store) PutIntent(ctx context.Context, nodeID string, in wanted.Intent) (uint64, error) {
+	if err := wanted.CheckTokens(nodeID); err != nil {
+		return 0, fmt.Errorf("writing node intent: %w", err)
+	}
+	rev, err := s.put(ctx, s.Intents, wanted.NodeKey(nodeID), in)
+	if err != nil {
+		return 0, fmt.Errorf("writing intent of node %s: %w", nodeID, err)
+	}
+	return rev, nil
+}
+
+// GetNode reads one node record (nil, ErrNotFound when its heartbeat expired).
+func (s *Store) GetNode(ctx context.Context, nodeID string) (*model.Node, uint64, error) {
+	e, err := s.get(ctx, s.Nodes, wanted.NodeKey(nodeID))
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading node %s: %w", nodeID, err)
+	}
+	n, err := wanted.DecodeNode(wanted.NodeKey(nodeID), e.Value())
+	return n, e.Revision(), err
+}
+
+// GetDeployment reads a deployment with its revision (for UpdateDeployment).
+func (s *Store) GetDeployment(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, uint64, error) {
+	key := wanted.DeploymentKey(namespace, jobID, version)
+	e, err := s.get(ctx, s.Deployments, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading deployment %s: %w", key, err)
+	}
+	d, err := wanted.DecodeDeployment(key, e.Value())
+	if err != nil {
+		return nil, e.Revision(), fmt.Errorf("reading deployment %s: %w", key, err)
+	}
+	return d, e.Revision(), nil
+}
+
+// CreateDeployment creates the deployment of d's job version if absent. It
+// is idempotent per job version: when the key exists (another host, or an
+// earlier pass, created it) it returns the stored deployment with created
+// false, and the caller adopts it. The returned revision is the one to pass to
+// UpdateDeployment.
+func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) (cur *model.Deployment, rev uint64, created bool, err error) {
+	if s.Deployments == nil {
+		return nil, 0, false, ErrNoBucket
+	}
+	if err := wanted.CheckTokens(d.JobID); err != nil {
+		return nil, 0, false, fmt.Errorf("creating deployment: %w", err)
+	}
+	key := wanted.DeploymentKey(d.Namespace, d.JobID, d.JobVersion)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	rev, err = s.Deployments.Create(rctx, key, b)
+	cancel()
+	if err == nil {
+		return d, rev, true, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return nil, 0, false, fmt.Errorf("creating deployment %s: %w", key, err)
+	}
+	cur, rev, err = s.GetDeployment(ctx, d.Namespace, d.JobID, d.JobVersion)
+	return cur, rev, false, err
+}
+
+// UpdateDeployment writes d only if the stored revision is still rev. A lost
+// race returns an error wrapping ErrLostRace (and so
+// jetstream.ErrKeyRevisionMismatch): re-read with GetDeployment and decide
+// again, or use ModifyDeployment.
+func (s *Store) UpdateDeployment(ctx context.Context, d *model.Deployment, rev uint64) (uint64, error) {
+	if s.Deployments == nil {
+		return 0, ErrNoBucket
+	}
+	key := wanted.DeploymentKey(d.Namespace, d.JobID, d.JobVersion)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	nrev, err := s.Deployments.Update(rctx, key, b, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("updating deployment %s at revision %d: %w", key, rev, ErrLostRace)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("updating deployment %s: %w", key, err)
+	}
+	return nrev, nil
+}
+
+// ModifyDeployment is the re-read-and-re-decide loop around
+// UpdateDeployment: it reads the deployment, calls decide with a copy, and
+// writes the result by compare-and-set, retrying from the read when another
+// writer got there first (at most attempts times, default 8). decide returning
+// nil means "nothing to change" and ends the loop without a write.
+func (s *Store) ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
+	decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error) {
+	if attempts <= 0 {
+		attempts = 8
+	}
+	var err error
+	for range attempts {
+		cur, rev, gerr := s.GetDeployment(ctx, namespace, jobID, version)
+		if gerr != nil {
+			return nil, 0, gerr
+		}
+		next, derr := decide(*cur)
+		if derr != nil {
+			return nil, 0, derr
+		}
+		if next == nil {
+			return cur, rev, nil
+		}
+		nrev, uerr := s.UpdateDeployment(ctx, next, rev)
+		if uerr == nil {
+			return next, nrev, nil
+		}
+		if !errors.Is(uerr, ErrLostRace) {
+			return nil, 0, uerr
+		}
+		err = uerr
+	}
+	return nil, 0, fmt.Errorf("modifying deployment after %d lost races: %w", attempts, err)
+}
+
+// ListDeployments reads every deployment record (CLI `deployment list`).
+// Undecodable records are returned in rejected, not dropped silently.
+func (s *Store) ListDeployments(ctx context.Context) (ds []wanted.DeploymentState, rejected []wanted.Rejection, err error) {
+	entries, err := s.pullAll(ctx, s.Deployments)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing deployments: %w", err)
+	}
+	for _, e := range entries {
+		st, eff := wanted.ApplyDeployment(wanted.DeploymentState{}, e)
+		switch eff {
+		case wanted.EffectAccepted:
+			ds = append(ds, st)
+		case wanted.EffectRejected:
+			r := *st.Rejection
+			r.Bucket = s.names.Deployments
+			rejected = append(rejected, r)
+		}
+	}
+	return ds, rejected, nil
+}
+
+// ListNodes reads every live node record, merged with nothing (CLI `node
+// status`). Expired records are absent.
+func (s *Store) ListNodes(ctx context.Context) ([]*model.Node, []wanted.Rejection, error) {
+	entries, err := s.pullAll(ctx, s.Nodes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var out []*model.Node
+	var rejected []wanted.Rejection
+	for _, e := range entries {
+		st, eff := wanted.ApplyNode(wanted.NodeState{}, e)
+		switch eff {
+		case wanted.EffectAccepted:
+			out = append(out, st.Value)
+		case wanted.EffectRejected:
+			rejected = append(rejected, *st.Rejection)
+		}
+	}
+	return out, rejected, nil
+}
+
+// NodeWriter is the only writer of one node's keys: its node record and its
+// allocations' status. Get one from Store.ForNode.
+type NodeWriter struct {
+	s      *Store
+	nodeID string
+}
+
+// ForNode returns the writer of nodeID's keys.
+func (s *Store) ForNode(nodeID string) *NodeWriter { return &NodeWriter{s: s, nodeID: nodeID} }
+
+// NodeID is the node this writer writes for.
+func (w *NodeWriter) NodeID() string { return w.nodeID }
+
+// PutNode writes the node record (registration and each heartbeat: the Put
+// refreshes the bucket TTL). n.ID must be the writer's node.
+func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error) {
+	if !wanted.OwnsNodeKey(w.nodeID, wanted.NodeKey(n.ID)) {
+		return 0, fmt.Errorf("writing node record %s as node %s: %w", n.ID, w.nodeID, wanted.ErrNotOwner)
+	}
+	rev, err := w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n)
+	if err != nil {
+		return 0, fmt.Errorf("writing node record %s: %w", n.ID, err)
+	}
+	return rev, nil
+}
+
+// PutAlloc writes one allocation's status. a.NodeID must be the writer's node.
+func (w *NodeWriter) PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error) {
+	key := wanted.AllocKey(a.NodeID, a.ID)
+	if !wanted.OwnsAllocKey(w.nodeID, key) {
+		return 0, fmt.Errorf("writing allocation %s as node %s: %w", key, w.nodeID, wanted.ErrNotOwner)
+	}
+	rev, err := w.s.put(ctx, w.s.Allocs, key, a)
+	if err != nil {
+		return 0, fmt.Errorf("writing allocation %s: %w", a.ID, err)
+	}
+	return rev, nil
+}
+
+// DeleteAlloc removes one of this node's allocation keys (garbage
+// collection of an allocation this node destroyed).
+func (w *NodeWriter) DeleteAlloc(ctx context.Context, allocID string) error {
+	key := wanted.AllocKey(w.nodeID, allocID)
+	if w.s.Allocs == nil {
+		return ErrNoBucket
+	}
+	rctx, cancel := w.s.conn.withTimeout(ctx)
+	defer cancel()
+	if err := w.s.Allocs.Delete(rctx, key); err != nil {
+		return fmt.Errorf("deleting allocation %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package node owns this host's identity in the fleet: its persistent node
+// ID, its fingerprint (OS, architecture, CPU, memory, kernel, hostname and the
+// drivers' own fingerprints), the node record built from them and the
+// operator's intent, and the registration and heartbeat that keep the record
+// alive in the nodes bucket.
+//
+// Usage (what host/agent does):
+//
+//	id, _ := node.LoadOrCreateID(stateDir, dev)
+//	attrs, _ := node.Fingerprint(node.ProcFS("/proc"))
+//	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: ttl / 3}, store.ForNode(id), func() *model.Node {
+//		return node.Build(id, cfg, attrs, drivers.DriverFingerprints(), view.Intent(id))
+//	}, log)
+//	go hb.Run(ctx)     // register with jittered retry, then heartbeat
+//	hb.Poke()          // push the record now (intent or driver health changed)
+//
+// Invariants:
+//   - The node ID is persisted in the state directory (mode 0600) and never
+//     changes; dev mode uses a fresh one and persists nothing.
+//     TestTheNodeIDSurvivesARestartButNotInDevMode.
+//   - A built record always has non-nil Attributes and Meta, a name (hostname,
+//     else the ID), datacenter (dc1) and node pool (default).
+//   - Only the owning agent writes its node record: operator drain and
+//     eligibility arrive as an Intent (wanted.MergeIntent).
+//   - Registration errors are not logged during the grace period; the first
+//     heartbeat is staggered within one period.
+package node

@@ -1,0 +1,187 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// Writer writes this node's record (fleet.NodeWriter implements it).
+type Writer interface {
+	PutNode(ctx context.Context, n *model.Node) (uint64, error)
+}
+
+// HeartbeatConfig tunes registration and heartbeats.
+type HeartbeatConfig struct {
+	// Period between heartbeats; it must be well below the nodes bucket's
+	// TTL (a third of it by default: DefaultPeriod).
+	Period time.Duration
+	// Grace: registration failures during this long after Run starts are
+	// retried without an error log (a dev server may still be electing).
+	Grace time.Duration
+	// RetryMin and RetryMax bound the jittered registration backoff.
+	RetryMin, RetryMax time.Duration
+}
+
+// Default heartbeat settings.
+const (
+	DefaultPeriod = 10 * time.Second
+	DefaultGrace  = 10 * time.Second
+)
+
+// Heartbeater registers the node and keeps its record alive.
+type Heartbeater struct {
+	cfg   HeartbeatConfig
+	w     Writer
+	build func() *model.Node
+	log   *slog.Logger
+	poke  chan struct{}
+
+	mu         sync.Mutex
+	registered bool
+	last       time.Time
+	lastErr    error
+	beats      uint64
+}
+
+// NewHeartbeater returns a heartbeater that writes build()'s record through
+// w. build is called before every write, so drain/eligibility intents and
+// driver health changes go out with the next beat (or at once after Poke).
+func NewHeartbeater(cfg HeartbeatConfig, w Writer, build func() *model.Node, log *slog.Logger) *Heartbeater {
+	if cfg.Period <= 0 {
+		cfg.Period = DefaultPeriod
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 100 * time.Millisecond
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = 5 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Heartbeater{cfg: cfg, w: w, build: build, log: log, poke: make(chan struct{}, 1)}
+}
+
+// Poke asks for a write of the record now (coalesced).
+func (h *Heartbeater) Poke() {
+	select {
+	case h.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Status is the heartbeater's state for the API.
+type Status struct {
+	Registered    bool      `json:"registered"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	Heartbeats    uint64    `json:"heartbeats"`
+}
+
+// Status returns the current state.
+func (h *Heartbeater) Status() Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := Status{Registered: h.registered, LastHeartbeat: h.last, Heartbeats: h.beats}
+	if h.lastErr != nil {
+		s.LastError = h.lastErr.Error()
+	}
+	return s
+}
+
+// Run registers the node (retrying with jittered backoff, silent during the
+// grace period), then heartbeats until ctx ends. The first heartbeat after
+// registration is staggered by a random fraction of the period.
+func (h *Heartbeater) Run(ctx context.Context) error {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		n := h.build()
+		_, err := h.w.PutNode(ctx, n)
+		h.record(err)
+		if err == nil {
+			h.log.Info("node registered", "node_id", n.ID, "name", n.Name, "datacenter", n.Datacenter, "node_pool", n.NodePool)
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Since(start) > h.cfg.Grace {
+			h.log.Error("node registration failed; retrying", "node_id", n.ID, "error", err, "attempt", attempt+1)
+		} else {
+			h.log.Debug("node registration failed within grace period; retrying", "node_id", n.ID, "error", err)
+		}
+		if !sleep(ctx, jitter(attempt, h.cfg.RetryMin, h.cfg.RetryMax)) {
+			return ctx.Err()
+		}
+	}
+	// Stagger the first heartbeat so a fleet restarting together spreads out.
+	t := time.NewTimer(rand.N(h.cfg.Period) + 1)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-h.poke:
+			if !t.Stop() {
+				<-t.C
+			}
+		}
+		n := h.build()
+		_, err := h.w.PutNode(ctx, n)
+		h.record(err)
+		next := h.cfg.Period
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			h.log.Warn("heartbeat failed", "node_id", n.ID, "error", err)
+			failing = true
+			next = min(h.cfg.Period, jitter(1, h.cfg.RetryMin, h.cfg.RetryMax))
+		case failing:
+			failing = false
+			h.log.Info("heartbeat recovered", "node_id", n.ID)
+		}
+		t.Reset(next)
+	}
+}
+
+func (h *Heartbeater) record(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastErr = err
+	if err == nil {
+		h.registered = true
+		h.last = time.Now()
+		h.beats++
+	}
+}
+
+func jitter(attempt int, lo, hi time.Duration) time.Duration {
+	d := lo << min(attempt, 16)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

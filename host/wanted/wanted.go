@@ -1,0 +1,377 @@
+package wanted
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// MaxValueSize is the largest KV value a host decodes. A bigger value is
+// rejected whole, like any other undecodable declaration: it is refused
+// before decoding so that a runaway writer cannot make every agent allocate.
+const MaxValueSize = 1 << 20
+
+// DefaultNamespace is the namespace of a job that names none.
+const DefaultNamespace = "default"
+
+// Op is what a KV entry does to its key.
+type Op int
+
+const (
+	// OpPut sets a value.
+	OpPut Op = iota
+	// OpDelete places a delete marker (the key's history stays).
+	OpDelete
+	// OpPurge removes the key's history; a bucket-wide TTL expiry reaches a
+	// watcher as a purge too.
+	OpPurge
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpPurge:
+		return "purge"
+	}
+	return fmt.Sprintf("op(%d)", int(o))
+}
+
+// Entry is one KV entry as a host hears it, from a pull or a watch.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+	Op       Op
+}
+
+// Rejection records why a value put under a key was refused. The record it
+// would have replaced stays in force.
+type Rejection struct {
+	Bucket   string `json:"bucket,omitempty"`
+	Key      string `json:"key"`
+	Revision uint64 `json:"revision"`
+	Reason   string `json:"reason"`
+}
+
+// Effect says what applying one entry did.
+type Effect int
+
+const (
+	// EffectNone: the entry was at or below the revision already applied.
+	EffectNone Effect = iota
+	// EffectAccepted: a put decoded and became the record in force.
+	EffectAccepted
+	// EffectRejected: a put failed to decode; the last good record stays.
+	EffectRejected
+	// EffectAbsent: a delete or purge; the last good record stays, marked
+	// absent (for a job: orphaned; for a node: down).
+	EffectAbsent
+)
+
+func (e Effect) String() string {
+	return [...]string{"none", "accepted", "rejected", "absent"}[e]
+}
+
+// Record is what a host holds for one key: the last good decoded value and
+// what has happened to the key since.
+type Record[T any] struct {
+	Key string `json:"key"`
+	// Value is the last good decoded value; nil if no put under this key ever
+	// decoded.
+	Value *T `json:"value,omitempty"`
+	// Revision is the KV revision of Value (use it for compare-and-set).
+	Revision uint64 `json:"revision"`
+	// Applied is the highest revision applied to this record, good or not.
+	Applied uint64 `json:"applied"`
+	// Rejection is set while the newest put under the key was rejected.
+	Rejection *Rejection `json:"rejection,omitempty"`
+	// Absent is set while the key is deleted, purged or expired. Absence
+	// never clears Value.
+	Absent bool `json:"absent,omitempty"`
+}
+
+// Decoder turns the value put under a key into a T, or says why it cannot.
+type Decoder[T any] func(key string, value []byte) (*T, error)
+
+// Apply applies one entry to the record held for its key. It is idempotent by
+// revision: an entry at or below prev.Applied returns prev unchanged with
+// EffectNone, so a resumed watch that repeats entries does no harm. Revision 0
+// marks a synthetic entry (a key a full pull no longer finds): it applies
+// regardless of revision. A delete of an already absent key is EffectNone.
+func Apply[T any](prev Record[T], e Entry, decode Decoder[T]) (Record[T], Effect) {
+	if e.Revision != 0 && e.Revision <= prev.Applied {
+		return prev, EffectNone
+	}
+	next := prev
+	next.Key = e.Key
+	next.Applied = max(prev.Applied, e.Revision)
+	switch e.Op {
+	case OpDelete, OpPurge:
+		if prev.Absent {
+			return prev, EffectNone
+		}
+		next.Absent = true
+		next.Rejection = nil
+		return next, EffectAbsent
+	}
+	v, err := decode(e.Key, e.Value)
+	if err != nil {
+		next.Rejection = &Rejection{Key: e.Key, Revision: e.Revision, Reason: err.Error()}
+		return next, EffectRejected
+	}
+	next.Value = v
+	next.Revision = e.Revision
+	next.Rejection = nil
+	next.Absent = false
+	return next, EffectAccepted
+}
+
+// JobState is what a host holds for one job key.
+type JobState = Record[model.Job]
+
+// NodeState is what a host holds for one node key.
+type NodeState = Record[model.Node]
+
+// AllocState is what a host holds for one allocation key.
+type AllocState = Record[model.Allocation]
+
+// DeploymentState is what a host holds for one deployment key.
+type DeploymentState = Record[model.Deployment]
+
+// ErrOversize is wrapped by decode errors for values above MaxValueSize.
+var ErrOversize = errors.New("value exceeds the size limit")
+
+func checkSize(value []byte) error {
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrOversize, len(value), MaxValueSize)
+	}
+	return nil
+}
+
+// DecodeJob decodes the job put under a jobs-bucket key, closed: oversize,
+// unknown fields, unknown enum values, wrong types, a missing ID, or a key
+// other than JobKey(namespace, id) all fail the whole declaration.
+func DecodeJob(key string, value []byte) (*model.Job, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	j, err := model.DecodeJob(value)
+	if err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		return nil, errors.New("job has no id")
+	}
+	if want := JobKey(j.Namespace, j.ID); want != key {
+		return nil, fmt.Errorf("job %q of namespace %q belongs under key %q, not %q", j.ID, namespaceOr(j.Namespace), want, key)
+	}
+	return j, nil
+}
+
+// DecodeNode decodes a node record, closed; its ID must be its key.
+func DecodeNode(key string, value []byte) (*model.Node, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var n model.Node
+	if err := model.Decode(value, &n); err != nil {
+		return nil, fmt.Errorf("decoding node: %w", err)
+	}
+	if n.ID != key {
+		return nil, fmt.Errorf("node %q stored under key %q", n.ID, key)
+	}
+	if n.Attributes == nil {
+		n.Attributes = map[string]string{}
+	}
+	if n.Meta == nil {
+		n.Meta = map[string]string{}
+	}
+	return &n, nil
+}
+
+// DecodeAlloc decodes an allocation status record, closed; its key must be
+// AllocKey(node_id, id).
+func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var a model.Allocation
+	if err := model.Decode(value, &a); err != nil {
+		return nil, fmt.Errorf("decoding allocation: %w", err)
+	}
+	if want := AllocKey(a.NodeID, a.ID); want != key {
+		return nil, fmt.Errorf("allocation belongs under key %q, not %q", want, key)
+	}
+	return &a, nil
+}
+
+// DecodeDeployment decodes a deployment record, closed; its key must be
+// DeploymentKey(namespace, job_id, job_version).
+func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var d model.Deployment
+	if err := model.Decode(value, &d); err != nil {
+		return nil, fmt.Errorf("decoding deployment: %w", err)
+	}
+	if want := DeploymentKey(d.Namespace, d.JobID, d.JobVersion); want != key {
+		return nil, fmt.Errorf("deployment belongs under key %q, not %q", want, key)
+	}
+	return &d, nil
+}
+
+// ApplyJob applies a jobs-bucket entry.
+func ApplyJob(prev JobState, e Entry) (JobState, Effect) { return Apply(prev, e, DecodeJob) }
+
+// ApplyNode applies a nodes-bucket entry. A delete or purge (a heartbeat that
+// expired reaches watchers as a purge) marks the node down; see NodeView.
+func ApplyNode(prev NodeState, e Entry) (NodeState, Effect) { return Apply(prev, e, DecodeNode) }
+
+// ApplyAlloc applies an allocations-bucket entry.
+func ApplyAlloc(prev AllocState, e Entry) (AllocState, Effect) { return Apply(prev, e, DecodeAlloc) }
+
+// ApplyDeployment applies a deployments-bucket entry.
+func ApplyDeployment(prev DeploymentState, e Entry) (DeploymentState, Effect) {
+	return Apply(prev, e, DecodeDeployment)
+}
+
+// NodeView returns the node as the fleet should see it: a copy of the last
+// good record, with status down when its heartbeat entry is gone. It returns
+// nil if no record ever decoded.
+func NodeView(s NodeState) *model.Node {
+	if s.Value == nil {
+		return nil
+	}
+	n := *s.Value
+	if s.Absent {
+		n.Status = model.NodeStatusDown
+	}
+	return &n
+}
+
+// Order is what a job's state tells a host to do with that job's allocations.
+type Order int
+
+const (
+	// OrderNone: nothing decodable was ever declared under the key; do not
+	// act on it (a rejected first version places nothing).
+	OrderNone Order = iota
+	// OrderRun: converge on the last good job.
+	OrderRun
+	// OrderStop: the last decoded declaration says stop = true.
+	OrderStop
+	// OrderKeep: the key is gone (deleted, purged, missing). Keep running
+	// what runs, report it orphaned, place nothing new, stop nothing.
+	OrderKeep
+)
+
+func (o Order) String() string {
+	return [...]string{"none", "run", "stop", "keep-orphaned"}[o]
+}
+
+// OrderFor is the rule "absence is not a deletion order": only a decoded
+// declaration with stop = true stops allocations. A job whose last decoded
+// declaration was stop = true stays stopped after its key is purged (the
+// purge of a stopped job does not revive it).
+func OrderFor(s JobState) Order {
+	switch {
+	case s.Value == nil:
+		return OrderNone
+	case s.Value.Stop:
+		return OrderStop
+	case s.Absent:
+		return OrderKeep
+	}
+	return OrderRun
+}
+
+// IsDeletionOrder reports whether the state orders the job's allocations
+// stopped. It is true only for a decoded stop = true.
+func IsDeletionOrder(s JobState) bool { return OrderFor(s) == OrderStop }
+
+// Quiet names a case in which a host has nothing to converge on and must say
+// so at info level, each with its own line, so that a loop that does nothing
+// can be told from one that is broken.
+type Quiet int
+
+const (
+	// QuietNoBucket: the bucket does not exist (yet).
+	QuietNoBucket Quiet = iota + 1
+	// QuietNoKey: the bucket exists, the key does not.
+	QuietNoKey
+	// QuietNotConfigured: the feature is not configured on this host.
+	QuietNotConfigured
+)
+
+// Message is the info line logged for the quiet case.
+func (q Quiet) Message() string {
+	switch q {
+	case QuietNoBucket:
+		return "bucket does not exist yet: nothing declared, nothing stopped"
+	case QuietNoKey:
+		return "key not found: nothing declared, nothing stopped"
+	case QuietNotConfigured:
+		return "not configured: nothing to converge on"
+	}
+	return "unknown quiet case"
+}
+
+func (q Quiet) String() string {
+	switch q {
+	case QuietNoBucket:
+		return "no_bucket"
+	case QuietNoKey:
+		return "no_key"
+	case QuietNotConfigured:
+		return "not_configured"
+	}
+	return "unknown"
+}
+
+// Enumeration is what a host knows about its own ability to list what it runs.
+type Enumeration struct {
+	// StoreErr is the error reading the local state store, if any.
+	StoreErr error
+	// DriverErrs maps a driver the node's allocations use to the error
+	// listing or recovering its tasks (absent or nil: fine).
+	DriverErrs map[string]error
+}
+
+// Verdict is MayAct's answer.
+type Verdict struct {
+	Act    bool
+	Reason string
+}
+
+// MayAct is the fail-closed rule: a host that cannot enumerate what it runs
+// does not act at all, because "this node has no such allocation" cannot be
+// told from "this node cannot see its allocations", and acting on the guess
+// starts a duplicate. The caller must make a refusal visible (status API,
+// metric, error log).
+func MayAct(e Enumeration) Verdict {
+	var reasons []string
+	if e.StoreErr != nil {
+		reasons = append(reasons, "state store unreadable: "+e.StoreErr.Error())
+	}
+	names := make([]string, 0, len(e.DriverErrs))
+	for name, err := range e.DriverErrs {
+		if err != nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		reasons = append(reasons, fmt.Sprintf("driver %s cannot enumerate its tasks: %v", name, e.DriverErrs[name]))
+	}
+	if len(reasons) > 0 {
+		return Verdict{Act: false, Reason: strings.Join(reasons, "; ")}
+	}
+	return Verdict{Act: true}
+}
