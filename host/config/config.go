@@ -1,0 +1,336 @@
+// Package config owns the agent's configuration file: its schema (HCL, or
+// the same structure as JSON), its defaults, and loading it with errors that
+// name file:line:column. See docs/agent-config.md.
+//
+// Usage:
+//
+//	cfg, err := config.Load("agent.hcl")   // or config.Default() with no file
+//	cfg.ApplyDefaults(dev)                 // fills dirs, addresses, prefix
+//
+// Invariants:
+//   - Decoding is closed: an unknown attribute or block, a wrong type, or an
+//     unparsable duration fails the load with its position.
+//     TestAnUnknownAttributeFailsWithItsPosition.
+//   - Defaults are applied in one place (ApplyDefaults); Load never reads the
+//     environment or the clock.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Agent is the agent configuration file.
+type Agent struct {
+	// Name of the node; default the hostname, then the node ID.
+	Name       string            `hcl:"name,optional" json:"name,omitempty"`
+	Datacenter string            `hcl:"datacenter,optional" json:"datacenter,omitempty"`
+	NodePool   string            `hcl:"node_pool,optional" json:"node_pool,omitempty"`
+	NodeClass  string            `hcl:"node_class,optional" json:"node_class,omitempty"`
+	Meta       map[string]string `hcl:"meta,optional" json:"meta,omitempty"`
+	// StateDir holds the node ID, the local state store, the embedded NATS
+	// store. Default /var/lib/hivelet (dev: a temporary directory).
+	StateDir string `hcl:"state_dir,optional" json:"state_dir,omitempty"`
+	// AllocDir holds allocation directories; default <state_dir>/alloc.
+	AllocDir string `hcl:"alloc_dir,optional" json:"alloc_dir,omitempty"`
+	// PluginDir is searched for third-party driver plugins; default
+	// <state_dir>/plugins.
+	PluginDir string `hcl:"plugin_dir,optional" json:"plugin_dir,omitempty"`
+
+	HTTP    *HTTP    `hcl:"http,block" json:"http,omitempty"`
+	NATS    *NATS    `hcl:"nats,block" json:"nats,omitempty"`
+	Docker  *Docker  `hcl:"docker,block" json:"docker,omitempty"`
+	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
+	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
+}
+
+// HTTP configures the local API.
+type HTTP struct {
+	// Address is host:port; default 127.0.0.1:4646.
+	Address string `hcl:"address,optional" json:"address,omitempty"`
+}
+
+// NATS configures the connection to the fleet. No URLs: an embedded server.
+type NATS struct {
+	URLs         []string `hcl:"urls,optional" json:"urls,omitempty"`
+	CredsFile    string   `hcl:"creds_file,optional" json:"creds_file,omitempty"`
+	NKeySeedFile string   `hcl:"nkey_seed_file,optional" json:"nkey_seed_file,omitempty"`
+	CAFile       string   `hcl:"ca_file,optional" json:"ca_file,omitempty"`
+	CertFile     string   `hcl:"cert_file,optional" json:"cert_file,omitempty"`
+	KeyFile      string   `hcl:"key_file,optional" json:"key_file,omitempty"`
+	// BucketPrefix names the buckets <prefix>_jobs...; default "hivelet".
+	BucketPrefix string `hcl:"bucket_prefix,optional" json:"bucket_prefix,omitempty"`
+	// Replicas of buckets the agent creates; default 1.
+	Replicas int `hcl:"replicas,optional" json:"replicas,omitempty"`
+	// RequestTimeout of every KV request; default "5s".
+	RequestTimeout string `hcl:"request_timeout,optional" json:"request_timeout,omitempty"`
+	// NodeTTL is the nodes bucket TTL (heartbeats every third); default "30s".
+	NodeTTL string `hcl:"node_ttl,optional" json:"node_ttl,omitempty"`
+	// EmbeddedPort is the embedded server's client port; default 4222.
+	EmbeddedPort int `hcl:"embedded_port,optional" json:"embedded_port,omitempty"`
+}
+
+// Docker configures the docker driver's host-side limits.
+type Docker struct {
+	AllowPrivileged bool `hcl:"allow_privileged,optional" json:"allow_privileged,omitempty"`
+}
+
+// Policy configures the WASM policy engine.
+type Policy struct {
+	// Timeout of one policy call; default "250ms".
+	Timeout string `hcl:"timeout,optional" json:"timeout,omitempty"`
+	// MemoryLimitMB caps a module's memory; default 32.
+	MemoryLimitMB int `hcl:"memory_limit_mb,optional" json:"memory_limit_mb,omitempty"`
+	// CacheDir is wazero's compilation cache; default <state_dir>/wasm-cache.
+	CacheDir string `hcl:"cache_dir,optional" json:"cache_dir,omitempty"`
+	// Pins maps a policy name to the SHA-256 its module must have.
+	Pins map[string]string `hcl:"pins,optional" json:"pins,omitempty"`
+}
+
+// Plugin pins a third-party driver plugin.
+type Plugin struct {
+	Name   string `hcl:"name,label" json:"name"`
+	SHA256 string `hcl:"sha256,optional" json:"sha256,omitempty"`
+	// Path overrides <plugin_dir>/<name>.
+	Path string `hcl:"path,optional" json:"path,omitempty"`
+}
+
+// Default returns the configuration of an agent started without a file.
+func Default() *Agent { return &Agent{} }
+
+// Error is a configuration error with its position.
+type Error struct {
+	Diags hcl.Diagnostics
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, d := range e.Diags {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if d.Subject != nil {
+			fmt.Fprintf(&b, "%s:%d:%d: ", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column)
+		}
+		b.WriteString(d.Summary)
+		if d.Detail != "" {
+			b.WriteString(": " + d.Detail)
+		}
+	}
+	return b.String()
+}
+
+// Load reads and decodes a configuration file: HCL, or JSON when the name
+// ends in .json.
+func Load(path string) (*Agent, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading agent configuration: %w", err)
+	}
+	return Parse(src, path)
+}
+
+// Parse decodes a configuration from src; filename (its extension decides
+// HCL or JSON) appears in errors.
+func Parse(src []byte, filename string) (*Agent, error) {
+	p := hclparse.NewParser()
+	var f *hcl.File
+	var diags hcl.Diagnostics
+	if strings.EqualFold(filepath.Ext(filename), ".json") {
+		f, diags = p.ParseJSON(src, filename)
+	} else {
+		f, diags = p.ParseHCL(src, filename)
+	}
+	if diags.HasErrors() {
+		return nil, &Error{Diags: diags}
+	}
+	var a Agent
+	if diags := gohcl.DecodeBody(f.Body, nil, &a); diags.HasErrors() {
+		return nil, &Error{Diags: diags}
+	}
+	if err := a.validate(f, filename); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// validate checks values gohcl cannot (durations, ranges) and reports them
+// at the position of their attribute.
+func (a *Agent) validate(f *hcl.File, filename string) error {
+	var diags hcl.Diagnostics
+	pos := func(block, attr string) *hcl.Range { return findAttr(f, block, attr, filename) }
+	dur := func(block, attr, v string) {
+		if v == "" {
+			return
+		}
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid duration",
+				Detail: fmt.Sprintf("%s.%s = %q: want a positive Go duration such as \"5s\"", block, attr, v), Subject: pos(block, attr)})
+		}
+	}
+	if n := a.NATS; n != nil {
+		dur("nats", "request_timeout", n.RequestTimeout)
+		dur("nats", "node_ttl", n.NodeTTL)
+		if n.Replicas < 0 || n.Replicas > 5 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid replicas",
+				Detail: fmt.Sprintf("nats.replicas = %d: want 1 to 5", n.Replicas), Subject: pos("nats", "replicas")})
+		}
+		if n.EmbeddedPort < 0 || n.EmbeddedPort > 65535 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid port",
+				Detail: fmt.Sprintf("nats.embedded_port = %d", n.EmbeddedPort), Subject: pos("nats", "embedded_port")})
+		}
+		if (n.CertFile == "") != (n.KeyFile == "") {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "incomplete TLS client certificate",
+				Detail: "nats.cert_file and nats.key_file go together", Subject: pos("nats", "cert_file")})
+		}
+	}
+	if p := a.Policy; p != nil {
+		dur("policy", "timeout", p.Timeout)
+		if p.MemoryLimitMB < 0 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid memory limit",
+				Detail: "policy.memory_limit_mb must be positive", Subject: pos("policy", "memory_limit_mb")})
+		}
+	}
+	for _, pl := range a.Plugins {
+		if pl.SHA256 != "" && !isHex64(pl.SHA256) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid plugin pin",
+				Detail: fmt.Sprintf("plugin %q: sha256 must be 64 hex digits", pl.Name), Subject: pos("plugin", "sha256")})
+		}
+	}
+	if diags.HasErrors() {
+		return &Error{Diags: diags}
+	}
+	return nil
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// findAttr locates block.attr in the file for error positions (best effort:
+// the first block of that type holding the attribute; else the file start).
+func findAttr(f *hcl.File, block, attr, filename string) *hcl.Range {
+	content, _, _ := f.Body.PartialContent(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: block}, {Type: block, LabelNames: []string{"name"}}}})
+	if content != nil {
+		for _, b := range content.Blocks {
+			attrs, _ := b.Body.JustAttributes()
+			if a, ok := attrs[attr]; ok {
+				r := a.Range
+				return &r
+			}
+		}
+	}
+	return &hcl.Range{Filename: filename, Start: hcl.Pos{Line: 1, Column: 1}}
+}
+
+// Resolved is the configuration with defaults applied and durations parsed:
+// what the agent uses.
+type Resolved struct {
+	Agent
+	HTTPAddr       string
+	BucketPrefix   string
+	Replicas       int
+	RequestTimeout time.Duration
+	NodeTTL        time.Duration
+	EmbeddedPort   int
+	// Embedded is true when no NATS URL is configured (or dev): the agent
+	// runs its own NATS server.
+	Embedded      bool
+	PolicyTimeout time.Duration
+	PolicyMemMB   int
+	Privileged    bool
+}
+
+// Resolve applies the defaults. dev forces an embedded server; stateDir
+// overrides the configured state directory when not empty (dev passes its
+// temporary directory).
+func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
+	r := &Resolved{Agent: *a}
+	if stateDir != "" {
+		r.StateDir = stateDir
+	}
+	if r.StateDir == "" {
+		r.StateDir = "/var/lib/hivelet"
+	}
+	if r.AllocDir == "" {
+		r.AllocDir = filepath.Join(r.StateDir, "alloc")
+	}
+	if r.PluginDir == "" {
+		r.PluginDir = filepath.Join(r.StateDir, "plugins")
+	}
+	if r.Datacenter == "" {
+		r.Datacenter = "dc1"
+	}
+	if r.NodePool == "" {
+		r.NodePool = "default"
+	}
+	if r.Meta == nil {
+		r.Meta = map[string]string{}
+	}
+	r.HTTPAddr = "127.0.0.1:4646"
+	if a.HTTP != nil && a.HTTP.Address != "" {
+		r.HTTPAddr = a.HTTP.Address
+	}
+	n := a.NATS
+	if n == nil {
+		n = &NATS{}
+	}
+	r.BucketPrefix = n.BucketPrefix
+	if r.BucketPrefix == "" {
+		r.BucketPrefix = "hivelet"
+	}
+	r.Replicas = max(n.Replicas, 1)
+	r.RequestTimeout = 5 * time.Second
+	r.NodeTTL = 30 * time.Second
+	var err error
+	if n.RequestTimeout != "" {
+		if r.RequestTimeout, err = time.ParseDuration(n.RequestTimeout); err != nil {
+			return nil, fmt.Errorf("nats.request_timeout: %w", err)
+		}
+	}
+	if n.NodeTTL != "" {
+		if r.NodeTTL, err = time.ParseDuration(n.NodeTTL); err != nil {
+			return nil, fmt.Errorf("nats.node_ttl: %w", err)
+		}
+	}
+	r.EmbeddedPort = n.EmbeddedPort
+	if r.EmbeddedPort == 0 {
+		r.EmbeddedPort = 4222
+	}
+	r.Embedded = dev || len(n.URLs) == 0
+	if dev && len(n.URLs) > 0 {
+		return nil, errors.New("-dev runs an embedded NATS server: remove nats.urls or drop -dev")
+	}
+	r.PolicyTimeout = 250 * time.Millisecond
+	r.PolicyMemMB = 32
+	if p := a.Policy; p != nil {
+		if p.Timeout != "" {
+			if r.PolicyTimeout, err = time.ParseDuration(p.Timeout); err != nil {
+				return nil, fmt.Errorf("policy.timeout: %w", err)
+			}
+		}
+		if p.MemoryLimitMB > 0 {
+			r.PolicyMemMB = p.MemoryLimitMB
+		}
+	}
+	if a.Docker != nil {
+		r.Privileged = a.Docker.AllowPrivileged
+	}
+	return r, nil
+}
