@@ -108,7 +108,7 @@ func TestEachPerAllocationRuleDecidesItsBucket(t *testing.T) {
 			},
 			want: map[string]string{"a2": "ignore alloc.4"},
 			// Control: one second older, it is lost.
-			control: func(in *Input) { in.LiveAllocs[0].States[0].Time = t0.Add(-61 * time.Second) },
+			control:     func(in *Input) { in.LiveAllocs[0].States[0].Time = t0.Add(-61 * time.Second) },
 			controlWant: map[string]string{"a2": "lost alloc.3"},
 		},
 		{
