@@ -327,3 +327,20 @@ func (s *Store) DeleteJob(id string) error {
 	}
 	return nil
 }
+
+// Check reads the store's layout: an error means the store cannot be read
+// and the caller must fail closed.
+func (s *Store) Check() error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketAllocs, bucketHandles, bucketPlugins, bucketJobs} {
+			if tx.Bucket(b) == nil {
+				return fmt.Errorf("bucket %s missing", b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checking state store: %w", err)
+	}
+	return nil
+}
