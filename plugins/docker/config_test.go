@@ -52,7 +52,7 @@ func TestAFullConfigBecomesTheContainerSpecWithOwnershipLabels(t *testing.T) {
 		Entrypoint: []string{"/bin/init"},
 		Cmd:        []string{"/app", "serve", "80"},
 		Env:        []string{"BOTH=config", "FROM_TASK=1", "ONLY=c"},
-		Labels: map[string]string{"team": "a", LabelAllocID: "a1", LabelTask: "web", LabelJob: "job1", LabelNodeID: "n1"},
+		Labels:     map[string]string{"team": "a", LabelAllocID: "a1", LabelTask: "web", LabelJob: "job1", LabelNodeID: "n1"},
 		WorkDir:    "/w",
 		User:       "nobody",
 		StopSignal: "SIGINT",
