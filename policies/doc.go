@@ -1,0 +1,24 @@
+// Package policies owns hivelet's WASM policy engine: loading and compiling
+// policy modules (wazero, compiler mode, on-disk compilation cache), the
+// module ABI (docs/policy-abi.md), the sandbox and its limits, the built-in
+// policies (sources in builtin/<name>, logic in package rules, modules
+// embedded), and distribution of custom modules through a JetStream object
+// store.
+//
+// Invariants:
+//   - The decision path never compiles: a policy is usable only after Load
+//     (or LoadBuiltins) compiled it; a decision naming a module that is not
+//     loaded falls back to the native default and is reported.
+//   - The host never acts on an invalid answer and never crashes because
+//     of a module: a trap, a panic, a loop past the deadline, memory past
+//     the cap, a missing export, another ABI version or an answer failing
+//     strict validation is a Fault; the decision falls back to the native
+//     default (NativeCanary, NativeCompletion) and the fault is logged,
+//     counted and handed to the OnFault hook (faults_test.go has one
+//     hostile module per kind).
+//   - No state leaks between evaluations: an instance's linear memory is
+//     restored to its post-initialisation snapshot after every call, and an
+//     instance that trapped, timed out or grew is discarded
+//     (TestAModuleCannotKeepStateBetweenEvaluations).
+//   - A module is loaded only when its bytes match its pinned SHA-256.
+package policies

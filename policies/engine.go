@@ -1,0 +1,620 @@
+package policies
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/sdk/policy"
+)
+
+// Options configure an Engine. The zero value is usable: defaults apply.
+type Options struct {
+	// CacheDir holds wazero's on-disk compilation cache (the agent passes a
+	// directory under its state dir). Empty: compile in memory only.
+	CacheDir string
+	// MemoryLimitPages caps every instance's linear memory, in 64 KiB
+	// pages. Default 1024 (64 MiB).
+	MemoryLimitPages uint32
+	// Deadline bounds one evaluation. Default 100 ms.
+	Deadline time.Duration
+	// LoadDeadline bounds a module's initialisation. Default 2 s.
+	LoadDeadline time.Duration
+	// OutputLimit bounds what a guest may write to stdout and to stderr per
+	// evaluation; the rest is dropped (and the drop logged). Default 4 KiB.
+	OutputLimit int
+	// ReserveBytes is passed to a module's optional hivelet_reserve export
+	// before its memory is snapshotted, so evaluations of inputs up to about
+	// this size allocate without growing memory. Default 4 MiB.
+	ReserveBytes int
+	// PoolSize bounds the instances kept per module. Default GOMAXPROCS.
+	PoolSize int
+	// FreshInstances instantiates a module for every evaluation instead of
+	// reusing restored instances: slower, kept to measure the difference.
+	FreshInstances bool
+	// Logger receives faults and guest output. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer, if set, gets the engine's metrics.
+	Registerer prometheus.Registerer
+	// OnFault is called with every fault (after logging and counting), for
+	// the caller to attach to the deployment as an event. It must not block.
+	OnFault func(*Fault)
+}
+
+func (o *Options) defaults() {
+	if o.MemoryLimitPages == 0 {
+		o.MemoryLimitPages = 1024
+	}
+	if o.Deadline == 0 {
+		o.Deadline = 100 * time.Millisecond
+	}
+	if o.LoadDeadline == 0 {
+		o.LoadDeadline = 2 * time.Second
+	}
+	if o.OutputLimit == 0 {
+		o.OutputLimit = 4 << 10
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = 4 << 20
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Engine loads policy modules and evaluates them. It implements
+// reconcile.CanaryChooser and reconcile.CompletionDecider: each decision is
+// dispatched on the request's PolicyRef to a loaded module, its answer
+// validated strictly, and on any fault the native default answers instead.
+// Safe for concurrent use.
+type Engine struct {
+	opts   Options
+	rt     wazero.Runtime
+	cache  wazero.CompilationCache
+	log    *slog.Logger
+	faults *prometheus.CounterVec
+	evals  *prometheus.CounterVec
+
+	mu       sync.RWMutex
+	builtins map[string]*Module // by bare name
+	named    map[string]*Module // custom modules by name
+	byDigest map[string]*Module
+	refused  map[string]*Fault // custom name → why its last load failed
+
+	resets sync.WaitGroup
+}
+
+var (
+	_ reconcile.CanaryChooser     = (*Engine)(nil)
+	_ reconcile.CompletionDecider = (*Engine)(nil)
+)
+
+// New creates an engine. It compiles nothing: call LoadBuiltins and Load.
+func New(ctx context.Context, opts Options) (*Engine, error) {
+	opts.defaults()
+	e := &Engine{
+		opts: opts, log: opts.Logger,
+		builtins: map[string]*Module{}, named: map[string]*Module{},
+		byDigest: map[string]*Module{}, refused: map[string]*Fault{},
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(opts.MemoryLimitPages)
+	if opts.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("opening the policy compilation cache %s: %w", opts.CacheDir, err)
+		}
+		e.cache = cache
+		cfg = cfg.WithCompilationCache(cache)
+	}
+	e.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.rt); err != nil {
+		e.rt.Close(ctx)
+		return nil, fmt.Errorf("instantiating WASI for policies: %w", err)
+	}
+	e.faults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hivelet_policy_faults_total",
+		Help: "Policy module faults, by decision and fault kind; each fell back to the native default.",
+	}, []string{"decision", "kind"})
+	e.evals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hivelet_policy_evaluations_total",
+		Help: "Policy decisions, by decision and by who answered (module, native default, fallback).",
+	}, []string{"decision", "answered_by"})
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{e.faults, e.evals} {
+			if err := opts.Registerer.Register(c); err != nil {
+				e.rt.Close(ctx)
+				return nil, fmt.Errorf("registering policy metrics: %w", err)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Close waits for pending instance restores and releases every module.
+func (e *Engine) Close(ctx context.Context) error {
+	e.resets.Wait()
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		err = errors.Join(err, e.cache.Close(ctx))
+	}
+	return err
+}
+
+// Module is a compiled, validated policy module.
+type Module struct {
+	Name     string
+	Digest   string // SHA-256 of the bytes, hex
+	Size     int
+	ABI      uint32
+	Kinds    Kind
+	Manifest Manifest
+	// Imports lists the module's imports ("module.name"), for inspection.
+	Imports []string
+
+	engine   *Engine
+	compiled wazero.CompiledModule
+	idle     chan *instance
+	live     atomic.Int32
+}
+
+// Digest returns the hex SHA-256 of wasm.
+func Digest(wasm []byte) string {
+	s := sha256.Sum256(wasm)
+	return hex.EncodeToString(s[:])
+}
+
+// Compile compiles and validates wasm without registering it under a name
+// (the CLI's inspect, eval and bench use it). It is the only place the
+// engine compiles; decisions never do.
+func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
+	m := &Module{Name: name, Digest: Digest(wasm), Size: len(wasm), engine: e}
+	fault := func(f *Fault) *Fault {
+		f.Decision, f.Policy, f.Digest = "load", name, m.Digest
+		return f
+	}
+	compiled, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		if isMemoryLimitError(err) {
+			return nil, fault(&Fault{Kind: FaultMemory, Reason: "compiling: " + err.Error(), Err: err})
+		}
+		return nil, fault(&Fault{Kind: FaultLoad, Reason: "compiling: " + err.Error(), Err: err})
+	}
+	m.compiled = compiled
+	for _, f := range compiled.ImportedFunctions() {
+		mod, n, _ := f.Import()
+		m.Imports = append(m.Imports, mod+"."+n)
+	}
+	exports := compiled.ExportedFunctions()
+	want := func(name string, params, results []api.ValueType) error {
+		d, ok := exports[name]
+		if !ok {
+			return fmt.Errorf("the module lacks the export %s", name)
+		}
+		if !equalTypes(d.ParamTypes(), params) || !equalTypes(d.ResultTypes(), results) {
+			return fmt.Errorf("export %s has type %v -> %v, want %v -> %v", name, d.ParamTypes(), d.ResultTypes(), params, results)
+		}
+		return nil
+	}
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	if err := want(exportABIVersion, nil, []api.ValueType{i32}); err != nil {
+		compiled.Close(ctx)
+		return nil, fault(&Fault{Kind: FaultMissingExport, Reason: err.Error() + " (is it a hivelet policy module?)"})
+	}
+	if _, ok := compiled.ExportedMemories()[exportMemory]; !ok {
+		compiled.Close(ctx)
+		return nil, fault(&Fault{Kind: FaultMissingExport, Reason: "the module exports no memory named \"memory\""})
+	}
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		compiled.Close(ctx)
+		f, _ := AsFault(err)
+		return nil, fault(f)
+	}
+	discard := func() { inst.mod.Close(ctx); compiled.Close(ctx) }
+	call := func(fn string) (uint64, error) {
+		cctx, cancel := context.WithTimeout(ctx, e.opts.Deadline)
+		defer cancel()
+		r, err := inst.mod.ExportedFunction(fn).Call(cctx)
+		if err != nil {
+			return 0, m.callFault(err, inst, "calling "+fn)
+		}
+		return r[0], nil
+	}
+	abi, err := call(exportABIVersion)
+	if err != nil {
+		discard()
+		f, _ := AsFault(err)
+		return nil, fault(f)
+	}
+	m.ABI = uint32(abi)
+	if m.ABI != ABIVersion {
+		discard()
+		return nil, fault(&Fault{Kind: FaultABIVersion, Reason: fmt.Sprintf("the module declares policy ABI version %d; this hivelet implements version %d", m.ABI, ABIVersion)})
+	}
+	checks := []struct {
+		name     string
+		params   []api.ValueType
+		results  []api.ValueType
+		required bool
+	}{
+		{exportKinds, nil, []api.ValueType{i32}, true},
+		{exportManifest, nil, []api.ValueType{i64}, true},
+		{exportAlloc, []api.ValueType{i32}, []api.ValueType{i32}, true},
+	}
+	for _, c := range checks {
+		if err := want(c.name, c.params, c.results); err != nil {
+			discard()
+			return nil, fault(&Fault{Kind: FaultMissingExport, Reason: err.Error()})
+		}
+	}
+	kinds, err := call(exportKinds)
+	if err != nil {
+		discard()
+		f, _ := AsFault(err)
+		return nil, fault(f)
+	}
+	m.Kinds = Kind(int32(kinds))
+	if m.Kinds&^(KindCanary|KindCompletion) != 0 || m.Kinds == 0 {
+		discard()
+		return nil, fault(&Fault{Kind: FaultLoad, Reason: fmt.Sprintf("the module declares kinds %s; want canary, completion or both", m.Kinds)})
+	}
+	for _, k := range []struct {
+		kind Kind
+		name string
+	}{{KindCanary, exportCanary}, {KindCompletion, exportCompletion}} {
+		if m.Kinds&k.kind == 0 {
+			continue
+		}
+		if err := want(k.name, []api.ValueType{i32, i32}, []api.ValueType{i64}); err != nil {
+			discard()
+			return nil, fault(&Fault{Kind: FaultMissingExport, Reason: err.Error() + " (declared kind " + k.kind.String() + ")"})
+		}
+	}
+	packed, err := call(exportManifest)
+	if err != nil {
+		discard()
+		f, _ := AsFault(err)
+		return nil, fault(f)
+	}
+	text, ok := inst.mem.Read(uint32(packed>>32), uint32(packed))
+	if !ok || len(text) > maxManifest {
+		discard()
+		return nil, fault(&Fault{Kind: FaultLoad, Reason: "the manifest is out of bounds or too large"})
+	}
+	m.Manifest, err = parseManifest(string(text))
+	if err != nil {
+		discard()
+		return nil, fault(&Fault{Kind: FaultLoad, Reason: err.Error()})
+	}
+	m.idle = make(chan *instance, e.opts.PoolSize)
+	m.live.Store(1)
+	if !inst.restore() {
+		inst.mod.Close(ctx)
+		m.live.Store(0)
+	} else {
+		m.idle <- inst
+	}
+	return m, nil
+}
+
+func equalTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// LoadBuiltins compiles every embedded built-in policy.
+func (e *Engine) LoadBuiltins(ctx context.Context) error {
+	for _, name := range BuiltinNames() {
+		wasm, _ := BuiltinWasm(name)
+		m, err := e.Compile(ctx, BuiltinPrefix+name, wasm)
+		if err != nil {
+			return fmt.Errorf("loading built-in policy %s: %w", name, err)
+		}
+		e.mu.Lock()
+		e.builtins[name] = m
+		e.byDigest[m.Digest] = m
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// Load compiles a custom module and makes it the one named name (a later
+// Load of the same name replaces it; decisions pinned to the older digest
+// still find it). digest, if not empty, must match the bytes. A module that
+// fails to load is reported, and decisions naming it fall back with the
+// load's reason.
+func (e *Engine) Load(ctx context.Context, name, digest string, wasm []byte) (*Module, error) {
+	if got := Digest(wasm); digest != "" && !strings.EqualFold(strings.TrimPrefix(digest, "sha256:"), got) {
+		f := &Fault{Kind: FaultDigestMismatch, Decision: "load", Policy: name, Digest: got,
+			Reason: fmt.Sprintf("the module's SHA-256 is %s, pinned %s", got, digest)}
+		e.refuse(name, f)
+		return nil, f
+	}
+	m, err := e.Compile(ctx, name, wasm)
+	if err != nil {
+		f, _ := AsFault(err)
+		e.refuse(name, f)
+		return nil, err
+	}
+	e.mu.Lock()
+	e.named[name] = m
+	e.byDigest[m.Digest] = m
+	delete(e.refused, name)
+	e.mu.Unlock()
+	return m, nil
+}
+
+func (e *Engine) refuse(name string, f *Fault) {
+	e.mu.Lock()
+	e.refused[name] = f
+	e.mu.Unlock()
+	e.report(f)
+}
+
+// resolve finds the module a reference names, for a kind of decision.
+func (e *Engine) resolve(ref *model.PolicyRef, kind Kind) (*Module, *Fault) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	name := ref.Name
+	var m *Module
+	switch {
+	case ref.Digest != "":
+		m = e.byDigest[strings.ToLower(strings.TrimPrefix(ref.Digest, "sha256:"))]
+	case strings.HasPrefix(name, BuiltinPrefix):
+		m = e.builtins[strings.TrimPrefix(name, BuiltinPrefix)]
+	default:
+		if m = e.named[name]; m == nil {
+			m = e.builtins[name]
+		}
+	}
+	if m == nil {
+		if f, ok := e.refused[name]; ok {
+			return nil, &Fault{Kind: f.Kind, Policy: name, Digest: f.Digest, Reason: "refused at load: " + f.Reason}
+		}
+		reason := "no module of that name is loaded"
+		if ref.Digest != "" {
+			reason = "no module with digest " + ref.Digest + " is loaded"
+		}
+		return nil, &Fault{Kind: FaultNotLoaded, Policy: name, Reason: reason}
+	}
+	if m.Kinds&kind == 0 {
+		return nil, &Fault{Kind: FaultNotLoaded, Policy: name, Digest: m.Digest, Reason: "the module implements " + m.Kinds.String() + ", not " + kind.String()}
+	}
+	return m, nil
+}
+
+// acquire takes an idle instance, or creates one while the pool is not
+// full, or waits for one.
+func (m *Module) acquire(ctx context.Context) (*instance, error) {
+	if !m.engine.opts.FreshInstances {
+		select {
+		case inst := <-m.idle:
+			return inst, nil
+		default:
+		}
+		if m.live.Add(1) > int32(m.engine.opts.PoolSize) {
+			m.live.Add(-1)
+			select {
+			case inst := <-m.idle:
+				return inst, nil
+			case <-ctx.Done():
+				return nil, &Fault{Kind: FaultDeadline, Reason: "waiting for an instance: " + ctx.Err().Error(), Err: ctx.Err()}
+			}
+		}
+	}
+	inst, err := m.instantiate(ctx)
+	if err != nil && !m.engine.opts.FreshInstances {
+		m.live.Add(-1)
+	}
+	return inst, err
+}
+
+// release gives an instance back: restored in the background (off the
+// decision path) when it answered, discarded when it faulted.
+func (m *Module) release(inst *instance, healthy bool) {
+	if m.engine.opts.FreshInstances {
+		inst.mod.Close(context.Background())
+		return
+	}
+	if !healthy {
+		inst.mod.Close(context.Background())
+		m.live.Add(-1)
+		return
+	}
+	m.engine.resets.Add(1)
+	go func() {
+		defer m.engine.resets.Done()
+		if inst.restore() {
+			m.idle <- inst
+			return
+		}
+		inst.mod.Close(context.Background())
+		m.live.Add(-1)
+	}()
+}
+
+// evaluate runs one decision's export with input and returns the answer's
+// bytes, or a fault.
+func (m *Module) evaluate(ctx context.Context, kind Kind, input []byte, now time.Time, seed uint64) ([]byte, *Fault) {
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		f, _ := AsFault(err)
+		return nil, f
+	}
+	fn := inst.canary
+	if kind == KindCompletion {
+		fn = inst.completion
+	}
+	out, err := m.call(ctx, inst, fn, input, now, seed)
+	if err != nil {
+		f, _ := AsFault(err)
+		// A trap or a deadline poisons the instance; an invalid answer from
+		// a healthy call does not, but the memory restore costs as much as
+		// a check, so every fault discards.
+		m.release(inst, false)
+		return nil, f
+	}
+	if debugGrow && inst.mem.Size() != uint32(len(inst.snapshot)) {
+		println("grew", len(inst.snapshot), inst.mem.Size())
+	}
+	m.release(inst, true)
+	return out, nil
+}
+
+// Canary evaluates the module's canary policy on req and validates the
+// answer. It does not fall back: a fault comes back as a *Fault.
+func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if m.Kinds&KindCanary == 0 {
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no canary policy"}
+	}
+	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
+	bp := bufPool.Get().(*[]byte)
+	input := appendCanaryInput((*bp)[:0], &req, fields, attr, meta)
+	raw, f := m.evaluate(ctx, KindCanary, input, time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
+	*bp = input
+	bufPool.Put(bp)
+	if f != nil {
+		return reconcile.CanaryChoice{}, f
+	}
+	out, err := policy.DecodeCanaryOutput(raw)
+	var pe *policy.PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
+	case err != nil:
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	if err := validateCanary(&req, out); err != nil {
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	return reconcile.CanaryChoice{NodeIDs: out.NodeIDs, Reason: out.Reason}, nil
+}
+
+// Completion evaluates the module's completion policy on in and validates
+// the answer. It does not fall back: a fault comes back as a *Fault.
+func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	if m.Kinds&KindCompletion == 0 {
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
+	}
+	bp := bufPool.Get().(*[]byte)
+	input := policy.AppendCompletionInput((*bp)[:0], completionInput(&in))
+	var id string
+	if in.Deployment != nil {
+		id = in.Deployment.ID
+	}
+	raw, f := m.evaluate(ctx, KindCompletion, input, in.Now, seedOf(id, in.Now.String()))
+	*bp = input
+	bufPool.Put(bp)
+	if f != nil {
+		return reconcile.CompletionDecision{}, f
+	}
+	out, err := policy.DecodeCompletionOutput(raw)
+	var pe *policy.PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
+	case err != nil:
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	if err := validateCompletion(&in, out); err != nil {
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	return reconcile.CompletionDecision{Decision: reconcile.Decision(out.Decision.String()), Revert: out.Revert, Reason: out.Reason}, nil
+}
+
+const debugGrow = false
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// ChooseCanaries implements reconcile.CanaryChooser: req.Policy's module
+// answers (nil: the native default); on a fault the native default answers
+// and the fault is reported.
+func (e *Engine) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if req.Policy == nil {
+		e.evals.WithLabelValues("canary", "native").Inc()
+		return NativeCanary(req), nil
+	}
+	m, f := e.resolve(req.Policy, KindCanary)
+	if f == nil {
+		choice, err := m.Canary(context.Background(), req)
+		if err == nil {
+			e.evals.WithLabelValues("canary", "module").Inc()
+			return choice, nil
+		}
+		f, _ = AsFault(err)
+		f.Policy, f.Digest = req.Policy.Name, m.Digest
+	}
+	f.Decision, f.DeploymentID, f.JobID = "canary", req.DeploymentID, req.JobID
+	e.report(f)
+	e.evals.WithLabelValues("canary", "fallback").Inc()
+	choice := NativeCanary(req)
+	choice.Reason = "policy fault, native default: " + choice.Reason
+	return choice, nil
+}
+
+// DecideCompletion implements reconcile.CompletionDecider, with the same
+// fallback as ChooseCanaries.
+func (e *Engine) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	if in.Policy == nil {
+		e.evals.WithLabelValues("completion", "native").Inc()
+		return NativeCompletion(in), nil
+	}
+	m, f := e.resolve(in.Policy, KindCompletion)
+	if f == nil {
+		d, err := m.Completion(context.Background(), in)
+		if err == nil {
+			e.evals.WithLabelValues("completion", "module").Inc()
+			return d, nil
+		}
+		f, _ = AsFault(err)
+		f.Policy, f.Digest = in.Policy.Name, m.Digest
+	}
+	f.Decision = "completion"
+	if in.Deployment != nil {
+		f.DeploymentID, f.JobID = in.Deployment.ID, in.Deployment.JobID
+	}
+	e.report(f)
+	e.evals.WithLabelValues("completion", "fallback").Inc()
+	d := NativeCompletion(in)
+	d.Reason = "policy fault, native default: " + d.Reason
+	return d, nil
+}
+
+// report logs, counts and hands on a fault.
+func (e *Engine) report(f *Fault) {
+	e.log.Warn("policy fault, using the native default",
+		"policy", f.Policy, "policy_digest", f.Digest, "decision", f.Decision,
+		"kind", string(f.Kind), "reason", f.Reason,
+		"deployment_id", f.DeploymentID, "job", f.JobID)
+	e.faults.WithLabelValues(f.Decision, string(f.Kind)).Inc()
+	if e.opts.OnFault != nil {
+		e.opts.OnFault(f)
+	}
+}

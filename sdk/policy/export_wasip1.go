@@ -1,0 +1,98 @@
+//go:build wasip1
+
+package policy
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// The module's exports (docs/policy-abi.md). Every export calls
+// runtime.Gosched before it returns: it gives the Go scheduler, and so the
+// garbage collector, a chance to run between calls (without it, a module
+// called in a loop can grow its heap until it runs out of memory).
+
+// out keeps the last answer alive until the next call, while the agent
+// copies it out of linear memory.
+var out []byte
+
+func pack(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))<<32 | uint64(len(b))
+}
+
+//go:wasmexport hivelet_abi_version
+func exportABIVersion() int32 { return ABIVersion }
+
+//go:wasmexport hivelet_kinds
+func exportKinds() int32 { return declaredKinds() }
+
+//go:wasmexport hivelet_manifest
+func exportManifest() uint64 {
+	out = append(out[:0], manifestText(reg.reads)...)
+	runtime.Gosched()
+	return pack(out)
+}
+
+// in is the buffer of the next input. A fresh one each call: decoded
+// strings alias it, so it must never be overwritten.
+var in []byte
+
+//go:wasmexport hivelet_alloc
+func exportAlloc(n int32) int32 {
+	in = make([]byte, n)
+	if n == 0 {
+		return 0
+	}
+	return int32(uintptr(unsafe.Pointer(&in[0])))
+}
+
+func inputAt(ptr, n int32) []byte {
+	if n == 0 || len(in) < int(n) || int32(uintptr(unsafe.Pointer(&in[0]))) != ptr {
+		return nil
+	}
+	return in[:n]
+}
+
+//go:wasmexport hivelet_canary
+func exportCanary(ptr, n int32) uint64 {
+	if reg.canary == nil {
+		out = AppendError(out[:0], "this module implements no canary policy")
+	} else {
+		out = CallCanary(reg.canary, inputAt(ptr, n), out[:0])
+	}
+	in = nil
+	runtime.Gosched()
+	return pack(out)
+}
+
+//go:wasmexport hivelet_completion
+func exportCompletion(ptr, n int32) uint64 {
+	if reg.completion == nil {
+		out = AppendError(out[:0], "this module implements no completion policy")
+	} else {
+		out = CallCompletion(reg.completion, inputAt(ptr, n), out[:0])
+	}
+	in = nil
+	runtime.Gosched()
+	return pack(out)
+}
+
+// reserved holds the reservation until the collector frees it.
+var reserved []byte
+
+// hivelet_reserve (optional in the ABI) is called once after
+// initialisation, before the agent snapshots the module's memory: the
+// allocation and the collection leave n bytes of mapped, free heap, so that
+// evaluations allocate without growing linear memory (an instance whose
+// memory grew cannot be restored and is replaced).
+//
+//go:wasmexport hivelet_reserve
+func exportReserve(n int32) {
+	reserved = make([]byte, n)
+	reserved = nil
+	runtime.GC()
+	runtime.Gosched()
+}

@@ -1,0 +1,217 @@
+package policy
+
+import (
+	"strings"
+	"time"
+)
+
+// ABIVersion is the version of the module ABI this SDK implements
+// (docs/policy-abi.md). The agent refuses a module declaring another one.
+const ABIVersion = 1
+
+// Node is one eligible node of a canary decision. ID is always sent; Name,
+// Datacenter, NodePool and Class only when the policy declared them
+// (Fields), otherwise they are empty.
+type Node struct {
+	ID         string
+	Name       string
+	Datacenter string
+	NodePool   string
+	Class      string
+
+	keys *keyTables
+	// off is where this node's values start in keys.vals: its attribute
+	// values in the order of keys.attr, then its meta values.
+	off int32
+}
+
+// keyTables are the attribute and meta keys the agent sent and every
+// node's values for them, shared by the nodes of one input.
+type keyTables struct {
+	fields     byte
+	attr, meta []string
+	vals       []string
+	has        []bool
+}
+
+func (n *Node) lookup(keys []string, base int, key string) (string, bool) {
+	for i, k := range keys {
+		if k == key {
+			j := int(n.off) + base + i
+			return n.keys.vals[j], n.keys.has[j]
+		}
+	}
+	return "", false
+}
+
+// Attribute returns the node attribute key (e.g. "kernel.name"). A key the
+// policy did not declare is reported absent even if the node has it.
+func (n *Node) Attribute(key string) (string, bool) {
+	if n.keys == nil {
+		return "", false
+	}
+	return n.lookup(n.keys.attr, 0, key)
+}
+
+// Meta returns the node meta key. A key the policy did not declare is
+// reported absent.
+func (n *Node) Meta(key string) (string, bool) {
+	if n.keys == nil {
+		return "", false
+	}
+	return n.lookup(n.keys.meta, len(n.keys.attr), key)
+}
+
+// Field resolves a node field reference: "id", "name", "datacenter",
+// "node_pool", "class", "attr.<key>" or "meta.<key>". Policies that let
+// operators choose the field by a parameter declare it with FieldFromParam.
+func (n *Node) Field(ref string) (string, bool) {
+	sent := func(bit byte) bool { return n.keys != nil && n.keys.fields&bit != 0 }
+	switch ref {
+	case "id":
+		return n.ID, true
+	case "name":
+		return n.Name, sent(FieldName)
+	case "datacenter":
+		return n.Datacenter, sent(FieldDatacenter)
+	case "node_pool":
+		return n.NodePool, sent(FieldNodePool)
+	case "class":
+		return n.Class, sent(FieldClass)
+	}
+	if k, ok := strings.CutPrefix(ref, "meta."); ok {
+		return n.Meta(k)
+	}
+	if k, ok := strings.CutPrefix(ref, "attr."); ok {
+		return n.Attribute(k)
+	}
+	return "", false
+}
+
+// NewNode builds a node for native tests of a policy. Its attributes and
+// meta are all visible, as if the policy had declared every key.
+func NewNode(id, name, datacenter, nodePool, class string, attributes, meta map[string]string) Node {
+	t := &keyTables{fields: FieldAll}
+	for k, v := range attributes {
+		t.attr = append(t.attr, k)
+		t.vals = append(t.vals, v)
+		t.has = append(t.has, true)
+	}
+	for k, v := range meta {
+		t.meta = append(t.meta, k)
+		t.vals = append(t.vals, v)
+		t.has = append(t.has, true)
+	}
+	return Node{ID: id, Name: name, Datacenter: datacenter, NodePool: nodePool, Class: class, keys: t}
+}
+
+// CanaryInput is the input of a canary decision.
+type CanaryInput struct {
+	JobID        string
+	JobVersion   uint64
+	DeploymentID string
+	Group        string
+	// Percent is the group's update.canary; Count is how many more canary
+	// nodes are asked for (the existing ones are already kept).
+	Percent int
+	Count   int
+	// Params are the job's parameters for this policy.
+	Params map[string]string
+	// Nodes are the eligible nodes (ready, not yet canaries), sorted by ID.
+	Nodes []Node
+	// Existing are the node IDs already chosen as canaries, sorted.
+	Existing []string
+}
+
+// Param returns the parameter key, or def when it is not set.
+func Param(params map[string]string, key, def string) string {
+	if v, ok := params[key]; ok {
+		return v
+	}
+	return def
+}
+
+// CanaryOutput is the answer of a canary decision: at most Count IDs of
+// eligible nodes, no duplicates. Fewer than Count requires a Reason.
+type CanaryOutput struct {
+	NodeIDs []string
+	Reason  string
+}
+
+// CompletionInput is the input of a completion decision.
+type CompletionInput struct {
+	DeploymentID string
+	JobID        string
+	JobVersion   uint64
+	// Status is the deployment's status ("running", "paused", ...).
+	Status string
+	// Now is the time of the decision; the module's wall clock reads it too.
+	Now    time.Time
+	Params map[string]string
+	// Groups are the deployment's groups, sorted by name.
+	Groups []Group
+}
+
+// Group is one group's deployment state and allocation health summary.
+type Group struct {
+	Name              string
+	DesiredTotal      int
+	DesiredCanaries   int
+	AutoRevert        bool
+	AutoPromote       bool
+	Promoted          bool
+	ProgressDeadline  time.Duration
+	RequireProgressBy time.Time // zero: no deadline set
+	Placed            int
+	Healthy           int
+	Unhealthy         int
+	Pending           int
+	CanariesHealthy   int
+	// Complete reports that nothing is left to place, migrate or update for
+	// the group on any node.
+	Complete bool
+}
+
+// Decision is a completion verdict.
+type Decision uint8
+
+// The completion verdicts, with their wire values.
+const (
+	Continue Decision = 0
+	Promote  Decision = 1
+	Succeed  Decision = 2
+	Fail     Decision = 3
+)
+
+// String returns the verdict's name as the agent spells it.
+func (d Decision) String() string {
+	switch d {
+	case Continue:
+		return "continue"
+	case Promote:
+		return "promote"
+	case Succeed:
+		return "succeed"
+	case Fail:
+		return "fail"
+	}
+	return "unknown"
+}
+
+// ParseDecision is the inverse of Decision.String.
+func ParseDecision(s string) (Decision, bool) {
+	for d := Continue; d <= Fail; d++ {
+		if d.String() == s {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// CompletionOutput is the answer of a completion decision. Revert is only
+// allowed with Fail.
+type CompletionOutput struct {
+	Decision Decision
+	Revert   bool
+	Reason   string
+}
