@@ -57,7 +57,7 @@ func validateChoice(req CanaryRequest, c CanaryChoice) string {
 // false: a held deployment chooses nothing new), validate its answer and
 // fall back to the default on a bad one.
 func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose bool) *CanaryDecision {
-	d := &CanaryDecision{Target: target, Existing: req.Existing, Chosen: []string{}}
+	d := &CanaryDecision{Target: target, Existing: slices.Clip(append([]string{}, req.Existing...)), Chosen: []string{}}
 	if choose && req.Count > 0 && len(req.Eligible) > 0 {
 		c, err := chooser.ChooseCanaries(req)
 		why := ""

@@ -36,6 +36,9 @@ func (f *fleet) resolveDeployment() error {
 		return nil
 	}
 	f.dep = cloneDeployment(d)
+	for _, st := range f.dep.TaskGroups {
+		slices.Sort(st.CanaryNodes) // canonical order: the plan must not depend on input order
+	}
 	switch d.Status {
 	case model.DeploymentPaused, model.DeploymentPending, model.DeploymentInitializing, model.DeploymentFailed:
 		f.held = d.Status
@@ -167,7 +170,7 @@ func (f *fleet) refresh() bool {
 	}
 	changed := !maps.EqualFunc(before.TaskGroups, f.dep.TaskGroups, func(a, b *model.DeploymentState) bool {
 		return a.DesiredTotal == b.DesiredTotal && a.DesiredCanaries == b.DesiredCanaries &&
-			slices.Equal(a.CanaryNodes, b.CanaryNodes)
+			slices.Equal(slices.Sorted(slices.Values(a.CanaryNodes)), b.CanaryNodes)
 	})
 	if changed {
 		f.dep.ModifyTime = f.in.Now

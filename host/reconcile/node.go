@@ -46,10 +46,12 @@ func (f *fleet) node(nodeID string, p *Plan) {
 	}
 }
 
-// entry describes an existing allocation.
+// entry describes an existing allocation. Canary reports that it is a
+// canary of the deployment in force (a canary of an older rollout is not).
 func (f *fleet) entry(a *model.Allocation, rule, reason string) Entry {
+	canary := f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary()
 	return Entry{Name: a.Name, Group: a.TaskGroup, NodeID: a.NodeID, AllocID: a.ID, Rule: rule,
-		JobVersion: a.JobVersion, Canary: a.DeploymentStatus.IsCanary(), Reason: reason}
+		JobVersion: a.JobVersion, Canary: canary, Reason: reason}
 }
 
 // alloc applies the per-allocation rules 1–14 of spec/reconcile.md.
@@ -136,7 +138,7 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 		// 12. Canarying and not promoted: canary nodes update, the others wait.
 		if gr.canarying {
 			if !gr.canaryNodes[a.NodeID] {
-				e.Rule = "alloc.12"
+				e.Rule, e.Canary = "alloc.12", false
 				e.Reason = "waiting for the deployment to be promoted"
 				p.AwaitingPromotion = append(p.AwaitingPromotion, e)
 				gr.sum.Awaiting++
@@ -176,7 +178,7 @@ func (f *fleet) countKept(gr *group, a *model.Allocation) {
 	switch {
 	case a.DeploymentStatus.IsHealthy():
 		s.Healthy++
-		if a.DeploymentStatus.IsCanary() {
+		if f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary() {
 			s.CanariesHealthy++
 		}
 	case a.DeploymentStatus.IsUnhealthy():
