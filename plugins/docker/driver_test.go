@@ -1,0 +1,651 @@
+package docker_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	docker "github.com/hivelet/hivelet/plugins/docker"
+	engine "github.com/hivelet/hivelet/runtime/docker"
+	"github.com/hivelet/hivelet/runtime/docker/dockertest"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+var env = dockertest.NewEnv("driver", dockertest.Program)
+
+// nodeID labels every container these tests create, through the driver's
+// own hivelet.node_id label: TestMain checks none is left behind.
+var nodeID = "test-node-" + env.RunID
+
+func TestMain(m *testing.M) {
+	if servePluginIfAsked() {
+		return
+	}
+	code := m.Run()
+	if code == 0 {
+		code = checkNothingLeaked()
+	}
+	env.Close()
+	os.Exit(code)
+}
+
+// checkNothingLeaked fails the run if a test left a container behind.
+func checkNothingLeaked() int {
+	c, err := dockertest.Reachable(context.Background())
+	if err != nil {
+		return 0 // the tests skipped
+	}
+	defer c.Close()
+	left, err := c.ListContainers(context.Background(), map[string]string{docker.LabelNodeID: nodeID})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listing leftover containers:", err)
+		return 1
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d containers leaked by the tests (first: %v)\n", len(left), left[0].Names)
+		_ = dockertest.RemoveContainers(context.Background(), c, map[string]string{docker.LabelNodeID: nodeID})
+		return 1
+	}
+	return 0
+}
+
+// newDriver returns a driver closed at the end of the test.
+func newDriver(t *testing.T, cfg docker.Config) *docker.Driver {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, nil))
+	}
+	d, err := docker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// testLog sends the driver's log to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// task returns a task of the test image running args, with its own alloc
+// ID and log files; its containers are removed at the end of the test.
+func task(t *testing.T, c *engine.Client, args ...string) *driver.TaskConfig {
+	t.Helper()
+	alloc := dockertest.RandomID()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if err := dockertest.RemoveContainers(context.Background(), c, map[string]string{docker.LabelAllocID: alloc}); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	cfgArgs := make([]any, len(args))
+	for i, a := range args {
+		cfgArgs[i] = a
+	}
+	return &driver.TaskConfig{
+		ID:         alloc + "/app",
+		AllocID:    alloc,
+		TaskName:   "app",
+		JobID:      "test-job",
+		NodeID:     nodeID,
+		Config:     map[string]any{"image": env.Tag, "args": cfgArgs},
+		AllocDir:   dir,
+		StdoutPath: filepath.Join(dir, "app.stdout"),
+		StderrPath: filepath.Join(dir, "app.stderr"),
+	}
+}
+
+func start(t *testing.T, d driver.Driver, tc *driver.TaskConfig) *driver.TaskHandle {
+	t.Helper()
+	h, err := d.StartTask(context.Background(), tc)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return h
+}
+
+func wait(t *testing.T, d driver.Driver, id string, within time.Duration) *driver.ExitResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	ch, err := d.WaitTask(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := <-ch
+	if !ok {
+		t.Fatalf("task %s did not exit within %v", id, within)
+	}
+	return r
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestATaskRunsWithItsEnvAndItsOutputReachesTheLogFiles(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "env", "FROM_TASK", "FROM_CONFIG", "BOTH")
+	tc.Env = map[string]string{"FROM_TASK": "t", "BOTH": "task"}
+	tc.Config["env"] = map[string]any{"FROM_CONFIG": "c", "BOTH": "config"}
+	h := start(t, d, tc)
+	if r := wait(t, d, tc.ID, 30*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+	if got, want := read(t, tc.StdoutPath), "FROM_TASK=t\nFROM_CONFIG=c\nBOTH=config\n"; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if h.Driver != docker.Name || h.StartedAt.IsZero() || len(h.DriverState) == 0 {
+		t.Errorf("handle %+v", h)
+	}
+	st, err := d.InspectTask(context.Background(), tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != driver.TaskStateExited || st.Name != docker.ContainerName("app", tc.AllocID) {
+		t.Errorf("inspect %+v", st)
+	}
+	ct, err := c.InspectContainer(context.Background(), st.Attributes["container_id"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{docker.LabelAllocID: tc.AllocID, docker.LabelTask: "app", docker.LabelJob: "test-job", docker.LabelNodeID: nodeID} {
+		if ct.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, ct.Labels[k], v)
+		}
+	}
+}
+
+func TestExitCodesAreReportedAsTheContainerEnded(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	for _, code := range []int{0, 1, 42} {
+		tc := task(t, c, "exit", strconv.Itoa(code))
+		start(t, d, tc)
+		r := wait(t, d, tc.ID, 30*time.Second)
+		if r.ExitCode != code || r.OOMKilled || r.Successful() != (code == 0) {
+			t.Errorf("exit %d: got %+v", code, r)
+		}
+		if got := read(t, tc.StderrPath); got != "hello stderr\n" {
+			t.Errorf("exit %d: stderr %q", code, got)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestAPublishedPortAnswersOnTheHost(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	port := freePort(t)
+	tc := task(t, c, "serve", "8080")
+	tc.Config["ports"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
+	start(t, d, tc)
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
+	deadline := time.Now().Add(20 * time.Second)
+	var body string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			if strings.HasPrefix(body, "hello ") {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.HasPrefix(body, "hello ") {
+		t.Fatalf("no answer on %s (last body %q)", url, body)
+	}
+	st, err := d.InspectTask(context.Background(), tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(port) + ":8080/tcp"; st.Attributes["ports"] != want {
+		t.Errorf("ports attribute %q, want %q", st.Attributes["ports"], want)
+	}
+	if err := d.StopTask(context.Background(), tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, d, tc.ID, 10*time.Second); r.ExitCode != 0 {
+		t.Errorf("exit after stop: %+v", r)
+	}
+}
+
+func TestStopSendsTheKillSignalAndKillsWhatIgnoresItAfterTheTimeout(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	ctx := context.Background()
+
+	// The task's kill signal is SIGUSR1, and the program exits 3 on it.
+	handles := task(t, c, "run", "-exit", "SIGUSR1", "-code", "3")
+	handles.KillSignal = "SIGUSR1"
+	// Control: a program ignoring SIGTERM (the default kill signal).
+	ignores := task(t, c, "run", "-ignore", "SIGTERM", "-exit", "SIGUSR2")
+	start(t, d, handles)
+	start(t, d, ignores)
+	time.Sleep(300 * time.Millisecond)
+
+	t0 := time.Now()
+	if err := d.StopTask(ctx, handles.ID, 10*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, d, handles.ID, 10*time.Second)
+	if d := time.Since(t0); d > 5*time.Second || r.ExitCode != 3 {
+		t.Errorf("handled kill signal: exit %+v after %v, want code 3 at once", r, d)
+	}
+
+	t0 = time.Now()
+	if err := d.StopTask(ctx, ignores.ID, time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	r = wait(t, d, ignores.ID, 10*time.Second)
+	if d := time.Since(t0); d < time.Second || r.ExitCode != 137 {
+		t.Errorf("ignored signal: exit %+v after %v, want 137 after the 1s timeout", r, d)
+	}
+
+	// A signal other than the one set at creation goes through a kill call.
+	other := task(t, c, "run", "-exit", "SIGHUP", "-code", "5")
+	start(t, d, other)
+	time.Sleep(300 * time.Millisecond)
+	if err := d.StopTask(ctx, other.ID, 5*time.Second, "SIGHUP"); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, d, other.ID, 10*time.Second); r.ExitCode != 5 {
+		t.Errorf("stop with SIGHUP: %+v, want code 5", r)
+	}
+}
+
+func TestSignalTaskDeliversTheSignal(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "run", "-exit", "SIGUSR2", "-code", "7")
+	start(t, d, tc)
+	time.Sleep(300 * time.Millisecond)
+	// Control: the task is still running before the signal.
+	if st, err := d.InspectTask(context.Background(), tc.ID); err != nil || st.State != driver.TaskStateRunning {
+		t.Fatalf("before the signal: %+v %v", st, err)
+	}
+	if err := d.SignalTask(context.Background(), tc.ID, "SIGUSR2"); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, d, tc.ID, 10*time.Second); r.ExitCode != 7 {
+		t.Errorf("after SIGUSR2: %+v, want code 7", r)
+	}
+}
+
+func TestAnOOMKillIsReportedAsSuch(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	events, err := d.TaskEvents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oom := task(t, c, "oom")
+	oom.Resources.MemoryMB = 32
+	control := task(t, c, "exit", "0")
+	control.Resources.MemoryMB = 32
+	start(t, d, oom)
+	start(t, d, control)
+	r := wait(t, d, oom.ID, 60*time.Second)
+	if !r.OOMKilled || r.Successful() {
+		t.Errorf("allocating past 32 MiB: %+v, want OOMKilled", r)
+	}
+	if r := wait(t, d, control.ID, 30*time.Second); r.OOMKilled || !r.Successful() {
+		t.Errorf("control under the same limit: %+v", r)
+	}
+	if ev := findEvent(t, events, oom.ID, "OOM killed", 5*time.Second); ev.Annotations["oom_killed"] != "true" {
+		t.Errorf("OOM event %+v", ev)
+	}
+}
+
+// findEvent reads events until one of task id contains substr.
+func findEvent(t *testing.T, events <-chan *driver.TaskEvent, id, substr string, within time.Duration) *driver.TaskEvent {
+	t.Helper()
+	timeout := time.After(within)
+	var seen []string
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("event stream closed; seen %q", seen)
+			}
+			if ev.TaskID == id {
+				seen = append(seen, ev.Message)
+				if strings.Contains(ev.Message, substr) {
+					return ev
+				}
+			}
+		case <-timeout:
+			t.Fatalf("no event %q for %s within %v; seen %q", substr, id, within, seen)
+		}
+	}
+}
+
+func TestAMissingImageFailsTheStartQuicklyWithAClearEvent(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	events, err := d.TaskEvents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := "hivelet-test/missing:" + dockertest.RandomID()
+	tc := task(t, c, "exit", "0")
+	tc.Config["image"] = missing
+	t0 := time.Now()
+	_, err = d.StartTask(context.Background(), tc)
+	if err == nil {
+		t.Fatal("a task with a missing image started")
+	}
+	if el := time.Since(t0); el > 15*time.Second {
+		t.Errorf("failing took %v", el)
+	}
+	if !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "could not be pulled") {
+		t.Errorf("error does not say what failed: %v", err)
+	}
+	findEvent(t, events, tc.ID, "Failed to pull image "+missing, 5*time.Second)
+
+	// A registry that accepts connections and never answers: the pull is
+	// bounded by image_pull_timeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns sync.WaitGroup
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() { defer conns.Done(); _, _ = io.Copy(io.Discard, conn); conn.Close() }()
+		}
+	}()
+	silent := task(t, c, "exit", "0")
+	silent.Config["image"] = ln.Addr().String() + "/hivelet/silent:1"
+	silent.Config["image_pull_timeout"] = "1s"
+	t0 = time.Now()
+	_, err = d.StartTask(context.Background(), silent)
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("pull from a silent registry: %v, want a timeout", err)
+	}
+	if el := time.Since(t0); el > 8*time.Second {
+		t.Errorf("timing out took %v for a 1s bound", el)
+	}
+
+	// Control: the local image starts without any pull event.
+	ok := task(t, c, "exit", "0")
+	start(t, d, ok)
+	if r := wait(t, d, ok.ID, 30*time.Second); !r.Successful() {
+		t.Errorf("control: %+v", r)
+	}
+}
+
+func TestRecoveryAfterTheHostRestartsReattachesWithoutRestartingOrDuplicatingLogs(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d1, err := docker.New(docker.Config{Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := task(t, c, "tick", "20")
+	h := start(t, d1, tc)
+	before, err := d1.InspectTask(ctx, tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	d1.Close() // the host process goes away; the container keeps running
+	time.Sleep(400 * time.Millisecond)
+
+	d2 := newDriver(t, docker.Config{})
+	// Control: the new driver knows nothing before recovery.
+	if _, err := d2.InspectTask(ctx, tc.ID); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("before recovery: %v, want ErrTaskNotFound", err)
+	}
+	if err := d2.RecoverTask(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.RecoverTask(ctx, h); err != nil {
+		t.Fatalf("recovering twice: %v", err)
+	}
+	after, err := d2.InspectTask(ctx, tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Attributes["container_id"] != before.Attributes["container_id"] || !after.StartedAt.Equal(before.StartedAt) || after.State != driver.TaskStateRunning {
+		t.Fatalf("recovered %+v, was %+v: not the same running container", after, before)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := d2.StopTask(ctx, tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, d2, tc.ID, 10*time.Second); r.ExitCode != 0 {
+		t.Errorf("exit %+v", r)
+	}
+	checkTicks(t, tc.StdoutPath, 40)
+}
+
+// checkTicks checks a tick program's log: "tick 0", "tick 1"... with no
+// line repeated or missing, at least min lines.
+func checkTicks(t *testing.T, path string, min int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	for sc.Scan() {
+		if want := "tick " + strconv.Itoa(n); sc.Text() != want {
+			t.Fatalf("line %d is %q, want %q: lines lost or duplicated", n, sc.Text(), want)
+		}
+		n++
+	}
+	if n < min {
+		t.Fatalf("%d lines, want at least %d", n, min)
+	}
+}
+
+func TestAForeignContainerWithOurNameIsNeverTouched(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "exit", "0")
+	name := docker.ContainerName(tc.TaskName, tc.AllocID)
+	foreign, err := c.CreateContainer(ctx, engine.ContainerSpec{Name: name, Image: env.Tag, Cmd: []string{"run"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RemoveContainer(context.Background(), foreign, true) })
+	if err := c.StartContainer(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+
+	// Starting the task must not remove or reuse the foreign container.
+	_, err = d.StartTask(ctx, tc)
+	if err == nil || !strings.Contains(err.Error(), "not this task's") {
+		t.Fatalf("start over a foreign container: %v", err)
+	}
+	// Recovering a handle that names the foreign container must refuse it.
+	forged := &driver.TaskHandle{Version: 1, TaskID: tc.ID, Driver: docker.Name,
+		DriverState: []byte(`{"container_id":"` + foreign + `","alloc_id":"` + tc.AllocID + `","task":"app"}`)}
+	if err := d.RecoverTask(ctx, forged); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("recover onto a foreign container: %v, want ErrTaskNotFound", err)
+	}
+	if _, err := d.InspectTask(ctx, tc.ID); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("the foreign container was adopted: %v", err)
+	}
+	st, err := c.InspectContainer(ctx, foreign)
+	if err != nil || !st.Running || st.ID != foreign {
+		t.Fatalf("the foreign container was touched: %+v %v", st, err)
+	}
+
+	// Control: a leftover container that IS the task's (an earlier attempt)
+	// is replaced by the start.
+	if err := c.RemoveContainer(ctx, foreign, true); err != nil {
+		t.Fatal(err)
+	}
+	h1 := start(t, d, tc)
+	wait(t, d, tc.ID, 30*time.Second)
+	d2 := newDriver(t, docker.Config{}) // a fresh driver that does not track it
+	h2 := start(t, d2, tc)
+	if string(h1.DriverState) == string(h2.DriverState) {
+		t.Fatal("the second start reused the first container")
+	}
+	wait(t, d2, tc.ID, 30*time.Second)
+	if err := d2.DestroyTask(ctx, tc.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); len(left) != 0 {
+		t.Errorf("destroy left %d containers", len(left))
+	}
+}
+
+func TestDestroyRefusesARunningTaskUnlessForced(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "run")
+	start(t, d, tc)
+	if err := d.DestroyTask(ctx, tc.ID, false); err == nil {
+		t.Fatal("a running task was destroyed without force")
+	}
+	if err := d.DestroyTask(ctx, tc.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); len(left) != 0 {
+		t.Errorf("forced destroy left %d containers", len(left))
+	}
+	if _, err := d.InspectTask(ctx, tc.ID); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Errorf("after destroy: %v, want ErrTaskNotFound", err)
+	}
+}
+
+func TestStatsReportCPUAndMemory(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	busy := task(t, c, "busy")
+	idle := task(t, c, "run") // control: the same program, waiting
+	start(t, d, busy)
+	start(t, d, idle)
+	third := func(id string) *driver.TaskResourceUsage {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ch, err := d.TaskStats(ctx, id, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var samples []*driver.TaskResourceUsage
+		for s := range ch {
+			samples = append(samples, s)
+			if len(samples) == 3 {
+				cancel()
+			}
+		}
+		if len(samples) < 3 {
+			t.Fatalf("%d samples", len(samples))
+		}
+		return samples[2]
+	}
+	b, i := third(busy.ID), third(idle.ID)
+	// The machine is shared: ask for a clear difference, not a full CPU.
+	if b.CPUPercent < 5 || b.CPUPercent < 5*i.CPUPercent || b.MemoryBytes == 0 || i.MemoryBytes == 0 {
+		t.Errorf("busy %+v, idle %+v: want the busy one clearly using CPU, both some memory", b, i)
+	}
+}
+
+func TestLogFilesAreRotatedBySize(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{LogMaxBytes: 4096, LogMaxFiles: 2})
+	tc := task(t, c, "log", "2000")
+	start(t, d, tc)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(tc.StdoutPath)
+		if strings.HasSuffix(string(b), "out 1999\n") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range []string{tc.StdoutPath, tc.StdoutPath + ".1", tc.StdoutPath + ".2", tc.StderrPath, tc.StderrPath + ".2"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Size() > 4096 || st.Size() == 0 {
+			t.Errorf("%s: %d bytes", p, st.Size())
+		}
+	}
+	if _, err := os.Stat(tc.StdoutPath + ".3"); !os.IsNotExist(err) {
+		t.Errorf("a third rotated file exists: %v", err)
+	}
+	if !strings.HasSuffix(read(t, tc.StdoutPath), "out 1999\n") {
+		t.Error("the current file does not end with the last line")
+	}
+	if err := d.StopTask(context.Background(), tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, d, tc.ID, 10*time.Second)
+}
+
+func TestFingerprintReportsTheEngineOrItsAbsence(t *testing.T) {
+	env.Client(t)
+	check := func(cfg docker.Config) *driver.Fingerprint {
+		d := newDriver(t, cfg)
+		ch, err := d.Fingerprint(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case fp := <-ch:
+			return fp
+		case <-time.After(15 * time.Second):
+			t.Fatal("no fingerprint")
+			return nil
+		}
+	}
+	fp := check(docker.Config{})
+	if !fp.Healthy || fp.Attributes["version"] == "" || fp.Attributes["api_version"] != "1.41" || fp.Attributes["runtime"] == "" {
+		t.Errorf("reachable engine: %+v", fp)
+	}
+	fp = check(docker.Config{Engine: engine.Options{Host: "unix:///nonexistent/docker.sock"}})
+	if fp.Healthy || !strings.Contains(fp.Description, "unreachable") {
+		t.Errorf("unreachable engine: %+v", fp)
+	}
+}
