@@ -266,18 +266,18 @@ func TestEachDeploymentRuleDecides(t *testing.T) {
 			controlWant: "v2 | v2→blocked " + model.DescBlocked,
 		},
 		{
-			name: "a deployment needing promotion says so, and gets no other update that round",
-			in:   canaryWaiting(false),
-			want: "v2 | v2→running " + model.DescNeedsPromotion,
+			name:      "a deployment needing promotion says so, and gets no other update that round",
+			in:        canaryWaiting(false),
+			want:      "v2 | v2→running " + model.DescNeedsPromotion,
 			decisions: map[string]string{"a1": "ignore alloc.14 canary", "a2": "awaiting alloc.12"},
 			// Control: once the description says so, it is not repeated.
 			control:     func(in *Input) { in.Deployment.StatusDescription = model.DescNeedsPromotion },
 			controlWant: "v2",
 		},
 		{
-			name:        "with auto_promote the description is auto-promotion pending",
-			in:          canaryWaiting(true),
-			want:        "v2 | v2→running " + model.DescAutoPromotionPending,
+			name: "with auto_promote the description is auto-promotion pending",
+			in:   canaryWaiting(true),
+			want: "v2 | v2→running " + model.DescAutoPromotionPending,
 			// Control: promoted, and n2 updated and healthy: successful.
 			control: func(in *Input) {
 				in.Deployment.TaskGroups["web"].Promoted = true

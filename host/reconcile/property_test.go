@@ -152,8 +152,6 @@ func checkUnion(in Input, fleet *Plan) error {
 					return fmt.Errorf("node %s's plan has an entry for node %s", id, e.NodeID)
 				}
 			}
-			u := bucketsOf(union)
-			_ = u
 			switch b {
 			case "place":
 				union.Place = append(union.Place, es...)
