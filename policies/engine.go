@@ -468,11 +468,11 @@ func (m *Module) evaluate(ctx context.Context, kind Kind, input []byte, now time
 		f, _ := AsFault(err)
 		return nil, f
 	}
-	fn := inst.canary
+	fn, name := inst.canary, exportCanary
 	if kind == KindCompletion {
-		fn = inst.completion
+		fn, name = inst.completion, exportCompletion
 	}
-	out, err := m.call(ctx, inst, fn, input, now, seed)
+	out, err := m.call(ctx, inst, fn, name, input, now, seed)
 	if err != nil {
 		f, _ := AsFault(err)
 		// A trap or a deadline poisons the instance; an invalid answer from

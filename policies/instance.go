@@ -157,7 +157,7 @@ func (inst *instance) restore() bool {
 }
 
 // call runs one export on input and returns a copy of the answer.
-func (m *Module) call(ctx context.Context, inst *instance, fn api.Function, input []byte, now time.Time, seed uint64) ([]byte, error) {
+func (m *Module) call(ctx context.Context, inst *instance, fn api.Function, name string, input []byte, now time.Time, seed uint64) ([]byte, error) {
 	if fn == nil {
 		return nil, &Fault{Kind: FaultMissingExport, Reason: "the module lacks the export for this decision"}
 	}
@@ -175,7 +175,7 @@ func (m *Module) call(ctx context.Context, inst *instance, fn api.Function, inpu
 	}
 	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(len(input))
 	if err := fn.CallWithStack(cctx, inst.stack[:]); err != nil {
-		return nil, m.callFault(err, inst, "calling "+fn.Definition().Name())
+		return nil, m.callFault(err, inst, "calling "+name)
 	}
 	optr, olen := uint32(inst.stack[0]>>32), uint32(inst.stack[0])
 	if olen > maxOutput {
@@ -197,7 +197,10 @@ func (m *Module) callFault(err error, inst *instance, what string) *Fault {
 	switch {
 	case errors.As(err, &exit) && (exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled):
 		return &Fault{Kind: FaultDeadline, Reason: what + ": stopped at the deadline", Err: err}
-	case inst != nil && inst.mem != nil && uint64(inst.mem.Size())+wasmPage > uint64(m.engine.opts.MemoryLimitPages)*wasmPage:
+	// A trap with memory past three quarters of the cap: the module ran out
+	// (a grow was refused, and Go guests trap on that; allocators grow in
+	// chunks, so "at the cap" exactly is rarely seen).
+	case inst != nil && inst.mem != nil && uint64(inst.mem.Size())*4 >= uint64(m.engine.opts.MemoryLimitPages)*wasmPage*3:
 		return &Fault{Kind: FaultMemory, Reason: fmt.Sprintf("%s: trapped with memory at the cap (%d MiB)", what, uint64(m.engine.opts.MemoryLimitPages)*wasmPage>>20), Err: err}
 	case inst == nil && isMemoryLimitError(err):
 		return &Fault{Kind: FaultMemory, Reason: what + ": " + err.Error(), Err: err}
