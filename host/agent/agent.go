@@ -1,0 +1,413 @@
+// Package agent owns the reconcile loop of one node: it restores the node's
+// allocations from the local state store and reattaches to their tasks, then,
+// on every change of wanted state (jobs, nodes, allocations, deployments,
+// driver health), runs the pure reconciler for this node over the fleet view
+// and applies the plan through allocation runners. It writes this node's
+// allocations' status to the allocations bucket and the deployment records
+// the reconciler asks for (create-if-absent, changed only by compare-and-set).
+//
+// Invariants:
+//   - Restore (and reattach) happens before the first pass; a restart starts
+//     no task that was running (TestARestartedAgentReattachesAndStartsNothing).
+//   - Fail closed: when the node cannot enumerate what it runs (state store
+//     unreadable, a driver its allocations use unreachable) a pass does
+//     nothing and says so at error level and in Status
+//     (TestAPassFailsClosedWhenTheStateStoreCannotBeRead).
+//   - Never two passes at once; a burst of changes makes one pass, not one
+//     per change. Every pass logs the same keys ("reconcile pass").
+//   - What diverged is measured against this node's own stored intent (its
+//     runners), never against the allocations bucket's copy.
+//   - Absence is not a deletion order: only a decoded stop = true, a group
+//     removed or a node out of scope stops anything (wanted.OrderFor); a
+//     rejected declaration leaves the last good version running, including
+//     across a restart (the last good version is kept in the state store).
+//   - Errors are per allocation and collected: one allocation that cannot be
+//     started or stopped does not stop the pass.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// ViewSource is the fleet view the loop reconciles against (fleet.Source).
+type ViewSource interface {
+	Changed() <-chan struct{}
+	Synced() <-chan struct{}
+	View() *fleet.View
+}
+
+// AllocWriter writes this node's allocations' status (fleet.NodeWriter).
+type AllocWriter interface {
+	PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error)
+}
+
+// DeploymentWriter creates and changes deployment records by compare-and-set
+// (fleet.Store).
+type DeploymentWriter interface {
+	CreateDeployment(ctx context.Context, d *model.Deployment) (*model.Deployment, uint64, bool, error)
+	ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
+		decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error)
+}
+
+// Metrics receives the loop's figures (*api.Metrics implements it). Every
+// method must be cheap and safe for concurrent use.
+type Metrics interface {
+	// ObserveReconcile records a pass: outcome "ok", "errors" or
+	// "failed_closed".
+	ObserveReconcile(outcome string, d time.Duration)
+	SetAllocsByStatus(counts map[string]int)
+	SetEnumerationFailed(failed bool)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) ObserveReconcile(string, time.Duration) {}
+func (nopMetrics) SetAllocsByStatus(map[string]int)       {}
+func (nopMetrics) SetEnumerationFailed(bool)              {}
+
+// Config is what an agent needs; every dependency is passed in.
+type Config struct {
+	// Node returns this node's current record (fingerprint, drivers,
+	// eligibility). Its ID is the node ID.
+	Node        func() *model.Node
+	Source      ViewSource
+	Allocs      AllocWriter
+	Deployments DeploymentWriter
+	Store       *state.Store
+	Drivers     allocrunner.Drivers
+	// Validate checks a task config against its driver's schema
+	// (driver.ValidateConfig).
+	Validate   func(*driver.Schema, map[string]any) error
+	AllocRoot  string
+	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
+	Completion reconcile.CompletionDecider // nil: DefaultCompletion
+	Metrics    Metrics
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// Resync is the period of a backstop pass when nothing changed
+	// (deadlines, retries); default 5s.
+	Resync time.Duration
+}
+
+// Agent is the reconcile loop of one node.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	nodeID string
+
+	mu         sync.Mutex
+	runners    map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal   map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping   map[string]bool                // stop requested by a pass
+	storedRev  map[string]uint64              // job key → revision of the stored last good job
+	lastGood   map[string]*state.JobRecord    // job key → last good job from the state store
+	restoreErr error
+	status     Status
+
+	passMu  sync.Mutex
+	kick    chan struct{}
+	writer  *statusWriter
+	bg      sync.WaitGroup
+	opCtx   context.Context // for stops and writes started by passes
+	opStop  context.CancelFunc
+	passSeq uint64
+}
+
+// New builds an agent; call Restore, then Run.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Node == nil || cfg.Source == nil || cfg.Store == nil || cfg.Drivers == nil {
+		return nil, errors.New("agent: Node, Source, Store and Drivers are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = nopMetrics{}
+	}
+	if cfg.Completion == nil {
+		cfg.Completion = DefaultCompletion{}
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 5 * time.Second
+	}
+	n := cfg.Node()
+	if n == nil || n.ID == "" {
+		return nil, errors.New("agent: node record without an ID")
+	}
+	opCtx, opStop := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg:       cfg,
+		log:       cfg.Logger.With("node_id", n.ID),
+		nodeID:    n.ID,
+		runners:   map[string]*allocrunner.Runner{},
+		terminal:  map[string]*model.Allocation{},
+		stopping:  map[string]bool{},
+		storedRev: map[string]uint64{},
+		lastGood:  map[string]*state.JobRecord{},
+		kick:      make(chan struct{}, 1),
+		opCtx:     opCtx,
+		opStop:    opStop,
+	}
+	a.writer = newStatusWriter(cfg.Allocs, a.log)
+	return a, nil
+}
+
+// NodeID is this node's ID.
+func (a *Agent) NodeID() string { return a.nodeID }
+
+// Kick asks for a pass; bursts coalesce into one.
+func (a *Agent) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[string]*driver.TaskHandle) *allocrunner.Runner {
+	return allocrunner.New(allocrunner.Config{
+		Alloc:     alloc,
+		Job:       job,
+		Node:      a.cfg.Node(),
+		Drivers:   a.cfg.Drivers,
+		Validate:  a.cfg.Validate,
+		Store:     a.cfg.Store,
+		AllocRoot: a.cfg.AllocRoot,
+		Handles:   handles,
+		OnUpdate:  a.onAllocUpdate,
+		Logger:    a.cfg.Logger,
+		Now:       a.cfg.Now,
+	})
+}
+
+func (a *Agent) onAllocUpdate(al *model.Allocation) {
+	a.writer.enqueue(al)
+	a.Kick()
+}
+
+// Restore loads every allocation from the state store and reattaches to the
+// tasks of those whose intent is run (RecoverTask, never StartTask). It must
+// run before the first pass. An unreadable store is returned and also makes
+// every pass fail closed until a later Restore succeeds.
+func (a *Agent) Restore(ctx context.Context) error {
+	recs, err := a.cfg.Store.Allocs()
+	if err == nil {
+		var jobs map[string]*state.JobRecord
+		jobs, err = a.cfg.Store.Jobs()
+		if err == nil {
+			a.mu.Lock()
+			for _, r := range jobs {
+				k := wanted.JobKey(r.Job.Namespace, r.Job.ID)
+				a.lastGood[k] = r
+				a.storedRev[k] = r.Revision
+			}
+			a.mu.Unlock()
+		}
+	}
+	if err != nil {
+		a.mu.Lock()
+		a.restoreErr = err
+		a.mu.Unlock()
+		a.log.Error("restoring state: the node cannot enumerate its allocations; failing closed", "err", err)
+		return fmt.Errorf("restoring state: %w", err)
+	}
+	reattached, finished := 0, 0
+	for _, r := range recs {
+		al := r.Alloc
+		if al.ClientStatus.Terminal() || r.Job == nil {
+			a.mu.Lock()
+			a.terminal[al.ID] = al
+			a.mu.Unlock()
+			finished++
+			continue
+		}
+		handles, err := a.cfg.Store.Handles(al.ID)
+		if err != nil {
+			a.mu.Lock()
+			a.restoreErr = err
+			a.mu.Unlock()
+			return fmt.Errorf("restoring handles of %s: %w", al.ID, err)
+		}
+		run := a.newRunner(al, r.Job, handles)
+		a.mu.Lock()
+		a.runners[al.ID] = run
+		a.mu.Unlock()
+		run.Run()
+		reattached++
+		if r.Intent == model.DesiredStop {
+			a.stopAsync(run, "stop in progress before the agent restarted")
+		}
+	}
+	a.mu.Lock()
+	a.restoreErr = nil
+	a.mu.Unlock()
+	a.log.Info("restored state", "allocs_reattached", reattached, "allocs_finished", finished)
+	return nil
+}
+
+// Run runs the loop until ctx ends: it waits for the fleet view's first
+// complete pull, then passes on every change. It returns ctx's error.
+func (a *Agent) Run(ctx context.Context) error {
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		a.writer.run(a.opCtx)
+	}()
+	select {
+	case <-a.cfg.Source.Synced():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	tick := time.NewTicker(a.cfg.Resync)
+	defer tick.Stop()
+	for {
+		a.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.kick:
+		case <-a.cfg.Source.Changed():
+		case <-tick.C:
+		}
+	}
+}
+
+// Shutdown ends the agent's work. With stopTasks (dev mode) every
+// allocation is stopped; otherwise runners detach and the tasks keep running
+// for the next agent to reattach. Pending status writes are flushed within
+// ctx.
+func (a *Agent) Shutdown(ctx context.Context, stopTasks bool) {
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
+	a.mu.Lock()
+	runners := make([]*allocrunner.Runner, 0, len(a.runners))
+	for _, r := range a.runners {
+		runners = append(runners, r)
+	}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if stopTasks {
+				if err := r.Stop(ctx, "agent shut down in dev mode"); err != nil {
+					a.log.Error("stopping allocation at shutdown", "alloc_id", r.ID(), "err", err)
+				}
+			} else {
+				r.Detach()
+			}
+		}()
+	}
+	wg.Wait()
+	a.writer.flush(ctx)
+	a.opStop()
+	a.bg.Wait()
+}
+
+// Status is what the agent reports through the API.
+type Status struct {
+	NodeID string `json:"node_id"`
+	// FailedClosed is set while passes refuse to act, with the reason.
+	FailedClosed string    `json:"failed_closed,omitempty"`
+	LastPass     time.Time `json:"last_pass,omitzero"`
+	LastPassMS   float64   `json:"last_pass_ms"`
+	Passes       uint64    `json:"passes"`
+	LastCounts   Counts    `json:"last_counts"`
+	// Errors are the per-allocation errors of the last pass.
+	Errors []string `json:"errors,omitempty"`
+	// Orphaned are job keys whose key vanished while allocations run.
+	Orphaned   []string           `json:"orphaned,omitempty"`
+	Rejections []wanted.Rejection `json:"rejections,omitempty"`
+}
+
+// Counts are a pass's numbers, logged with the same keys every time.
+type Counts struct {
+	Jobs          int `json:"jobs"`
+	Place         int `json:"place"`
+	Update        int `json:"update"`
+	InPlace       int `json:"in_place"`
+	Stop          int `json:"stop"`
+	Migrate       int `json:"migrate"`
+	Lost          int `json:"lost"`
+	Disconnecting int `json:"disconnecting"`
+	Reconnecting  int `json:"reconnecting"`
+	Ignore        int `json:"ignore"`
+	Awaiting      int `json:"awaiting_promotion"`
+	Errors        int `json:"errors"`
+}
+
+// Status returns the agent's status.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.status
+	s.NodeID = a.nodeID
+	s.Errors = append([]string(nil), s.Errors...)
+	return s
+}
+
+// Allocs returns this node's allocations as it knows them (live runners and
+// finished ones), sorted by ID.
+func (a *Agent) Allocs() []*model.Allocation {
+	a.mu.Lock()
+	out := make([]*model.Allocation, 0, len(a.runners)+len(a.terminal))
+	runners := make([]*allocrunner.Runner, 0, len(a.runners))
+	for _, r := range a.runners {
+		runners = append(runners, r)
+	}
+	for _, t := range a.terminal {
+		out = append(out, t)
+	}
+	a.mu.Unlock()
+	for _, r := range runners {
+		out = append(out, r.Alloc())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// AllocDir returns an allocation's directory on this node.
+func (a *Agent) AllocDir(allocID string) string {
+	a.mu.Lock()
+	r := a.runners[allocID]
+	a.mu.Unlock()
+	if r != nil {
+		return r.AllocDir()
+	}
+	return a.cfg.AllocRoot + "/" + allocID
+}
+
+func (a *Agent) stopAsync(r *allocrunner.Runner, reason string) {
+	a.mu.Lock()
+	if a.stopping[r.ID()] {
+		a.mu.Unlock()
+		return
+	}
+	a.stopping[r.ID()] = true
+	a.mu.Unlock()
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		if err := r.Stop(a.opCtx, reason); err != nil {
+			a.log.Error("stopping allocation", "alloc_id", r.ID(), "err", err)
+		}
+		a.Kick()
+	}()
+}

@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+func onlyLive(t *testing.T, n *node, job string) *model.Allocation {
+	t.Helper()
+	l := n.live(job)
+	if len(l) != 1 {
+		return nil
+	}
+	return l[0]
+}
+
+func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+
+	w.putJob(mockJob("web", 1, map[string]any{"stdout_string": "v1"}))
+	var first *model.Allocation
+	eventually(t, 10*time.Second, "v1 running and healthy", func() bool {
+		first = onlyLive(t, n, "web")
+		return first != nil && first.ClientStatus == model.ClientRunning && first.DeploymentStatus.IsHealthy()
+	})
+	eventually(t, 10*time.Second, "deployment v1 successful", func() bool {
+		d := w.deployment("", "web", 1)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+
+	// A task change replaces the allocation.
+	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "v2"}))
+	var second *model.Allocation
+	eventually(t, 10*time.Second, "v2 replaced v1", func() bool {
+		second = onlyLive(t, n, "web")
+		return second != nil && second.JobVersion == 2 && second.ID != first.ID && second.ClientStatus == model.ClientRunning
+	})
+	if second.PreviousAllocation != first.ID {
+		t.Fatalf("replacement's previous allocation = %q, want %q", second.PreviousAllocation, first.ID)
+	}
+	eventually(t, 10*time.Second, "deployment v2 successful", func() bool {
+		d := w.deployment("", "web", 2)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	if got := n.mock.starts.Load(); got != 2 {
+		t.Fatalf("%d task starts after one replacement, want 2", got)
+	}
+
+	// A change outside the tasks is applied in place: same allocation, no start.
+	v3 := mockJob("web", 3, map[string]any{"stdout_string": "v2"})
+	v3.Groups[0].Restart.Attempts = 5
+	w.putJob(v3)
+	eventually(t, 10*time.Second, "v3 in place", func() bool {
+		a := onlyLive(t, n, "web")
+		return a != nil && a.ID == second.ID && a.JobVersion == 3
+	})
+	if got := n.mock.starts.Load(); got != 2 {
+		t.Fatalf("an in-place update started a task (%d starts)", got)
+	}
+
+	// stop = true stops it.
+	v4 := mockJob("web", 4, map[string]any{"stdout_string": "v2"})
+	v4.Stop = true
+	w.putJob(v4)
+	eventually(t, 10*time.Second, "stopped", func() bool { return len(n.live("web")) == 0 })
+	// The allocations bucket shows this node's final status.
+	eventually(t, 5*time.Second, "KV status complete", func() bool {
+		for _, a := range n.src.View().AllocsOf("node-a") {
+			if a.ID == second.ID {
+				return a.ClientStatus == model.ClientComplete
+			}
+		}
+		return false
+	})
+}
+
+func TestAMalformedJobIsRejectedAndThePreviousVersionKeepsRunning(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+	w.putJob(mockJob("web", 1, nil))
+	var first *model.Allocation
+	eventually(t, 10*time.Second, "v1 running", func() bool {
+		first = onlyLive(t, n, "web")
+		return first != nil && first.ClientStatus == model.ClientRunning
+	})
+	bad := strings.Replace(string(mustJSON(mockJob("web", 2, map[string]any{"stdout_string": "x"}))), `"type":"system"`, `"type":"system","colour":"red"`, 1)
+	w.putRaw(jobKey("web"), []byte(bad))
+	eventually(t, 10*time.Second, "rejection visible", func() bool {
+		for _, r := range n.agent.Status().Rejections {
+			if r.Key == jobKey("web") && strings.Contains(r.Reason, "colour") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	if a := onlyLive(t, n, "web"); a == nil || a.ID != first.ID || a.JobVersion != 1 {
+		t.Fatalf("after a rejected declaration: %+v", n.live("web"))
+	}
+	// Control: a well-formed v2 is applied.
+	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "x"}))
+	eventually(t, 10*time.Second, "v2 applied", func() bool {
+		a := onlyLive(t, n, "web")
+		return a != nil && a.JobVersion == 2
+	})
+}
+
+func TestADeletedJobKeyIsNotADeletionOrder(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+	w.putJob(mockJob("web", 1, nil))
+	w.putJob(mockJob("api", 1, nil))
+	eventually(t, 10*time.Second, "both running", func() bool { return len(n.live("web")) == 1 && len(n.live("api")) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.store.Jobs.Purge(ctx, jobKey("web")); err != nil {
+		t.Fatal(err)
+	}
+	// Control in the same test: a decoded stop = true of the other job stops it.
+	stop := mockJob("api", 2, nil)
+	stop.Stop = true
+	w.putJob(stop)
+	eventually(t, 10*time.Second, "api stopped", func() bool { return len(n.live("api")) == 0 })
+	eventually(t, 5*time.Second, "web reported orphaned", func() bool {
+		for _, k := range n.agent.Status().Orphaned {
+			if k == jobKey("web") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(n.live("web")) != 1 {
+		t.Fatal("a purged job key stopped its allocation")
+	}
+}
+
+func TestARestartedAgentReattachesAndStartsNothing(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	n := w.newNode("node-a", nil, dir)
+	w.putJob(mockJob("web", 1, nil))
+	var first *model.Allocation
+	eventually(t, 10*time.Second, "running", func() bool {
+		first = onlyLive(t, n, "web")
+		return first != nil && first.ClientStatus == model.ClientRunning
+	})
+	n.stop(false) // a normal shutdown leaves the task running
+	drv := n.mock
+	if drv.stops.Load() != 0 {
+		t.Fatal("a normal shutdown stopped a task")
+	}
+	n2 := w.newNode("node-a", drv, dir)
+	eventually(t, 10*time.Second, "reattached", func() bool {
+		a := onlyLive(t, n2, "web")
+		return a != nil && a.ID == first.ID && a.ClientStatus == model.ClientRunning && drv.recovers.Load() == 1
+	})
+	time.Sleep(300 * time.Millisecond)
+	if s := drv.starts.Load(); s != 1 {
+		t.Fatalf("%d starts across a restart, want 1", s)
+	}
+	// Control: a dev-mode shutdown stops the task.
+	n2.stop(true)
+	if drv.stops.Load() != 1 {
+		t.Fatalf("dev shutdown: %d stops", drv.stops.Load())
+	}
+}
+
+func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+	w.putJob(mockJob("web", 1, nil))
+	var first *model.Allocation
+	eventually(t, 10*time.Second, "running", func() bool {
+		first = onlyLive(t, n, "web")
+		return first != nil && first.ClientStatus == model.ClientRunning
+	})
+	n.drivers.mu.Lock()
+	n.drivers.down["mock"] = context.DeadlineExceeded
+	n.drivers.mu.Unlock()
+	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "v2"}))
+	eventually(t, 10*time.Second, "failed closed", func() bool {
+		return strings.Contains(n.agent.Status().FailedClosed, "driver mock")
+	})
+	time.Sleep(300 * time.Millisecond)
+	if a := onlyLive(t, n, "web"); a == nil || a.ID != first.ID || n.mock.stops.Load() != 0 || n.mock.starts.Load() != 1 {
+		t.Fatalf("a node that cannot enumerate its tasks acted: live %+v, stops %d, starts %d", n.live("web"), n.mock.stops.Load(), n.mock.starts.Load())
+	}
+	// Control: once the driver answers, the update goes through.
+	n.drivers.mu.Lock()
+	delete(n.drivers.down, "mock")
+	n.drivers.mu.Unlock()
+	eventually(t, 10*time.Second, "v2 after recovery", func() bool {
+		a := onlyLive(t, n, "web")
+		return a != nil && a.JobVersion == 2 && n.agent.Status().FailedClosed == ""
+	})
+}

@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// nodeValue resolves a constraint target such as "${attr.kernel.name}",
+// "${node.datacenter}" or "${meta.rack}" against a node. ok is false when
+// the node has no such value.
+func nodeValue(n *model.Node, target string) (string, bool) {
+	t := strings.TrimSpace(target)
+	if !strings.HasPrefix(t, "${") || !strings.HasSuffix(t, "}") {
+		return t, true // a literal
+	}
+	t = t[2 : len(t)-1]
+	switch t {
+	case "node.unique.id":
+		return n.ID, true
+	case "node.unique.name":
+		return n.Name, true
+	case "node.datacenter":
+		return n.Datacenter, true
+	case "node.class":
+		return n.Class, n.Class != ""
+	case "node.pool":
+		return n.NodePool, true
+	case "node.region":
+		return "global", true
+	}
+	if k, ok := strings.CutPrefix(t, "attr."); ok {
+		v, ok := n.Attributes[k]
+		return v, ok
+	}
+	if k, ok := strings.CutPrefix(t, "meta."); ok {
+		v, ok := n.Meta[k]
+		return v, ok
+	}
+	return "", false
+}
+
+// constraintHolds evaluates one constraint against a node. It is pure.
+func constraintHolds(n *model.Node, c model.Constraint) bool {
+	lv, lok := nodeValue(n, c.Attribute)
+	rv := c.Value
+	switch c.Operator {
+	case model.OpIsSet:
+		return lok
+	case model.OpIsNotSet:
+		return !lok
+	}
+	if !lok {
+		return false
+	}
+	switch c.Operator {
+	case model.OpEqual, "":
+		return lv == rv
+	case model.OpNotEqual:
+		return lv != rv
+	case model.OpLess, model.OpLessEq, model.OpGreater, model.OpGreaterEq:
+		cmp := compareValues(lv, rv)
+		switch c.Operator {
+		case model.OpLess:
+			return cmp < 0
+		case model.OpLessEq:
+			return cmp <= 0
+		case model.OpGreater:
+			return cmp > 0
+		default:
+			return cmp >= 0
+		}
+	case model.OpRegexp:
+		re, err := regexp.Compile(rv)
+		return err == nil && re.MatchString(lv)
+	case model.OpVersion, model.OpSemver:
+		return versionMatches(lv, rv)
+	case model.OpSetContains:
+		have := splitSet(lv)
+		for _, want := range splitSet(rv) {
+			if !slices.Contains(have, want) {
+				return false
+			}
+		}
+		return true
+	case model.OpSetContAny:
+		have := splitSet(lv)
+		for _, want := range splitSet(rv) {
+			if slices.Contains(have, want) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+func splitSet(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// compareValues compares numerically when both sides are numbers, else as
+// text.
+func compareValues(a, b string) int {
+	fa, ea := strconv.ParseFloat(a, 64)
+	fb, eb := strconv.ParseFloat(b, 64)
+	if ea == nil && eb == nil {
+		switch {
+		case fa < fb:
+			return -1
+		case fa > fb:
+			return 1
+		}
+		return 0
+	}
+	return strings.Compare(a, b)
+}
+
+// versionMatches checks a dotted version against a comma-separated list of
+// "<op> <version>" terms (">= 1.2, < 2.0").
+func versionMatches(v, constraint string) bool {
+	for _, term := range strings.Split(constraint, ",") {
+		term = strings.TrimSpace(term)
+		op := "="
+		for _, o := range []string{">=", "<=", "!=", ">", "<", "="} {
+			if strings.HasPrefix(term, o) {
+				op, term = o, strings.TrimSpace(term[len(o):])
+				break
+			}
+		}
+		c := compareVersions(v, term)
+		ok := map[string]bool{"=": c == 0, "!=": c != 0, ">": c > 0, ">=": c >= 0, "<": c < 0, "<=": c <= 0}[op]
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func compareVersions(a, b string) int {
+	pa := strings.Split(strings.TrimPrefix(a, "v"), ".")
+	pb := strings.Split(strings.TrimPrefix(b, "v"), ".")
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(strings.SplitN(pa[i], "-", 2)[0])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(strings.SplitN(pb[i], "-", 2)[0])
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// inScope reports whether a node is in a job's scope: its datacenter, node
+// pool and job- and group-level constraints (a node must satisfy every
+// group's constraints to be in scope for the job; groups with constraints of
+// their own are the rare case and are treated conservatively).
+func inScope(job *model.Job, n *model.Node) bool {
+	if len(job.Datacenters) > 0 {
+		match := false
+		for _, dc := range job.Datacenters {
+			if dc == "*" || dc == n.Datacenter {
+				match = true
+				break
+			}
+			if ok, _ := pathMatch(dc, n.Datacenter); ok {
+				match = true
+				break
+			}
+		}
+		if !match {
+			return false
+		}
+	}
+	pool := job.NodePool
+	if pool != "" && pool != "all" && pool != n.NodePool {
+		return false
+	}
+	for _, c := range job.Constraints {
+		if !constraintHolds(n, c) {
+			return false
+		}
+	}
+	for _, g := range job.Groups {
+		for _, c := range g.Constraints {
+			if !constraintHolds(n, c) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pathMatch is a tiny glob: "*" matches any run of characters.
+func pathMatch(pattern, s string) (bool, error) {
+	re, err := regexp.Compile("^" + strings.ReplaceAll(regexp.QuoteMeta(pattern), `\*`, ".*") + "$")
+	if err != nil {
+		return false, err
+	}
+	return re.MatchString(s), nil
+}
+
+// driversHealthy reports whether the node has every driver the job's tasks
+// use, detected and healthy; the missing or unhealthy ones are returned.
+func driversHealthy(job *model.Job, n *model.Node) (bad []string) {
+	seen := map[string]bool{}
+	for _, g := range job.Groups {
+		for _, t := range g.Tasks {
+			if seen[t.Driver] {
+				continue
+			}
+			seen[t.Driver] = true
+			d, ok := n.Drivers[t.Driver]
+			if !ok || !d.Detected || !d.Healthy {
+				bad = append(bad, t.Driver)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}

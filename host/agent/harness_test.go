@@ -1,0 +1,263 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// countingDriver wraps a driver and counts the calls the tests assert on.
+type countingDriver struct {
+	driver.Driver
+	starts, recovers, stops atomic.Int64
+	startedAt               chan time.Time // optional: one value per StartTask call
+}
+
+func (c *countingDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	c.starts.Add(1)
+	if c.startedAt != nil {
+		select {
+		case c.startedAt <- time.Now():
+		default:
+		}
+	}
+	return c.Driver.StartTask(ctx, cfg)
+}
+func (c *countingDriver) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
+	c.recovers.Add(1)
+	return c.Driver.RecoverTask(ctx, h)
+}
+func (c *countingDriver) StopTask(ctx context.Context, id string, t time.Duration, sig string) error {
+	c.stops.Add(1)
+	return c.Driver.StopTask(ctx, id, t, sig)
+}
+
+// drivers is an in-process Drivers: name → driver, with a switch to make
+// one unreachable.
+type drivers struct {
+	mu   sync.Mutex
+	m    map[string]driver.Driver
+	down map[string]error
+}
+
+func (d *drivers) Driver(_ context.Context, name string) (driver.Driver, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.down[name]; err != nil {
+		return nil, err
+	}
+	drv, ok := d.m[name]
+	if !ok {
+		return nil, fmt.Errorf("no driver %q", name)
+	}
+	return drv, nil
+}
+
+// world is one embedded NATS server with the buckets, shared by the agents
+// and the "CLI" of a test.
+type world struct {
+	t     *testing.T
+	emb   *fleet.Embedded
+	conn  *fleet.Conn
+	store *fleet.Store
+	log   *slog.Logger
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("HIVELET_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log := testLogger(t)
+	emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: 3 * time.Second}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, emb: emb, conn: conn, store: st, log: log}
+}
+
+func (w *world) putJob(j *model.Job) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := w.store.PutJob(ctx, j); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) putRaw(key string, value []byte) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := w.store.Jobs.Put(ctx, key, value); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) deployment(ns, job string, version uint64) *model.Deployment {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, _, err := w.store.GetDeployment(ctx, ns, job, version)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// node is one agent on the world, with its own state dir and mock driver.
+type node struct {
+	w       *world
+	id      string
+	dir     string
+	mock    *countingDriver
+	drivers *drivers
+	st      *state.Store
+	src     *fleet.Source
+	agent   *Agent
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
+	w.t.Helper()
+	if mockDrv == nil {
+		mockDrv = &countingDriver{Driver: mock.New()}
+	}
+	if dir == "" {
+		dir = w.t.TempDir()
+	}
+	n := &node{w: w, id: id, dir: dir, mock: mockDrv, drivers: &drivers{m: map[string]driver.Driver{"mock": mockDrv}, down: map[string]error{}}}
+	n.start()
+	return n
+}
+
+func nodeRecord(id string) *model.Node {
+	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
+		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}}
+}
+
+func (n *node) start() {
+	t := n.w.t
+	t.Helper()
+	st, err := state.Open(n.dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.st = st
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.src = fleet.NewSource(n.w.store, fleet.SourceConfig{Log: n.w.log})
+	go n.src.Run(ctx)
+	rec := nodeRecord(n.id)
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := n.w.store.ForNode(n.id).PutNode(wctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	wcancel()
+	a, err := New(Config{
+		Node:        func() *model.Node { return nodeRecord(n.id) },
+		Source:      n.src,
+		Allocs:      n.w.store.ForNode(n.id),
+		Deployments: n.w.store,
+		Store:       st,
+		Drivers:     n.drivers,
+		Validate:    driver.ValidateConfig,
+		AllocRoot:   n.dir + "/alloc",
+		Logger:      n.w.log,
+		Resync:      500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.agent = a
+	if err := a.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.done = make(chan struct{})
+	go func() {
+		defer close(n.done)
+		_ = a.Run(ctx)
+	}()
+}
+
+// stop ends the agent; stopTasks as in dev mode.
+func (n *node) stop(stopTasks bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.cancel()
+	<-n.done
+	n.agent.Shutdown(ctx, stopTasks)
+	n.st.Close()
+}
+
+func (n *node) live(job string) []*model.Allocation {
+	var out []*model.Allocation
+	for _, a := range n.agent.Allocs() {
+		if a.JobID == job && !a.Terminal() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}
+
+func mockJob(id string, version uint64, cfg map[string]any) *model.Job {
+	return &model.Job{ID: id, Type: model.JobTypeSystem, Version: version, Datacenters: []string{"dc1"}, Groups: []*model.Group{{
+		Name: "g", Count: 1,
+		Update:  &model.UpdateStrategy{MaxParallel: 1, MinHealthyTime: model.Duration(100 * time.Millisecond), HealthyDeadline: model.Duration(5 * time.Second), ProgressDeadline: model.Duration(10 * time.Second)},
+		Restart: &model.RestartPolicy{Attempts: 1, Interval: model.Duration(time.Minute), Delay: model.Duration(10 * time.Millisecond), Mode: model.RestartModeFail},
+		Tasks:   []*model.Task{{Name: "t", Driver: "mock", Config: cfg, KillTimeout: model.Duration(time.Second)}},
+	}}}
+}
+
+func jobKey(id string) string { return wanted.JobKey("", id) }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

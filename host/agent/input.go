@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+)
+
+// fleetFacts is what a pass knows about the fleet besides the job: every
+// node, every allocation of other nodes, and the job's deployments. It is
+// built from the KV view; buildInput is pure over it.
+type fleetFacts struct {
+	Nodes []*model.Node
+	// OtherAllocs are other nodes' allocations of the job, as they reported.
+	OtherAllocs []*model.Allocation
+	// Deployments are the job's deployments, any version.
+	Deployments []*model.Deployment
+}
+
+// buildInput builds the reconciler input for one job from this node's own
+// allocations (its stored intent, never the KV copy: "what diverged is
+// measured against" the node's own memory), and the fleet facts.
+//
+// This node is classified from self (its own, current record), not from the
+// fleet's copy: a node that is running is never "down" to itself, so its own
+// allocations are never lost or disconnecting because the view lags.
+func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts fleetFacts, now time.Time, canaries reconcile.CanaryChooser) reconcile.Input {
+	in := reconcile.Input{
+		Job:                job,
+		TaintedNodes:       map[string]*model.Node{},
+		Now:                now,
+		DisconnectHandling: true,
+		Canaries:           canaries,
+	}
+	nodes := make([]*model.Node, 0, len(facts.Nodes)+1)
+	for _, n := range facts.Nodes {
+		if n.ID != self.ID {
+			nodes = append(nodes, n)
+		}
+	}
+	nodes = append(nodes, self)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	for _, n := range nodes {
+		if !inScope(job, n) {
+			continue
+		}
+		switch {
+		case n.Tainted():
+			in.TaintedNodes[n.ID] = n
+		case !n.Ready() || len(driversHealthy(job, n)) > 0:
+			in.NotReadyNodes = append(in.NotReadyNodes, n.ID)
+		default:
+			in.ReadyNodes = append(in.ReadyNodes, n)
+		}
+	}
+	// Allocations on nodes no longer known at all count as on a gone node.
+	known := map[string]bool{}
+	for _, n := range nodes {
+		known[n.ID] = true
+	}
+	add := func(a *model.Allocation) {
+		if a.JobID != job.ID || a.Namespace != job.Namespace {
+			return
+		}
+		if a.Terminal() {
+			in.TerminalAllocs = append(in.TerminalAllocs, a)
+			return
+		}
+		in.LiveAllocs = append(in.LiveAllocs, a)
+		if !known[a.NodeID] {
+			in.TaintedNodes[a.NodeID] = nil
+		}
+	}
+	for _, a := range own {
+		add(a)
+	}
+	for _, a := range facts.OtherAllocs {
+		if a.NodeID != self.ID {
+			add(a)
+		}
+	}
+	// The job's current deployment: the newest version's.
+	for _, d := range facts.Deployments {
+		if d.JobID != job.ID || d.Namespace != job.Namespace {
+			continue
+		}
+		if in.Deployment == nil || d.JobVersion > in.Deployment.JobVersion {
+			in.Deployment = d
+		}
+	}
+	return in
+}
+
+// tasksEqual reports whether two versions of a group run the same tasks:
+// an update between them can be done in place (no task restart). The tasks
+// and the group meta (which tasks see through ${meta.*}) are compared;
+// everything else (count, update, restart, disconnect) may differ.
+func tasksEqual(a, b *model.Group) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	type shape struct {
+		Tasks []*model.Task
+		Meta  map[string]string
+	}
+	ja, err1 := json.Marshal(shape{a.Tasks, a.Meta})
+	jb, err2 := json.Marshal(shape{b.Tasks, b.Meta})
+	if err1 != nil || err2 != nil {
+		return reflect.DeepEqual(a.Tasks, b.Tasks) && reflect.DeepEqual(a.Meta, b.Meta)
+	}
+	return string(ja) == string(jb)
+}

@@ -1,0 +1,645 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// jobInForce resolves what a job key orders, using the state store's last
+// good version when the view holds none (a malformed declaration read at
+// boot must not make the node forget what it runs).
+func jobInForce(st wanted.JobState, stored *state.JobRecord) (*model.Job, wanted.Order) {
+	if st.Value == nil && stored != nil && stored.Job != nil {
+		st.Value = stored.Job
+		st.Revision = stored.Revision
+		if st.Key == "" {
+			st.Absent = true // known only from the store: the key is not in the view
+		}
+	}
+	return st.Value, wanted.OrderFor(st)
+}
+
+// Pass runs one reconcile pass now (Run calls it; tests may too). Passes never
+// overlap.
+func (a *Agent) Pass(ctx context.Context) {
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
+	start := time.Now()
+	now := a.cfg.Now()
+	a.passSeq++
+	self := a.cfg.Node()
+	view := a.cfg.Source.View()
+
+	a.collectFinished()
+	own := a.ownAllocs()
+
+	if reason := a.mayAct(ctx, own); reason != "" {
+		a.mu.Lock()
+		a.status.FailedClosed = reason
+		a.status.Passes = a.passSeq
+		a.status.LastPass = now
+		a.mu.Unlock()
+		a.cfg.Metrics.ObserveReconcile("failed_closed", time.Since(start))
+		a.cfg.Metrics.SetEnumerationFailed(true)
+		a.log.Error("reconcile pass refused: failing closed", "pass", a.passSeq, "reason", reason)
+		return
+	}
+
+	// Index the view once per pass.
+	ownByJob := map[string][]*model.Allocation{}
+	for _, al := range own {
+		k := wanted.JobKey(al.Namespace, al.JobID)
+		ownByJob[k] = append(ownByJob[k], al)
+	}
+	othersByJob := map[string][]*model.Allocation{}
+	for k, st := range view.Allocs {
+		n, _, ok := wanted.ParseAllocKey(k)
+		if !ok || n == a.nodeID || st.Value == nil || st.Absent {
+			continue
+		}
+		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
+		othersByJob[jk] = append(othersByJob[jk], st.Value)
+	}
+	depsByJob := map[string][]*model.Deployment{}
+	for _, st := range view.Deployments {
+		if st.Value == nil || st.Absent {
+			continue
+		}
+		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
+		depsByJob[jk] = append(depsByJob[jk], st.Value)
+	}
+	nodes := view.NodeList()
+
+	keys := map[string]bool{}
+	for k := range view.Jobs {
+		keys[k] = true
+	}
+	for k := range ownByJob {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+
+	var counts Counts
+	var errs []error
+	var orphaned []string
+	for _, k := range sorted {
+		a.mu.Lock()
+		stored := a.lastGood[k]
+		a.mu.Unlock()
+		st := view.Jobs[k]
+		job, order := jobInForce(st, stored)
+		switch order {
+		case wanted.OrderNone:
+			continue
+		case wanted.OrderKeep:
+			if len(ownByJob[k]) > 0 {
+				orphaned = append(orphaned, k)
+			}
+			continue
+		}
+		counts.Jobs++
+		if st.Value != nil && st.Revision > 0 {
+			a.rememberJob(k, st.Value, st.Revision)
+		}
+		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: depsByJob[k]}
+		in := buildInput(job, self, ownByJob[k], facts, now, a.cfg.Canaries)
+		plan, err := reconcile.ReconcileNode(in, a.nodeID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
+			continue
+		}
+		errs = append(errs, a.apply(ctx, job, plan, &counts)...)
+		errs = append(errs, a.deploy(ctx, job, plan, depsByJob[k], now)...)
+	}
+	counts.Errors = len(errs)
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+		a.log.Error("reconcile pass error", "pass", a.passSeq, "err", e)
+	}
+	el := time.Since(start)
+	a.mu.Lock()
+	a.status.FailedClosed = ""
+	a.status.LastPass = now
+	a.status.LastPassMS = float64(el.Microseconds()) / 1000
+	a.status.Passes = a.passSeq
+	a.status.LastCounts = counts
+	a.status.Errors = msgs
+	a.status.Orphaned = orphaned
+	a.status.Rejections = view.Rejections()
+	a.mu.Unlock()
+	outcome := "ok"
+	if len(errs) > 0 {
+		outcome = "errors"
+	}
+	a.cfg.Metrics.ObserveReconcile(outcome, el)
+	a.cfg.Metrics.SetEnumerationFailed(false)
+	byStatus := map[string]int{}
+	for _, al := range own {
+		byStatus[string(al.ClientStatus)]++
+	}
+	a.cfg.Metrics.SetAllocsByStatus(byStatus)
+	a.log.Info("reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
+		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
+		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
+		"awaiting_promotion", counts.Awaiting, "errors", counts.Errors, "orphaned", len(orphaned),
+		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
+}
+
+// mayAct is the fail-closed check: "" when the node can enumerate what it
+// runs, else the reason.
+func (a *Agent) mayAct(ctx context.Context, own []*model.Allocation) string {
+	a.mu.Lock()
+	e := wanted.Enumeration{StoreErr: a.restoreErr, DriverErrs: map[string]error{}}
+	a.mu.Unlock()
+	if e.StoreErr == nil {
+		e.StoreErr = a.cfg.Store.Check()
+	}
+	used := map[string]bool{}
+	for _, al := range own {
+		if al.Terminal() {
+			continue
+		}
+		a.mu.Lock()
+		r := a.runners[al.ID]
+		a.mu.Unlock()
+		if r == nil {
+			continue
+		}
+		if g := groupOf(r.Job(), al.TaskGroup); g != nil {
+			for _, t := range g.Tasks {
+				used[t.Driver] = true
+			}
+		}
+	}
+	for name := range used {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := a.cfg.Drivers.Driver(dctx, name)
+		cancel()
+		if err != nil {
+			e.DriverErrs[name] = err
+		}
+	}
+	v := wanted.MayAct(e)
+	if v.Act {
+		return ""
+	}
+	return v.Reason
+}
+
+func groupOf(job *model.Job, name string) *model.Group {
+	if job == nil {
+		return nil
+	}
+	return job.LookupGroup(name)
+}
+
+func (a *Agent) rememberJob(k string, job *model.Job, rev uint64) {
+	a.mu.Lock()
+	if a.storedRev[k] >= rev {
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	rec := &state.JobRecord{Job: job, Revision: rev}
+	if err := a.cfg.Store.PutJob(rec); err != nil {
+		a.log.Error("storing last good job", "job", job.ID, "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.storedRev[k] = rev
+	a.lastGood[k] = rec
+	a.mu.Unlock()
+}
+
+// collectFinished moves runners whose allocation is terminal and whose
+// goroutines ended to the terminal set, keeping only the newest terminal
+// allocation per name (older ones are forgotten locally).
+func (a *Agent) collectFinished() {
+	a.mu.Lock()
+	var done []*allocrunner.Runner
+	for _, r := range a.runners {
+		select {
+		case <-r.Done():
+			done = append(done, r)
+		default:
+		}
+	}
+	a.mu.Unlock()
+	for _, r := range done {
+		al := r.Alloc()
+		if !al.Terminal() {
+			continue // detached, not finished
+		}
+		a.mu.Lock()
+		delete(a.runners, al.ID)
+		delete(a.stopping, al.ID)
+		var older []string
+		for id, t := range a.terminal {
+			if t.Name == al.Name && t.JobID == al.JobID && t.Namespace == al.Namespace && !t.ModifyTime.After(al.ModifyTime) {
+				older = append(older, id)
+			}
+		}
+		for _, id := range older {
+			delete(a.terminal, id)
+		}
+		a.terminal[al.ID] = al
+		a.mu.Unlock()
+		for _, id := range older {
+			if err := a.cfg.Store.DeleteAlloc(id); err != nil {
+				a.log.Error("forgetting an old allocation", "alloc_id", id, "err", err)
+			}
+		}
+	}
+}
+
+func (a *Agent) ownAllocs() []*model.Allocation {
+	return a.Allocs()
+}
+
+// apply carries out this node's part of a plan. Errors are per allocation.
+func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan, c *Counts) []error {
+	var errs []error
+	c.Ignore += len(plan.Ignore)
+	c.Awaiting += len(plan.AwaitingPromotion)
+	c.Lost += len(plan.Lost)
+	c.Disconnecting += len(plan.Disconnecting)
+	c.Reconnecting += len(plan.Reconnecting)
+
+	depID := ""
+	if d := plan.Deployment; d != nil && d.JobVersion == job.Version && d.Status.Active() {
+		depID = d.ID
+	}
+	for _, e := range plan.Stop {
+		if a.stopEntry(e, "not required by the job any more ("+e.Rule+")") {
+			c.Stop++
+		}
+	}
+	for _, e := range plan.Migrate {
+		if a.stopEntry(e, "migrating off this node") {
+			c.Migrate++
+		}
+	}
+	// Lost, disconnecting and reconnecting concern other nodes' allocations
+	// (this node is never tainted to itself): their status has one writer,
+	// their node, so they are only counted here.
+
+	slots := a.updateSlots(job, plan)
+	for _, e := range plan.Update {
+		a.mu.Lock()
+		r := a.runners[e.AllocID]
+		a.mu.Unlock()
+		if r == nil {
+			// A sysbatch re-run of a finished allocation.
+			if err := a.place(job, e, e.NewAllocID, e.AllocID, depID); err != nil {
+				errs = append(errs, err)
+			} else {
+				c.Update++
+			}
+			continue
+		}
+		oldJob := r.Job()
+		if tasksEqual(groupOf(oldJob, e.Group), groupOf(job, e.Group)) {
+			al := r.Alloc()
+			al.JobVersion = job.Version
+			al.DeploymentID = depID
+			if al.DeploymentStatus == nil {
+				al.DeploymentStatus = &model.AllocDeploymentStatus{}
+			}
+			al.DeploymentStatus.Canary = e.Canary
+			r.UpdateInPlace(al, job)
+			c.InPlace++
+			continue
+		}
+		if slots[e.Group] <= 0 {
+			continue // max_parallel reached on this node: the next pass takes it
+		}
+		if a.stopEntry(e, fmt.Sprintf("replaced by job version %d", job.Version)) {
+			slots[e.Group]--
+			c.Update++
+		}
+	}
+	for _, e := range plan.Place {
+		if err := a.place(job, e, e.AllocID, e.PreviousAllocID, depID); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.Place++
+		}
+	}
+	return errs
+}
+
+// updateSlots is how many destructive updates each group may start on this
+// node now: max_parallel minus the replacements still stopping or not yet
+// healthy. 0 max_parallel means no limit.
+func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan) map[string]int {
+	slots := map[string]int{}
+	for _, g := range plan.Groups {
+		if g.MaxParallel <= 0 {
+			slots[g.Name] = 1 << 30
+			continue
+		}
+		busy := 0
+		a.mu.Lock()
+		for id, r := range a.runners {
+			al := r.Alloc()
+			if al.JobID != job.ID || al.TaskGroup != g.Name {
+				continue
+			}
+			if a.stopping[id] && !al.ClientStatus.Terminal() {
+				busy++
+				continue
+			}
+			if al.JobVersion == job.Version && al.DeploymentStatus != nil && al.DeploymentStatus.Healthy == nil && al.DeploymentID != "" {
+				busy++
+			}
+		}
+		a.mu.Unlock()
+		slots[g.Name] = g.MaxParallel - busy
+	}
+	return slots
+}
+
+// stopEntry stops the allocation of an entry if this node runs it; it
+// reports whether a stop was started now.
+func (a *Agent) stopEntry(e reconcile.Entry, reason string) bool {
+	a.mu.Lock()
+	r := a.runners[e.AllocID]
+	already := a.stopping[e.AllocID]
+	a.mu.Unlock()
+	if r == nil || already {
+		return false
+	}
+	a.stopAsync(r, reason)
+	return true
+}
+
+// place starts a new allocation (idempotent: an ID already running is left
+// alone).
+func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID string) error {
+	if id == "" {
+		return fmt.Errorf("placing %s: the plan gave no allocation ID", e.Name)
+	}
+	a.mu.Lock()
+	_, running := a.runners[id]
+	_, finished := a.terminal[id]
+	a.mu.Unlock()
+	if running || finished {
+		return nil
+	}
+	if job.LookupGroup(e.Group) == nil {
+		return fmt.Errorf("placing %s: group %q not in job %s", e.Name, e.Group, job.ID)
+	}
+	now := a.cfg.Now()
+	al := &model.Allocation{
+		ID:                 id,
+		Name:               e.Name,
+		Namespace:          job.Namespace,
+		JobID:              job.ID,
+		JobVersion:         job.Version,
+		TaskGroup:          e.Group,
+		NodeID:             a.nodeID,
+		DesiredStatus:      model.DesiredRun,
+		ClientStatus:       model.ClientPending,
+		DeploymentID:       depID,
+		PreviousAllocation: previous,
+		CreateTime:         now,
+		ModifyTime:         now,
+		States:             []model.AllocState{{Field: model.AllocStateClientStatus, Value: string(model.ClientPending), Time: now}},
+	}
+	if e.Canary {
+		al.DeploymentStatus = &model.AllocDeploymentStatus{Canary: true}
+	}
+	r := a.newRunner(al, job, nil)
+	a.mu.Lock()
+	if _, dup := a.runners[id]; dup {
+		a.mu.Unlock()
+		return nil
+	}
+	a.runners[id] = r
+	a.mu.Unlock()
+	r.Run()
+	return nil
+}
+
+// DefaultCompletion is the built-in completion rule of spec/reconcile.md,
+// used when no policy engine is configured: fail on an unhealthy
+// allocation or a passed progress deadline; promote when every canary is
+// healthy and auto_promote is set; succeed when every group is complete.
+type DefaultCompletion struct{}
+
+// DecideCompletion implements reconcile.CompletionDecider.
+func (DefaultCompletion) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	d := in.Deployment
+	if d == nil {
+		return reconcile.CompletionDecision{}, errors.New("no deployment")
+	}
+	names := make([]string, 0, len(d.TaskGroups))
+	for n := range d.TaskGroups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	allComplete, promote := len(names) > 0, false
+	for _, n := range names {
+		st, h := d.TaskGroups[n], in.Groups[n]
+		if h.Unhealthy > 0 {
+			return reconcile.CompletionDecision{Decision: reconcile.DecisionFail, Revert: st.AutoRevert, Reason: model.DescFailedAllocations}, nil
+		}
+		if !st.RequireProgressBy.IsZero() && in.Now.After(st.RequireProgressBy) && !h.Complete {
+			return reconcile.CompletionDecision{Decision: reconcile.DecisionFail, Revert: st.AutoRevert, Reason: model.DescProgressDeadline}, nil
+		}
+		if st.DesiredCanaries > 0 && !st.Promoted {
+			allComplete = false
+			if st.AutoPromote && h.CanariesHealthy >= st.DesiredCanaries {
+				promote = true
+			}
+			continue
+		}
+		if !h.Complete {
+			allComplete = false
+		}
+	}
+	switch {
+	case promote:
+		return reconcile.CompletionDecision{Decision: reconcile.DecisionPromote, Reason: "every canary is healthy and auto_promote is set"}, nil
+	case allComplete:
+		return reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed, Reason: model.DescSuccessful}, nil
+	}
+	return reconcile.CompletionDecision{Decision: reconcile.DecisionContinue}, nil
+}
+
+// deploy writes the deployment record the plan asks for and applies the
+// completion decision, each by compare-and-set.
+func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan, known []*model.Deployment, now time.Time) []error {
+	if a.cfg.Deployments == nil {
+		return nil
+	}
+	var errs []error
+	d := plan.Deployment
+	if d != nil && plan.DeploymentCreated {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _, created, err := a.cfg.Deployments.CreateDeployment(cctx, d)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("creating deployment %s of job %s: %w", d.ID, job.ID, err))
+		} else if created {
+			a.log.Info("deployment created", "deployment_id", d.ID, "job", job.ID, "job_version", d.JobVersion)
+		}
+	} else if d != nil && plan.DeploymentChanged {
+		want := d
+		err := a.modifyDeployment(ctx, want.Namespace, want.JobID, want.JobVersion, func(cur model.Deployment) *model.Deployment {
+			changed := false
+			for name, ws := range want.TaskGroups {
+				cs := cur.TaskGroups[name]
+				if cs == nil {
+					if cur.TaskGroups == nil {
+						cur.TaskGroups = map[string]*model.DeploymentState{}
+					}
+					c := *ws
+					cur.TaskGroups[name] = &c
+					changed = true
+					continue
+				}
+				c := *cs
+				if len(c.CanaryNodes) == 0 && len(ws.CanaryNodes) > 0 {
+					c.CanaryNodes = append([]string(nil), ws.CanaryNodes...)
+					changed = true
+				}
+				if c.DesiredCanaries != ws.DesiredCanaries || c.DesiredTotal != ws.DesiredTotal {
+					c.DesiredCanaries, c.DesiredTotal = ws.DesiredCanaries, ws.DesiredTotal
+					changed = true
+				}
+				cur.TaskGroups[name] = &c
+			}
+			if !changed {
+				return nil
+			}
+			cur.ModifyTime = now
+			return &cur
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("updating deployment %s: %w", d.ID, err))
+		}
+	}
+	for _, u := range plan.DeploymentUpdates {
+		target := findDeployment(plan, known, u.DeploymentID)
+		if target == nil {
+			continue
+		}
+		err := a.modifyDeployment(ctx, target.Namespace, target.JobID, target.JobVersion, func(cur model.Deployment) *model.Deployment {
+			if !cur.Status.Active() || (cur.Status == u.Status && cur.StatusDescription == u.StatusDescription) {
+				return nil
+			}
+			cur.Status, cur.StatusDescription, cur.ModifyTime = u.Status, u.StatusDescription, now
+			return &cur
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("updating status of deployment %s: %w", u.DeploymentID, err))
+		} else {
+			a.log.Info("deployment status", "deployment_id", u.DeploymentID, "job", job.ID, "status", u.Status, "description", u.StatusDescription)
+		}
+	}
+	if d == nil || d.JobVersion != job.Version || d.Status != model.DeploymentRunning {
+		return errs
+	}
+	var policy *model.PolicyRef
+	for _, g := range job.Groups {
+		if g.Update != nil && g.Update.CompletionPolicy != nil {
+			policy = g.Update.CompletionPolicy
+			break
+		}
+	}
+	dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: plan.Health(), Policy: policy, Now: now})
+	if err != nil {
+		a.log.Warn("completion policy failed; using the default", "deployment_id", d.ID, "err", err)
+		dec, _ = DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: plan.Health(), Now: now})
+	}
+	var status model.DeploymentStatus
+	switch dec.Decision {
+	case reconcile.DecisionSucceed:
+		status = model.DeploymentSuccessful
+	case reconcile.DecisionFail:
+		status = model.DeploymentFailed
+	case reconcile.DecisionPromote:
+		err := a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
+			if cur.Status != model.DeploymentRunning {
+				return nil
+			}
+			changed := false
+			for name, st := range cur.TaskGroups {
+				if st.DesiredCanaries > 0 && !st.Promoted {
+					c := *st
+					c.Promoted = true
+					cur.TaskGroups[name] = &c
+					changed = true
+				}
+			}
+			if !changed {
+				return nil
+			}
+			cur.StatusDescription, cur.ModifyTime = model.DescRunning, now
+			return &cur
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("promoting deployment %s: %w", d.ID, err))
+		}
+		return errs
+	default:
+		return errs
+	}
+	desc := dec.Reason
+	if desc == "" {
+		desc = string(status)
+	}
+	err = a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
+		if cur.Status != model.DeploymentRunning {
+			return nil
+		}
+		cur.Status, cur.StatusDescription, cur.ModifyTime = status, desc, now
+		return &cur
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("marking deployment %s %s: %w", d.ID, status, err))
+	} else {
+		a.log.Info("deployment decided", "deployment_id", d.ID, "job", job.ID, "status", status, "reason", desc, "revert_wanted", dec.Revert)
+	}
+	return errs
+}
+
+func findDeployment(plan *reconcile.Plan, known []*model.Deployment, id string) *model.Deployment {
+	if plan.Deployment != nil && plan.Deployment.ID == id {
+		return plan.Deployment
+	}
+	for _, d := range known {
+		if d.ID == id {
+			return d
+		}
+	}
+	return nil
+}
+
+func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version uint64, decide func(model.Deployment) *model.Deployment) error {
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, func(cur model.Deployment) (*model.Deployment, error) {
+		return decide(cur), nil
+	})
+	if errors.Is(err, fleet.ErrNotFound) {
+		return nil // not created yet (or by a pass still in flight): the next pass retries
+	}
+	return err
+}
