@@ -1,0 +1,37 @@
+// Package builtin is the registry of the drivers compiled into the hivelet
+// binary. The plugin manager never calls these constructors in the agent's
+// process: it re-executes the hivelet binary as `hivelet plugin serve NAME`,
+// and that command looks the name up here, so a built-in driver crosses the
+// same process boundary as a third-party one.
+//
+// Adding a built-in driver is one line in Registry.
+package builtin
+
+import (
+	"sort"
+
+	"github.com/hivelet/hivelet/plugins/exec"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// Factory builds a driver inside its plugin process.
+type Factory func() (driver.Driver, error)
+
+// Registry maps each built-in driver's name to its constructor.
+func Registry() map[string]Factory {
+	return map[string]Factory{
+		mock.Name: func() (driver.Driver, error) { return mock.New(), nil },
+		exec.Name: func() (driver.Driver, error) { return exec.New(), nil },
+	}
+}
+
+// Names lists the built-in drivers, sorted.
+func Names() []string {
+	var names []string
+	for n := range Registry() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,529 @@
+// Package exec is the exec task driver: a task is a plain process, with no
+// isolation, in its own process group.
+//
+// What it guarantees:
+//   - stdout and stderr are appended to the files the host names
+//     (TaskConfig.StdoutPath/StderrPath) in the allocation directory;
+//   - stopping a task signals the whole process group, waits up to the
+//     timeout, then SIGKILLs the group; when the task's main process exits
+//     the rest of its group is killed too, so nothing it spawned outlives it
+//     (TestStopKillsTheWholeProcessGroup);
+//   - a task is identified by PID plus start time (/proc/<pid>/stat field
+//     22), so a PID the kernel reused for another process is never taken
+//     for the task (TestRecoverRefusesAReusedPID).
+//
+// What it cannot know: after a plugin restart the driver is no longer the
+// task's parent, so it sees the exit (through a pidfd) but not the exit
+// status. Such an exit is reported as ExitCode -1 with Err saying why
+// (see docs/drivers.md). A process killed by a signal is reported as
+// Signal n and ExitCode 128+n, the shell's convention.
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"os/user"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hivelet/hivelet/plugins/internal/proc"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// Name is the driver's name in job files.
+const Name = "exec"
+
+// Version is reported by Info and as driver.exec.version.
+const Version = "0.1.0"
+
+const handleVersion = 1
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// Config is an exec task's config block.
+type Config struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+	WorkDir string            `json:"work_dir"`
+}
+
+// Schema is the exec driver's config schema.
+func Schema() *driver.Schema {
+	return &driver.Schema{Fields: map[string]*driver.Field{
+		"command":  {Type: driver.TypeString, Required: true, Description: "program to run (a path, or a name looked up in PATH)"},
+		"args":     {Type: driver.TypeStringList, Description: "arguments"},
+		"env":      {Type: driver.TypeStringMap, Description: "environment, merged over the task's env (these win)"},
+		"work_dir": {Type: driver.TypeString, Description: "working directory; default: the allocation directory"},
+	}}
+}
+
+// state is the handle's DriverState.
+type state struct {
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"start_ticks"`
+}
+
+type task struct {
+	id         string
+	cfg        *driver.TaskConfig // nil for a recovered task
+	pid        int
+	startTicks uint64
+	startedAt  time.Time
+	killSignal string
+	done       chan struct{} // closed when the main process exited
+
+	mu      sync.Mutex
+	result  *driver.ExitResult
+	endedAt time.Time
+}
+
+func (t *task) finish(r *driver.ExitResult) {
+	t.mu.Lock()
+	t.result, t.endedAt = r, time.Now()
+	t.mu.Unlock()
+	close(t.done)
+}
+
+func (t *task) exited() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Driver is the exec driver. Use New.
+type Driver struct {
+	mu    sync.Mutex
+	tasks map[string]*task
+	subs  map[chan *driver.TaskEvent]struct{}
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns an exec driver with no tasks.
+func New() *Driver {
+	return &Driver{tasks: map[string]*task{}, subs: map[chan *driver.TaskEvent]struct{}{}}
+}
+
+func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
+	return driver.PluginInfo{Name: Name, Version: Version}, nil
+}
+
+func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
+	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
+}
+
+func (d *Driver) ConfigSchema(context.Context) (*driver.Schema, error) { return Schema(), nil }
+
+func (d *Driver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
+	ch := make(chan *driver.Fingerprint, 1)
+	ch <- &driver.Fingerprint{Healthy: true, Description: "healthy", Attributes: map[string]string{"version": Version}}
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}
+
+func openOutput(path string) (*os.File, error) {
+	if path == "" {
+		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+func credential(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, err
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, err
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	if err := driver.ValidateConfig(Schema(), cfg.Config); err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := driver.DecodeConfig(cfg.Config, &c); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if old, ok := d.tasks[cfg.ID]; ok && !old.exited() {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
+	}
+	d.mu.Unlock()
+
+	cmd := osexec.Command(c.Command, c.Args...)
+	cmd.Dir = c.WorkDir
+	if cmd.Dir == "" {
+		cmd.Dir = cfg.AllocDir
+	}
+	env := map[string]string{"PATH": os.Getenv("PATH")}
+	for k, v := range cfg.Env {
+		env[k] = v
+	}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.User != "" {
+		cred, err := credential(cfg.User)
+		if err != nil {
+			return nil, fmt.Errorf("starting exec task %s: user %q: %w", cfg.ID, cfg.User, err)
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
+	stdout, err := openOutput(cfg.StdoutPath)
+	if err != nil {
+		return nil, fmt.Errorf("starting exec task %s: opening stdout: %w", cfg.ID, err)
+	}
+	defer stdout.Close()
+	stderr, err := openOutput(cfg.StderrPath)
+	if err != nil {
+		return nil, fmt.Errorf("starting exec task %s: opening stderr: %w", cfg.ID, err)
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
+	}
+	pid := cmd.Process.Pid
+	// Our child cannot be reaped before we Wait, so its stat is there even
+	// if it already exited (as a zombie).
+	st, err := proc.ReadStat(pid)
+	if err != nil {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
+	}
+	now := time.Now()
+	t := &task{id: cfg.ID, cfg: cfg, pid: pid, startTicks: st.StartTicks, startedAt: now,
+		killSignal: cfg.KillSignal, done: make(chan struct{})}
+	raw, err := json.Marshal(state{PID: pid, StartTicks: st.StartTicks})
+	if err != nil {
+		return nil, fmt.Errorf("encoding handle of exec task %s: %w", cfg.ID, err)
+	}
+	d.mu.Lock()
+	d.tasks[cfg.ID] = t
+	d.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		// Nothing the task spawned outlives it.
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		t.finish(exitResult(cmd.ProcessState, err))
+		d.emit(t, "exited")
+	}()
+	d.emit(t, "started")
+	return &driver.TaskHandle{Version: handleVersion, TaskID: cfg.ID, Driver: Name, DriverState: raw, StartedAt: now}, nil
+}
+
+func exitResult(ps *os.ProcessState, err error) *driver.ExitResult {
+	if ps == nil {
+		return &driver.ExitResult{ExitCode: -1, Err: fmt.Sprintf("waiting for the process: %v", err)}
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		sig := int(ws.Signal())
+		return &driver.ExitResult{ExitCode: 128 + sig, Signal: sig}
+	}
+	return &driver.ExitResult{ExitCode: ps.ExitCode()}
+}
+
+// errUnknownExit is the Err of a recovered task's exit, whose status only
+// its real parent (init, once the plugin restarted) could read.
+const errUnknownExit = "exit status unknown: the task exited while not a child of the exec driver (it was recovered after a plugin restart)"
+
+func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
+	if h == nil || h.Driver != Name || h.Version != handleVersion {
+		return fmt.Errorf("recovering exec task: not an exec handle of version %d", handleVersion)
+	}
+	var st state
+	if err := json.Unmarshal(h.DriverState, &st); err != nil || st.PID <= 0 {
+		return fmt.Errorf("recovering exec task %s: bad handle state %q", h.TaskID, h.DriverState)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.tasks[h.TaskID]; ok {
+		return nil
+	}
+	if !proc.Same(st.PID, st.StartTicks) {
+		return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
+			h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
+	}
+	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt, done: make(chan struct{})}
+	d.tasks[h.TaskID] = t
+	go func() {
+		_ = proc.WaitExit(context.Background(), t.pid, t.startTicks)
+		_ = unix.Kill(-t.pid, unix.SIGKILL)
+		t.finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
+		d.emit(t, "exited")
+	}()
+	return nil
+}
+
+func (d *Driver) get(id string) (*task, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.tasks[id]
+	if !ok {
+		return nil, fmt.Errorf("exec task %s: %w", id, driver.ErrTaskNotFound)
+	}
+	return t, nil
+}
+
+func (d *Driver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
+	t, err := d.get(id)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *driver.ExitResult, 1)
+	go func() {
+		defer close(ch)
+		select {
+		case <-t.done:
+			t.mu.Lock()
+			r := *t.result
+			t.mu.Unlock()
+			ch <- &r
+		case <-ctx.Done():
+		}
+	}()
+	return ch, nil
+}
+
+func parseSignal(name, def string) (unix.Signal, error) {
+	if name == "" {
+		name = def
+	}
+	if name == "" {
+		name = "SIGTERM"
+	}
+	s := unix.SignalNum(name)
+	if s == 0 {
+		return 0, fmt.Errorf("unknown signal %q", name)
+	}
+	return s, nil
+}
+
+// signalGroup signals the task's process group, after checking (for a
+// recovered task) that its PID is still the task's.
+func (t *task) signalGroup(sig unix.Signal) error {
+	if t.exited() {
+		return nil
+	}
+	if t.cfg == nil && !proc.Same(t.pid, t.startTicks) {
+		return nil
+	}
+	if err := unix.Kill(-t.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration, signal string) error {
+	t, err := d.get(id)
+	if err != nil {
+		return err
+	}
+	sig, err := parseSignal(signal, t.killSignal)
+	if err != nil {
+		return fmt.Errorf("stopping exec task %s: %w", id, err)
+	}
+	if err := t.signalGroup(sig); err != nil {
+		return fmt.Errorf("stopping exec task %s: signalling group %d: %w", id, t.pid, err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping exec task %s: %w", id, ctx.Err())
+	case <-timer.C:
+	}
+	if err := t.signalGroup(unix.SIGKILL); err != nil {
+		return fmt.Errorf("stopping exec task %s: killing group %d: %w", id, t.pid, err)
+	}
+	select {
+	case <-t.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping exec task %s after SIGKILL: %w", id, ctx.Err())
+	}
+}
+
+func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
+	t, err := d.get(id)
+	if err != nil {
+		return err
+	}
+	if !t.exited() {
+		if !force {
+			return fmt.Errorf("destroying exec task %s: still running", id)
+		}
+		if err := t.signalGroup(unix.SIGKILL); err != nil {
+			return fmt.Errorf("destroying exec task %s: %w", id, err)
+		}
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return fmt.Errorf("destroying exec task %s: %w", id, ctx.Err())
+		}
+	}
+	d.mu.Lock()
+	delete(d.tasks, id)
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
+	t, err := d.get(id)
+	if err != nil {
+		return nil, err
+	}
+	s := &driver.TaskStatus{ID: id, State: driver.TaskStateRunning, StartedAt: t.startedAt,
+		Attributes: map[string]string{"pid": strconv.Itoa(t.pid)}}
+	if t.cfg != nil {
+		s.Name = t.cfg.TaskName
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.result != nil {
+		r := *t.result
+		s.State, s.CompletedAt, s.ExitResult = driver.TaskStateExited, t.endedAt, &r
+	}
+	return s, nil
+}
+
+// usage sums the CPU ticks and resident memory of the task's process group.
+func (t *task) usage() (ticks uint64, rss uint64) {
+	members, err := proc.Group(t.pid)
+	if err != nil {
+		return 0, 0
+	}
+	for _, m := range members {
+		ticks += m.UTime + m.STime
+		if m.RSSPages > 0 {
+			rss += uint64(m.RSSPages) * uint64(os.Getpagesize())
+		}
+	}
+	return ticks, rss
+}
+
+func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
+	t, err := d.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if interval <= 0 {
+		return nil, errors.New("stats interval must be positive")
+	}
+	ch := make(chan *driver.TaskResourceUsage)
+	go func() {
+		defer close(ch)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		prevTicks, _ := t.usage()
+		prevAt := time.Now()
+		for {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			case <-t.done:
+				return
+			}
+			ticks, rss := t.usage()
+			now := time.Now()
+			var cpu float64
+			if el := now.Sub(prevAt).Seconds(); el > 0 && ticks >= prevTicks {
+				cpu = float64(ticks-prevTicks) / clockTicks / el * 100
+			}
+			prevTicks, prevAt = ticks, now
+			select {
+			case ch <- &driver.TaskResourceUsage{Timestamp: now, CPUPercent: cpu, MemoryBytes: rss}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
+	ch := make(chan *driver.TaskEvent, 64)
+	d.mu.Lock()
+	d.subs[ch] = struct{}{}
+	d.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		d.mu.Lock()
+		delete(d.subs, ch)
+		close(ch)
+		d.mu.Unlock()
+	}()
+	return ch, nil
+}
+
+func (d *Driver) emit(t *task, msg string) {
+	e := &driver.TaskEvent{TaskID: t.id, Timestamp: time.Now(), Message: msg,
+		Annotations: map[string]string{"pid": strconv.Itoa(t.pid)}}
+	if t.cfg != nil {
+		e.AllocID, e.TaskName = t.cfg.AllocID, t.cfg.TaskName
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for ch := range d.subs {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
+}
+
+func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
+	t, err := d.get(id)
+	if err != nil {
+		return err
+	}
+	sig, err := parseSignal(signal, "")
+	if err != nil {
+		return fmt.Errorf("signalling exec task %s: %w", id, err)
+	}
+	if t.exited() {
+		return fmt.Errorf("signalling exec task %s: it has exited", id)
+	}
+	if err := t.signalGroup(sig); err != nil {
+		return fmt.Errorf("signalling exec task %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,534 @@
+package manager_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/hivelet/hivelet/plugins/builtin"
+	"github.com/hivelet/hivelet/plugins/internal/proc"
+	"github.com/hivelet/hivelet/plugins/manager"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// The test binary doubles as the "hivelet binary" the manager re-executes:
+// `<test binary> plugin serve NAME` serves a built-in driver, like
+// `hivelet plugin serve NAME`, plus two test-only plugins:
+//   - mock-v99 speaks driver protocol version 99;
+//   - host: not a plugin but a host process that launches the exec plugin,
+//     starts one task, prints its handle and exits without closing anything.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "plugin" && os.Args[2] == "serve" {
+		serve(os.Args[3])
+		os.Exit(0)
+	}
+	if len(os.Args) == 5 && os.Args[1] == "host" {
+		os.Exit(runHost(os.Args[2], os.Args[3], os.Args[4]))
+	}
+	os.Exit(m.Run())
+}
+
+func serve(name string) {
+	if name == "mock-v99" {
+		hs := driver.Handshake()
+		hs.ProtocolVersion = 99
+		plugin.Serve(&plugin.ServeConfig{HandshakeConfig: hs, Plugins: driver.PluginSet(mock.New()), GRPCServer: plugin.DefaultGRPCServer})
+		return
+	}
+	f, ok := builtin.Registry()[name]
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no such driver", name)
+		os.Exit(2)
+	}
+	d, err := f()
+	if err != nil {
+		os.Exit(1)
+	}
+	driver.Serve(d)
+}
+
+// runHost is a host process: it starts an exec task through a manager
+// whose reattach data is in a FileStore, prints the handle, and exits.
+func runHost(stateDir, storeDir, marker string) int {
+	store, err := manager.NewFileStore(storeDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"exec"}, StateDir: stateDir, Store: store})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	d, err := m.Driver(ctx, "exec")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	h, err := d.StartTask(ctx, execTask("outlive", marker))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(h)
+	return 0 // no Close: the host just goes away
+}
+
+// shortTempDir returns a short directory (Unix socket paths are limited to
+// 107 bytes, and t.TempDir's names are long).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
+	t.Helper()
+	if cfg.SelfExe == "" {
+		cfg.SelfExe = os.Args[0]
+	}
+	if cfg.Builtins == nil {
+		cfg.Builtins = []string{"mock", "exec", "mock-v99"}
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = shortTempDir(t)
+	}
+	m, err := manager.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Kill() })
+	return m
+}
+
+// execTask runs a shell that appends a line to marker each time it starts
+// (so a second start is visible) and then sleeps.
+func execTask(id, marker string) *driver.TaskConfig {
+	return &driver.TaskConfig{ID: id, AllocID: "a-" + id, TaskName: id, Config: map[string]any{
+		"command": "/bin/sh",
+		"args":    []any{"-c", `echo started >> "$MARKER"; exec sleep 60`},
+		"env":     map[string]any{"MARKER": marker},
+	}}
+}
+
+func startCount(t *testing.T, marker string) int {
+	t.Helper()
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "started")
+}
+
+func taskPID(t *testing.T, ctx context.Context, d driver.Driver, id string) int {
+	t.Helper()
+	st, err := d.InspectTask(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != driver.TaskStateRunning {
+		t.Fatalf("task %s is %s", id, st.State)
+	}
+	pid, err := strconv.Atoi(st.Attributes["pid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestABuiltinDriverRunsOutOfProcessInItsOwnSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	logs := &logBuffer{}
+	m := newManager(t, manager.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	d, err := m.Driver(ctx, "mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, ok := m.PID("mock")
+	if !ok || pid == os.Getpid() {
+		t.Fatalf("plugin pid %d up=%v", pid, ok)
+	}
+	st, err := proc.ReadStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Session != pid {
+		t.Fatalf("plugin %d is in session %d, want its own", pid, st.Session)
+	}
+	info, err := d.Info(ctx)
+	if err != nil || info.Name != "mock" {
+		t.Fatalf("info %+v %v", info, err)
+	}
+	h, err := d.StartTask(ctx, &driver.TaskConfig{ID: "t1", AllocID: "alloc-1",
+		Config: map[string]any{"run_for": "10ms", "exit_code": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := d.WaitTask(ctx, h.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r == nil || r.ExitCode != 3 {
+		t.Fatalf("exit %+v", r)
+	}
+	// The plugin's own log line reaches the host's log with its name.
+	waitFor(t, "the plugin's log line in the host log", 5*time.Second, func() bool {
+		return strings.Contains(logs.String(), `"msg":"mock task started","plugin":"mock"`) ||
+			strings.Contains(logs.String(), `"msg":"mock task started"`) && strings.Contains(logs.String(), `"plugin":"mock"`)
+	})
+	if !strings.Contains(logs.String(), `"alloc_id":"alloc-1"`) {
+		t.Fatalf("plugin log attributes lost: %s", logs.String())
+	}
+}
+
+func TestAPluginOfAnotherProtocolVersionIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m := newManager(t, manager.Config{})
+	_, err := m.Driver(ctx, "mock-v99")
+	if err == nil {
+		t.Fatal("a protocol 99 plugin was accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "version 99") || !strings.Contains(msg, fmt.Sprintf("version %d", driver.ProtocolVersion)) {
+		t.Fatalf("refusal does not name both versions: %v", err)
+	}
+	// Control: the same binary serving protocol 1 is accepted.
+	if _, err := m.Driver(ctx, "mock"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAPinnedChecksumMismatchIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	real, err := manager.FileSHA256(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Repeat("0", 64)
+	m := newManager(t, manager.Config{Checksums: map[string]string{"mock": wrong, "exec": real}})
+	_, err = m.Driver(ctx, "mock")
+	if err == nil {
+		t.Fatal("a plugin with the wrong checksum was launched")
+	}
+	if !strings.Contains(err.Error(), real) || !strings.Contains(err.Error(), wrong) {
+		t.Fatalf("refusal does not name both sums: %v", err)
+	}
+	// Control: the correctly pinned plugin launches.
+	if _, err := m.Driver(ctx, "exec"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAPinIsCheckedAgainWhenReattaching(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	real, err := manager.FileSHA256(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, store := shortTempDir(t), manager.NewMemoryStore()
+	m1 := newManager(t, manager.Config{StateDir: state, Store: store, Checksums: map[string]string{"mock": real}})
+	if _, err := m1.Driver(ctx, "mock"); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := m1.PID("mock")
+	start, _ := proc.StartTicks(pid)
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The pin changed while the host was down: the running plugin no longer
+	// matches; it is not reattached, and a relaunch is refused too.
+	m2 := newManager(t, manager.Config{StateDir: state, Store: store, Checksums: map[string]string{"mock": strings.Repeat("a", 64)}})
+	_, err = m2.Driver(ctx, "mock")
+	if err == nil || !strings.Contains(err.Error(), real) {
+		t.Fatalf("reattach with a mismatching pin: %v", err)
+	}
+	waitFor(t, "the unpinned plugin to be killed", 5*time.Second, func() bool { return !proc.Same(pid, start) })
+}
+
+func TestASecondManagerReattachesToTheRunningPlugin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state, store := shortTempDir(t), manager.NewMemoryStore()
+	marker := filepath.Join(state, "marker")
+	m1 := newManager(t, manager.Config{StateDir: state, Store: store})
+	d1, err := m1.Driver(ctx, "exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := d1.StartTask(ctx, execTask("t1", marker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskPid := taskPID(t, ctx, d1, "t1")
+	pluginPid, _ := m1.PID("exec")
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closing the host does not stop the plugin.
+	if _, err := proc.StartTicks(pluginPid); err != nil {
+		t.Fatalf("plugin died with the host: %v", err)
+	}
+
+	m2 := newManager(t, manager.Config{StateDir: state, Store: store})
+	d2, err := m2.Driver(ctx, "exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, _ := m2.PID("exec"); pid != pluginPid {
+		t.Fatalf("second manager uses plugin pid %d, want the running %d", pid, pluginPid)
+	}
+	if err := d2.RecoverTask(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if got := taskPID(t, ctx, d2, "t1"); got != taskPid {
+		t.Fatalf("task pid %d after reattach, want %d", got, taskPid)
+	}
+	if n := startCount(t, marker); n != 1 {
+		t.Fatalf("task started %d times", n)
+	}
+	// Control: the reattached plugin really serves calls, and its task
+	// still exits (with the exit status the driver saw as its parent).
+	ch, err := d2.WaitTask(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.StopTask(ctx, "t1", 5*time.Second, "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-ch; r == nil || r.Signal != int(syscall.SIGTERM) {
+		t.Fatalf("exit after stop: %+v", r)
+	}
+}
+
+func TestAPluginOutlivesTheHostProcessThatStartedIt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state := shortTempDir(t)
+	storeDir := filepath.Join(state, "store")
+	marker := filepath.Join(state, "marker")
+	host := osexecCommand(os.Args[0], "host", state, storeDir, marker)
+	out, err := host.Output()
+	if err != nil {
+		t.Fatalf("host process: %v", err)
+	}
+	var h driver.TaskHandle
+	if err := json.Unmarshal(out, &h); err != nil {
+		t.Fatalf("host output %q: %v", out, err)
+	}
+	store, err := manager.NewFileStore(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok, err := store.PluginReattach("exec")
+	if err != nil || !ok {
+		t.Fatalf("no reattach data left by the host: %v", err)
+	}
+	var rec struct{ PID int }
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, manager.Config{StateDir: state, Store: store})
+	d, err := m.Driver(ctx, "exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, _ := m.PID("exec"); pid != rec.PID {
+		t.Fatalf("new host uses plugin %d, the dead host's plugin was %d", pid, rec.PID)
+	}
+	if err := d.RecoverTask(ctx, &h); err != nil {
+		t.Fatal(err)
+	}
+	// The plugin writes to its log now that the host that started it is
+	// gone: with stderr pointed at the host, this is where SIGPIPE killed it.
+	if _, err := d.StartTask(ctx, &driver.TaskConfig{ID: "bad", Config: map[string]any{"command": "/nonexistent"}}); err == nil {
+		t.Fatal("starting a missing command succeeded")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if pid, up := m.PID("exec"); !up || pid != rec.PID {
+		t.Fatalf("plugin %d up=%v after logging, want %d still up", pid, up, rec.PID)
+	}
+	if n := startCount(t, marker); n != 1 {
+		t.Fatalf("task started %d times", n)
+	}
+	if err := d.StopTask(ctx, h.TaskID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	state := shortTempDir(t)
+	m := newManager(t, manager.Config{StateDir: state, MinBackoff: 10 * time.Millisecond})
+	d, err := m.Driver(ctx, "exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	pids := map[string]int{}
+	markers := map[string]string{}
+	for k := 0; k < n; k++ {
+		id := fmt.Sprintf("t%d", k)
+		markers[id] = filepath.Join(state, id+".marker")
+		if _, err := d.StartTask(ctx, execTask(id, markers[id])); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "task start", 5*time.Second, func() bool { _, err := os.Stat(markers[id]); return err == nil })
+		pids[id] = taskPID(t, ctx, d, id)
+	}
+	wait, err := d.WaitTask(ctx, "t0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	old, _ := m.PID("exec")
+	killedAt := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a relaunched plugin", 10*time.Second, func() bool {
+		pid, up := m.PID("exec")
+		return up && pid != old
+	})
+	t.Logf("plugin relaunched and %d tasks recovered %v after SIGKILL", n, time.Since(killedAt))
+
+	for id, pid := range pids {
+		if got := taskPID(t, ctx, d, id); got != pid {
+			t.Errorf("task %s has pid %d after the plugin restart, want %d", id, got, pid)
+		}
+		if c := startCount(t, markers[id]); c != 1 {
+			t.Errorf("task %s started %d times", id, c)
+		}
+	}
+	select {
+	case r, ok := <-wait:
+		t.Fatalf("wait ended across the restart: %+v %v", r, ok)
+	default:
+	}
+	// The wait opened before the crash still delivers the exit.
+	if err := d.StopTask(ctx, "t0", 5*time.Second, "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-wait:
+		if r == nil || r.Err == "" {
+			t.Fatalf("exit of a recovered exec task = %+v, want an unknown-status report", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no exit delivered to the wait opened before the crash")
+	}
+	if _, err := proc.StartTicks(pids["t0"]); err == nil {
+		t.Fatal("stopped task still running")
+	}
+}
+
+func TestAPluginThatCannotRelaunchIsRetriedWithBackoff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := shortTempDir(t)
+	exe := filepath.Join(dir, "hivelet-copy")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, manager.Config{SelfExe: exe, Builtins: []string{"mock"}, MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	d, err := m.Driver(ctx, "mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := m.PID("mock")
+	// The binary disappears, then the plugin dies: relaunches fail...
+	if err := os.Rename(exe, exe+".away"); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(old, syscall.SIGKILL)
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = d.Info(short)
+	cancelShort()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call while the plugin cannot launch: %v", err)
+	}
+	// ...until it is back.
+	if err := os.Rename(exe+".away", exe); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Info(ctx); err != nil {
+		t.Fatalf("after the binary came back: %v", err)
+	}
+	if pid, _ := m.PID("mock"); pid == old {
+		t.Fatal("still the killed plugin")
+	}
+}
+
+func TestSocketDirectoryIsPrivate(t *testing.T) {
+	state := shortTempDir(t)
+	if err := os.MkdirAll(filepath.Join(state, "sockets"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(state, "sockets"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, manager.Config{StateDir: state})
+	_ = m
+	fi, err := os.Stat(filepath.Join(state, "sockets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("socket dir mode %v", fi.Mode().Perm())
+	}
+}

@@ -1,0 +1,268 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// proxy is the Driver the manager hands out for one plugin. It routes each
+// call to the plugin's current process, waits (within the caller's ctx)
+// while the plugin is being relaunched, keeps the set of tasks to recover
+// into the next process, and carries streams (wait, fingerprint, stats,
+// events) across relaunches.
+type proxy struct {
+	i *instance
+}
+
+var _ driver.Driver = (*proxy)(nil)
+
+// current returns the connected driver and its generation, waiting for a
+// relaunch in progress.
+func (p *proxy) current(ctx context.Context) (driver.Driver, uint64, error) {
+	i := p.i
+	for {
+		i.mu.Lock()
+		up, drv, gen, changed, lastErr := i.up, i.drv, i.gen, i.changed, i.lastErr
+		i.mu.Unlock()
+		if up {
+			return drv, gen, nil
+		}
+		select {
+		case <-changed:
+		case <-i.m.ctx.Done():
+			return nil, 0, fmt.Errorf("driver plugin %q: %w", i.p.Name, errClosed)
+		case <-ctx.Done():
+			if lastErr != nil {
+				return nil, 0, fmt.Errorf("driver plugin %q is down (last launch: %v): %w", i.p.Name, lastErr, ctx.Err())
+			}
+			return nil, 0, fmt.Errorf("driver plugin %q is down: %w", i.p.Name, ctx.Err())
+		}
+	}
+}
+
+// afterLoss waits until a generation newer than gen is up, or, if the
+// process of gen turns out to be alive after all, at most a second.
+func (p *proxy) afterLoss(ctx context.Context, gen uint64) (driver.Driver, uint64, error) {
+	deadline := time.NewTimer(time.Second)
+	defer deadline.Stop()
+	for {
+		p.i.mu.Lock()
+		up, g, changed := p.i.up, p.i.gen, p.i.changed
+		p.i.mu.Unlock()
+		if up && g > gen {
+			break
+		}
+		select {
+		case <-changed:
+			continue
+		case <-deadline.C:
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("driver plugin %q is down: %w", p.i.p.Name, ctx.Err())
+		case <-p.i.m.ctx.Done():
+			return nil, 0, errClosed
+		}
+		break
+	}
+	return p.current(ctx)
+}
+
+// lostSince tells a stream that ended because the plugin process of gen
+// went away from one the driver ended: it gives the manager 200ms to notice
+// the death (it takes about 5ms) before believing the plugin is fine.
+func (p *proxy) lostSince(ctx context.Context, gen uint64) bool {
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		p.i.mu.Lock()
+		up, g, changed := p.i.up, p.i.gen, p.i.changed
+		p.i.mu.Unlock()
+		if !up || g != gen {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// lostConnection reports an error caused by the plugin process going away
+// rather than by the driver.
+func lostConnection(err error) bool {
+	if err == nil {
+		return false
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		var ws interface{ GRPCStatus() *status.Status }
+		if errors.As(err, &ws) {
+			st, ok = ws.GRPCStatus(), true
+		}
+	}
+	return ok && (st.Code() == codes.Unavailable || st.Code() == codes.Canceled)
+}
+
+// call runs fn against the current plugin; an idempotent call that failed
+// because the plugin died is retried once against its successor.
+func (p *proxy) call(ctx context.Context, idempotent bool, fn func(driver.Driver) error) error {
+	d, gen, err := p.current(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(d)
+	if !idempotent || !lostConnection(err) || ctx.Err() != nil {
+		return err
+	}
+	d, _, err2 := p.afterLoss(ctx, gen)
+	if err2 != nil {
+		return fmt.Errorf("%w (after: %v)", err2, err)
+	}
+	return fn(d)
+}
+
+func (p *proxy) Info(ctx context.Context) (info driver.PluginInfo, err error) {
+	err = p.call(ctx, true, func(d driver.Driver) error { info, err = d.Info(ctx); return err })
+	return info, err
+}
+
+func (p *proxy) Capabilities(ctx context.Context) (c driver.Capabilities, err error) {
+	err = p.call(ctx, true, func(d driver.Driver) error { c, err = d.Capabilities(ctx); return err })
+	return c, err
+}
+
+func (p *proxy) ConfigSchema(ctx context.Context) (s *driver.Schema, err error) {
+	err = p.call(ctx, true, func(d driver.Driver) error { s, err = d.ConfigSchema(ctx); return err })
+	return s, err
+}
+
+// StartTask is never retried: a start whose answer was lost may have
+// started the task, and starting it again would run it twice.
+func (p *proxy) StartTask(ctx context.Context, cfg *driver.TaskConfig) (h *driver.TaskHandle, err error) {
+	err = p.call(ctx, false, func(d driver.Driver) error { h, err = d.StartTask(ctx, cfg); return err })
+	if err == nil {
+		p.i.track(h)
+	}
+	return h, err
+}
+
+func (p *proxy) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
+	err := p.call(ctx, true, func(d driver.Driver) error { return d.RecoverTask(ctx, h) })
+	if err == nil {
+		p.i.track(h)
+	}
+	return err
+}
+
+func (p *proxy) StopTask(ctx context.Context, id string, timeout time.Duration, sig string) error {
+	return p.call(ctx, true, func(d driver.Driver) error { return d.StopTask(ctx, id, timeout, sig) })
+}
+
+func (p *proxy) DestroyTask(ctx context.Context, id string, force bool) error {
+	err := p.call(ctx, true, func(d driver.Driver) error { return d.DestroyTask(ctx, id, force) })
+	if err == nil || errors.Is(err, driver.ErrTaskNotFound) {
+		p.i.forget(id)
+	}
+	return err
+}
+
+func (p *proxy) InspectTask(ctx context.Context, id string) (s *driver.TaskStatus, err error) {
+	err = p.call(ctx, true, func(d driver.Driver) error { s, err = d.InspectTask(ctx, id); return err })
+	return s, err
+}
+
+// SignalTask is not retried: a signal may have been delivered.
+func (p *proxy) SignalTask(ctx context.Context, id string, sig string) error {
+	return p.call(ctx, false, func(d driver.Driver) error { return d.SignalTask(ctx, id, sig) })
+}
+
+// follow carries a stream across plugin relaunches: when the plugin's
+// stream closes while ctx is live, lost (if set) is sent, and the stream is
+// opened again on the next process. With once, it ends after one value.
+func follow[T any](ctx context.Context, p *proxy, once bool, open func(context.Context, driver.Driver) (<-chan T, error), lost func() (T, bool)) (<-chan T, error) {
+	var inner <-chan T
+	d, gen, err := p.current(ctx)
+	if err == nil {
+		inner, err = open(ctx, d)
+		if lostConnection(err) && ctx.Err() == nil {
+			if d, gen, err = p.afterLoss(ctx, gen); err == nil {
+				inner, err = open(ctx, d)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan T, 1)
+	go func() {
+		defer close(out)
+		for {
+			for v := range inner {
+				select {
+				case out <- v:
+				case <-ctx.Done():
+					return
+				}
+				if once {
+					return
+				}
+			}
+			if ctx.Err() != nil || p.i.m.ctx.Err() != nil || !p.lostSince(ctx, gen) {
+				return
+			}
+			if lost != nil {
+				if v, ok := lost(); ok {
+					select {
+					case out <- v:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+			var d driver.Driver
+			if d, gen, err = p.afterLoss(ctx, gen); err != nil {
+				return
+			}
+			if inner, err = open(ctx, d); err != nil {
+				// ErrTaskNotFound included: the caller's next call reports it.
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (p *proxy) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
+	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.Fingerprint, error) {
+		return d.Fingerprint(ctx)
+	}, func() (*driver.Fingerprint, bool) {
+		return &driver.Fingerprint{Healthy: false, Description: "driver plugin restarting"}, true
+	})
+}
+
+func (p *proxy) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
+	return follow(ctx, p, true, func(ctx context.Context, d driver.Driver) (<-chan *driver.ExitResult, error) {
+		return d.WaitTask(ctx, id)
+	}, nil)
+}
+
+func (p *proxy) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
+	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskResourceUsage, error) {
+		return d.TaskStats(ctx, id, interval)
+	}, nil)
+}
+
+func (p *proxy) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
+	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskEvent, error) {
+		return d.TaskEvents(ctx)
+	}, nil)
+}
