@@ -1,9 +1,15 @@
 package docker_test
 
 import (
+	"context"
+	"log/slog"
 	"os"
+	"syscall"
+	"testing"
+	"time"
 
 	docker "github.com/hivelet/hivelet/plugins/docker"
+	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -21,4 +27,91 @@ func servePluginIfAsked() bool {
 	}
 	driver.Serve(d)
 	return true
+}
+
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	// Unix socket paths are limited to 107 bytes: stay out of t.TempDir().
+	dir, err := os.MkdirTemp("", "hvd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) {
+	c := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := manager.New(manager.Config{
+		SelfExe:    os.Args[0],
+		Builtins:   []string{docker.Name},
+		StateDir:   shortTempDir(t),
+		MinBackoff: 10 * time.Millisecond,
+		Logger:     slog.New(slog.NewTextHandler(testLog{t}, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Kill() })
+	d, err := m.Driver(ctx, docker.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := task(t, c, "tick", "20")
+	start(t, d, tc)
+	before, err := d.InspectTask(ctx, tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCh, err := d.WaitTask(ctx, tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	old, up := m.PID(docker.Name)
+	if !up {
+		t.Fatal("the plugin is not running")
+	}
+	killedAt := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if pid, up := m.PID(docker.Name); up && pid != old {
+			break
+		}
+		if time.Since(killedAt) > 20*time.Second {
+			t.Fatal("the plugin was not relaunched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	after, err := d.InspectTask(ctx, tc.ID)
+	if err != nil {
+		t.Fatalf("after the plugin restart: %v", err)
+	}
+	t.Logf("plugin relaunched and the task recovered %v after SIGKILL", time.Since(killedAt))
+	if after.Attributes["container_id"] != before.Attributes["container_id"] || !after.StartedAt.Equal(before.StartedAt) || after.State != driver.TaskStateRunning {
+		t.Fatalf("after the plugin restart %+v, before %+v: not the same running container", after, before)
+	}
+	select {
+	case r, ok := <-waitCh:
+		t.Fatalf("the wait ended across the restart: %+v %v", r, ok)
+	default:
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := d.StopTask(ctx, tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r, ok := <-waitCh:
+		if !ok || r.ExitCode != 0 || r.Err != "" {
+			t.Fatalf("exit seen by the wait opened before the crash: %+v %v", r, ok)
+		}
+	case <-ctx.Done():
+		t.Fatal("no exit delivered to the wait opened before the crash")
+	}
+	checkTicks(t, tc.StdoutPath, 20)
 }
