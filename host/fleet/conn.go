@@ -196,7 +196,9 @@ func (c *Conn) runHooks() {
 
 // Close closes the connection (after flushing, bounded by the request timeout).
 func (c *Conn) Close() {
-	_ = c.nc.FlushTimeout(c.timeout)
+	if c.nc.IsConnected() {
+		_ = c.nc.FlushTimeout(c.timeout)
+	}
 	c.nc.Close()
 }
 

@@ -49,6 +49,9 @@ type Source struct {
 	changed    chan struct{}
 	syncedCh   chan struct{}
 	syncedOnce sync.Once
+
+	// watchHook, set only by tests, sees every watcher created.
+	watchHook func(kind string, w jetstream.KeyWatcher)
 }
 
 // NewSource returns a Source over the store's buckets; call Run.
@@ -157,6 +160,9 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			continue
 		}
 		attempt = 0
+		if s.watchHook != nil {
+			s.watchHook(b.kind, w)
+		}
 		reason := s.consume(ctx, b, w, full, reconnect, log)
 		stop()
 		switch reason {

@@ -1,0 +1,436 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+func TestBootPullSeesWhatWasPutBeforeTheAgentStarted(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	putRaw(t, writer, "default.web", jobJSON("web", 2, "")) // only the latest counts
+	putRaw(t, writer, "default.api", jobJSON("api", 1, ""))
+	putRaw(t, writer, "default.gone", jobJSON("gone", 1, ""))
+	ctx := context.Background()
+	if err := writer.Jobs.Delete(ctx, "default.gone"); err != nil {
+		t.Fatal(err)
+	}
+
+	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{}), SourceConfig{Log: log})
+	waitSynced(t, src)
+	v := src.View()
+	if !v.Synced {
+		t.Fatal("view not synced after Synced closed")
+	}
+	if got, _ := jobVersion(v, "web"); got != 2 {
+		t.Fatalf("web version %d, want 2", got)
+	}
+	if got, _ := jobVersion(v, "api"); got != 1 {
+		t.Fatalf("api version %d, want 1", got)
+	}
+	// A key deleted before boot was never decoded: nothing to run, nothing to stop.
+	if st := v.Jobs["default.gone"]; wanted.OrderFor(st) != wanted.OrderNone {
+		t.Fatalf("a key deleted before boot orders %v", wanted.OrderFor(st))
+	}
+}
+
+func TestTheWatchSeesLivePuts(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{}), SourceConfig{Log: log})
+	waitSynced(t, src)
+	if !strings.Contains(logs.String(), "quiet=no_key") {
+		t.Fatalf("an empty jobs bucket was not logged as quiet no_key:\n%s", logs)
+	}
+	gen := src.View().Generation
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	select {
+	case <-src.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change signal")
+	}
+	eventually(t, 5*time.Second, "web v1 in view", hasJob(src, "web", 1))
+	if src.View().Generation <= gen {
+		t.Fatal("generation did not advance")
+	}
+	for i := 2; i <= 50; i++ {
+		putRaw(t, writer, "default.web", jobJSON("web", i, ""))
+	}
+	eventually(t, 5*time.Second, "web v50 in view", hasJob(src, "web", 50))
+}
+
+func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	srv := startServer(t, dir, port)
+	log, logs := testLog(t)
+	obs := newObs()
+	conn := connect(t, srv.ClientURL(), log, obs)
+	src := runSource(t, mustEnsure(t, conn, BucketOptions{}), SourceConfig{Log: log, Observer: obs})
+	waitSynced(t, src)
+
+	// A separate writer that reconnects on its own.
+	wc, err := Connect(context.Background(), ConnConfig{URLs: []string{srv.ClientURL()}, RequestTimeout: time.Second}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	writer := mustEnsure(t, wc, BucketOptions{})
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	eventually(t, 5*time.Second, "web v1 before restart", hasJob(src, "web", 1))
+
+	srv.Shutdown()
+	srv = startServer(t, dir, port)
+	restarted := time.Now()
+
+	// Writes right after the restart, possibly before the watcher is back:
+	// the resumed watch must deliver them all.
+	ctx := context.Background()
+	var put2 bool
+	eventually(t, 10*time.Second, "writer reconnected and wrote", func() bool {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if !put2 {
+			if _, err := writer.Jobs.Put(rctx, "default.web", jobJSON("web", 2, "")); err != nil {
+				return false
+			}
+			put2 = true
+		}
+		_, err := writer.Jobs.Put(rctx, "default.api", jobJSON("api", 1, ""))
+		return err == nil
+	})
+	took := eventually(t, 10*time.Second, "both writes after the restart seen", func() bool {
+		return hasJob(src, "web", 2)() && hasJob(src, "api", 1)()
+	})
+	since := time.Since(restarted)
+	t.Logf("watch resumed and delivered %s after the server came back (%s after the writes)", since, took)
+	if since > 5*time.Second {
+		t.Fatalf("the watch took %s to resume: not re-created from the reconnect handler?", since)
+	}
+	if obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/reconnect") == 0 {
+		t.Fatalf("no reconnect restart counted; logs:\n%s", logs)
+	}
+	// And the live path keeps working after the resume.
+	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
+	eventually(t, 5*time.Second, "web v3 after the resume", hasJob(src, "web", 3))
+}
+
+func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	obs := newObs()
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	putRaw(t, writer, "default.old", jobJSON("old", 1, ""))
+
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, obs), BucketOptions{})
+	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
+	var mu sync.Mutex
+	var watchers []jetstream.KeyWatcher
+	src.watchHook = func(kind string, w jetstream.KeyWatcher) {
+		mu.Lock()
+		watchers = append(watchers, w)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitSynced(t, src)
+	eventually(t, 5*time.Second, "boot pull", hasJob(src, "old", 1))
+
+	// End the watch under the source, then change the bucket while no watch
+	// listens: only a repair pull can learn these.
+	mu.Lock()
+	first := watchers[0]
+	mu.Unlock()
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, writer, "default.web", jobJSON("web", 2, ""))
+	if err := writer.Jobs.Purge(context.Background(), "default.old"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "repair pull saw the put made while the watch was down", hasJob(src, "web", 2))
+	eventually(t, 5*time.Second, "purged job orphaned, not stopped", func() bool {
+		st := src.View().Jobs["default.old"]
+		return wanted.OrderFor(st) == wanted.OrderKeep
+	})
+	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/ended"); n != 1 {
+		t.Fatalf("ended restarts counted %d, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "watch ended; repairing with a full pull") {
+		t.Fatalf("the ended watch was not logged:\n%s", logs)
+	}
+	mu.Lock()
+	n := len(watchers)
+	mu.Unlock()
+	if n < 2 {
+		t.Fatal("no replacement watcher was created")
+	}
+	// The replacement watches live.
+	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
+	eventually(t, 5*time.Second, "live put on the replacement", hasJob(src, "web", 3))
+}
+
+func TestAbsenceInTheBucketIsNotADeletionOrder(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	for _, id := range []string{"deleted", "purged", "stopped"} {
+		putRaw(t, writer, "default."+id, jobJSON(id, 1, ""))
+	}
+	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{}), SourceConfig{Log: log, Kinds: []string{KindJobs}})
+	waitSynced(t, src)
+	ctx := context.Background()
+	if err := writer.Jobs.Delete(ctx, "default.deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Jobs.Purge(ctx, "default.purged"); err != nil {
+		t.Fatal(err)
+	}
+	// Control: an explicit stop = true does stop.
+	putRaw(t, writer, "default.stopped", jobJSON("stopped", 2, `,"stop":true`))
+	eventually(t, 5*time.Second, "all three changes applied", func() bool {
+		v := src.View()
+		return v.Jobs["default.deleted"].Absent && v.Jobs["default.purged"].Absent && hasJob(src, "stopped", 2)()
+	})
+	v := src.View()
+	want := map[string]wanted.Order{"default.deleted": wanted.OrderKeep, "default.purged": wanted.OrderKeep, "default.stopped": wanted.OrderStop}
+	for k, o := range want {
+		if got := wanted.OrderFor(v.Jobs[k]); got != o {
+			t.Errorf("%s orders %v, want %v", k, got, o)
+		}
+	}
+	if got := v.Orphaned(); len(got) != 2 {
+		t.Errorf("orphaned = %v, want the deleted and the purged job", got)
+	}
+	if !strings.Contains(logs.String(), "not a deletion order") {
+		t.Errorf("absence not logged:\n%s", logs)
+	}
+}
+
+func TestAMissingBucketIsQuietAndNotADeletionOrder(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	c := connect(t, srv.ClientURL(), log, nil)
+	st, err := OpenStore(context.Background(), c, Names("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Missing()) != 5 {
+		t.Fatalf("missing = %v", st.Missing())
+	}
+	if _, _, err := st.GetJob(context.Background(), "", "web"); !errors.Is(err, ErrNoBucket) {
+		t.Fatalf("GetJob on a missing bucket: %v", err)
+	}
+	src := runSource(t, st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
+	waitSynced(t, src)
+	if n := len(src.View().Jobs); n != 0 {
+		t.Fatalf("jobs from a missing bucket: %d", n)
+	}
+	if !strings.Contains(logs.String(), "quiet=no_bucket") {
+		t.Fatalf("no quiet no_bucket line:\n%s", logs)
+	}
+	// Control: once the bucket appears, its job is seen.
+	writer := mustEnsure(t, c, BucketOptions{})
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	eventually(t, 15*time.Second, "job seen once the bucket exists", hasJob(src, "web", 1))
+}
+
+func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	obs := newObs()
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{}), SourceConfig{Log: log, Observer: obs})
+	waitSynced(t, src)
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	eventually(t, 5*time.Second, "web v1", hasJob(src, "web", 1))
+	rev := putRaw(t, writer, "default.web", jobJSON("web", 2, `,"groups_extra":[]`))
+	eventually(t, 5*time.Second, "rejection visible", func() bool { return len(src.View().Rejections()) == 1 })
+	v := src.View()
+	r := v.Rejections()[0]
+	if r.Key != "default.web" || r.Revision != rev || r.Bucket != "t_jobs" || !strings.Contains(r.Reason, "unknown field") {
+		t.Fatalf("rejection %+v", r)
+	}
+	if got, _ := jobVersion(v, "web"); got != 1 {
+		t.Fatalf("last good version not kept: %d", got)
+	}
+	if wanted.OrderFor(v.Jobs["default.web"]) != wanted.OrderRun {
+		t.Fatal("the last good version is not in force")
+	}
+	eventually(t, 5*time.Second, "rejection counted", func() bool {
+		return obs.get(func(o *countingObserver) map[string]int { return o.rejected }, KindJobs+"/default.web") == 1
+	})
+	if !strings.Contains(logs.String(), "declaration rejected") {
+		t.Fatalf("rejection not logged:\n%s", logs)
+	}
+	// Control: a good version clears it.
+	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
+	eventually(t, 5*time.Second, "web v3 clears the rejection", func() bool {
+		return hasJob(src, "web", 3)() && len(src.View().Rejections()) == 0
+	})
+}
+
+func TestCASRaceBetweenTwoWritersHasExactlyOneWinner(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	a := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	b := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	casRace(t, a, b)
+}
+
+// casRace runs the compare-and-set checks between two stores.
+func casRace(t *testing.T, a, b *Store) {
+	ctx := context.Background()
+	// Create: exactly one creates, the other adopts the winner's record.
+	type res struct {
+		d       *model.Deployment
+		rev     uint64
+		created bool
+		err     error
+	}
+	out := make([]res, 2)
+	var wg sync.WaitGroup
+	for i, st := range []*Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := deployment("web", 1)
+			d.ID = []string{"from-a", "from-b"}[i]
+			r := res{}
+			r.d, r.rev, r.created, r.err = st.CreateDeployment(ctx, d)
+			out[i] = r
+		}()
+	}
+	wg.Wait()
+	for _, r := range out {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if out[0].created == out[1].created {
+		t.Fatalf("created: %v and %v, want exactly one", out[0].created, out[1].created)
+	}
+	if out[0].d.ID != out[1].d.ID || out[0].rev != out[1].rev {
+		t.Fatalf("the loser did not adopt the winner's record: %s@%d vs %s@%d", out[0].d.ID, out[0].rev, out[1].d.ID, out[1].rev)
+	}
+	// Update at the same revision: exactly one wins, the loser sees ErrLostRace.
+	rev := out[0].rev
+	errs := make([]error, 2)
+	for i, st := range []*Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := *out[0].d
+			d.StatusDescription = []string{"a", "b"}[i]
+			_, errs[i] = st.UpdateDeployment(ctx, &d, rev)
+		}()
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case errors.Is(err, ErrLostRace) && errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d winners, want 1 (%v)", wins, errs)
+	}
+	// The loser re-reads and re-decides: ModifyDeployment from both sides,
+	// concurrently, each adding its own group: both changes land.
+	for i, st := range []*Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := []string{"ga", "gb"}[i]
+			_, _, errs[i] = st.ModifyDeployment(ctx, "", "web", 1, 0, func(cur model.Deployment) (*model.Deployment, error) {
+				next := cur
+				next.TaskGroups = map[string]*model.DeploymentState{}
+				for k, v := range cur.TaskGroups {
+					next.TaskGroups[k] = v
+				}
+				next.TaskGroups[name] = &model.DeploymentState{DesiredTotal: 1}
+				return &next, nil
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, _, err := a.GetDeployment(ctx, "", "web", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.TaskGroups["ga"] == nil || d.TaskGroups["gb"] == nil {
+		t.Fatalf("a concurrent modification was lost: %v", d.TaskGroups)
+	}
+}
+
+func TestAnExpiredHeartbeatIsSeenDownByAnotherWatcher(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	opts := BucketOptions{NodeTTL: time.Second}
+	owner := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts)
+	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts), SourceConfig{Log: log, Kinds: []string{KindNodes}})
+	waitSynced(t, src)
+	ctx := context.Background()
+	if _, err := owner.ForNode("n1").PutNode(ctx, nodeRecord("n1")); err != nil {
+		t.Fatal(err)
+	}
+	// Control: n2 keeps heartbeating and stays ready.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	go func() {
+		for hbCtx.Err() == nil {
+			_, _ = owner.ForNode("n2").PutNode(hbCtx, nodeRecord("n2"))
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	eventually(t, 5*time.Second, "both nodes ready", func() bool {
+		v := src.View()
+		n1, n2 := v.Node("n1"), v.Node("n2")
+		return n1 != nil && n2 != nil && n1.Status == model.NodeStatusReady && n2.Status == model.NodeStatusReady
+	})
+	took := eventually(t, 10*time.Second, "n1 down after its heartbeat expired", func() bool {
+		return src.View().Node("n1").Status == model.NodeStatusDown
+	})
+	t.Logf("n1 seen down %s after being seen ready (TTL 1s)", took)
+	if n2 := src.View().Node("n2"); n2.Status != model.NodeStatusReady {
+		t.Fatalf("control: the heartbeating node is %s", n2.Status)
+	}
+	if !strings.Contains(logs.String(), "node seen down") {
+		t.Fatalf("expiry not logged:\n%s", logs)
+	}
+	// A writer cannot write another node's record.
+	if _, err := owner.ForNode("n1").PutNode(ctx, nodeRecord("n2")); !errors.Is(err, wanted.ErrNotOwner) {
+		t.Fatalf("writing another node's record: %v", err)
+	}
+	a := &model.Allocation{ID: "a1", NodeID: "n2", JobID: "web", DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning}
+	if _, err := owner.ForNode("n1").PutAlloc(ctx, a); !errors.Is(err, wanted.ErrNotOwner) {
+		t.Fatalf("writing another node's allocation: %v", err)
+	}
+	if _, err := owner.ForNode("n2").PutAlloc(ctx, a); err != nil {
+		t.Fatalf("control: writing its own allocation: %v", err)
+	}
+}
