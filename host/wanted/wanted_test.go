@@ -15,7 +15,9 @@ func job(version int, extra string) []byte {
 	return []byte(fmt.Sprintf(goodJob, version, extra))
 }
 
-func put(rev uint64, v []byte) Entry { return Entry{Key: "default.web", Value: v, Revision: rev, Op: OpPut} }
+func put(rev uint64, v []byte) Entry {
+	return Entry{Key: "default.web", Value: v, Revision: rev, Op: OpPut}
+}
 
 // run applies a sequence of entries from an empty state.
 func run(entries ...Entry) (JobState, []Effect) {
