@@ -10,6 +10,7 @@ package builtin
 import (
 	"sort"
 
+	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/exec"
 	"github.com/hivelet/hivelet/plugins/mock"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -21,8 +22,9 @@ type Factory func() (driver.Driver, error)
 // Registry maps each built-in driver's name to its constructor.
 func Registry() map[string]Factory {
 	return map[string]Factory{
-		mock.Name: func() (driver.Driver, error) { return mock.New(), nil },
-		exec.Name: func() (driver.Driver, error) { return exec.New(), nil },
+		mock.Name:   func() (driver.Driver, error) { return mock.New(), nil },
+		exec.Name:   func() (driver.Driver, error) { return exec.New(), nil },
+		docker.Name: docker.NewFromEnv,
 	}
 }
 
