@@ -263,5 +263,3 @@ func TestGuestOutputIsLoggedSizeLimitedAndTagged(t *testing.T) {
 		t.Fatalf("got %d logged lines, want a few tagged with the digest and a drop notice:\n%.2000s", lines, out)
 	}
 }
-
-

@@ -61,6 +61,11 @@ func newTestEngine(t testing.TB, opts Options) (*Engine, *faultLog, *prometheus.
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.Deadline == 0 {
+		// Correctness tests must not flake on a loaded machine; the
+		// deadline itself is tested with 100 ms in faults_test.go.
+		opts.Deadline = 5 * time.Second
+	}
 	opts.Registerer = reg
 	opts.OnFault = faults.add
 	e, err := New(context.Background(), opts)

@@ -133,19 +133,6 @@ func (r *reader) byte() byte {
 	return c
 }
 
-func (r *reader) bytes(n int) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n > len(r.b)-r.pos {
-		r.fail("truncated string")
-		return nil
-	}
-	s := r.b[r.pos : r.pos+n]
-	r.pos += n
-	return s
-}
-
 // strLen reads a string length: 4 bytes, little endian. Fixed width costs
 // a few bytes per string and saves a varint loop per string, which matters
 // in a guest where every loop iteration checks for the deadline.
