@@ -1,0 +1,304 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/plugins/internal/proc"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+func taskCfg(t *testing.T, id string, cfg map[string]any) *driver.TaskConfig {
+	dir := t.TempDir()
+	return &driver.TaskConfig{ID: id, AllocID: "a1", TaskName: id, AllocDir: dir, Config: cfg,
+		StdoutPath: filepath.Join(dir, id+".stdout"), StderrPath: filepath.Join(dir, id+".stderr"),
+		Env: map[string]string{"FROM_TASK": "task", "BOTH": "task"}}
+}
+
+func waitExit(t *testing.T, d *Driver, id string, within time.Duration) *driver.ExitResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	ch, err := d.WaitTask(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := <-ch
+	if !ok {
+		t.Fatalf("task %s did not exit within %v", id, within)
+	}
+	return r
+}
+
+func TestExitCodesAndSignalsAreReported(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		script string
+		want   driver.ExitResult
+	}{
+		{"success", "exit 0", driver.ExitResult{}},
+		{"exit code", "exit 7", driver.ExitResult{ExitCode: 7}},
+		{"killed by a signal", "kill -9 $$", driver.ExitResult{ExitCode: 137, Signal: 9}},
+	}
+	d := New()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := d.StartTask(ctx, taskCfg(t, id, map[string]any{"command": "/bin/sh", "args": []any{"-c", tc.script}})); err != nil {
+				t.Fatal(err)
+			}
+			if r := waitExit(t, d, id, 10*time.Second); *r != tc.want {
+				t.Fatalf("exit %+v, want %+v", *r, tc.want)
+			}
+		})
+	}
+}
+
+func TestOutputGoesToTheAllocationFilesAndEnvIsMerged(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	cfg := taskCfg(t, "out", map[string]any{
+		"command": "/bin/sh",
+		"args":    []any{"-c", `echo "$FROM_TASK $BOTH $FROM_CONFIG $(pwd)"; echo oops >&2`},
+		"env":     map[string]any{"BOTH": "config", "FROM_CONFIG": "cfg"},
+	})
+	// Appended, not truncated.
+	if err := os.WriteFile(cfg.StdoutPath, []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.StartTask(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "out", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+	out, _ := os.ReadFile(cfg.StdoutPath)
+	if want := "before\ntask config cfg " + cfg.AllocDir + "\n"; string(out) != want {
+		t.Fatalf("stdout %q, want %q", out, want)
+	}
+	errOut, _ := os.ReadFile(cfg.StderrPath)
+	if string(errOut) != "oops\n" {
+		t.Fatalf("stderr %q", errOut)
+	}
+}
+
+func TestInvalidConfigIsRefusedPerField(t *testing.T) {
+	d := New()
+	_, err := d.StartTask(context.Background(), taskCfg(t, "bad", map[string]any{"args": "x"}))
+	var ce *driver.ConfigError
+	if !errors.As(err, &ce) || len(ce.Fields) != 2 || ce.Fields[0].Path != "args" || ce.Fields[1].Path != "command" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// readPID waits for a file holding a PID.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err == nil {
+				return pid
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", path)
+	return 0
+}
+
+func alive(pid int) bool {
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.State != "Z"
+}
+
+func TestStopKillsTheWholeProcessGroup(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	cfg := taskCfg(t, "group", nil)
+	gc := filepath.Join(cfg.AllocDir, "grandchild.pid")
+	// The task ignores SIGTERM and has a grandchild that ignores it too:
+	// only the SIGKILL of the group after the timeout ends both.
+	cfg.Config = map[string]any{"command": "/bin/sh", "args": []any{"-c",
+		`trap '' TERM; sh -c 'trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done' "$GC" & while :; do sleep 0.05; done`},
+		"env": map[string]any{"GC": gc}}
+	if _, err := d.StartTask(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	grandchild := readPID(t, gc)
+	st, _ := d.InspectTask(ctx, "group")
+	main, _ := strconv.Atoi(st.Attributes["pid"])
+	if !alive(main) || !alive(grandchild) {
+		t.Fatal("task not running")
+	}
+	start := time.Now()
+	if err := d.StopTask(ctx, "group", 300*time.Millisecond, "SIGTERM"); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("a task ignoring SIGTERM stopped after %v, before the timeout", el)
+	}
+	r := waitExit(t, d, "group", 5*time.Second)
+	if r.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("exit %+v, want SIGKILL", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(grandchild) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if alive(main) || alive(grandchild) {
+		t.Fatalf("main alive=%v grandchild alive=%v after stop", alive(main), alive(grandchild))
+	}
+}
+
+func TestStopWithAHandledSignalEndsBeforeTheTimeout(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	if _, err := d.StartTask(ctx, taskCfg(t, "polite", map[string]any{"command": "/bin/sh",
+		"args": []any{"-c", `trap 'exit 3' INT; while :; do sleep 0.05; done`}})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	start := time.Now()
+	if err := d.StopTask(ctx, "polite", 10*time.Second, "SIGINT"); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("stop took %v", el)
+	}
+	if r := waitExit(t, d, "polite", 5*time.Second); r.ExitCode != 3 {
+		t.Fatalf("exit %+v, want the trap's 3", r)
+	}
+}
+
+func TestAGrandchildDoesNotOutliveATaskThatExits(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	cfg := taskCfg(t, "leaver", nil)
+	gc := filepath.Join(cfg.AllocDir, "gc.pid")
+	cfg.Config = map[string]any{"command": "/bin/sh", "args": []any{"-c",
+		`sh -c 'echo $$ > "$0"; exec sleep 60' "$GC" & while [ ! -s "$GC" ]; do sleep 0.01; done; exit 0`},
+		"env": map[string]any{"GC": gc}}
+	if _, err := d.StartTask(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	grandchild := readPID(t, gc)
+	if r := waitExit(t, d, "leaver", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(grandchild) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if alive(grandchild) {
+		t.Fatal("grandchild outlived the task")
+	}
+}
+
+func TestRecoverRefusesAReusedPID(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	if _, err := d.StartTask(ctx, taskCfg(t, "victim", map[string]any{"command": "sleep", "args": []any{"30"}})); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.DestroyTask(ctx, "victim", true) }()
+	st, _ := d.InspectTask(ctx, "victim")
+	pid, _ := strconv.Atoi(st.Attributes["pid"])
+	ticks, err := proc.StartTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := func(ticks uint64) *driver.TaskHandle {
+		raw, _ := json.Marshal(state{PID: pid, StartTicks: ticks})
+		return &driver.TaskHandle{Version: handleVersion, TaskID: "recovered", Driver: Name, DriverState: raw}
+	}
+	// A fresh driver (a restarted plugin): the same PID with another start
+	// time is another process.
+	fresh := New()
+	if err := fresh.RecoverTask(ctx, handle(ticks-1)); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("recover with a reused pid: %v, want ErrTaskNotFound", err)
+	}
+	// Control: the right start time recovers the task.
+	if err := fresh.RecoverTask(ctx, handle(ticks)); err != nil {
+		t.Fatal(err)
+	}
+	rst, err := fresh.InspectTask(ctx, "recovered")
+	if err != nil || rst.State != driver.TaskStateRunning || rst.Attributes["pid"] != strconv.Itoa(pid) {
+		t.Fatalf("recovered task %+v %v", rst, err)
+	}
+	// Recovering again is a no-op, and a recovered task can be stopped;
+	// its exit status is unknowable and says so.
+	if err := fresh.RecoverTask(ctx, handle(ticks)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.StopTask(ctx, "recovered", 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, fresh, "recovered", 5*time.Second); r.Err != errUnknownExit || r.ExitCode != -1 {
+		t.Fatalf("exit of a recovered task %+v", r)
+	}
+	// A process that is gone cannot be recovered.
+	if err := New().RecoverTask(ctx, handle(ticks)); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("recover of an exited process: %v", err)
+	}
+}
+
+func TestStatsReportTheGroupsCPUAndMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := New()
+	if _, err := d.StartTask(ctx, taskCfg(t, "busy", map[string]any{"command": "/bin/sh", "args": []any{"-c", "while :; do :; done"}})); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.DestroyTask(context.Background(), "busy", true) }()
+	ch, err := d.TaskStats(ctx, "busy", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *driver.TaskResourceUsage
+	for i := 0; i < 3; i++ {
+		last = <-ch
+	}
+	if last == nil || last.CPUPercent < 5 || last.MemoryBytes == 0 {
+		t.Fatalf("stats of a busy loop: %+v", last)
+	}
+}
+
+func TestSignalAndUnknownTasks(t *testing.T) {
+	ctx := context.Background()
+	d := New()
+	if _, err := d.StartTask(ctx, taskCfg(t, "sig", map[string]any{"command": "/bin/sh",
+		"args": []any{"-c", `trap 'exit 5' USR1; while :; do sleep 0.05; done`}})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := d.SignalTask(ctx, "sig", "SIGBOGUS"); err == nil {
+		t.Fatal("unknown signal accepted")
+	}
+	if err := d.SignalTask(ctx, "sig", "SIGUSR1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "sig", 5*time.Second); r.ExitCode != 5 {
+		t.Fatalf("exit %+v", r)
+	}
+	if _, err := d.InspectTask(ctx, "nope"); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("inspect unknown: %v", err)
+	}
+	if err := d.DestroyTask(ctx, "sig", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.InspectTask(ctx, "sig"); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("inspect destroyed: %v", err)
+	}
+}
