@@ -231,4 +231,3 @@ func TestStdoutEventsAndManyTasks(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
