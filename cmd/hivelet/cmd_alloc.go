@@ -1,18 +1,221 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
 )
 
-// newAllocCmd is a placeholder until its owner lands the real command.
+// AttrAllocDir is the node attribute through which an agent publishes its
+// allocation directory, so that `alloc logs` on the same machine finds the
+// files (in dev mode the directory is temporary).
+const AttrAllocDir = "unique.hivelet.alloc_dir"
+
+// newAllocCmd is `hivelet alloc`: status and logs of one allocation.
 func newAllocCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "alloc",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("the alloc command is not built yet")
+		Short: "Inspect allocations: status and task logs",
+	}
+	cmd.AddCommand(newAllocStatusCmd(), newAllocLogsCmd())
+	return cmd
+}
+
+// findAlloc finds an allocation by ID or unique ID prefix, with its node.
+func findAlloc(ctx context.Context, st *fleet.Store, prefix string) (*model.Allocation, *model.Node, error) {
+	if st.Allocs == nil {
+		return nil, nil, failed("the allocations bucket does not exist")
+	}
+	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs, fleet.KindNodes}})
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = src.Run(sctx) }()
+	select {
+	case <-src.Synced():
+	case <-time.After(10 * time.Second):
+		return nil, nil, failed("reading allocations timed out")
+	}
+	v := src.View()
+	var matches []*model.Allocation
+	for _, s := range v.Allocs {
+		if a := s.Value; a != nil && !s.Absent && strings.HasPrefix(a.ID, prefix) {
+			matches = append(matches, a)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, nil, badInput(fmt.Errorf("no allocation with ID %q", prefix))
+	case 1:
+		return matches[0], v.Node(matches[0].NodeID), nil
+	}
+	ids := make([]string, len(matches))
+	for i, a := range matches {
+		ids[i] = a.ID
+	}
+	sort.Strings(ids)
+	return nil, nil, badInput(fmt.Errorf("prefix %q matches %d allocations: %s", prefix, len(ids), strings.Join(ids, ", ")))
+}
+
+func newAllocStatusCmd() *cobra.Command {
+	var o clusterOpts
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show an allocation (ID or unique prefix): status, health, tasks and their events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			a, _, err := findAlloc(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			printAlloc(cmd.OutOrStdout(), a)
+			return nil
 		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func printAlloc(out io.Writer, a *model.Allocation) {
+	health := "-"
+	if a.DeploymentStatus.IsHealthy() {
+		health = "true"
+	} else if a.DeploymentStatus.IsUnhealthy() {
+		health = "false"
+	}
+	fmt.Fprintf(out, "ID             = %s\nName           = %s\nNode           = %s\nJob            = %s (version %d)\nGroup          = %s\n"+
+		"Desired        = %s %s\nClient status  = %s %s\nDeployment     = %s\nHealthy        = %s\nCanary         = %v\nPrevious alloc = %s\nCreated        = %s\nModified       = %s\n",
+		a.ID, a.Name, a.NodeID, a.JobID, a.JobVersion, a.TaskGroup, a.DesiredStatus, a.DesiredDescription, a.ClientStatus, a.ClientDescription,
+		a.DeploymentID, health, a.DeploymentStatus.IsCanary(), a.PreviousAllocation, a.CreateTime.Format(time.RFC3339), a.ModifyTime.Format(time.RFC3339))
+	names := make([]string, 0, len(a.TaskStates))
+	for n := range a.TaskStates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ts := a.TaskStates[n]
+		fmt.Fprintf(out, "\nTask %q is %q (restarts %d, failed %v)\n", n, ts.State, ts.Restarts, ts.Failed)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "Time\tType\tDescription")
+		for i := len(ts.Events) - 1; i >= 0; i-- {
+			e := ts.Events[i]
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Time.Format(time.RFC3339), e.Type, e.Message)
+		}
+		tw.Flush()
+	}
+}
+
+func newAllocLogsCmd() *cobra.Command {
+	var o clusterOpts
+	var followLogs, stderr bool
+	var allocDir string
+	cmd := &cobra.Command{
+		Use:   "logs [-f] ID [TASK]",
+		Short: "Print a task's stdout (or -stderr) from the allocation directory on this machine",
+		Long: "Print a task's output. The files are read from the allocation directory of the node\n" +
+			"that runs the allocation, which must be this machine (the agent publishes the directory\n" +
+			"in its node record; -alloc-dir overrides it). TASK may be left out when the group has one\n" +
+			"task. -f keeps printing new output until interrupted or the allocation finishes.",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			a, n, err := findAlloc(ctx, st, args[0])
+			if err != nil {
+				return err
+			}
+			task := ""
+			if len(args) == 2 {
+				task = args[1]
+			} else {
+				if len(a.TaskStates) != 1 {
+					names := make([]string, 0, len(a.TaskStates))
+					for t := range a.TaskStates {
+						names = append(names, t)
+					}
+					sort.Strings(names)
+					return badInput(fmt.Errorf("allocation %s has %d tasks (%s): name one", short(a.ID), len(names), strings.Join(names, ", ")))
+				}
+				for t := range a.TaskStates {
+					task = t
+				}
+			}
+			if _, ok := a.TaskStates[task]; !ok && len(a.TaskStates) > 0 {
+				return badInput(fmt.Errorf("allocation %s has no task %q", short(a.ID), task))
+			}
+			root := allocDir
+			if root == "" && n != nil {
+				root = n.Attributes[AttrAllocDir]
+			}
+			if root == "" {
+				return failed("node %s does not publish its allocation directory: pass -alloc-dir", a.NodeID)
+			}
+			stdoutPath, stderrPath := allocrunner.LogPaths(filepath.Join(root, a.ID), task)
+			path := stdoutPath
+			if stderr {
+				path = stderrPath
+			}
+			return printLog(ctx, cmd.OutOrStdout(), path, followLogs)
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().BoolVarP(&followLogs, "follow", "f", false, "keep printing new output")
+	cmd.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
+	cmd.Flags().StringVar(&allocDir, "alloc-dir", "", "the agent's allocation directory (default: from the node record)")
+	return cmd
+}
+
+func printLog(ctx context.Context, out io.Writer, path string, followLogs bool) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && followLogs {
+		for errors.Is(err, os.ErrNotExist) {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
+			f, err = os.Open(path)
+		}
+	}
+	if err != nil {
+		return failed("reading log %s (the allocation must run on this machine): %v", path, err)
+	}
+	defer f.Close()
+	for {
+		if _, err := io.Copy(out, f); err != nil {
+			return failed("reading log %s: %v", path, err)
+		}
+		if !followLogs {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }

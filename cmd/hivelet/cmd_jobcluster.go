@@ -1,7 +1,699 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
-// addJobClusterCmds adds the job commands that talk to a running fleet
-// (run, status, stop, history). Placeholder until the agent work lands.
-func addJobClusterCmds(*cobra.Command) {}
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/hivelet/hivelet/host/agent"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// clusterOpts are the flags every fleet-talking job/alloc command takes.
+type clusterOpts struct {
+	natsURL   string
+	prefix    string
+	namespace string
+	timeout   time.Duration
+}
+
+func (o *clusterOpts) register(cmd *cobra.Command) {
+	def := os.Getenv("HIVELET_NATS_URL")
+	if def == "" {
+		def = fmt.Sprintf("nats://127.0.0.1:%d", fleet.DefaultNATSPort)
+	}
+	cmd.Flags().StringVar(&o.natsURL, "nats", def, "NATS server URL(s), comma-separated (env HIVELET_NATS_URL)")
+	cmd.Flags().StringVar(&o.prefix, "bucket-prefix", fleet.DefaultPrefix, "KV bucket name prefix")
+	cmd.Flags().StringVar(&o.namespace, "namespace", "", "job namespace")
+	cmd.Flags().DurationVar(&o.timeout, "request-timeout", 5*time.Second, "deadline of each NATS request")
+}
+
+// openCluster connects to NATS (failing fast when nobody answers) and opens
+// the buckets that exist.
+func (o *clusterOpts) openCluster(ctx context.Context) (*fleet.Conn, *fleet.Store, error) {
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to NATS at %s (is `hivelet agent` running?): %w", o.natsURL, err)
+	}
+	st, err := fleet.OpenStore(ctx, conn, fleet.Names(o.prefix))
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	if st.Jobs == nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("the %s bucket does not exist: start `hivelet agent` first (it creates the buckets)", fleet.Names(o.prefix).Jobs)
+	}
+	return conn, st, nil
+}
+
+// signalContext ends on SIGINT/SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// failed marks an operation that ran but did not succeed (exit code 1).
+func failed(format string, a ...any) error { return &exitError{code: 1, err: fmt.Errorf(format, a...)} }
+
+// addJobClusterCmds adds the job commands that talk to a running fleet.
+//
+// Exit codes (scripts may rely on them): 0 the deployment succeeded, or the
+// job is placed on every node it should run on (no deployment), or the
+// command's read succeeded; 1 the deployment failed or was cancelled, an
+// allocation failed, the wait timed out, or NATS could not be reached;
+// 2 bad input (usage, unreadable or invalid job file, unknown job).
+func addJobClusterCmds(job *cobra.Command) {
+	job.AddCommand(newJobRunCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd())
+}
+
+// sameSpec reports whether two versions declare the same job: everything but
+// the version, the submit time and the stable flag.
+func sameSpec(a, b *model.Job) bool {
+	ca, cb := *a, *b
+	ca.Version, cb.Version = 0, 0
+	ca.SubmitTime, cb.SubmitTime = time.Time{}, time.Time{}
+	ca.Stable, cb.Stable = false, false
+	ja, _ := json.Marshal(&ca)
+	jb, _ := json.Marshal(&cb)
+	return string(ja) == string(jb)
+}
+
+// writeJob writes job by compare-and-set: version 0 when new, the current
+// version + 1 when the spec changed, nothing when it did not. It returns
+// the version in force and whether it wrote.
+func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, bool, error) {
+	key := wanted.JobKey(job.Namespace, job.ID)
+	for range 5 {
+		cur, rev, err := st.GetJob(ctx, job.Namespace, job.ID)
+		var raw []byte
+		switch {
+		case errors.Is(err, fleet.ErrNotFound):
+			job.Version = versionFloor(ctx, st, key, job)
+			job.SubmitTime = time.Now().UTC()
+			if raw, err = json.Marshal(job); err != nil {
+				return 0, false, err
+			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = st.Jobs.Create(rctx, key, raw)
+			cancel()
+		case err != nil && rev == 0:
+			return 0, false, err
+		default:
+			// A rejected (malformed) current value still has a revision: a new
+			// version replaces it.
+			next := uint64(0)
+			if cur != nil {
+				if sameSpec(cur, job) {
+					return cur.Version, false, nil
+				}
+				next = cur.Version + 1
+			} else if hist, herr := jobHistory(ctx, st, key); herr == nil {
+				for _, h := range hist {
+					if h.job != nil && h.job.Version >= next {
+						next = h.job.Version + 1
+					}
+				}
+			}
+			job.Version = next
+			job.SubmitTime = time.Now().UTC()
+			if raw, err = json.Marshal(job); err != nil {
+				return 0, false, err
+			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = st.Jobs.Update(rctx, key, raw, rev)
+			cancel()
+		}
+		if err == nil {
+			return job.Version, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, false, fmt.Errorf("writing job %s: %w", key, err)
+		}
+		// Another writer got there first: re-read and decide again.
+	}
+	return 0, false, fmt.Errorf("writing job %s: too many concurrent writers", key)
+}
+
+// versionFloor is the version a job gets when its key is absent: 0 for a
+// new job, else one above every version still remembered (history of a
+// deleted key, deployments of a purged one), so a re-run never reuses the
+// version of a finished deployment.
+func versionFloor(ctx context.Context, st *fleet.Store, key string, job *model.Job) uint64 {
+	next := uint64(0)
+	if hist, err := jobHistory(ctx, st, key); err == nil {
+		for _, h := range hist {
+			if h.job != nil && h.job.Version >= next {
+				next = h.job.Version + 1
+			}
+		}
+	}
+	if st.Deployments != nil {
+		if ds, _, err := st.ListDeployments(ctx); err == nil {
+			for _, d := range ds {
+				if v := d.Value; v != nil && v.JobID == job.ID && v.Namespace == job.Namespace && v.JobVersion >= next {
+					next = v.JobVersion + 1
+				}
+			}
+		}
+	}
+	return next
+}
+
+func newJobRunCmd() *cobra.Command {
+	var o clusterOpts
+	var detach bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Write a job to the fleet and follow its rollout",
+		Long: "Parse FILE, write the job to the jobs bucket (bumping its version when the spec changed,\n" +
+			"keeping the previous versions as history), then follow the rollout live: allocations\n" +
+			"placed, running and healthy per node, and the deployment's outcome. With a terminal the\n" +
+			"display redraws in place; otherwise one plain line per change.\n\n" +
+			"Exit codes: 0 deployment successful (or job placed on every node when there is no\n" +
+			"deployment, or -detach); 1 deployment failed or cancelled, an allocation failed, or the\n" +
+			"wait timed out; 2 bad input.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			job, err := loadJobFile(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if o.namespace != "" {
+				job.Namespace = o.namespace
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			version, wrote, err := writeJob(ctx, st, job)
+			if err != nil {
+				return failed("%v", err)
+			}
+			out := cmd.OutOrStdout()
+			if wrote {
+				fmt.Fprintf(out, "job %q: version %d written\n", job.ID, version)
+			} else {
+				fmt.Fprintf(out, "job %q: unchanged (version %d in force)\n", job.ID, version)
+			}
+			if detach {
+				return nil
+			}
+			return follow(ctx, st, job, version, out, isTerminal(out), wait)
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().BoolVar(&detach, "detach", false, "return once the job is written")
+	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "give up following after this long (exit code 1)")
+	return cmd
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// nodeProgress is one node's allocations of the followed version.
+type nodeProgress struct {
+	Node                                   string
+	Placed, Running, Healthy, Unhealthy    int
+	Failed, Complete, OldVersion, Awaiting int
+}
+
+// rollout is what `job run` shows and decides on; progressOf is pure.
+type rollout struct {
+	Nodes      []nodeProgress
+	Deployment *model.Deployment
+	// Target is how many nodes should run the job (ready, in scope).
+	Target int
+	Done   bool
+	OK     bool
+	Reason string
+}
+
+func progressOf(job *model.Job, version uint64, v *fleet.View) rollout {
+	var r rollout
+	perNode := map[string]*nodeProgress{}
+	get := func(id string) *nodeProgress {
+		p := perNode[id]
+		if p == nil {
+			p = &nodeProgress{Node: id}
+			perNode[id] = p
+		}
+		return p
+	}
+	target := 0
+	for _, n := range v.NodeList() {
+		if agent.PlacesOn(job, n) {
+			target++
+			get(n.ID)
+		}
+	}
+	r.Target = target
+	anyFailed := ""
+	for _, st := range v.Allocs {
+		a := st.Value
+		if a == nil || st.Absent || a.JobID != job.ID || a.Namespace != job.Namespace {
+			continue
+		}
+		p := get(a.NodeID)
+		if a.JobVersion != version {
+			if !a.Terminal() {
+				p.OldVersion++
+			}
+			continue
+		}
+		if a.DesiredStatus != model.DesiredRun {
+			continue
+		}
+		p.Placed++
+		switch a.ClientStatus {
+		case model.ClientRunning:
+			p.Running++
+		case model.ClientFailed, model.ClientLost:
+			p.Failed++
+			anyFailed = fmt.Sprintf("allocation %s on node %s %s: %s", short(a.ID), a.NodeID, a.ClientStatus, a.ClientDescription)
+		case model.ClientComplete:
+			p.Complete++
+		}
+		if a.DeploymentStatus.IsHealthy() {
+			p.Healthy++
+		} else if a.DeploymentStatus.IsUnhealthy() {
+			p.Unhealthy++
+		}
+	}
+	ids := make([]string, 0, len(perNode))
+	for id := range perNode {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r.Nodes = append(r.Nodes, *perNode[id])
+	}
+	if d, _, ok := v.Deployment(job.Namespace, job.ID, version); ok {
+		r.Deployment = d
+		switch d.Status {
+		case model.DeploymentSuccessful:
+			r.Done, r.OK, r.Reason = true, true, "deployment successful"
+		case model.DeploymentFailed, model.DeploymentCancelled:
+			r.Done, r.Reason = true, fmt.Sprintf("deployment %s: %s", d.Status, d.StatusDescription)
+		}
+		return r
+	}
+	if job.Stop {
+		return r
+	}
+	if anyFailed != "" {
+		r.Done, r.Reason = true, anyFailed
+		return r
+	}
+	// No deployment (max_parallel 0, sysbatch, or a version that already ran):
+	// done when every target node runs (or, sysbatch, finished) the version.
+	if target == 0 {
+		return r
+	}
+	reached := 0
+	groups := 0
+	for _, g := range job.Groups {
+		groups += g.Count
+	}
+	for _, p := range r.Nodes {
+		okCount := p.Running
+		if job.Type == model.JobTypeSysbatch {
+			okCount = p.Complete
+		}
+		if okCount >= groups && p.OldVersion == 0 {
+			reached++
+		}
+	}
+	if reached >= target {
+		r.Done, r.OK, r.Reason = true, true, fmt.Sprintf("job placed on %d node(s)", reached)
+	}
+	return r
+}
+
+func (r rollout) lines(job *model.Job, version uint64) []string {
+	var out []string
+	head := fmt.Sprintf("job %q version %d: %d node(s) targeted", job.ID, version, r.Target)
+	if d := r.Deployment; d != nil {
+		head += fmt.Sprintf("; deployment %s %s", short(d.ID), d.Status)
+		if d.StatusDescription != "" {
+			head += " (" + d.StatusDescription + ")"
+		}
+	}
+	out = append(out, head)
+	for _, p := range r.Nodes {
+		line := fmt.Sprintf("  node %s: placed %d, running %d, healthy %d", p.Node, p.Placed, p.Running, p.Healthy)
+		if p.Unhealthy > 0 {
+			line += fmt.Sprintf(", unhealthy %d", p.Unhealthy)
+		}
+		if p.Failed > 0 {
+			line += fmt.Sprintf(", failed %d", p.Failed)
+		}
+		if p.Complete > 0 {
+			line += fmt.Sprintf(", complete %d", p.Complete)
+		}
+		if p.OldVersion > 0 {
+			line += fmt.Sprintf(", older version %d", p.OldVersion)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// follow watches the buckets and prints the rollout until it is decided.
+func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64, out io.Writer, tty bool, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments}})
+	go func() { _ = src.Run(ctx) }()
+	select {
+	case <-src.Synced():
+	case <-ctx.Done():
+		return failed("reading the fleet's state: %v", ctx.Err())
+	}
+	prev := ""
+	drawn := 0
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		r := progressOf(job, version, src.View())
+		lines := r.lines(job, version)
+		text := strings.Join(lines, "\n")
+		if text != prev {
+			if tty && drawn > 0 {
+				fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn) // move up and clear what was drawn
+			}
+			if tty || prev == "" {
+				fmt.Fprintln(out, text)
+			} else {
+				// Plain output: only the lines that changed.
+				old := strings.Split(prev, "\n")
+				for i, l := range lines {
+					if i >= len(old) || old[i] != l {
+						fmt.Fprintln(out, l)
+					}
+				}
+			}
+			drawn = len(lines)
+			prev = text
+		}
+		if r.Done {
+			if r.OK {
+				fmt.Fprintf(out, "==> %s\n", r.Reason)
+				return nil
+			}
+			fmt.Fprintf(out, "==> %s\n", r.Reason)
+			return failed("%s", r.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return failed("gave up after %s without an outcome", wait)
+			}
+			return failed("interrupted; the job stays written and the agents keep converging")
+		case <-src.Changed():
+		case <-tick.C:
+		}
+	}
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func newJobStatusCmd() *cobra.Command {
+	var o clusterOpts
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a job's version, deployment and allocations",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			job, rev, err := st.GetJob(ctx, o.namespace, args[0])
+			if errors.Is(err, fleet.ErrNotFound) {
+				return badInput(fmt.Errorf("no job %q", args[0]))
+			}
+			out := cmd.OutOrStdout()
+			if err != nil {
+				if rev == 0 {
+					return failed("%v", err)
+				}
+				fmt.Fprintf(out, "job %q: the newest declaration (revision %d) is REJECTED: %v\n", args[0], rev, err)
+				return failed("job %s is rejected", args[0])
+			}
+			src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments}})
+			sctx, scancel := context.WithCancel(ctx)
+			defer scancel()
+			go func() { _ = src.Run(sctx) }()
+			select {
+			case <-src.Synced():
+			case <-time.After(10 * time.Second):
+				return failed("reading the fleet's state timed out")
+			}
+			v := src.View()
+			status := "running"
+			if job.Stop {
+				status = "stopped"
+			}
+			fmt.Fprintf(out, "ID         = %s\nType       = %s\nVersion    = %d\nStatus     = %s\nSubmitted  = %s\nRevision   = %d\n",
+				job.ID, job.Type, job.Version, status, job.SubmitTime.Format(time.RFC3339), rev)
+			if d, _, ok := v.Deployment(job.Namespace, job.ID, job.Version); ok {
+				fmt.Fprintf(out, "\nLatest deployment %s: %s (%s)\n", short(d.ID), d.Status, d.StatusDescription)
+				names := make([]string, 0, len(d.TaskGroups))
+				for n := range d.TaskGroups {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "Group\tDesired\tCanaries\tPromoted")
+				for _, n := range names {
+					g := d.TaskGroups[n]
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%v\n", n, g.DesiredTotal, g.DesiredCanaries, g.Promoted)
+				}
+				tw.Flush()
+			}
+			var allocs []*model.Allocation
+			for _, s := range v.Allocs {
+				if a := s.Value; a != nil && !s.Absent && a.JobID == job.ID && a.Namespace == job.Namespace {
+					allocs = append(allocs, a)
+				}
+			}
+			sort.Slice(allocs, func(i, j int) bool {
+				if allocs[i].NodeID != allocs[j].NodeID {
+					return allocs[i].NodeID < allocs[j].NodeID
+				}
+				return allocs[i].CreateTime.After(allocs[j].CreateTime)
+			})
+			fmt.Fprintln(out, "\nAllocations")
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNode\tGroup\tVersion\tDesired\tStatus\tHealthy\tModified")
+			for _, a := range allocs {
+				h := "-"
+				if a.DeploymentStatus.IsHealthy() {
+					h = "true"
+				} else if a.DeploymentStatus.IsUnhealthy() {
+					h = "false"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", short(a.ID), a.NodeID, a.TaskGroup, a.JobVersion, a.DesiredStatus, a.ClientStatus, h, a.ModifyTime.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func newJobStopCmd() *cobra.Command {
+	var o clusterOpts
+	var purge, detach bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "stop ID",
+		Short: "Stop a job (a new version with stop = true); -purge also removes its key once stopped",
+		Long: "Write a new version of the job with stop = true and wait until no allocation of it runs.\n" +
+			"Absence is never a deletion order, so -purge removes the job's key (and its history)\n" +
+			"only after every allocation stopped; an agent that was away keeps the stop it last knew.\n\n" +
+			"Exit codes: 0 stopped (and purged); 1 timed out or failed; 2 unknown job.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			job, _, err := st.GetJob(ctx, o.namespace, args[0])
+			if errors.Is(err, fleet.ErrNotFound) {
+				return badInput(fmt.Errorf("no job %q", args[0]))
+			}
+			if err != nil {
+				return failed("%v", err)
+			}
+			out := cmd.OutOrStdout()
+			if !job.Stop {
+				job.Stop = true
+				version, _, err := writeJob(ctx, st, job)
+				if err != nil {
+					return failed("%v", err)
+				}
+				fmt.Fprintf(out, "job %q: version %d (stop) written\n", job.ID, version)
+			} else {
+				fmt.Fprintf(out, "job %q: already stopped (version %d)\n", job.ID, job.Version)
+			}
+			if detach && !purge {
+				return nil
+			}
+			if err := waitStopped(ctx, st, job, out, wait); err != nil {
+				return err
+			}
+			if purge {
+				key := wanted.JobKey(job.Namespace, job.ID)
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				defer rcancel()
+				if err := st.Jobs.Purge(rctx, key); err != nil {
+					return failed("purging job %s: %v", key, err)
+				}
+				fmt.Fprintf(out, "job %q purged\n", job.ID)
+			}
+			return nil
+		},
+	}
+	o.register(cmd)
+	cmd.Flags().BoolVar(&purge, "purge", false, "remove the job's key once every allocation stopped")
+	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stop is written (not with -purge)")
+	cmd.Flags().DurationVar(&wait, "timeout", 5*time.Minute, "give up waiting after this long (exit code 1)")
+	return cmd
+}
+
+func waitStopped(ctx context.Context, st *fleet.Store, job *model.Job, out io.Writer, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}})
+	go func() { _ = src.Run(ctx) }()
+	select {
+	case <-src.Synced():
+	case <-ctx.Done():
+		return failed("reading allocations: %v", ctx.Err())
+	}
+	last := -1
+	for {
+		live := 0
+		for _, s := range src.View().Allocs {
+			if a := s.Value; a != nil && !s.Absent && a.JobID == job.ID && a.Namespace == job.Namespace && !a.ClientStatus.Terminal() {
+				live++
+			}
+		}
+		if live != last {
+			fmt.Fprintf(out, "job %q: %d allocation(s) still running\n", job.ID, live)
+			last = live
+		}
+		if live == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return failed("gave up waiting for job %s to stop: %d allocation(s) still running", job.ID, live)
+		case <-src.Changed():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type historyEntry struct {
+	revision uint64
+	op       string
+	created  time.Time
+	job      *model.Job
+	err      error
+}
+
+func jobHistory(ctx context.Context, st *fleet.Store, key string) ([]historyEntry, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	entries, err := st.Jobs.History(rctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []historyEntry
+	for _, e := range entries {
+		h := historyEntry{revision: e.Revision(), op: strings.ToLower(e.Operation().String()), created: e.Created()}
+		if e.Operation() == jetstream.KeyValuePut {
+			h.op = "put"
+			h.job, h.err = wanted.DecodeJob(key, e.Value())
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func newJobHistoryCmd() *cobra.Command {
+	var o clusterOpts
+	cmd := &cobra.Command{
+		Use:   "history ID",
+		Short: "List the versions of a job kept in the jobs bucket (newest last)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			conn, st, err := o.openCluster(ctx)
+			if err != nil {
+				return failed("%v", err)
+			}
+			defer conn.Close()
+			hist, err := jobHistory(ctx, st, wanted.JobKey(o.namespace, args[0]))
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return badInput(fmt.Errorf("no job %q", args[0]))
+			}
+			if err != nil {
+				return failed("reading history of %s: %v", args[0], err)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "Revision\tOp\tVersion\tStop\tSubmitted\tNote")
+			for _, h := range hist {
+				switch {
+				case h.job != nil:
+					fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t\n", h.revision, h.op, h.job.Version, h.job.Stop, h.job.SubmitTime.Format(time.RFC3339))
+				case h.err != nil:
+					fmt.Fprintf(tw, "%d\t%s\t-\t-\t%s\trejected: %v\n", h.revision, h.op, h.created.Format(time.RFC3339), h.err)
+				default:
+					fmt.Fprintf(tw, "%d\t%s\t-\t-\t%s\t\n", h.revision, h.op, h.created.Format(time.RFC3339))
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	o.register(cmd)
+	return cmd
+}

@@ -235,3 +235,11 @@ func driversHealthy(job *model.Job, n *model.Node) (bad []string) {
 	slices.Sort(bad)
 	return bad
 }
+
+// PlacesOn reports whether the reconciler would see n as a ready node for
+// job: in scope (datacenters, node pool, constraints), ready and eligible,
+// with every driver the job uses detected and healthy. The CLI uses it to
+// know how many nodes a system job should reach.
+func PlacesOn(job *model.Job, n *model.Node) bool {
+	return n != nil && inScope(job, n) && n.Ready() && !n.Tainted() && len(driversHealthy(job, n)) == 0
+}
