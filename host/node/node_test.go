@@ -1,0 +1,220 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+func TestTheNodeIDSurvivesARestartButNotInDevMode(t *testing.T) {
+	dir := t.TempDir()
+	id1, err := LoadOrCreateID(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := LoadOrCreateID(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id1 != id2 || !wanted.ValidToken(id1) {
+		t.Fatalf("IDs %q and %q", id1, id2)
+	}
+	fi, err := os.Stat(filepath.Join(dir, IDFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ID file: %v %v", fi, err)
+	}
+	devDir := t.TempDir()
+	d1, _ := LoadOrCreateID(devDir, true)
+	d2, _ := LoadOrCreateID(devDir, true)
+	if d1 == d2 {
+		t.Fatal("dev mode reused an ID")
+	}
+	if entries, _ := os.ReadDir(devDir); len(entries) != 0 {
+		t.Fatalf("dev mode persisted something: %v", entries)
+	}
+	if err := os.WriteFile(filepath.Join(dir, IDFile), []byte("not.valid\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateID(dir, false); err == nil {
+		t.Fatal("an invalid stored ID was accepted")
+	}
+}
+
+const cpuinfo = `processor	: 0
+model name	: Test CPU @ 2.40GHz
+cpu MHz		: 2400.000
+
+processor	: 1
+model name	: Test CPU @ 2.40GHz
+cpu MHz		: 2600.500
+`
+
+func TestFingerprintReadsProc(t *testing.T) {
+	proc := fstest.MapFS{
+		"cpuinfo":              {Data: []byte(cpuinfo)},
+		"meminfo":              {Data: []byte("MemTotal:       16384 kB\nMemFree: 1 kB\n")},
+		"sys/kernel/osrelease": {Data: []byte("6.1.0-test\n")},
+	}
+	attrs, err := Fingerprint(proc, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		AttrCores: "2", AttrMHz: "2600", AttrTotalMHz: "5200", AttrCPUModel: "Test CPU @ 2.40GHz",
+		AttrMemory: "16777216", AttrKernel: "6.1.0-test", AttrHostname: "host-a",
+	}
+	for k, v := range want {
+		if attrs[k] != v {
+			t.Errorf("%s = %q, want %q", k, attrs[k], v)
+		}
+	}
+	if attrs[AttrOS] == "" || attrs[AttrArch] == "" {
+		t.Errorf("os/arch missing: %v", attrs)
+	}
+	// A missing file is reported but the rest stays.
+	attrs, err = Fingerprint(fstest.MapFS{"meminfo": {Data: []byte("MemTotal: 1 kB\n")}}, "")
+	if err == nil || attrs[AttrMemory] != "1024" || attrs[AttrCores] == "" {
+		t.Fatalf("partial fingerprint: %v %v", attrs, err)
+	}
+}
+
+func TestFingerprintOfThisMachine(t *testing.T) {
+	if _, err := os.Stat("/proc/cpuinfo"); err != nil {
+		t.Skip("no /proc")
+	}
+	attrs, err := Fingerprint(ProcFS("/proc"), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{AttrCores, AttrMemory, AttrKernel} {
+		if attrs[k] == "" {
+			t.Errorf("%s missing", k)
+		}
+	}
+}
+
+func TestBuildFillsDefaultsAndDrivers(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	drivers := map[string]model.DriverInfo{
+		"docker": {Detected: true, Healthy: true, Attributes: map[string]string{"version": "20.10", "driver.docker.privileged.enabled": "false"}},
+		"exec":   {Detected: false},
+	}
+	n := Build("id-1", Config{Hostname: "host-a"}, map[string]string{AttrCores: "2"}, drivers, wanted.Intent{}, now)
+	if n.Name != "host-a" || n.Datacenter != "dc1" || n.NodePool != "default" || n.Meta == nil || n.Attributes == nil {
+		t.Fatalf("defaults: %+v", n)
+	}
+	if n.Attributes["driver.docker"] != "1" || n.Attributes["driver.docker.version"] != "20.10" ||
+		n.Attributes["driver.docker.privileged.enabled"] != "false" || n.Attributes[AttrCores] != "2" {
+		t.Fatalf("attributes: %v", n.Attributes)
+	}
+	if _, ok := n.Attributes["driver.exec"]; ok {
+		t.Fatal("an undetected driver was advertised")
+	}
+	if n.Status != model.NodeStatusReady || !n.Ready() || !n.HeartbeatAt.Equal(now) {
+		t.Fatalf("status: %+v", n)
+	}
+	if m := Build("id-1", Config{}, nil, nil, wanted.Intent{}, now); m.Name != "id-1" || m.Attributes == nil || m.Meta == nil {
+		t.Fatalf("name fallback / nil maps: %+v", m)
+	}
+	d := Build("id-1", Config{Name: "x"}, nil, nil, wanted.Intent{Drain: &model.DrainStrategy{}}, now)
+	if d.Ready() || d.Eligibility != model.Ineligible || d.Drain == nil {
+		t.Fatalf("drain intent not merged: %+v", d)
+	}
+}
+
+// fakeWriter fails the first failures writes, then records.
+type fakeWriter struct {
+	mu       sync.Mutex
+	failures int
+	calls    int
+	written  []*model.Node
+}
+
+func (f *fakeWriter) PutNode(_ context.Context, n *model.Node) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.calls <= f.failures {
+		return 0, errors.New("no responders")
+	}
+	f.written = append(f.written, n)
+	return uint64(len(f.written)), nil
+}
+
+func (f *fakeWriter) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.written)
+}
+
+func TestRegistrationRetriesThenHeartbeatsAndPokes(t *testing.T) {
+	w := &fakeWriter{failures: 3}
+	var mu sync.Mutex
+	intent := wanted.Intent{}
+	build := func() *model.Node {
+		mu.Lock()
+		defer mu.Unlock()
+		return Build("n1", Config{}, nil, nil, intent, time.Now())
+	}
+	hb := NewHeartbeater(HeartbeatConfig{Period: 50 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, w, build, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hb.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.count() < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w.count() < 4 {
+		t.Fatalf("only %d writes", w.count())
+	}
+	if s := hb.Status(); !s.Registered || s.Heartbeats < 4 {
+		t.Fatalf("status %+v", s)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+}
+
+func TestAPokePushesTheMergedIntentAtOnce(t *testing.T) {
+	w := &fakeWriter{}
+	var mu sync.Mutex
+	intent := wanted.Intent{}
+	build := func() *model.Node {
+		mu.Lock()
+		defer mu.Unlock()
+		return Build("n1", Config{}, nil, nil, intent, time.Now())
+	}
+	// A one-hour period: only registration and the poke can write in time.
+	hb := NewHeartbeater(HeartbeatConfig{Period: time.Hour}, w, build, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = hb.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for w.count() < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	intent = wanted.Intent{Eligibility: model.Ineligible}
+	mu.Unlock()
+	hb.Poke()
+	for w.count() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.written) != 2 {
+		t.Fatalf("%d writes, want registration + poke", len(w.written))
+	}
+	if w.written[0].Eligibility != model.Eligible || w.written[1].Eligibility != model.Ineligible {
+		t.Fatalf("eligibility %s then %s", w.written[0].Eligibility, w.written[1].Eligibility)
+	}
+}
