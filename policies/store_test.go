@@ -1,0 +1,136 @@
+package policies
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// embeddedJetStream starts an in-process NATS server with JetStream (no
+// listener) and returns a JetStream context on it.
+func embeddedJetStream(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), NoSigs: true, DontListen: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestPushedPoliciesReachAnAgentVerifiedAndCached: push, list, fetch by
+// name and by pinned digest, load through Ensure, and serve from the cache.
+func TestPushedPoliciesReachAnAgentVerifiedAndCached(t *testing.T) {
+	ctx := context.Background()
+	js := embeddedJetStream(t)
+	cache := t.TempDir()
+	s := NewStore(js, "", cache)
+	raw := watModule(t, "raw")
+	if got, err := s.List(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("empty bucket: %v %v", got, err)
+	}
+	sp, err := s.Push(ctx, "first-nodes", raw)
+	if err != nil || sp.Digest != Digest(raw) {
+		t.Fatalf("push: %+v %v", sp, err)
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Name != "first-nodes" || list[0].Digest != Digest(raw) || list[0].Size != uint64(len(raw)) {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	e, faults, _ := newTestEngine(t, Options{})
+	ref := &model.PolicyRef{Name: "first-nodes", Digest: "sha256:" + Digest(raw)}
+	if err := s.Ensure(ctx, e, ref); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ChooseCanaries(canaryReq(genNodes(10, 2), 2, ref))
+	if err != nil || got.Reason != "first nodes as sent (raw WAT)" || len(faults.all()) != 0 {
+		t.Fatalf("decision: %+v %v %v", got, err, faults.all())
+	}
+	if b, err := os.ReadFile(filepath.Join(cache, Digest(raw)+".wasm")); err != nil || string(b) != string(raw) {
+		t.Fatalf("not cached: %v", err)
+	}
+	// A new version under the same name; the pinned digest still fetches
+	// the old bytes, the bare name the new ones.
+	other := watModule(t, "trap")
+	if _, err := s.Push(ctx, "first-nodes", other); err != nil {
+		t.Fatal(err)
+	}
+	s2 := NewStore(js, "", t.TempDir()) // another agent, empty cache
+	if b, d, err := s2.Fetch(ctx, "first-nodes", Digest(raw)); err != nil || d != Digest(raw) || string(b) != string(raw) {
+		t.Fatalf("pinned fetch: %s %v", d, err)
+	}
+	if _, d, err := s2.Fetch(ctx, "first-nodes", ""); err != nil || d != Digest(other) {
+		t.Fatalf("current fetch: %s %v", d, err)
+	}
+}
+
+// TestATamperedModuleIsRefused: bytes in the bucket that do not match the
+// digest they are stored under are refused (and not cached, and not
+// loaded); a corrupted cache entry is dropped and refetched. The control
+// is the untampered fetch in the same bucket.
+func TestATamperedModuleIsRefused(t *testing.T) {
+	ctx := context.Background()
+	js := embeddedJetStream(t)
+	cache := t.TempDir()
+	s := NewStore(js, "", cache)
+	raw, evil := watModule(t, "raw"), watModule(t, "loop")
+	if _, err := s.Push(ctx, "good", raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Push(ctx, "victim", raw); err != nil {
+		t.Fatal(err)
+	}
+	// Tamper: replace the content-addressed object with other bytes.
+	obs, err := js.ObjectStore(ctx, DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.PutBytes(ctx, modulePrefix+Digest(raw), evil); err != nil {
+		t.Fatal(err)
+	}
+	e, faults, _ := newTestEngine(t, Options{})
+	ref := &model.PolicyRef{Name: "victim", Digest: Digest(raw)}
+	err = s.Ensure(ctx, e, ref)
+	if f, ok := AsFault(err); !ok || f.Kind != FaultDigestMismatch {
+		t.Fatalf("Ensure: got %v, want a digest mismatch", err)
+	}
+	if _, err := os.Stat(filepath.Join(cache, Digest(raw)+".wasm")); !os.IsNotExist(err) {
+		t.Fatal("the tampered bytes were cached")
+	}
+	got, _ := e.ChooseCanaries(canaryReq(genNodes(5, 1), 1, ref))
+	if all := faults.all(); len(all) < 2 || all[len(all)-1].Kind != FaultDigestMismatch {
+		t.Fatalf("decision on the refused module: %+v, faults %v", got, all)
+	}
+	// Control: the name's current object is intact.
+	if b, _, err := s.Fetch(ctx, "good", ""); err != nil || string(b) != string(raw) {
+		t.Fatalf("control fetch: %v", err)
+	}
+	// A corrupted cache entry is not served.
+	if err := os.WriteFile(filepath.Join(cache, Digest(raw)+".wasm"), evil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := s.cached(Digest(raw)); ok || b != nil {
+		t.Fatal("a corrupt cache entry was served")
+	}
+}
