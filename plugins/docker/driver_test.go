@@ -649,3 +649,53 @@ func TestFingerprintReportsTheEngineOrItsAbsence(t *testing.T) {
 		t.Errorf("unreachable engine: %+v", fp)
 	}
 }
+
+func TestATaskThatExitedWhileTheDriverWasAwayReportsItsExitOnRecovery(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d1, err := docker.New(docker.Config{Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := task(t, c, "run", "-exit", "SIGUSR1", "-code", "9")
+	h := start(t, d1, tc)
+	d1.Close()
+	time.Sleep(300 * time.Millisecond)
+	before, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("containers of the task: %v %v", before, err)
+	}
+	// The task ends while no driver watches it.
+	if err := c.KillContainer(ctx, before[0].ID, "SIGUSR1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitContainer(ctx, before[0].ID); err != nil {
+		t.Fatal(err)
+	}
+
+	d2 := newDriver(t, docker.Config{})
+	// A handle whose container ID is stale: the container labelled for the
+	// task is found instead.
+	stale := *h
+	stale.DriverState = []byte(strings.Replace(string(h.DriverState), before[0].ID, "0000000000000000000000000000000000000000000000000000000000000000", 1))
+	if string(stale.DriverState) == string(h.DriverState) {
+		t.Fatal("the handle does not hold the container ID")
+	}
+	if err := d2.RecoverTask(ctx, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, d2, tc.ID, 10*time.Second); r.ExitCode != 9 {
+		t.Errorf("exit after recovery: %+v, want code 9", r)
+	}
+	if got := read(t, tc.StdoutPath); got != "ready\ngot user defined signal 1\n" {
+		t.Errorf("stdout %q: the log before and after the driver's absence", got)
+	}
+
+	// Control: once no container carries the task's labels, recovery says so.
+	if err := d2.DestroyTask(ctx, tc.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.RecoverTask(ctx, h); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Errorf("recovering a removed task: %v, want ErrTaskNotFound", err)
+	}
+}
