@@ -226,7 +226,11 @@ func isHex64(s string) bool {
 // findAttr locates block.attr in the file for error positions (best effort:
 // the first block of that type holding the attribute; else the file start).
 func findAttr(f *hcl.File, block, attr, filename string) *hcl.Range {
-	content, _, _ := f.Body.PartialContent(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: block}, {Type: block, LabelNames: []string{"name"}}}})
+	hdr := hcl.BlockHeaderSchema{Type: block}
+	if block == "plugin" {
+		hdr.LabelNames = []string{"name"}
+	}
+	content, _, _ := f.Body.PartialContent(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{hdr}})
 	if content != nil {
 		for _, b := range content.Blocks {
 			attrs, _ := b.Body.JustAttributes()

@@ -1,0 +1,119 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const full = `
+name       = "node-a"
+datacenter = "eu1"
+node_pool  = "edge"
+node_class = "small"
+meta = { rack = "r1" }
+state_dir = "/srv/hivelet"
+
+http { address = "127.0.0.1:5646" }
+
+nats {
+  urls            = ["nats://10.0.0.1:4222", "nats://10.0.0.2:4222"]
+  creds_file      = "/etc/hivelet/nats.creds"
+  ca_file         = "/etc/hivelet/ca.pem"
+  bucket_prefix   = "prod"
+  replicas        = 3
+  request_timeout = "2s"
+  node_ttl        = "15s"
+}
+
+docker { allow_privileged = true }
+
+policy {
+  timeout = "100ms"
+  pins = { canary-by-rack = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" }
+}
+
+plugin "mydriver" {
+  sha256 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+}
+`
+
+func TestAFullFileLoadsAndResolves(t *testing.T) {
+	a, err := Parse([]byte(full), "agent.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Resolve(false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Name != "node-a" || r.Datacenter != "eu1" || r.NodePool != "edge" || r.NodeClass != "small" || r.Meta["rack"] != "r1" {
+		t.Fatalf("identity: %+v", r.Agent)
+	}
+	if r.HTTPAddr != "127.0.0.1:5646" || r.BucketPrefix != "prod" || r.Replicas != 3 || r.RequestTimeout != 2*time.Second || r.NodeTTL != 15*time.Second {
+		t.Fatalf("resolved: %+v", r)
+	}
+	if r.Embedded || len(r.NATS.URLs) != 2 || !r.Privileged || r.AllocDir != "/srv/hivelet/alloc" || r.PolicyTimeout != 100*time.Millisecond {
+		t.Fatalf("resolved: %+v", r)
+	}
+	if len(r.Plugins) != 1 || r.Plugins[0].Name != "mydriver" {
+		t.Fatalf("plugins: %+v", r.Plugins)
+	}
+}
+
+func TestDefaultsWithoutAFile(t *testing.T) {
+	r, err := Default().Resolve(true, "/tmp/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Embedded || r.EmbeddedPort != 4222 || r.HTTPAddr != "127.0.0.1:4646" || r.BucketPrefix != "hivelet" ||
+		r.Datacenter != "dc1" || r.NodePool != "default" || r.StateDir != "/tmp/dev" || r.Meta == nil || r.NodeTTL != 30*time.Second {
+		t.Fatalf("defaults: %+v", r)
+	}
+}
+
+func TestAnUnknownAttributeFailsWithItsPosition(t *testing.T) {
+	cases := []struct {
+		name, src, want string
+	}{
+		{"unknown attribute", "name = \"a\"\nsurprise = 1\n", "agent.hcl:2:1"},
+		{"unknown block", "nats {\n  urls = []\n}\nfoo {}\n", "agent.hcl:4:1"},
+		{"wrong type", "nats {\n  replicas = \"three\"\n}\n", "agent.hcl:2:"},
+		{"bad duration", "nats {\n  request_timeout = \"soon\"\n}\n", "agent.hcl:2:3: invalid duration"},
+		{"bad pin", "plugin \"x\" {\n  sha256 = \"abc\"\n}\n", "agent.hcl:2:3: invalid plugin pin"},
+		{"half a client cert", "nats {\n  cert_file = \"c.pem\"\n}\n", "incomplete TLS client certificate"},
+		{"syntax", "name = \n", "agent.hcl:1:"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.src), "agent.hcl")
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+	// Control: the same shapes, valid, load.
+	if _, err := Parse([]byte("name = \"a\"\nnats {\n  replicas = 3\n  request_timeout = \"1s\"\n}\n"), "agent.hcl"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJSONFormIsTheSameSchema(t *testing.T) {
+	a, err := Parse([]byte(`{"name":"j","nats":{"urls":["nats://127.0.0.1:4222"],"bucket_prefix":"x"},"plugin":{"mydriver":{"sha256":""}}}`), "agent.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != "j" || a.NATS.BucketPrefix != "x" || len(a.Plugins) != 1 {
+		t.Fatalf("%+v", a)
+	}
+	if _, err := Parse([]byte(`{"name":"j","nope":1}`), "agent.json"); err == nil || !strings.Contains(err.Error(), "agent.json:1:") {
+		t.Fatalf("unknown JSON attribute: %v", err)
+	}
+	if _, err := Default().Resolve(true, ""); err != nil {
+		t.Fatal(err)
+	}
+	withURL := &Agent{NATS: &NATS{URLs: []string{"nats://x:4222"}}}
+	if _, err := withURL.Resolve(true, ""); err == nil {
+		t.Fatal("-dev with nats.urls accepted")
+	}
+}
