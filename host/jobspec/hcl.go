@@ -145,7 +145,9 @@ func (p *parser) labels(b *hclsyntax.Block, want string) (string, bool) {
 			rng = b.LabelRanges[1]
 		}
 		p.errorf(rng, "a %s block takes exactly one label, its %s: %s \"name\" { ... }", b.Type, want, b.Type)
-		return "", false
+		if len(b.Labels) == 0 {
+			return "", false
+		}
 	}
 	return b.Labels[0], true
 }
@@ -163,7 +165,7 @@ func (p *parser) typed(a *hclsyntax.Attribute, want cty.Type, what string) (cty.
 	}
 	cv, err := convert.Convert(v, want)
 	if err != nil {
-		p.errorf(a.Expr.Range(), "%s must be %s, got %s", a.Name, what, v.Type().FriendlyName())
+		p.errorf(a.Expr.Range(), "%s must be %s, got %s", a.Name, what, typeName(v))
 		return cty.NilVal, false
 	}
 	return cv, true
@@ -208,7 +210,7 @@ func (p *parser) duration(a *hclsyntax.Attribute, path string) (model.Duration, 
 		return 0, false
 	}
 	if v.IsNull() || v.Type() != cty.String {
-		p.errorf(a.Expr.Range(), "%s must be a duration string such as \"30s\" or \"1m30s\", got %s", a.Name, v.Type().FriendlyName())
+		p.errorf(a.Expr.Range(), "%s must be a duration string such as \"30s\" or \"1m30s\", got %s", a.Name, typeName(v))
 		return 0, false
 	}
 	d, err := time.ParseDuration(v.AsString())
@@ -503,7 +505,7 @@ func (p *parser) config(c content, path string) map[string]any {
 			return nil
 		}
 		if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
-			p.errorf(a.Expr.Range(), "config must be an object, got %s", v.Type().FriendlyName())
+			p.errorf(a.Expr.Range(), "config must be an object, got %s", typeName(v))
 			return nil
 		}
 		m, _ := goValue(v).(map[string]any)
@@ -816,7 +818,7 @@ func (p *parser) policy(c content, name string, u *updateFields) *model.PolicyRe
 				continue
 			}
 			if v.IsNull() || !v.Type().IsPrimitiveType() {
-				p.errorf(pa.Expr.Range(), "policy parameter %s must be a string, number or bool, got %s", pa.Name, v.Type().FriendlyName())
+				p.errorf(pa.Expr.Range(), "policy parameter %s must be a string, number or bool, got %s", pa.Name, typeName(v))
 				continue
 			}
 			if pa.Name == "digest" {

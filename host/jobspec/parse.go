@@ -89,8 +89,17 @@ func ParseHCL(filename string, src []byte) (*model.Job, error) {
 		if !errors.As(err, &ves) {
 			return nil, fmt.Errorf("validating job: %w", err)
 		}
+		// A field that already failed to parse is left zero; whatever
+		// Validate says about it would only repeat the parse error.
+		failed := map[hcl.Pos]bool{}
+		for _, e := range p.errs {
+			failed[hcl.Pos{Line: e.Line, Column: e.Column}] = true
+		}
 		for _, ve := range ves {
 			rng := p.locate(ve.Path)
+			if failed[hcl.Pos{Line: rng.Start.Line, Column: rng.Start.Column}] {
+				continue
+			}
 			p.errorf(rng, "%s", ve.Message)
 		}
 	}
@@ -152,7 +161,11 @@ func ParseJSON(filename string, data []byte) (*model.Job, error) {
 	if err := model.Decode(data, &job); err != nil {
 		var de *model.DecodeError
 		if errors.As(err, &de) {
-			return nil, Errors{{File: filename, Path: de.Path, Message: de.Reason}}
+			msg := de.Reason
+			if de.Path == "type" && strings.Contains(msg, "JobType") {
+				msg += ": hivelet has no central scheduler, so it runs only node-bound job types"
+			}
+			return nil, Errors{{File: filename, Path: de.Path, Message: msg}}
 		}
 		return nil, Errors{{File: filename, Message: err.Error()}}
 	}

@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 
@@ -16,6 +17,38 @@ import (
 // objects and arithmetic on literals are allowed; a bare reference outside a
 // string, a function call and a template directive (%{...}) are errors.
 func (p *parser) value(expr hclsyntax.Expression) (cty.Value, bool) {
+	v, ok := p.valueOf(expr)
+	if ok && !finite(v) {
+		p.errorf(expr.Range(), "number out of range: job files hold numbers that fit a 64-bit float (about ±1e308, and not closer to zero than 1e-308)")
+		return cty.NilVal, false
+	}
+	return v, ok
+}
+
+// finite reports whether every number in v converts to a finite float64.
+func finite(v cty.Value) bool {
+	if v.IsNull() || !v.IsKnown() {
+		return true
+	}
+	t := v.Type()
+	switch {
+	case t == cty.Number:
+		bf := v.AsBigFloat()
+		f, _ := bf.Float64()
+		// Refuse overflow and underflow alike: a number that is not
+		// zero but rounds to zero would print as a million digits.
+		return !math.IsInf(f, 0) && (f != 0 || bf.Sign() == 0)
+	case t.IsListType() || t.IsTupleType() || t.IsSetType() || t.IsMapType() || t.IsObjectType():
+		for it := v.ElementIterator(); it.Next(); {
+			if _, e := it.Element(); !finite(e) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 	switch e := expr.(type) {
 	case *hclsyntax.TemplateExpr:
 		var b strings.Builder
@@ -178,7 +211,11 @@ func goString(v cty.Value) string {
 	case cty.String:
 		return v.AsString()
 	case cty.Number:
-		return v.AsBigFloat().Text('f', -1)
+		bf := v.AsBigFloat()
+		if e := bf.MantExp(nil); e > -64 && e < 64 {
+			return bf.Text('f', -1)
+		}
+		return bf.Text('g', -1)
 	case cty.Bool:
 		if v.True() {
 			return "true"
@@ -199,4 +236,25 @@ func wholeInt(v cty.Value) (int, bool) {
 		return 0, false
 	}
 	return int(i), true
+}
+
+// typeName names a value's type the way a job file's author thinks of it.
+func typeName(v cty.Value) string {
+	if v.IsNull() {
+		return "null"
+	}
+	t := v.Type()
+	switch {
+	case t == cty.String:
+		return "a string"
+	case t == cty.Number:
+		return "a number"
+	case t == cty.Bool:
+		return "a bool"
+	case t.IsListType() || t.IsTupleType() || t.IsSetType():
+		return "a list"
+	case t.IsMapType() || t.IsObjectType():
+		return "an object"
+	}
+	return t.FriendlyName()
 }

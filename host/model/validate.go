@@ -3,8 +3,8 @@ package model
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -86,7 +86,9 @@ func (v *validator) name(path, what, s string) {
 
 func (v *validator) job(j *Job) {
 	v.name("id", "job id", j.ID)
-	if !validEnum(j.Type, JobTypes) {
+	if j.Type == "" {
+		v.add("type", "job type is missing: add type = \"system\" or type = \"sysbatch\" (hivelet has no central scheduler, so it runs only node-bound job types; Nomad's default, service, is not one)")
+	} else if !validEnum(j.Type, JobTypes) {
 		v.add("type", "job type %q is not supported: hivelet has no central scheduler, so it runs only node-bound job types (%s)", j.Type, joinEnum(JobTypes))
 	}
 	if j.Priority < 0 || j.Priority > 100 {
@@ -205,10 +207,10 @@ func (v *validator) service(path string, s Service) {
 			v.add(join(cp, "port"), "a check needs a port: set port on the service or on the check")
 		}
 		if c.Interval <= 0 {
-			v.add(join(cp, "interval"), "check interval must be positive, got %s", c.Interval)
+			v.add(join(cp, "interval"), "a check needs a positive interval, for example \"10s\" (got %s)", c.Interval)
 		}
 		if c.Timeout <= 0 {
-			v.add(join(cp, "timeout"), "check timeout must be positive, got %s", c.Timeout)
+			v.add(join(cp, "timeout"), "a check needs a positive timeout, for example \"2s\" (got %s)", c.Timeout)
 		} else if c.Interval > 0 && c.Timeout > c.Interval {
 			v.add(join(cp, "timeout"), "check timeout (%s) must not be longer than its interval (%s)", c.Timeout, c.Interval)
 		}
@@ -351,4 +353,3 @@ func joinEnum[T ~string](vals []T) string {
 	}
 	return strings.Join(s, ", ")
 }
-
