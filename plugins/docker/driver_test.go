@@ -135,6 +135,20 @@ func wait(t *testing.T, d driver.Driver, id string, within time.Duration) *drive
 	return r
 }
 
+// waitOutput waits until the file at path contains substr.
+func waitOutput(t *testing.T, path, substr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), substr) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(path)
+	t.Fatalf("%s never contained %q (has %q)", path, substr, b)
+}
+
 func read(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -256,7 +270,8 @@ func TestStopSendsTheKillSignalAndKillsWhatIgnoresItAfterTheTimeout(t *testing.T
 	ignores := task(t, c, "run", "-ignore", "SIGTERM", "-exit", "SIGUSR2")
 	start(t, d, handles)
 	start(t, d, ignores)
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, handles.StdoutPath, "ready")
+	waitOutput(t, ignores.StdoutPath, "ready")
 
 	t0 := time.Now()
 	if err := d.StopTask(ctx, handles.ID, 10*time.Second, ""); err != nil {
@@ -279,7 +294,7 @@ func TestStopSendsTheKillSignalAndKillsWhatIgnoresItAfterTheTimeout(t *testing.T
 	// A signal other than the one set at creation goes through a kill call.
 	other := task(t, c, "run", "-exit", "SIGHUP", "-code", "5")
 	start(t, d, other)
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, other.StdoutPath, "ready")
 	if err := d.StopTask(ctx, other.ID, 5*time.Second, "SIGHUP"); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +308,7 @@ func TestSignalTaskDeliversTheSignal(t *testing.T) {
 	d := newDriver(t, docker.Config{})
 	tc := task(t, c, "run", "-exit", "SIGUSR2", "-code", "7")
 	start(t, d, tc)
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, tc.StdoutPath, "ready")
 	// Control: the task is still running before the signal.
 	if st, err := d.InspectTask(context.Background(), tc.ID); err != nil || st.State != driver.TaskStateRunning {
 		t.Fatalf("before the signal: %+v %v", st, err)
@@ -428,7 +443,7 @@ func TestRecoveryAfterTheHostRestartsReattachesWithoutRestartingOrDuplicatingLog
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	waitOutput(t, tc.StdoutPath, "tick 5\n")
 	d1.Close() // the host process goes away; the container keeps running
 	time.Sleep(400 * time.Millisecond)
 
@@ -450,7 +465,7 @@ func TestRecoveryAfterTheHostRestartsReattachesWithoutRestartingOrDuplicatingLog
 	if after.Attributes["container_id"] != before.Attributes["container_id"] || !after.StartedAt.Equal(before.StartedAt) || after.State != driver.TaskStateRunning {
 		t.Fatalf("recovered %+v, was %+v: not the same running container", after, before)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, tc.StdoutPath, "tick 40\n")
 	if err := d2.StopTask(ctx, tc.ID, 5*time.Second, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -659,8 +674,8 @@ func TestATaskThatExitedWhileTheDriverWasAwayReportsItsExitOnRecovery(t *testing
 	}
 	tc := task(t, c, "run", "-exit", "SIGUSR1", "-code", "9")
 	h := start(t, d1, tc)
+	waitOutput(t, tc.StdoutPath, "ready")
 	d1.Close()
-	time.Sleep(300 * time.Millisecond)
 	before, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
 	if err != nil || len(before) != 1 {
 		t.Fatalf("containers of the task: %v %v", before, err)

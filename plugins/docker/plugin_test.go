@@ -69,7 +69,7 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, tc.StdoutPath, "tick 5\n")
 
 	old, up := m.PID(docker.Name)
 	if !up {
@@ -101,7 +101,7 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 		t.Fatalf("the wait ended across the restart: %+v %v", r, ok)
 	default:
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitOutput(t, tc.StdoutPath, "tick 40\n")
 	if err := d.StopTask(ctx, tc.ID, 5*time.Second, ""); err != nil {
 		t.Fatal(err)
 	}

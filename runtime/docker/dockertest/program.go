@@ -6,7 +6,7 @@ package dockertest
 //	exit N            print "hello stdout"/"hello stderr", exit with code N
 //	env K1 K2...      print K=value for each variable, exit 0
 //	serve PORT        answer HTTP GET / on PORT with "hello <HOSTNAME>"; exit 0 on SIGTERM
-//	run [opts]        print "ready", then wait; options:
+//	run [opts]        print "ready" once its signal handling is set, then wait; options:
 //	                    -ignore SIG   ignore SIG (e.g. SIGTERM)
 //	                    -exit SIG     exit 0 when SIG arrives (default SIGTERM and SIGINT)
 //	                    -code N       exit code used for -exit (default 0)
@@ -48,12 +48,7 @@ func main() {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 	case "serve":
-		go func() {
-			c := make(chan os.Signal, 1)
-			signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
-			<-c
-			os.Exit(0)
-		}()
+		exitOnTerm()
 		host, _ := os.Hostname()
 		http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "hello %s", host) })
 		fmt.Println("serving")
@@ -85,7 +80,7 @@ func main() {
 		os.Exit(code)
 	case "tick":
 		ms, _ := strconv.Atoi(args[0])
-		go exitOnTerm()
+		exitOnTerm()
 		for i := 0; ; i++ {
 			fmt.Printf("tick %d\n", i)
 			time.Sleep(time.Duration(ms) * time.Millisecond)
@@ -97,6 +92,9 @@ func main() {
 			fmt.Fprintf(os.Stderr, "err %d\n", i)
 		}
 		exitOnTerm()
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "oom":
 		var keep [][]byte
 		for {
@@ -107,7 +105,7 @@ func main() {
 			keep = append(keep, b)
 		}
 	case "busy":
-		go exitOnTerm()
+		exitOnTerm()
 		x := 0
 		for {
 			x++
@@ -118,12 +116,15 @@ func main() {
 	}
 }
 
-// exitOnTerm exits 0 on SIGTERM: as PID 1 a process without a handler
-// would ignore it.
+// exitOnTerm makes the process exit 0 on SIGTERM or SIGINT from now on
+// (the handler is installed before it returns): as PID 1 a process
+// without a handler would not die of them.
 func exitOnTerm() {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
-	<-c
-	os.Exit(0)
+	go func() {
+		<-c
+		os.Exit(0)
+	}()
 }
 `
