@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// runPolicyCLI runs the CLI in-process and returns its exit code and output.
+func runPolicyCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetArgs(append(args, "--cache-dir", policyCache(t)))
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.Execute()
+	if err == nil {
+		return 0, out.String()
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code, out.String() + err.Error()
+	}
+	return 1, out.String() + err.Error()
+}
+
+var policyCacheDir string
+
+func policyCache(t *testing.T) string {
+	if policyCacheDir == "" {
+		d, err := os.MkdirTemp("", "hivelet-cli-policy-cache-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		policyCacheDir = d
+	}
+	return policyCacheDir
+}
+
+func writeJSON(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const canaryInput = `{"canary": {"job_id": "web", "job_version": 2, "deployment_id": "d1", "group": "g",
+ "percent": 50, "count": 2, "eligible": [
+  {"id": "n3", "name": "h3", "datacenter": "dc1", "node_pool": "default", "status": "ready", "eligibility": "eligible", "attributes": {}, "meta": {}},
+  {"id": "n1", "name": "h1", "datacenter": "dc2", "node_pool": "default", "status": "ready", "eligibility": "eligible", "attributes": {}, "meta": {}},
+  {"id": "n2", "name": "h2", "datacenter": "dc1", "node_pool": "default", "status": "ready", "eligibility": "eligible", "attributes": {}, "meta": {}}]}}`
+
+const completionInput = `{"completion": {"now": "2027-01-01T00:00:00Z",
+ "deployment": {"id": "d1", "job_id": "web", "job_version": 2, "status": "running",
+  "task_groups": {"g": {"desired_total": 3, "desired_canaries": 1, "auto_promote": true}}},
+ "groups": {"g": {"placed": 1, "healthy": 1, "canaries_healthy": 1}}}}`
+
+func TestPolicyEvalPrintsTheDecisionReasonAndTime(t *testing.T) {
+	code, out := runPolicyCLI(t, "policy", "eval", "builtin:percent", "--input", writeJSON(t, "in.json", canaryInput))
+	if code != 0 || !strings.Contains(out, "canaries: n1 n2") || !strings.Contains(out, "reason:") || !strings.Contains(out, "time:") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "eval", "builtin:spread", "--input", writeJSON(t, "in.json", canaryInput))
+	if code != 0 || !strings.Contains(out, "canaries: n2 n1") {
+		t.Fatalf("spread: exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "eval", "builtin:default", "--input", writeJSON(t, "in.json", completionInput))
+	if code != 0 || !strings.Contains(out, "decision: promote") {
+		t.Fatalf("completion: exit %d:\n%s", code, out)
+	}
+}
+
+func TestPolicyTestExitsNonZeroWithADiffOnAMismatch(t *testing.T) {
+	cases := func(want string) string {
+		return fmt.Sprintf(`{"cases": [
+ {"name": "first two by id", "input": %s, "want": {"node_ids": ["n1", "n2"]}},
+ {"name": "second", "input": %s, "want": {"node_ids": %s}}]}`, canaryInput, canaryInput, want)
+	}
+	code, out := runPolicyCLI(t, "policy", "test", "builtin:percent", writeJSON(t, "ok.json", cases(`["n1", "n2"]`)))
+	if code != 0 || !strings.Contains(out, "2 of 2 cases passed") {
+		t.Fatalf("control: exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "test", "builtin:percent", writeJSON(t, "bad.json", cases(`["n2", "n3"]`)))
+	if code != 1 || !strings.Contains(out, "FAIL second") || !strings.Contains(out, "node_ids: want [n2 n3], got [n1 n2]") || !strings.Contains(out, "1 of 2 cases passed") {
+		t.Fatalf("mismatch: exit %d:\n%s", code, out)
+	}
+}
+
+func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
+	wasm := filepath.Join(t.TempDir(), "canarymeta.wasm")
+	code, out := runPolicyCLI(t, "policy", "build", "../../examples/policies/canarymeta", "-o", wasm)
+	if code != 0 || !strings.Contains(out, "sha256") {
+		t.Fatalf("build: exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "test", wasm, "../../examples/policies/canarymeta/cases.json")
+	if code != 0 || !strings.Contains(out, "5 of 5 cases passed") {
+		t.Fatalf("test: exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "inspect", wasm)
+	if code != 0 || !strings.Contains(out, "kinds:       canary") || !strings.Contains(out, "meta canary") || !strings.Contains(out, "abi version: 1") {
+		t.Fatalf("inspect: exit %d:\n%s", code, out)
+	}
+}
+
+func TestPolicyCommandsRefuseBadInputWithExitCode2(t *testing.T) {
+	for _, args := range [][]string{
+		{"policy", "eval", "builtin:percent", "--input", "/nonexistent.json"},
+		{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "x.json", `{"canary": {}, "completion": {}}`)},
+		{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "y.json", `{"canary": {"unknown_field": 1}}`)},
+		{"policy", "inspect", "builtin:nope"},
+		{"policy", "inspect", "../../policies/testdata/wat/abi2.wasm"},
+		{"policy", "test", "builtin:percent", writeJSON(t, "z.json", `{"cases": []}`)},
+	} {
+		if code, out := runPolicyCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2:\n%s", args, code, out)
+		}
+	}
+	// Control: a good invocation exits 0.
+	if code, out := runPolicyCLI(t, "policy", "inspect", "builtin:quorum"); code != 0 || !strings.Contains(out, "kinds:       completion") {
+		t.Fatalf("control: exit %d:\n%s", code, out)
+	}
+}
+
+func TestPolicyEvalReportsAFaultWithExitCode1(t *testing.T) {
+	code, out := runPolicyCLI(t, "policy", "eval", "../../policies/testdata/wat/loop.wasm", "--input", writeJSON(t, "in.json", canaryInput))
+	if code != 1 || !strings.Contains(out, "fault:    deadline") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestPolicyPushAndListUseTheObjectStore(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	url := srv.ClientURL()
+	code, out := runPolicyCLI(t, "policy", "push", "../../policies/testdata/wat/raw.wasm", "--name", "first-nodes", "--nats", url)
+	if code != 0 || !strings.Contains(out, "pushed first-nodes") {
+		t.Fatalf("push: exit %d:\n%s", code, out)
+	}
+	code, out = runPolicyCLI(t, "policy", "list", "--nats", url)
+	if code != 0 || !strings.Contains(out, "first-nodes") || !strings.Contains(out, "builtin:spread") {
+		t.Fatalf("list: exit %d:\n%s", code, out)
+	}
+	// A module refused at load is not pushed.
+	code, out = runPolicyCLI(t, "policy", "push", "../../policies/testdata/wat/abi2.wasm", "--name", "bad", "--nats", url)
+	if code != 2 {
+		t.Fatalf("push of a refused module: exit %d:\n%s", code, out)
+	}
+	if _, out = runPolicyCLI(t, "policy", "list", "--nats", url); strings.Contains(out, "bad ") {
+		t.Fatalf("the refused module was pushed:\n%s", out)
+	}
+}

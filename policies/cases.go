@@ -1,0 +1,176 @@
+package policies
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+)
+
+// EvalInput is one decision's input in JSON, as `hivelet policy eval` and
+// the cases files of `hivelet policy test` take it: exactly one of Canary
+// and Completion.
+type EvalInput struct {
+	Canary     *CanaryCase     `json:"canary,omitempty"`
+	Completion *CompletionCase `json:"completion,omitempty"`
+}
+
+// CanaryCase is a canary request in JSON. Eligible nodes use the data
+// model's node records; they are sorted by ID before evaluation, as the
+// reconciler sends them.
+type CanaryCase struct {
+	JobID        string            `json:"job_id"`
+	JobVersion   uint64            `json:"job_version"`
+	DeploymentID string            `json:"deployment_id"`
+	Group        string            `json:"group"`
+	Percent      int               `json:"percent"`
+	Count        int               `json:"count"`
+	Eligible     []*model.Node     `json:"eligible"`
+	Existing     []string          `json:"existing,omitempty"`
+	Params       map[string]string `json:"params,omitempty"`
+}
+
+// CompletionCase is a completion input in JSON.
+type CompletionCase struct {
+	Deployment *model.Deployment      `json:"deployment"`
+	Groups     map[string]GroupHealth `json:"groups"`
+	Now        time.Time              `json:"now"`
+	Params     map[string]string      `json:"params,omitempty"`
+}
+
+// GroupHealth is reconcile.GroupHealth in JSON.
+type GroupHealth struct {
+	Placed          int  `json:"placed"`
+	Healthy         int  `json:"healthy"`
+	Unhealthy       int  `json:"unhealthy"`
+	Pending         int  `json:"pending"`
+	CanariesHealthy int  `json:"canaries_healthy"`
+	Complete        bool `json:"complete"`
+}
+
+// Expect is an expected (or obtained) answer: node IDs for a canary
+// decision, decision and revert for a completion decision, or a fault kind.
+type Expect struct {
+	NodeIDs  []string `json:"node_ids,omitempty"`
+	Decision string   `json:"decision,omitempty"`
+	Revert   bool     `json:"revert,omitempty"`
+	Fault    string   `json:"fault,omitempty"`
+}
+
+// Case is one row of a cases file.
+type Case struct {
+	Name  string    `json:"name"`
+	Input EvalInput `json:"input"`
+	Want  Expect    `json:"want"`
+}
+
+// CaseFile is the format of `hivelet policy test`'s cases file.
+type CaseFile struct {
+	Cases []Case `json:"cases"`
+}
+
+// DecodeStrict decodes JSON refusing unknown fields and trailing data.
+func DecodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// Validate checks an input names exactly one decision.
+func (in *EvalInput) Validate() error {
+	if (in.Canary == nil) == (in.Completion == nil) {
+		return errors.New(`an input holds exactly one of "canary" and "completion"`)
+	}
+	if in.Completion != nil && in.Completion.Deployment == nil {
+		return errors.New("a completion input needs a deployment")
+	}
+	return nil
+}
+
+// CanaryRequest converts the case for the module named name.
+func (c *CanaryCase) CanaryRequest(name string) reconcile.CanaryRequest {
+	eligible := slices.Clone(c.Eligible)
+	slices.SortFunc(eligible, func(a, b *model.Node) int { return strings.Compare(a.ID, b.ID) })
+	existing := slices.Clone(c.Existing)
+	slices.Sort(existing)
+	return reconcile.CanaryRequest{JobID: c.JobID, JobVersion: c.JobVersion, DeploymentID: c.DeploymentID, Group: c.Group,
+		Percent: c.Percent, Count: c.Count, Eligible: eligible, Existing: existing,
+		Policy: &model.PolicyRef{Name: name, Params: c.Params}}
+}
+
+// CompletionInput converts the case for the module named name.
+func (c *CompletionCase) CompletionInput(name string) reconcile.CompletionInput {
+	groups := make(map[string]reconcile.GroupHealth, len(c.Groups))
+	for n, g := range c.Groups {
+		groups[n] = reconcile.GroupHealth(g)
+	}
+	return reconcile.CompletionInput{Deployment: c.Deployment, Groups: groups, Now: c.Now,
+		Policy: &model.PolicyRef{Name: name, Params: c.Params}}
+}
+
+// Outcome is the result of one evaluation.
+type Outcome struct {
+	Got    Expect
+	Reason string
+	Took   time.Duration
+	Fault  *Fault
+}
+
+// Eval evaluates one input on the module, without fallback: a fault is
+// returned in the outcome.
+func (m *Module) Eval(ctx context.Context, in EvalInput) (Outcome, error) {
+	if err := in.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	var out Outcome
+	start := time.Now()
+	var err error
+	if in.Canary != nil {
+		var c reconcile.CanaryChoice
+		c, err = m.Canary(ctx, in.Canary.CanaryRequest(m.Name))
+		out.Got, out.Reason = Expect{NodeIDs: c.NodeIDs}, c.Reason
+	} else {
+		var d reconcile.CompletionDecision
+		d, err = m.Completion(ctx, in.Completion.CompletionInput(m.Name))
+		out.Got, out.Reason = Expect{Decision: string(d.Decision), Revert: d.Revert}, d.Reason
+	}
+	out.Took = time.Since(start)
+	if f, ok := AsFault(err); ok {
+		f.Policy, f.Digest = m.Name, m.Digest
+		out.Fault, out.Got = f, Expect{Fault: string(f.Kind)}
+	} else if err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// Diff lists how got differs from want (empty: they agree).
+func (want Expect) Diff(got Expect) []string {
+	var d []string
+	if want.Fault != got.Fault {
+		d = append(d, fmt.Sprintf("fault: want %q, got %q", want.Fault, got.Fault))
+	}
+	if !slices.Equal(want.NodeIDs, got.NodeIDs) {
+		d = append(d, fmt.Sprintf("node_ids: want %v, got %v", want.NodeIDs, got.NodeIDs))
+	}
+	if want.Decision != got.Decision {
+		d = append(d, fmt.Sprintf("decision: want %q, got %q", want.Decision, got.Decision))
+	}
+	if want.Revert != got.Revert {
+		d = append(d, fmt.Sprintf("revert: want %v, got %v", want.Revert, got.Revert))
+	}
+	return d
+}
