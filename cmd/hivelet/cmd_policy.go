@@ -452,4 +452,3 @@ func newPolicyListCmd(f *policyFlags) *cobra.Command {
 		},
 	}
 }
-
