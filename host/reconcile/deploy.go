@@ -73,8 +73,8 @@ func (f *fleet) qualifies(gr *group) bool {
 // counts completion across every node, and emits the status updates.
 func (f *fleet) decideDeployment(p *Plan) {
 	ready := len(f.readyList)
-	for i, gr := range f.groups {
-		gr.sum.DesiredTotal = ready * len(f.names[i])
+	for _, gr := range f.groups {
+		gr.sum.DesiredTotal = ready * gr.count
 		gr.sum.Canary = gr.decision
 	}
 	switch {
@@ -146,7 +146,7 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 	st.CanaryNodes = slices.Clone(gr.decision.Nodes)
 	n := 0
 	for _, id := range gr.decision.Nodes {
-		if f.ready[id] != nil {
+		if f.isReady(id) {
 			n++
 		}
 	}

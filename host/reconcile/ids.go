@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"strconv"
 )
@@ -29,18 +30,16 @@ func DeploymentID(namespace, jobID string, version uint64) string {
 	return derive("deployment", namespace, jobID, strconv.FormatUint(version, 10))
 }
 
-// derive hashes the parts (each length-prefixed, so no two part lists
+// derive hashes the parts (each prefixed by its length, so no two part lists
 // collide) and formats the first 16 bytes as a UUID-shaped string.
 func derive(kind string, parts ...string) string {
-	h := sha256.New()
-	var n [20]byte
-	for _, p := range append([]string{kind}, parts...) {
-		h.Write(strconv.AppendInt(n[:0], int64(len(p)), 10))
-		h.Write([]byte{':'})
-		h.Write([]byte(p))
+	var stack [256]byte
+	b := stack[:0]
+	b = appendPart(b, kind)
+	for _, p := range parts {
+		b = appendPart(b, p)
 	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	sum := sha256.Sum256(b)
 	var out [36]byte
 	hex.Encode(out[0:8], sum[0:4])
 	out[8] = '-'
@@ -52,4 +51,9 @@ func derive(kind string, parts ...string) string {
 	out[23] = '-'
 	hex.Encode(out[24:36], sum[10:16])
 	return string(out[:])
+}
+
+func appendPart(b []byte, p string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+	return append(b, p...)
 }

@@ -6,11 +6,11 @@ import (
 
 // node is the per-node core: it applies the per-allocation rules (first
 // match wins) to every live allocation on the node and the placement rules
-// to every required name without one, appending entries to p and counting
+// to every required name without one, adding entries to c and counting
 // into the fleet-wide group summaries.
-func (f *fleet) node(nodeID string, p *Plan) {
-	allocs := f.live[nodeID]
-	has := make(map[string]bool, len(allocs))
+func (f *fleet) node(ni *nodeInfo, c *collector) {
+	allocs := ni.live
+	f.stamp++
 	for i, a := range allocs {
 		// allocs are sorted by name then ID: a run of equal names is a
 		// duplicate set, of which one is kept and the others stopped.
@@ -31,16 +31,19 @@ func (f *fleet) node(nodeID string, p *Plan) {
 				break
 			}
 			if b != keep {
-				p.Stop = append(p.Stop, f.entry(b, "duplicate", "another live allocation of this name on this node is kept"))
+				c.add(bStop, f.entry(b, "duplicate", "another live allocation of this name on this node is kept"))
 			}
 		}
-		has[a.Name] = true
-		f.alloc(keep, p)
+		gr, idx := f.required(a.Name)
+		if gr != nil {
+			gr.stamps[idx] = f.stamp
+		}
+		f.alloc(keep, gr, ni, c)
 	}
-	for i, gr := range f.groups {
-		for _, name := range f.names[i] {
-			if !has[name] {
-				f.place(nodeID, gr, name, p)
+	for _, gr := range f.groups {
+		for idx, st := range gr.stamps {
+			if st != f.stamp {
+				f.place(ni, gr, f.allocName(gr, idx), c)
 			}
 		}
 	}
@@ -55,11 +58,11 @@ func (f *fleet) entry(a *model.Allocation, rule, reason string) Entry {
 }
 
 // alloc applies the per-allocation rules 1–14 of spec/reconcile.md.
-func (f *fleet) alloc(a *model.Allocation, p *Plan) {
-	gr := f.required[a.Name]
+// gr is the group the allocation's name is required by, or nil.
+func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector) {
 	// 1. Not required (job stopped, group removed, count lowered).
 	if gr == nil {
-		p.Stop = append(p.Stop, f.entry(a, "alloc.1", ""))
+		c.add(bStop, f.entry(a, "alloc.1", ""))
 		return
 	}
 	e := f.entry(a, "", "")
@@ -67,7 +70,7 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 	// 2. Marked for migration.
 	if a.DesiredTransition.ShouldMigrate() {
 		e.Rule = "alloc.2"
-		p.Migrate = append(p.Migrate, e)
+		c.add(bMigrate, e)
 		gr.sum.LeftToMigrate++
 		return
 	}
@@ -80,21 +83,21 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 	// 3. Due to reconnect, but unknown for longer than the group allows.
 	if due && !last.Time.Add(gr.lostAfter).After(now) {
 		e.Rule, e.ClientStatus = "alloc.3", model.ClientLost
-		p.Lost = append(p.Lost, e)
+		c.add(bLost, e)
 		return
 	}
 	// 4. Unknown and still desired to run: waiting to reconnect.
 	if disc && cs == model.ClientUnknown && a.DesiredStatus == model.DesiredRun {
 		e.Rule = "alloc.4"
-		p.Ignore = append(p.Ignore, e)
+		c.add(bIgnore, e)
 		return
 	}
-	tn, tainted := f.tainted[a.NodeID]
+	tn, tainted := ni.taintedNode, ni.tainted
 	// 5. Its node is back and it is due to reconnect: record the reconnect.
 	if disc && !tainted && due {
 		e.Rule = "alloc.5"
 		e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(cs), Time: now}
-		p.Reconnecting = append(p.Reconnecting, e)
+		c.add(bReconnecting, e)
 		f.countKept(gr, a)
 		return
 	}
@@ -103,34 +106,34 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 		// 6. sysbatch work that already finished successfully.
 		case f.sysbatch && cs == model.ClientComplete:
 			e.Rule = "alloc.6"
-			p.Ignore = append(p.Ignore, e)
+			c.add(bIgnore, e)
 		// 7. Disconnected node, handling on, running: disconnecting.
 		case tn != nil && tn.Status == model.NodeStatusDisconnected && disc && cs == model.ClientRunning:
 			e.Rule, e.ClientStatus = "alloc.7", model.ClientUnknown
 			e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: now}
-			p.Disconnecting = append(p.Disconnecting, e)
+			c.add(bDisconnecting, e)
 		// 8. Node gone or down.
 		case tn == nil || tn.Status == model.NodeStatusDown:
 			e.Rule, e.ClientStatus = "alloc.8", model.ClientLost
-			p.Lost = append(p.Lost, e)
+			c.add(bLost, e)
 		// 9. Tainted otherwise (draining, not yet migrating; disconnected
 		// without handling).
 		default:
 			e.Rule = "alloc.9"
-			p.Ignore = append(p.Ignore, e)
+			c.add(bIgnore, e)
 		}
 		return
 	}
 	// 10. Node in scope but not ready.
-	if f.notReady[a.NodeID] {
+	if ni.notReady {
 		e.Rule = "alloc.10"
-		p.Ignore = append(p.Ignore, e)
+		c.add(bIgnore, e)
 		return
 	}
 	// 11. Node not a ready node.
-	if f.ready[a.NodeID] == nil {
+	if ni.ready == nil {
 		e.Rule = "alloc.11"
-		p.Stop = append(p.Stop, e)
+		c.add(bStop, e)
 		return
 	}
 	if a.JobVersion != f.version {
@@ -140,7 +143,7 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 			if !gr.canaryNodes[a.NodeID] {
 				e.Rule, e.Canary = "alloc.12", false
 				e.Reason = "waiting for the deployment to be promoted"
-				p.AwaitingPromotion = append(p.AwaitingPromotion, e)
+				c.add(bAwaiting, e)
 				gr.sum.Awaiting++
 				return
 			}
@@ -153,17 +156,17 @@ func (f *fleet) alloc(a *model.Allocation, p *Plan) {
 		if f.held != "" {
 			e.Reason = "update held: deployment is " + string(f.held)
 			gr.sum.UpdatesHeld = e.Reason
-			p.Ignore = append(p.Ignore, e)
+			c.add(bIgnore, e)
 			return
 		}
 		e.JobVersion = f.version
 		e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, a.NodeID, a.Name, a.ID)
-		p.Update = append(p.Update, e)
+		c.add(bUpdate, e)
 		return
 	}
 	// 14. Up to date.
 	e.Rule = "alloc.14"
-	p.Ignore = append(p.Ignore, e)
+	c.add(bIgnore, e)
 	f.countKept(gr, a)
 }
 
@@ -188,7 +191,8 @@ func (f *fleet) countKept(gr *group, a *model.Allocation) {
 
 // place applies the rules for a required name with no live allocation on
 // the node.
-func (f *fleet) place(nodeID string, gr *group, name string, p *Plan) {
+func (f *fleet) place(ni *nodeInfo, gr *group, name string, c *collector) {
+	nodeID := ni.id
 	prev := f.terminal[nodeName{nodeID, name}]
 	// 1. sysbatch: a terminal allocation of the name re-runs only for a
 	// new job version; nothing is placed.
@@ -198,15 +202,15 @@ func (f *fleet) place(nodeID string, gr *group, name string, p *Plan) {
 		if prev.JobVersion != f.version {
 			e.JobVersion = f.version
 			e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, nodeID, name, prev.ID)
-			p.Update = append(p.Update, e)
+			c.add(bUpdate, e)
 			gr.sum.LeftToUpdate++
 		} else {
-			p.Ignore = append(p.Ignore, e)
+			c.add(bIgnore, e)
 		}
 		return
 	}
 	// 2. Tainted, not-ready (or unknown) nodes get nothing.
-	if _, t := f.tainted[nodeID]; t || f.notReady[nodeID] || f.ready[nodeID] == nil {
+	if ni.tainted || ni.notReady || ni.ready == nil {
 		return
 	}
 	// 3. Place, carrying the previous terminal allocation on this node.
@@ -218,7 +222,7 @@ func (f *fleet) place(nodeID string, gr *group, name string, p *Plan) {
 		e.PreviousAllocID = prevID
 	}
 	e.AllocID = AllocID(f.job.Namespace, f.job.ID, f.version, nodeID, name, prevID)
-	p.Place = append(p.Place, e)
+	c.add(bPlace, e)
 	gr.sum.LeftToPlace++
 	if !f.ranHere[nodeName{nodeID, gr.name}] {
 		gr.wantDeployment = true

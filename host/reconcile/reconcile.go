@@ -1,10 +1,10 @@
 package reconcile
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +17,7 @@ func ReconcileFleet(in Input) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.run(func(string) bool { return true }), nil
+	return f.run(""), nil
 }
 
 // ReconcileNode plans one node: the daemon's round for its own node. The
@@ -33,13 +33,15 @@ func ReconcileNode(in Input, nodeID string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.run(func(id string) bool { return id == nodeID }), nil
+	return f.run(nodeID), nil
 }
 
 // group is the fleet-wide state of one job group during a round.
 type group struct {
 	name   string
 	g      *model.Group
+	count  int   // required names: 0 when the job is stopped
+	stamps []int // per index: see fleet.stamp
 	update *model.UpdateStrategy // effective strategy; nil for sysbatch
 	// hasCanaries: update.canary > 0 with a rolling strategy.
 	hasCanaries bool
@@ -66,20 +68,21 @@ type fleet struct {
 	sysbatch bool
 	groups   []*group          // sorted by name
 	byName   map[string]*group // group name → group
-	required map[string]*group // required alloc name → group
-	names    [][]string        // per group (same order), its required names
 
 	readyList []*model.Node // effective ready nodes, sorted by ID
-	ready     map[string]*model.Node
-	notReady  map[string]bool
-	tainted   map[string]*model.Node // presence = tainted; nil value = gone
-	nodes     []string               // every node in view, sorted
+	info      map[string]*nodeInfo
+	slab      []nodeInfo // backing store of info: never grown past its capacity
+	nodes     []*nodeInfo // every node in view, sorted by ID
 
-	live     map[string][]*model.Allocation // by node
 	terminal map[nodeName]*model.Allocation
 	// ranHere records (node, group) pairs where an allocation of the
 	// current version exists, live or terminal.
 	ranHere map[nodeName]bool
+
+	// stamp numbers the node being planned: group.stamps[i] == stamp means
+	// it has a live allocation of index i (stamped, not cleared, so a big
+	// group does not make every node pay to clear).
+	stamp int
 
 	dep     *model.Deployment // current version's deployment (a copy), or nil
 	held    model.DeploymentStatus
@@ -103,11 +106,6 @@ func prepare(in *Input) (*fleet, error) {
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
 		byName:   make(map[string]*group, len(job.Groups)),
-		required: make(map[string]*group),
-		ready:    make(map[string]*model.Node, len(in.ReadyNodes)),
-		notReady: make(map[string]bool, len(in.NotReadyNodes)),
-		tainted:  make(map[string]*model.Node, len(in.TaintedNodes)),
-		live:     make(map[string][]*model.Allocation),
 		terminal: make(map[nodeName]*model.Allocation, len(in.TerminalAllocs)),
 		ranHere:  make(map[nodeName]bool),
 	}
@@ -151,20 +149,57 @@ func (f *fleet) indexGroups() error {
 		f.groups = append(f.groups, gr)
 	}
 	slices.SortFunc(f.groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
-	f.names = make([][]string, len(f.groups))
-	if f.job.Stop {
-		return nil // a stopped job requires nothing
-	}
-	for i, gr := range f.groups {
-		names := make([]string, gr.g.Count)
-		for k := range names {
-			names[k] = model.AllocName(f.job.ID, gr.name, k)
-			f.required[names[k]] = gr
+	if !f.job.Stop { // a stopped job requires nothing
+		for _, gr := range f.groups {
+			gr.count = gr.g.Count
+			gr.stamps = make([]int, gr.count)
 		}
-		slices.Sort(names)
-		f.names[i] = names
 	}
 	return nil
+}
+
+// required resolves an allocation name: the group and index it stands for,
+// or nil when the name is not required (job stopped, group removed, index
+// beyond the count, or not a canonical "<job>.<group>[<index>]" name).
+// Parsing the name instead of looking it up in a set of every required name
+// keeps a round free of one string and one map entry per required name.
+func (f *fleet) required(name string) (*group, int) {
+	rest, ok := strings.CutPrefix(name, f.job.ID)
+	if !ok || len(rest) < 4 || rest[0] != '.' || rest[len(rest)-1] != ']' {
+		return nil, 0
+	}
+	open := strings.LastIndexByte(rest, '[')
+	if open < 1 {
+		return nil, 0
+	}
+	gr := f.byName[rest[1:open]]
+	digits := rest[open+1 : len(rest)-1]
+	if gr == nil || len(digits) == 0 || len(digits) > 9 || (digits[0] == '0' && len(digits) > 1) {
+		return nil, 0
+	}
+	idx := 0
+	for i := 0; i < len(digits); i++ {
+		d := digits[i]
+		if d < '0' || d > '9' {
+			return nil, 0
+		}
+		idx = idx*10 + int(d-'0')
+	}
+	if idx >= gr.count {
+		return nil, 0
+	}
+	return gr, idx
+}
+
+// allocName is model.AllocName built without fmt: it runs once per placement.
+func (f *fleet) allocName(gr *group, idx int) string {
+	var stack [64]byte
+	b := append(stack[:0], f.job.ID...)
+	b = append(b, '.')
+	b = append(b, gr.name...)
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(idx), 10)
+	return string(append(b, ']'))
 }
 
 // effectiveUpdate is the group's update strategy. The job parser stores the
@@ -183,25 +218,67 @@ func effectiveUpdate(job *model.Job, g *model.Group) *model.UpdateStrategy {
 	return model.DefaultUpdateStrategy()
 }
 
+// nodeInfo is what the round knows of one node: its sets and its live
+// allocations (sorted by name, then ID). One lookup per node, not one per
+// set per allocation.
+type nodeInfo struct {
+	id          string
+	ready       *model.Node // non-nil: an effective ready node
+	tainted     bool
+	taintedNode *model.Node // nil while tainted: the node is gone
+	notReady    bool
+	live        []*model.Allocation
+	nlive       int
+}
+
+// nodeOf returns the node's info, adding it to the view.
+func (f *fleet) nodeOf(id string) *nodeInfo {
+	if ni := f.info[id]; ni != nil {
+		return ni
+	}
+	var ni *nodeInfo
+	if len(f.slab) < cap(f.slab) { // one allocation for every node's info
+		f.slab = f.slab[:len(f.slab)+1]
+		ni = &f.slab[len(f.slab)-1]
+		ni.id = id
+	} else {
+		ni = &nodeInfo{id: id}
+	}
+	f.info[id] = ni
+	f.nodes = append(f.nodes, ni)
+	return ni
+}
+
+// isReady reports whether id is an effective ready node.
+func (f *fleet) isReady(id string) bool {
+	ni := f.info[id]
+	return ni != nil && ni.ready != nil
+}
+
+// indexNodes builds the node view: every ready, not-ready and tainted node
+// and every node carrying a live allocation. A node listed ready and also
+// tainted or not ready is not an effective ready node.
 func (f *fleet) indexNodes() error {
 	in := f.in
+	size := len(in.ReadyNodes) + len(in.NotReadyNodes) + len(in.TaintedNodes)
+	f.info = make(map[string]*nodeInfo, size)
+	f.slab = make([]nodeInfo, 0, size+len(in.LiveAllocs))
 	for id, n := range in.TaintedNodes {
-		f.tainted[id] = n
+		ni := f.nodeOf(id)
+		ni.tainted, ni.taintedNode = true, n
 	}
 	for _, id := range in.NotReadyNodes {
-		f.notReady[id] = true
+		f.nodeOf(id).notReady = true
 	}
 	for _, n := range in.ReadyNodes {
 		if n == nil || n.ID == "" {
 			return errors.New("reconciling: a ready node has no ID")
 		}
-		if _, t := f.tainted[n.ID]; t || f.notReady[n.ID] {
+		ni := f.nodeOf(n.ID)
+		if ni.tainted || ni.notReady || ni.ready != nil {
 			continue
 		}
-		if _, dup := f.ready[n.ID]; dup {
-			continue
-		}
-		f.ready[n.ID] = n
+		ni.ready = n
 		f.readyList = append(f.readyList, n)
 	}
 	slices.SortFunc(f.readyList, func(a, b *model.Node) int { return strings.Compare(a.ID, b.ID) })
@@ -209,31 +286,25 @@ func (f *fleet) indexNodes() error {
 }
 
 func (f *fleet) indexAllocs() error {
-	seen := make(map[string]bool, len(f.ready)+len(f.notReady)+len(f.tainted))
-	add := func(id string) {
-		if !seen[id] {
-			seen[id] = true
-			f.nodes = append(f.nodes, id)
-		}
-	}
-	for _, n := range f.readyList {
-		add(n.ID)
-	}
-	for id := range f.notReady {
-		add(id)
-	}
-	for id := range f.tainted {
-		add(id)
-	}
-	for _, a := range f.in.LiveAllocs {
+	// Two passes carve every node's live list out of one backing array.
+	owner := make([]*nodeInfo, len(f.in.LiveAllocs))
+	for i, a := range f.in.LiveAllocs {
 		if a == nil || a.ID == "" {
 			return errors.New("reconciling: a live allocation has no ID")
 		}
-		add(a.NodeID)
-		f.live[a.NodeID] = append(f.live[a.NodeID], a)
+		owner[i] = f.nodeOf(a.NodeID)
+		owner[i].nlive++
 		if a.JobVersion == f.version {
 			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
 		}
+	}
+	backing := make([]*model.Allocation, len(f.in.LiveAllocs))
+	for i, a := range f.in.LiveAllocs {
+		ni := owner[i]
+		if ni.live == nil {
+			ni.live, backing = backing[:0:ni.nlive], backing[ni.nlive:]
+		}
+		ni.live = append(ni.live, a)
 	}
 	for _, a := range f.in.TerminalAllocs {
 		if a == nil || a.ID == "" {
@@ -247,11 +318,16 @@ func (f *fleet) indexAllocs() error {
 			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
 		}
 	}
-	slices.Sort(f.nodes)
-	for _, allocs := range f.live {
-		slices.SortFunc(allocs, func(a, b *model.Allocation) int {
-			return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
-		})
+	slices.SortFunc(f.nodes, func(a, b *nodeInfo) int { return strings.Compare(a.id, b.id) })
+	for _, ni := range f.nodes {
+		if len(ni.live) > 1 {
+			slices.SortFunc(ni.live, func(a, b *model.Allocation) int {
+				if c := strings.Compare(a.Name, b.Name); c != 0 {
+					return c
+				}
+				return strings.Compare(a.ID, b.ID)
+			})
+		}
 	}
 	return nil
 }
@@ -272,9 +348,12 @@ func (f *fleet) settleCanaries() {
 	if f.job.Stop {
 		return
 	}
+	if !slices.ContainsFunc(f.groups, func(gr *group) bool { return gr.hasCanaries }) {
+		return
+	}
 	outdated := make(map[string]bool) // groups with an outdated allocation on a ready node
 	for _, a := range f.in.LiveAllocs {
-		if gr := f.required[a.Name]; gr != nil && a.JobVersion != f.version && f.ready[a.NodeID] != nil {
+		if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version && f.isReady(a.NodeID) {
 			outdated[gr.name] = true
 		}
 	}
@@ -345,23 +424,29 @@ func (f *fleet) settleCanaries() {
 	}
 }
 
-// run does the per-node pass over every node (keep says which nodes'
-// entries go into the plan; every node is counted) and then the fleet-wide
-// deployment decisions.
-func (f *fleet) run(keep func(nodeID string) bool) *Plan {
-	p := &Plan{}
-	var scratch Plan
-	for _, id := range f.nodes {
-		if keep(id) {
-			f.node(id, p)
-		} else {
-			f.node(id, &scratch)
-			scratch = Plan{Place: scratch.Place[:0], Update: scratch.Update[:0], Migrate: scratch.Migrate[:0],
-				Stop: scratch.Stop[:0], Ignore: scratch.Ignore[:0], Lost: scratch.Lost[:0],
-				Disconnecting: scratch.Disconnecting[:0], Reconnecting: scratch.Reconnecting[:0],
-				AwaitingPromotion: scratch.AwaitingPromotion[:0]}
+// run does the per-node pass over every node (only names the node whose
+// entries go into the plan, "" for all; every node is counted) and then
+// the fleet-wide deployment decisions.
+func (f *fleet) run(only string) *Plan {
+	// Entries are collected in one pre-sized slice and split into buckets
+	// at the end: appending to nine growing slices cost more than the rules.
+	names := 0
+	for _, gr := range f.groups {
+		names += gr.count
+	}
+	var c collector
+	if only == "" {
+		size := len(f.in.LiveAllocs) + len(f.readyList)*names
+		c.entries, c.kinds = make([]Entry, 0, size), make([]bucket, 0, size)
+	}
+	for _, ni := range f.nodes {
+		mark := len(c.entries)
+		f.node(ni, &c)
+		if only != "" && ni.id != only {
+			c.entries, c.kinds = c.entries[:mark], c.kinds[:mark]
 		}
 	}
+	p := c.plan()
 	f.decideDeployment(p)
 	p.DeploymentUpdates = append(p.DeploymentUpdates, f.updates...)
 	for _, gr := range f.groups {
@@ -371,18 +456,63 @@ func (f *fleet) run(keep func(nodeID string) bool) *Plan {
 	return p
 }
 
+type bucket uint8
+
+const (
+	bPlace bucket = iota
+	bUpdate
+	bMigrate
+	bStop
+	bIgnore
+	bLost
+	bDisconnecting
+	bReconnecting
+	bAwaiting
+	nBuckets
+)
+
+// collector gathers a round's entries with their buckets.
+type collector struct {
+	entries []Entry
+	kinds   []bucket
+}
+
+func (c *collector) add(b bucket, e Entry) {
+	c.entries = append(c.entries, e)
+	c.kinds = append(c.kinds, b)
+}
+
+// plan splits the entries into exactly sized buckets.
+func (c *collector) plan() *Plan {
+	var n [nBuckets]int
+	for _, k := range c.kinds {
+		n[k]++
+	}
+	p := &Plan{}
+	lists := p.lists()
+	for b, l := range lists {
+		*l = make([]Entry, 0, n[b])
+	}
+	for i, k := range c.kinds {
+		*lists[k] = append(*lists[k], c.entries[i])
+	}
+	return p
+}
+
+// lists returns the plan's nine lists in bucket order.
+func (p *Plan) lists() [nBuckets]*[]Entry {
+	return [nBuckets]*[]Entry{&p.Place, &p.Update, &p.Migrate, &p.Stop, &p.Ignore, &p.Lost,
+		&p.Disconnecting, &p.Reconnecting, &p.AwaitingPromotion}
+}
+
 // normalize sorts every list and replaces nil lists by empty ones, so the
 // JSON form is stable and every list prints as [].
 func (p *Plan) normalize() {
-	for _, l := range []*[]Entry{&p.Place, &p.Update, &p.Migrate, &p.Stop, &p.Ignore, &p.Lost,
-		&p.Disconnecting, &p.Reconnecting, &p.AwaitingPromotion} {
+	for _, l := range p.lists() {
 		if *l == nil {
 			*l = []Entry{}
 		}
-		slices.SortFunc(*l, func(a, b Entry) int {
-			return cmp.Or(strings.Compare(a.NodeID, b.NodeID), strings.Compare(a.Name, b.Name),
-				strings.Compare(a.AllocID, b.AllocID))
-		})
+		slices.SortFunc(*l, compareEntries)
 	}
 	if p.DeploymentUpdates == nil {
 		p.DeploymentUpdates = []model.DeploymentStatusUpdate{}
@@ -390,4 +520,15 @@ func (p *Plan) normalize() {
 	if p.Groups == nil {
 		p.Groups = []GroupSummary{}
 	}
+}
+
+// compareEntries orders entries by node ID, then name, then allocation ID.
+func compareEntries(a, b Entry) int {
+	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.AllocID, b.AllocID)
 }

@@ -393,3 +393,37 @@ func TestTheInputIsNeverModified(t *testing.T) {
 		t.Errorf("input modified:\n%s\n%s", before, after)
 	}
 }
+
+func TestOnlyCanonicalNamesWithinTheCountAreRequired(t *testing.T) {
+	in := fleetOf(sysJob(1, grp("web", 12), grp("a[b", 1)), rnode("n1"))
+	f, err := prepare(&in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]int{ // name → index, -1: not required
+		"web.web[0]": 0, "web.web[11]": 11, "web.a[b[0]": 0,
+		"web.web[12]": -1, "web.web[01]": -1, "web.web[-1]": -1, "web.web[+1]": -1, "web.web[ 1]": -1,
+		"web.web[]": -1, "web.web[1": -1, "web.web1]": -1, "webx.web[0]": -1, "web.api[0]": -1,
+		"web.web[99999999999]": -1, "web.a[b[1]": -1, "": -1, "web": -1,
+	}
+	for name, want := range cases {
+		gr, idx := f.required(name)
+		got := -1
+		if gr != nil {
+			got = idx
+			if model.AllocName("web", gr.name, idx) != name {
+				t.Errorf("%q resolved to %s[%d]", name, gr.name, idx)
+			}
+		}
+		if got != want {
+			t.Errorf("required(%q) = %d, want %d", name, got, want)
+		}
+	}
+	// A stopped job requires nothing (control above: it required web.web[0]).
+	in.Job.Stop = true
+	if f, _ = prepare(&in); f != nil {
+		if gr, _ := f.required("web.web[0]"); gr != nil {
+			t.Error("a stopped job still requires web.web[0]")
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package reconcile
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// benchFleet: nodes × perNode allocations of a job at version 2, every
+// allocation still at version 1 (a rollout: the heaviest path, each update
+// derives a new allocation ID), a deployment of version 2 in force.
+func benchFleet(nodes, perNode, canary int) Input {
+	g := withUpdate(grp("web", perNode), func(u *model.UpdateStrategy) { u.Canary = canary })
+	in := fleetOf(sysJob(2, g))
+	for i := range nodes {
+		id := fmt.Sprintf("node-%06d", i)
+		in.ReadyNodes = append(in.ReadyNodes, rnode(id))
+		for k := range perNode {
+			in.LiveAllocs = append(in.LiveAllocs, al(fmt.Sprintf("%s-%d", id, k), id, "web", k, 1))
+		}
+	}
+	in.Deployment = dep(2, model.DeploymentRunning, map[string]*model.DeploymentState{"web": {DesiredTotal: nodes * perNode}})
+	return in
+}
+
+// benchReconcile reports, besides ns/op, the wall and the CPU time per
+// allocation. The CPU time (this process's user+system time, GC included)
+// is the figure to read on a shared machine: wall time there includes the
+// time other engineers' processes held the CPUs.
+func benchReconcile(b *testing.B, in Input, node string) {
+	allocs := len(in.LiveAllocs)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		var err error
+		if node == "" {
+			_, err = ReconcileFleet(in)
+		} else {
+			_, err = ReconcileNode(in, node)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := cpuTime() - cpu0
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(allocs), "ns/alloc")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(allocs), "cpu-ns/alloc")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The three fleets of the brief.
+func BenchmarkFleet1Node10000Allocs(b *testing.B) { benchReconcile(b, benchFleet(1, 10000, 0), "") }
+func BenchmarkFleet1000Nodes10Allocs(b *testing.B) { benchReconcile(b, benchFleet(1000, 10, 0), "") }
+func BenchmarkFleet10000Nodes1AllocCanary25(b *testing.B) {
+	benchReconcile(b, benchFleet(10000, 1, 25), "")
+}
+
+// Linearity: the same shape at 100, 1,000 and 10,000 nodes.
+func BenchmarkFleetNodesX1(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchReconcile(b, benchFleet(n, 1, 0), "") })
+	}
+}
+
+// The daemon's round: one node's plan from a 10,000-node fleet view (it
+// still counts completion on every node).
+func BenchmarkNode10000Nodes1Alloc(b *testing.B) {
+	benchReconcile(b, benchFleet(10000, 1, 25), "node-005000")
+}
