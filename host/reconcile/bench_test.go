@@ -60,7 +60,7 @@ func cpuTime() time.Duration {
 }
 
 // The three fleets of the brief.
-func BenchmarkFleet1Node10000Allocs(b *testing.B) { benchReconcile(b, benchFleet(1, 10000, 0), "") }
+func BenchmarkFleet1Node10000Allocs(b *testing.B)  { benchReconcile(b, benchFleet(1, 10000, 0), "") }
 func BenchmarkFleet1000Nodes10Allocs(b *testing.B) { benchReconcile(b, benchFleet(1000, 10, 0), "") }
 func BenchmarkFleet10000Nodes1AllocCanary25(b *testing.B) {
 	benchReconcile(b, benchFleet(10000, 1, 25), "")

@@ -40,8 +40,8 @@ func ReconcileNode(in Input, nodeID string) (*Plan, error) {
 type group struct {
 	name   string
 	g      *model.Group
-	count  int   // required names: 0 when the job is stopped
-	stamps []int // per index: see fleet.stamp
+	count  int                   // required names: 0 when the job is stopped
+	stamps []int                 // per index: see fleet.stamp
 	update *model.UpdateStrategy // effective strategy; nil for sysbatch
 	// hasCanaries: update.canary > 0 with a rolling strategy.
 	hasCanaries bool
@@ -71,7 +71,7 @@ type fleet struct {
 
 	readyList []*model.Node // effective ready nodes, sorted by ID
 	info      map[string]*nodeInfo
-	slab      []nodeInfo // backing store of info: never grown past its capacity
+	slab      []nodeInfo  // backing store of info: never grown past its capacity
 	nodes     []*nodeInfo // every node in view, sorted by ID
 
 	terminal map[nodeName]*model.Allocation
