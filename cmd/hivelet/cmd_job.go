@@ -31,7 +31,7 @@ func newJobValidateCmd() *cobra.Command {
 		Long: "Parse and validate a job file. Prints one line and exits 0 when the file is valid;\n" +
 			"otherwise prints each problem as file:line:col: message (HCL) or file: field: message (JSON)\n" +
 			"and exits 2.",
-		Args: cobra.ExactArgs(1),
+		Args: oneFileArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJobFile(cmd, args[0])
 			if err != nil {
@@ -49,7 +49,7 @@ func newJobInspectCmd() *cobra.Command {
 		Short: "Print a job file's canonical JSON (the form stored in the jobs bucket)",
 		Long: "Parse and validate a job file and print the effective job (update blocks inherited\n" +
 			"and defaulted) as canonical JSON: the same job always prints the same bytes.",
-		Args: cobra.ExactArgs(1),
+		Args: oneFileArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJobFile(cmd, args[0])
 			if err != nil {
@@ -84,4 +84,12 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 		return nil, badInput(err)
 	}
 	return job, nil
+}
+
+// oneFileArg requires exactly one argument; a wrong count is bad input.
+func oneFileArg(cmd *cobra.Command, args []string) error {
+	if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+		return badInput(fmt.Errorf("%w: usage: %s", err, cmd.UseLine()))
+	}
+	return nil
 }

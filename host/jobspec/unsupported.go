@@ -105,5 +105,4 @@ var (
 	unsupportedInCheck = map[string]string{
 		"task": "a check belongs to its service's task in hivelet",
 	}
-	unsupportedInResources = map[string]string{}
 )
