@@ -1,18 +1,437 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+
+	"github.com/hivelet/hivelet/host/agent"
+	"github.com/hivelet/hivelet/host/api"
+	"github.com/hivelet/hivelet/host/config"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/plugins/builtin"
+	"github.com/hivelet/hivelet/plugins/manager"
+	"github.com/hivelet/hivelet/policies"
+	"github.com/hivelet/hivelet/sdk/driver"
 )
 
-// newAgentCmd is a placeholder until its owner lands the real command.
 func newAgentCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "agent",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("the agent command is not built yet")
+	var dev bool
+	var cfgPath, stateDir, logLevel string
+	var noPolicies bool
+	cmd := &cobra.Command{
+		Use:   "agent [-dev] [-config FILE]",
+		Short: "Run the node agent: converge this node onto the jobs declared in NATS JetStream KV",
+		Long: "Run the agent. With -dev (or no nats.urls configured) it starts an embedded NATS server\n" +
+			"with JetStream on loopback (port 4222, or a free one if taken in -dev) that the CLI and\n" +
+			"other agents can use. It loads the driver plugins (the built-in docker, exec and mock\n" +
+			"drivers are this binary re-executed), restores and reattaches to the tasks it ran before,\n" +
+			"registers the node, serves the HTTP API on 127.0.0.1:4646, and converges.\n\n" +
+			"SIGINT/SIGTERM: a normal shutdown leaves the tasks running for the next start to\n" +
+			"reattach; -dev stops them and removes its temporary directories.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			return runAgent(ctx, agentOpts{dev: dev, cfgPath: cfgPath, stateDir: stateDir, logLevel: logLevel, noPolicies: noPolicies})
 		},
 	}
+	cmd.Flags().BoolVar(&dev, "dev", false, "development mode: embedded NATS, temporary state, tasks stopped on exit")
+	cmd.Flags().StringVar(&cfgPath, "config", "", "agent configuration file (HCL or JSON)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (overrides the configuration)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().BoolVar(&noPolicies, "no-policies", false, "do not load the WASM policy engine (built-in native defaults decide)")
+	return cmd
 }
+
+type agentOpts struct {
+	dev                         bool
+	cfgPath, stateDir, logLevel string
+	noPolicies                  bool
+}
+
+// driverHealth follows every driver's fingerprint stream and keeps the
+// latest as the node record's driver info.
+type driverHealth struct {
+	mu     sync.Mutex
+	infos  map[string]model.DriverInfo
+	onDiff func()
+}
+
+func (d *driverHealth) DriverFingerprints() map[string]model.DriverInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.infos)
+}
+
+func (d *driverHealth) set(name string, info model.DriverInfo) {
+	d.mu.Lock()
+	old, had := d.infos[name]
+	d.infos[name] = info
+	d.mu.Unlock()
+	if !had || old.Healthy != info.Healthy || old.Detected != info.Detected || !maps.Equal(old.Attributes, info.Attributes) {
+		if d.onDiff != nil {
+			d.onDiff()
+		}
+	}
+}
+
+// watch keeps one driver's fingerprint up to date until ctx ends, reopening
+// the stream when it ends (a restarted plugin).
+func (d *driverHealth) watch(ctx context.Context, m *manager.Manager, name string, log *slog.Logger) {
+	for ctx.Err() == nil {
+		drv, err := m.Driver(ctx, name)
+		var ch <-chan *driver.Fingerprint
+		if err == nil {
+			ch, err = drv.Fingerprint(ctx)
+		}
+		if err != nil {
+			d.set(name, model.DriverInfo{Detected: false, Healthy: false, HealthDesc: err.Error()})
+			log.Warn("driver fingerprint unavailable", "driver", name, "err", err)
+		} else {
+			for fp := range ch {
+				d.set(name, model.DriverInfo{Detected: true, Healthy: fp.Healthy, HealthDesc: fp.Description, Attributes: fp.Attributes})
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// lazyPolicies answers with the policy engine once it is loaded and with
+// the native defaults before (and after shutdown).
+type lazyPolicies struct {
+	mu  sync.RWMutex
+	eng *policies.Engine
+}
+
+func (l *lazyPolicies) set(e *policies.Engine) {
+	l.mu.Lock()
+	l.eng = e
+	l.mu.Unlock()
+}
+
+func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.eng == nil {
+		return reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+	}
+	return l.eng.ChooseCanaries(req)
+}
+
+func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.eng == nil {
+		return agent.DefaultCompletion{}.DecideCompletion(in)
+	}
+	return l.eng.DecideCompletion(in)
+}
+
+type agentProviders struct {
+	a      *agent.Agent
+	self   func() *model.Node
+	conn   *fleet.Conn
+	src    *fleet.Source
+	plugin *manager.Manager
+	health *driverHealth
+}
+
+func (p agentProviders) Node() *model.Node                { return p.self() }
+func (p agentProviders) Allocations() []*model.Allocation { return p.a.Allocs() }
+func (p agentProviders) Plugins() any {
+	type row struct {
+		manager.Plugin
+		PID    int              `json:"pid,omitempty"`
+		Health model.DriverInfo `json:"health"`
+	}
+	infos := p.health.DriverFingerprints()
+	var out []row
+	for _, pl := range p.plugin.Plugins() {
+		pid, _ := p.plugin.PID(pl.Name)
+		out = append(out, row{Plugin: pl, PID: pid, Health: infos[pl.Name]})
+	}
+	return out
+}
+func (p agentProviders) Health() api.Health {
+	st := p.a.Status()
+	h := api.Health{Status: "ok", NATS: p.conn.State(), Synced: p.src.View().Synced, Checks: map[string]string{}}
+	if st.FailedClosed != "" {
+		h.Status = "degraded"
+		h.Checks["enumeration"] = st.FailedClosed
+	}
+	if !h.Synced {
+		h.Status = "degraded"
+		h.Checks["kv"] = "boot pull not complete"
+	}
+	if len(st.Errors) > 0 {
+		h.Checks["last_pass_errors"] = strings.Join(st.Errors, "; ")
+	}
+	return h
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+func runAgent(ctx context.Context, o agentOpts) (err error) {
+	level, lerr := parseLevel(o.logLevel)
+	if lerr != nil {
+		return badInput(fmt.Errorf("-log-level: %w", lerr))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg := config.Default()
+	if o.cfgPath != "" {
+		if cfg, err = config.Load(o.cfgPath); err != nil {
+			return badInput(err)
+		}
+	}
+	stateDir := o.stateDir
+	if o.dev && stateDir == "" {
+		tmp, err := os.MkdirTemp("", "hivelet-dev-")
+		if err != nil {
+			return fmt.Errorf("creating the dev state directory: %w", err)
+		}
+		stateDir = tmp
+		defer func() {
+			if rerr := os.RemoveAll(tmp); rerr != nil {
+				log.Warn("removing the dev state directory", "dir", tmp, "err", rerr)
+			}
+		}()
+	}
+	rc, err := cfg.Resolve(o.dev, stateDir)
+	if err != nil {
+		return badInput(err)
+	}
+	if err := os.MkdirAll(rc.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	if err := os.MkdirAll(rc.AllocDir, 0o755); err != nil {
+		return fmt.Errorf("creating allocation directory: %w", err)
+	}
+	if err := os.MkdirAll(rc.PluginDir, 0o755); err != nil {
+		return fmt.Errorf("creating plugin directory: %w", err)
+	}
+	allocRoot, _ := filepath.Abs(rc.AllocDir)
+
+	store, err := state.Open(rc.StateDir, time.Second)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	nodeID, err := node.LoadOrCreateID(rc.StateDir, o.dev)
+	if err != nil {
+		return err
+	}
+	agentLog := log // the agent adds node_id itself
+	log = log.With("node_id", nodeID)
+	log.Info("agent starting", "state_dir", rc.StateDir, "alloc_dir", allocRoot, "dev", o.dev)
+
+	// NATS: embedded (dev, or no URL configured) or the configured servers.
+	var conn *fleet.Conn
+	if rc.Embedded {
+		port := rc.EmbeddedPort
+		emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: filepath.Join(rc.StateDir, "nats"), Port: port, FallbackRandomPort: o.dev, Log: log})
+		if err != nil {
+			return fmt.Errorf("starting the embedded NATS server: %w", err)
+		}
+		defer emb.Shutdown()
+		log.Info("embedded NATS server ready", "url", emb.ClientURL())
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: rc.RequestTimeout}, log, nil)
+		if err != nil {
+			return err
+		}
+	} else {
+		n := rc.NATS
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{URLs: n.URLs, CredsFile: n.CredsFile, NKeySeedFile: n.NKeySeedFile,
+			CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, RequestTimeout: rc.RequestTimeout}, log, nil)
+		if err != nil {
+			return err
+		}
+	}
+	defer conn.Close()
+
+	reg := prometheus.NewRegistry()
+	metrics := api.NewMetrics(reg)
+	fstore, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
+	if err != nil {
+		return err
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); _ = src.Run(runCtx) }()
+
+	// Driver plugins: built-ins are this binary re-executed.
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the hivelet binary: %w", err)
+	}
+	pins := map[string]string{}
+	for _, p := range rc.Plugins {
+		if p.SHA256 != "" {
+			pins[p.Name] = p.SHA256
+		}
+	}
+	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.Names(), PluginDir: rc.PluginDir,
+		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log})
+	if err != nil {
+		return err
+	}
+
+	// Policies (canary and completion decisions): compiled in the
+	// background (seconds on a small machine, cached on disk afterwards);
+	// until the engine is ready the native defaults decide.
+	pol := &lazyPolicies{}
+	if !o.noPolicies {
+		cacheDir := filepath.Join(rc.StateDir, "policy-cache")
+		if o.dev {
+			if uc, err := os.UserCacheDir(); err == nil {
+				cacheDir = filepath.Join(uc, "hivelet", "policy-cache") // survives dev runs
+			}
+		}
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			start := time.Now()
+			eng, perr := policies.New(runCtx, policies.Options{CacheDir: cacheDir, Registerer: reg, Logger: log})
+			if perr == nil {
+				if perr = eng.LoadBuiltins(runCtx); perr != nil {
+					eng.Close(context.Background())
+				}
+			}
+			if perr != nil {
+				log.Error("policy engine unavailable; the native defaults decide", "err", perr)
+				return
+			}
+			pol.set(eng)
+			log.Info("policy engine ready", "load_ms", time.Since(start).Milliseconds())
+			<-runCtx.Done()
+			pol.set(nil)
+			eng.Close(context.Background())
+		}()
+	}
+
+	attrs, ferr := node.Fingerprint(node.ProcFS("/proc"), hostname())
+	if ferr != nil {
+		log.Warn("fingerprint incomplete", "err", ferr)
+	}
+	ncfg := node.Config{Name: rc.Name, Datacenter: rc.Datacenter, NodePool: rc.NodePool, Class: rc.NodeClass, Meta: rc.Meta, Hostname: hostname()}
+	health := &driverHealth{infos: map[string]model.DriverInfo{}}
+	buildNode := func() *model.Node {
+		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
+		n.Attributes[AttrAllocDir] = allocRoot
+		return n
+	}
+	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3}, fstore.ForNode(nodeID), buildNode, log)
+
+	a, err := agent.New(agent.Config{
+		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
+		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
+	})
+	if err != nil {
+		return err
+	}
+	health.onDiff = func() { hb.Poke(); a.Kick() }
+
+	// Restore and reattach before anything converges.
+	if err := plugins.Load(ctx); err != nil {
+		log.Error("loading driver plugins", "err", err)
+	}
+	for _, p := range plugins.Plugins() {
+		bg.Add(1)
+		go func() { defer bg.Done(); health.watch(runCtx, plugins, p.Name, log) }()
+	}
+	if err := a.Restore(ctx); err != nil {
+		log.Error("restore failed: passes will fail closed until it succeeds", "err", err)
+	}
+	bg.Add(1)
+	go func() { defer bg.Done(); _ = hb.Run(runCtx) }()
+
+	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr})
+	if err != nil {
+		if !o.dev {
+			return err
+		}
+		log.Warn("HTTP API address taken; using a free port", "addr", rc.HTTPAddr, "err", err)
+		if l, err = api.Listen(api.Config{Addr: "127.0.0.1:0"}); err != nil {
+			return err
+		}
+	}
+	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health}
+	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
+		Plugins: prov, Health: prov}, reg)
+	bg.Add(1)
+	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
+
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); _ = a.Run(ctx) }()
+	<-ctx.Done()
+	<-loopDone
+	log.Info("agent shutting down", "stop_tasks", o.dev)
+	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer scancel()
+	a.Shutdown(sctx, o.dev)
+	stopRun()
+	bg.Wait()
+	if o.dev {
+		if err := plugins.Kill(); err != nil {
+			log.Warn("stopping driver plugins", "err", err)
+		}
+	} else if err := plugins.Close(); err != nil {
+		log.Warn("detaching from driver plugins", "err", err)
+	}
+	return nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// goStyleFlags lets every command take Nomad/Go-style single-dash long
+// flags (`agent -dev`, `job run -detach`) as well as cobra's `--dev`: an
+// argument "-name" or "-name=value" whose name is longer than one letter
+// becomes "--name...". Arguments after "--" and negative numbers are left
+// alone; single-letter flags (-f) keep their shorthand meaning.
+func goStyleFlags(args []string) []string {
+	out := make([]string, 0, len(args))
+	rest := false
+	for _, a := range args {
+		switch {
+		case rest:
+		case a == "--":
+			rest = true
+		case len(a) > 2 && a[0] == '-' && a[1] != '-' && isLetter(a[1]) && isLetter(a[2]):
+			a = "-" + a
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func isLetter(b byte) bool { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') }

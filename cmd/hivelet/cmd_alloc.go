@@ -191,6 +191,11 @@ func newAllocLogsCmd() *cobra.Command {
 
 func printLog(ctx context.Context, out io.Writer, path string, followLogs bool) error {
 	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && !followLogs {
+		if _, derr := os.Stat(filepath.Dir(path)); derr == nil {
+			return nil // the allocation is here and has written nothing yet
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) && followLogs {
 		for errors.Is(err, os.ErrNotExist) {
 			select {

@@ -397,36 +397,16 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 	drawn := 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var settle <-chan time.Time // after the outcome: let the allocations' last status arrive
 	for {
 		r := progressOf(job, version, src.View())
+		if r.Done && settle == nil {
+			settle = time.After(500 * time.Millisecond)
+			r.Done = false
+		}
 		lines := r.lines(job, version)
-		text := strings.Join(lines, "\n")
-		if text != prev {
-			if tty && drawn > 0 {
-				fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn) // move up and clear what was drawn
-			}
-			if tty || prev == "" {
-				fmt.Fprintln(out, text)
-			} else {
-				// Plain output: only the lines that changed.
-				old := strings.Split(prev, "\n")
-				for i, l := range lines {
-					if i >= len(old) || old[i] != l {
-						fmt.Fprintln(out, l)
-					}
-				}
-			}
-			drawn = len(lines)
-			prev = text
-		}
-		if r.Done {
-			if r.OK {
-				fmt.Fprintf(out, "==> %s\n", r.Reason)
-				return nil
-			}
-			fmt.Fprintf(out, "==> %s\n", r.Reason)
-			return failed("%s", r.Reason)
-		}
+		printLines(out, lines, prev, tty, drawn)
+		drawn, prev = len(lines), strings.Join(lines, "\n")
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -435,6 +415,39 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 			return failed("interrupted; the job stays written and the agents keep converging")
 		case <-src.Changed():
 		case <-tick.C:
+		case <-settle:
+			r = progressOf(job, version, src.View())
+			if !r.Done { // cannot happen: an outcome is final
+				settle = nil
+				continue
+			}
+			printLines(out, r.lines(job, version), prev, tty, drawn)
+			fmt.Fprintf(out, "==> %s\n", r.Reason)
+			if r.OK {
+				return nil
+			}
+			return failed("%s", r.Reason)
+		}
+	}
+}
+
+// printLines redraws (terminal) or prints the changed lines (plain).
+func printLines(out io.Writer, lines []string, prev string, tty bool, drawn int) {
+	text := strings.Join(lines, "\n")
+	if text == prev {
+		return
+	}
+	if tty && drawn > 0 {
+		fmt.Fprintf(out, "\x1b[%dA\x1b[J", drawn)
+	}
+	if tty || prev == "" {
+		fmt.Fprintln(out, text)
+		return
+	}
+	old := strings.Split(prev, "\n")
+	for i, l := range lines {
+		if i >= len(old) || old[i] != l {
+			fmt.Fprintln(out, l)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func main() {
 
 func run(args []string) int {
 	root := newRootCmd()
-	root.SetArgs(args)
+	root.SetArgs(goStyleFlags(args))
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "hivelet:", err)
 		var ee *exitError

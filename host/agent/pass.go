@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -153,7 +154,11 @@ func (a *Agent) Pass(ctx context.Context) {
 		byStatus[string(al.ClientStatus)]++
 	}
 	a.cfg.Metrics.SetAllocsByStatus(byStatus)
-	a.log.Info("reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
+	level := slog.LevelDebug // a pass that did nothing is not news
+	if counts.Place+counts.Update+counts.InPlace+counts.Stop+counts.Migrate+counts.Errors > 0 {
+		level = slog.LevelInfo
+	}
+	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
 		"awaiting_promotion", counts.Awaiting, "errors", counts.Errors, "orphaned", len(orphaned),
