@@ -38,9 +38,13 @@ type Options struct {
 	// OutputLimit bounds what a guest may write to stdout and to stderr per
 	// evaluation; the rest is dropped (and the drop logged). Default 4 KiB.
 	OutputLimit int
-	// ReserveBytes is passed to a module's optional hivelet_reserve export
-	// before its memory is snapshotted, so evaluations of inputs up to about
-	// this size allocate without growing memory. Default 4 MiB.
+	// ReserveBytes is the initial size passed to a module's optional
+	// hivelet_reserve export before its memory is snapshotted, so that
+	// evaluations allocate without growing memory. It adapts: when an
+	// evaluation grows an instance's memory (which makes it unrestorable),
+	// the module's reservation grows for its next instances. The snapshot,
+	// and so the restore after each call, is the module's initial memory
+	// plus this. Default 512 KiB.
 	ReserveBytes int
 	// PoolSize bounds the instances kept per module. Default GOMAXPROCS.
 	PoolSize int
@@ -70,7 +74,7 @@ func (o *Options) defaults() {
 		o.OutputLimit = 4 << 10
 	}
 	if o.ReserveBytes == 0 {
-		o.ReserveBytes = 4 << 20
+		o.ReserveBytes = 512 << 10
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = runtime.GOMAXPROCS(0)
@@ -175,6 +179,8 @@ type Module struct {
 	compiled wazero.CompiledModule
 	idle     chan *instance
 	live     atomic.Int32
+	// reserve is the current reservation for new instances (adaptive).
+	reserve atomic.Int64
 }
 
 // Digest returns the hex SHA-256 of wasm.
@@ -188,6 +194,7 @@ func Digest(wasm []byte) string {
 // engine compiles; decisions never do.
 func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
 	m := &Module{Name: name, Digest: Digest(wasm), Size: len(wasm), engine: e}
+	m.reserve.Store(int64(e.opts.ReserveBytes))
 	fault := func(f *Fault) *Fault {
 		f.Decision, f.Policy, f.Digest = "load", name, m.Digest
 		return f
@@ -455,9 +462,23 @@ func (m *Module) release(inst *instance, healthy bool) {
 			m.idle <- inst
 			return
 		}
+		m.growReserve(int64(inst.mem.Size()) - int64(len(inst.snapshot)))
 		inst.mod.Close(context.Background())
 		m.live.Add(-1)
 	}()
+}
+
+// growReserve raises the module's reservation after an evaluation grew an
+// instance's memory by grown bytes, up to half the memory cap.
+func (m *Module) growReserve(grown int64) {
+	limit := int64(m.engine.opts.MemoryLimitPages) * wasmPage / 2
+	for {
+		cur := m.reserve.Load()
+		next := min(max(2*cur, cur+2*grown), limit)
+		if next <= cur || m.reserve.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
 // evaluate runs one decision's export with input and returns the answer's

@@ -131,8 +131,8 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	inst.alloc = mod.ExportedFunction(exportAlloc)
 	inst.canary = mod.ExportedFunction(exportCanary)
 	inst.completion = mod.ExportedFunction(exportCompletion)
-	if reserve := mod.ExportedFunction(exportReserve); reserve != nil && e.opts.ReserveBytes > 0 {
-		if _, err := reserve.Call(ictx, uint64(e.opts.ReserveBytes)); err != nil {
+	if reserve := mod.ExportedFunction(exportReserve); reserve != nil && m.reserve.Load() > 0 {
+		if _, err := reserve.Call(ictx, uint64(m.reserve.Load())); err != nil {
 			mod.Close(ctx)
 			return nil, m.callFault(err, nil, "calling "+exportReserve)
 		}

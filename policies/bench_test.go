@@ -1,0 +1,286 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/policies/rules"
+	"github.com/hivelet/hivelet/sdk/policy"
+)
+
+// Every benchmark here runs with the deadline enforced: the engine's
+// default 100 ms per call, WithCloseOnContextDone on (it is always on).
+
+// latencies records per-call durations and reports median and p99.
+type latencies []time.Duration
+
+func (l *latencies) time(fn func()) {
+	start := time.Now()
+	fn()
+	*l = append(*l, time.Since(start))
+}
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	b.ReportMetric(float64(s[len(s)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(s[min(len(s)-1, len(s)*99/100)].Nanoseconds())/1e3, "p99-µs")
+}
+
+// nativeCanary runs the same logic as a module natively, through the same
+// pipeline minus WASM: host encoding, SDK decoding, the rule, the answer's
+// encoding and strict decoding and validation.
+func nativeCanary(m *Module, fn func(policy.CanaryInput) (policy.CanaryOutput, error), req reconcile.CanaryRequest) error {
+	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
+	in := appendCanaryInput(nil, &req, fields, attr, meta)
+	out, err := policy.DecodeCanaryOutput(policy.CallCanary(fn, in, nil))
+	if err != nil {
+		return err
+	}
+	return validateCanary(&req, out)
+}
+
+func BenchmarkCanary(b *testing.B) {
+	e, _, _ := newTestEngine(b, Options{Deadline: 100 * time.Millisecond})
+	for _, p := range []struct {
+		name string
+		fn   func(policy.CanaryInput) (policy.CanaryOutput, error)
+	}{{"percent", rules.Percent}, {"spread", rules.Spread}, {"rendezvous", rules.Rendezvous}, {"labelled", rules.Labelled}} {
+		m := loadBuiltin(b, e, p.name)
+		for _, n := range []int{10, 1000, 10000} {
+			req := canaryReq(genNodes(n, 3), max(1, n/10), &model.PolicyRef{Name: p.name})
+			b.Run(fmt.Sprintf("%s/nodes=%d/wasm", p.name, n), func(b *testing.B) {
+				var l latencies
+				for b.Loop() {
+					l.time(func() {
+						if _, err := m.Canary(context.Background(), req); err != nil {
+							b.Fatal(err)
+						}
+					})
+				}
+				l.report(b)
+			})
+			b.Run(fmt.Sprintf("%s/nodes=%d/native", p.name, n), func(b *testing.B) {
+				var l latencies
+				for b.Loop() {
+					l.time(func() {
+						if err := nativeCanary(m, p.fn, req); err != nil {
+							b.Fatal(err)
+						}
+					})
+				}
+				l.report(b)
+			})
+		}
+	}
+	b.Run("native-default/nodes=1000", func(b *testing.B) {
+		req := canaryReq(genNodes(1000, 3), 100, nil)
+		var l latencies
+		for b.Loop() {
+			l.time(func() { NativeCanary(req) })
+		}
+		l.report(b)
+	})
+}
+
+func BenchmarkCompletion(b *testing.B) {
+	e, _, _ := newTestEngine(b, Options{Deadline: 100 * time.Millisecond})
+	for _, p := range []struct {
+		name string
+		fn   func(policy.CompletionInput) (policy.CompletionOutput, error)
+	}{{"default", rules.CompletionDefault}, {"quorum", rules.Quorum}} {
+		m := loadBuiltin(b, e, p.name)
+		in := genCompletion(10, time.Unix(1_800_000_000, 0))
+		b.Run(p.name+"/groups=10/wasm", func(b *testing.B) {
+			var l latencies
+			for b.Loop() {
+				l.time(func() {
+					if _, err := m.Completion(context.Background(), in); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			l.report(b)
+		})
+		b.Run(p.name+"/groups=10/native", func(b *testing.B) {
+			var l latencies
+			for b.Loop() {
+				l.time(func() {
+					raw := policy.CallCompletion(p.fn, policy.AppendCompletionInput(nil, completionInput(&in)), nil)
+					out, err := policy.DecodeCompletionOutput(raw)
+					if err != nil || validateCompletion(&in, out) != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			l.report(b)
+		})
+	}
+}
+
+// BenchmarkFreshVersusPooledInstances is the measurement behind pooling:
+// a fresh instance per evaluation against a restored one.
+func BenchmarkFreshVersusPooledInstances(b *testing.B) {
+	for _, fresh := range []bool{true, false} {
+		e, _, _ := newTestEngine(b, Options{FreshInstances: fresh, Deadline: 100 * time.Millisecond})
+		m := loadBuiltin(b, e, "percent")
+		for _, n := range []int{10, 1000} {
+			req := canaryReq(genNodes(n, 3), max(1, n/10), &model.PolicyRef{Name: "percent"})
+			name := "pooled"
+			if fresh {
+				name = "fresh"
+			}
+			b.Run(fmt.Sprintf("%s/nodes=%d", name, n), func(b *testing.B) {
+				var l latencies
+				for b.Loop() {
+					l.time(func() {
+						if _, err := m.Canary(context.Background(), req); err != nil {
+							b.Fatal(err)
+						}
+					})
+				}
+				l.report(b)
+			})
+		}
+	}
+}
+
+// BenchmarkColdLoad measures loading the percent module into a new engine
+// (agent start): with an empty compilation cache, and with a warm one.
+func BenchmarkColdLoad(b *testing.B) {
+	wasm, _ := BuiltinWasm("percent")
+	load := func(b *testing.B, dir string) {
+		e, err := New(context.Background(), Options{CacheDir: dir})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Compile(context.Background(), "percent", wasm); err != nil {
+			b.Fatal(err)
+		}
+		e.Close(context.Background())
+	}
+	b.Run("no-cache", func(b *testing.B) {
+		var l latencies
+		for b.Loop() {
+			dir := b.TempDir()
+			l.time(func() { load(b, dir) })
+		}
+		l.report(b)
+	})
+	b.Run("warm-cache", func(b *testing.B) {
+		dir := b.TempDir()
+		load(b, dir)
+		var l latencies
+		for b.Loop() {
+			l.time(func() { load(b, dir) })
+		}
+		l.report(b)
+	})
+}
+
+// BenchmarkParallelEvaluations reports evaluations per second from two
+// goroutines on one module.
+func BenchmarkParallelEvaluations(b *testing.B) {
+	e, _, _ := newTestEngine(b, Options{Deadline: 100 * time.Millisecond, PoolSize: 4})
+	for _, tc := range []struct {
+		name string
+		call func(*Module) error
+	}{
+		{"percent/nodes=1000", func() func(*Module) error {
+			req := canaryReq(genNodes(1000, 3), 100, &model.PolicyRef{Name: "percent"})
+			return func(m *Module) error { _, err := m.Canary(context.Background(), req); return err }
+		}()},
+		{"default/groups=10", func() func(*Module) error {
+			in := genCompletion(10, time.Unix(1_800_000_000, 0))
+			return func(m *Module) error { _, err := m.Completion(context.Background(), in); return err }
+		}()},
+	} {
+		name, _, _ := cutSlash(tc.name)
+		m := loadBuiltin(b, e, name)
+		b.Run(tc.name+"/goroutines=2", func(b *testing.B) {
+			var calls atomic.Int64
+			b.SetParallelism(1)
+			prev := runtime.GOMAXPROCS(2)
+			defer runtime.GOMAXPROCS(prev)
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := tc.call(m); err != nil {
+						b.Error(err)
+						return
+					}
+					calls.Add(1)
+				}
+			})
+			b.ReportMetric(float64(calls.Load())/time.Since(start).Seconds(), "evals/s")
+		})
+	}
+}
+
+func cutSlash(s string) (string, string, bool) {
+	for i := range s {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// TestInstanceMemoryStaysFlat evaluates one pooled instance many times
+// (HIVELET_POLICY_SOAK, default 3,000; BENCHMARKS.md records a 1,000,000
+// run) and checks that the guest's linear memory never grows and the
+// host's heap does not drift. The control is the first evaluation, which
+// must answer.
+func TestInstanceMemoryStaysFlat(t *testing.T) {
+	n := 3000
+	if s := os.Getenv("HIVELET_POLICY_SOAK"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1})
+	m := loadBuiltin(t, e, "default")
+	in := genCompletion(10, time.Unix(1_800_000_000, 0))
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	guestPages := func() uint32 {
+		e.resets.Wait()
+		inst := <-m.idle
+		defer func() { m.idle <- inst }()
+		return inst.mem.Size() / wasmPage
+	}
+	if d, err := m.Completion(context.Background(), in); err != nil || d.Decision != reconcile.DecisionContinue {
+		t.Fatalf("first evaluation: %+v %v", d, err)
+	}
+	pages0, heap0 := guestPages(), heap()
+	start := time.Now()
+	for i := range n {
+		if _, err := m.Completion(context.Background(), in); err != nil {
+			t.Fatalf("evaluation %d: %v", i, err)
+		}
+	}
+	took := time.Since(start)
+	pages1, heap1 := guestPages(), heap()
+	t.Logf("%d evaluations in %v; guest memory %d -> %d pages (%d KiB); host heap %d -> %d KiB; live instances %d",
+		n, took, pages0, pages1, pages1*64, heap0>>10, heap1>>10, m.live.Load())
+	if pages1 != pages0 {
+		t.Fatalf("guest memory grew from %d to %d pages", pages0, pages1)
+	}
+	if heap1 > heap0+8<<20 {
+		t.Fatalf("host heap grew from %d to %d bytes", heap0, heap1)
+	}
+}
