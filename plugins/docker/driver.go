@@ -354,9 +354,10 @@ func (d *Driver) ensureImage(ctx context.Context, tc *driver.TaskConfig, p *plan
 	return nil
 }
 
-// clearStaleContainer removes a container left under the task's name by an
-// earlier attempt of the same task, and refuses to go on if the name is
-// held by a container that is not the task's.
+// clearStaleContainer removes a stopped container left under the task's
+// name by an earlier attempt of the same task. It refuses to go on if the
+// name is held by a container that is not the task's, or by the task's own
+// container still running.
 func (d *Driver) clearStaleContainer(ctx context.Context, tc *driver.TaskConfig, name string) error {
 	st, err := d.engine.InspectContainer(ctx, name)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -368,14 +369,11 @@ func (d *Driver) clearStaleContainer(ctx context.Context, tc *driver.TaskConfig,
 	if !owns(st.Labels, tc.AllocID, tc.TaskName) {
 		return fmt.Errorf("a container named %s (%s) exists that is not this task's (no matching hivelet labels); it is left alone", name, short(st.ID))
 	}
-	d.mu.Lock()
-	for _, t := range d.tasks {
-		if t.containerID == st.ID && !t.exited() {
-			d.mu.Unlock()
-			return fmt.Errorf("container %s of this task is still running", short(st.ID))
-		}
+	if st.Running {
+		// Never a second copy of a running task: the caller should recover
+		// it from its handle (or stop it) instead.
+		return fmt.Errorf("container %s of this task is already running; recover or stop it instead of starting the task again", short(st.ID))
 	}
-	d.mu.Unlock()
 	d.log.Info("removing the container of an earlier attempt", "alloc_id", tc.AllocID, "task", tc.TaskName, "container_id", short(st.ID))
 	return d.engine.RemoveContainer(ctx, st.ID, true)
 }

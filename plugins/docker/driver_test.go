@@ -714,3 +714,24 @@ func TestATaskThatExitedWhileTheDriverWasAwayReportsItsExitOnRecovery(t *testing
 		t.Errorf("recovering a removed task: %v, want ErrTaskNotFound", err)
 	}
 }
+
+func TestStartingATaskWhoseContainerAlreadyRunsIsRefused(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "run")
+	start(t, d, tc)
+	// The same driver, and a fresh one that does not track the task (as
+	// after a restart without recovery), both refuse a second copy.
+	if _, err := d.StartTask(ctx, tc); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("second start on the same driver: %v", err)
+	}
+	d2 := newDriver(t, docker.Config{})
+	if _, err := d2.StartTask(ctx, tc); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("second start on a fresh driver: %v", err)
+	}
+	list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
+	if err != nil || len(list) != 1 || list[0].State != "running" {
+		t.Fatalf("containers of the task: %+v %v, want the one running", list, err)
+	}
+}

@@ -96,6 +96,9 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 	if after.Attributes["container_id"] != before.Attributes["container_id"] || !after.StartedAt.Equal(before.StartedAt) || after.State != driver.TaskStateRunning {
 		t.Fatalf("after the plugin restart %+v, before %+v: not the same running container", after, before)
 	}
+	if list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); err != nil || len(list) != 1 {
+		t.Fatalf("containers of the task after the restart: %+v %v, want exactly one", list, err)
+	}
 	select {
 	case r, ok := <-waitCh:
 		t.Fatalf("the wait ended across the restart: %+v %v", r, ok)
