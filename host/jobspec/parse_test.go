@@ -438,3 +438,26 @@ func TestOversizeFilesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestJobFilesDocListsEveryUnsupportedStanza(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/job-files.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "## Unsupported stanzas")
+	if !ok {
+		t.Fatal("docs/job-files.md has no Unsupported stanzas section")
+	}
+	n := 0
+	for _, m := range []map[string]string{unsupported, unsupportedInGroup, unsupportedInTask, unsupportedInService, unsupportedInCheck, disconnectSpec.extra} {
+		for name := range m {
+			n++
+			if !strings.Contains(table, "`"+name+"`") {
+				t.Errorf("stanza %q is refused but not listed in docs/job-files.md", name)
+			}
+		}
+	}
+	if n < 40 {
+		t.Fatalf("only %d unsupported stanzas seen", n)
+	}
+}
