@@ -610,14 +610,8 @@ func TestLogFilesAreRotatedBySize(t *testing.T) {
 	d := newDriver(t, docker.Config{LogMaxBytes: 4096, LogMaxFiles: 2})
 	tc := task(t, c, "log", "2000")
 	start(t, d, tc)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile(tc.StdoutPath)
-		if strings.HasSuffix(string(b), "out 1999\n") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitOutput(t, tc.StdoutPath, "out 1999\n")
+	waitOutput(t, tc.StderrPath, "err 1999\n")
 	for _, p := range []string{tc.StdoutPath, tc.StdoutPath + ".1", tc.StdoutPath + ".2", tc.StderrPath, tc.StderrPath + ".2"} {
 		st, err := os.Stat(p)
 		if err != nil {
