@@ -131,6 +131,7 @@ func (m *Manifest) keys(params map[string]string, nodes []*model.Node) (fields b
 		case d.kind == declMeta:
 			meta = append(meta, key)
 		case d.kind == declRef:
+			key = policy.NormalizeField(key)
 			if k, ok := strings.CutPrefix(key, "attr."); ok {
 				attr = append(attr, k)
 			} else if k, ok := strings.CutPrefix(key, "meta."); ok {

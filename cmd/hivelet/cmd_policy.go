@@ -411,7 +411,7 @@ func newPolicyPushCmd(f *policyFlags) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "pushed %s: %s, %d bytes, sha256 %s\n", sp.Name, m.Kinds, sp.Size, sp.Digest)
-				fmt.Fprintf(cmd.OutOrStdout(), "pin it in a job: canary_policy = { name = %q, digest = \"sha256:%s\" }\n", sp.Name, sp.Digest)
+				fmt.Fprintf(cmd.OutOrStdout(), "pin it in a job's update block: canary_policy %q { digest = \"sha256:%s\" }\n", sp.Name, sp.Digest)
 				return nil
 			})
 		},

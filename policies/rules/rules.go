@@ -265,10 +265,11 @@ func CompletionDefault(in policy.CompletionInput) (policy.CompletionOutput, erro
 
 // Quorum is CompletionDefault with two tolerances: a group succeeds once
 // ceil(healthy_fraction × desired_total) allocations are healthy (parameter
-// "healthy_fraction", 0 < f <= 1, default 1), and fails only when more than
-// "max_unhealthy" (default 0) of its allocations are unhealthy.
+// "healthy_fraction", or its alias "ratio", 0 < f <= 1, default 1), and
+// fails only when more than "max_unhealthy" (default 0) of its allocations
+// are unhealthy.
 func Quorum(in policy.CompletionInput) (policy.CompletionOutput, error) {
-	frac, err := strconv.ParseFloat(policy.Param(in.Params, "healthy_fraction", "1"), 64)
+	frac, err := strconv.ParseFloat(policy.Param(in.Params, "healthy_fraction", policy.Param(in.Params, "ratio", "1")), 64)
 	if err != nil || !(frac > 0 && frac <= 1) {
 		return policy.CompletionOutput{}, errors.New("healthy_fraction must be a number in (0, 1]")
 	}

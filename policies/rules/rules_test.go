@@ -56,6 +56,7 @@ func TestCanaryRules(t *testing.T) {
 			}
 			return "dc-b"
 		}, nil)}, ids(0, 4, 1)},
+		{"spread on a Nomad interpolation", Spread, policy.CanaryInput{Count: 2, Params: map[string]string{"attribute": "${meta.canary}"}, Nodes: nodes(6, dcOf, everyThird)}, ids(0, 2)},
 		{"spread on a meta key", Spread, policy.CanaryInput{Count: 2, Params: map[string]string{"attribute": "meta.canary"}, Nodes: nodes(6, dcOf, everyThird)}, ids(0, 2)},
 		{"labelled takes marked nodes first", Labelled, policy.CanaryInput{Count: 3, Nodes: nodes(9, dcOf, everyThird)}, ids(2, 5, 8)},
 		{"labelled tops up with unmarked nodes", Labelled, policy.CanaryInput{Count: 4, Nodes: nodes(9, dcOf, everyThird)}, ids(2, 5, 8, 0)},
@@ -157,6 +158,7 @@ func TestCompletionRules(t *testing.T) {
 		{"promoted groups do not canary", CompletionDefault, in(nil, group("a", func(g *policy.Group) { g.DesiredCanaries = 2; g.Promoted = true })), policy.Succeed, false},
 		{"paused continues", CompletionDefault, policy.CompletionInput{Status: "paused", Groups: []policy.Group{group("a", nil)}}, policy.Continue, false},
 		{"quorum succeeds at its fraction", Quorum, in(map[string]string{"healthy_fraction": "0.8"}, group("a", func(g *policy.Group) { g.Healthy = 8; g.Complete = false })), policy.Succeed, false},
+		{"quorum takes ratio as an alias", Quorum, in(map[string]string{"ratio": "0.8"}, group("a", func(g *policy.Group) { g.Healthy = 8; g.Complete = false })), policy.Succeed, false},
 		{"quorum below its fraction continues", Quorum, in(map[string]string{"healthy_fraction": "0.8"}, group("a", func(g *policy.Group) { g.Healthy = 7; g.Complete = false })), policy.Continue, false},
 		{"quorum tolerates max_unhealthy", Quorum, in(map[string]string{"healthy_fraction": "0.8", "max_unhealthy": "2"}, group("a", func(g *policy.Group) { g.Healthy = 8; g.Unhealthy = 2 })), policy.Succeed, false},
 		{"quorum fails past max_unhealthy", Quorum, in(map[string]string{"max_unhealthy": "2"}, group("a", func(g *policy.Group) { g.Unhealthy = 3; g.AutoRevert = true })), policy.Fail, true},

@@ -62,10 +62,35 @@ func (n *Node) Meta(key string) (string, bool) {
 	return n.lookup(n.keys.meta, len(n.keys.attr), key)
 }
 
+// NormalizeField turns a node field reference as job files write it into
+// the SDK's form: Nomad interpolations "${node.datacenter}",
+// "${node.unique.name}", "${node.class}", "${node.pool}", "${attr.K}" and
+// "${meta.K}" become "datacenter", "name", "class", "node_pool", "attr.K"
+// and "meta.K"; the SDK's own forms are returned unchanged.
+func NormalizeField(ref string) string {
+	if strings.HasPrefix(ref, "${") && strings.HasSuffix(ref, "}") {
+		ref = ref[2 : len(ref)-1]
+	}
+	switch ref {
+	case "node.unique.name":
+		return "name"
+	case "node.unique.id":
+		return "id"
+	case "node.pool":
+		return "node_pool"
+	}
+	if r, ok := strings.CutPrefix(ref, "node."); ok {
+		return r
+	}
+	return ref
+}
+
 // Field resolves a node field reference: "id", "name", "datacenter",
-// "node_pool", "class", "attr.<key>" or "meta.<key>". Policies that let
-// operators choose the field by a parameter declare it with FieldFromParam.
+// "node_pool", "class", "attr.<key>" or "meta.<key>" (or a Nomad
+// interpolation of one, see NormalizeField). Policies that let operators
+// choose the field by a parameter declare it with FieldFromParam.
 func (n *Node) Field(ref string) (string, bool) {
+	ref = NormalizeField(ref)
 	sent := func(bit byte) bool { return n.keys != nil && n.keys.fields&bit != 0 }
 	switch ref {
 	case "id":
