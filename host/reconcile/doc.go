@@ -4,7 +4,7 @@
 // disconnect or reconnect, which nodes are canaries, and what happens to the
 // job's deployment.
 //
-// One per-node core (nodeCore) serves two entry points: ReconcileFleet (every
+// One per-node core ((*fleet).node) serves two entry points: ReconcileFleet (every
 // node: the CLI's dry run) and ReconcileNode (one node: the daemon). Both
 // take the same fleet view, because some facts are fleet-wide: the canary
 // set, whether a deployment is wanted, and completion, which is counted on
