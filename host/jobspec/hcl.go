@@ -188,7 +188,11 @@ func (p *parser) integer(a *hclsyntax.Attribute, path string) (int, bool) {
 	}
 	i, ok := wholeInt(v)
 	if !ok {
-		p.errorf(a.Expr.Range(), "%s must be a whole number, got %s", a.Name, goString(v))
+		if v.AsBigFloat().IsInt() {
+			p.errorf(a.Expr.Range(), "%s is out of range, got %s", a.Name, goString(v))
+		} else {
+			p.errorf(a.Expr.Range(), "%s must be a whole number, got %s", a.Name, goString(v))
+		}
 		return 0, false
 	}
 	return i, true
