@@ -197,6 +197,8 @@ func Canonicalize(j *model.Job) {
 		if g.Update == nil && j.Type == model.JobTypeSystem {
 			if j.Update != nil {
 				u := *j.Update
+				u.CanaryPolicy = clonePolicy(u.CanaryPolicy)
+				u.CompletionPolicy = clonePolicy(u.CompletionPolicy)
 				g.Update = &u
 			} else {
 				g.Update = model.DefaultUpdateStrategy()
