@@ -15,11 +15,13 @@ import (
 func benchFleet(nodes, perNode, canary int) Input {
 	g := withUpdate(grp("web", perNode), func(u *model.UpdateStrategy) { u.Canary = canary })
 	in := fleetOf(sysJob(2, g))
+	// IDs are UUID-shaped, as in a real fleet (their length matters to
+	// the hashing of new allocation IDs).
 	for i := range nodes {
-		id := fmt.Sprintf("node-%06d", i)
+		id := fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", i)
 		in.ReadyNodes = append(in.ReadyNodes, rnode(id))
 		for k := range perNode {
-			in.LiveAllocs = append(in.LiveAllocs, al(fmt.Sprintf("%s-%d", id, k), id, "web", k, 1))
+			in.LiveAllocs = append(in.LiveAllocs, al(fmt.Sprintf("f47ac10b-58cc-4372-%04d-%012d", k, i), id, "web", k, 1))
 		}
 	}
 	in.Deployment = dep(2, model.DeploymentRunning, map[string]*model.DeploymentState{"web": {DesiredTotal: nodes * perNode}})
@@ -76,5 +78,5 @@ func BenchmarkFleetNodesX1(b *testing.B) {
 // The daemon's round: one node's plan from a 10,000-node fleet view (it
 // still counts completion on every node).
 func BenchmarkNode10000Nodes1Alloc(b *testing.B) {
-	benchReconcile(b, benchFleet(10000, 1, 25), "node-005000")
+	benchReconcile(b, benchFleet(10000, 1, 25), "7c9e6679-7425-40de-944b-000000005000")
 }

@@ -42,6 +42,7 @@ func (f *fleet) resolveDeployment() error {
 	switch d.Status {
 	case model.DeploymentPaused, model.DeploymentPending, model.DeploymentInitializing, model.DeploymentFailed:
 		f.held = d.Status
+		f.heldReason = "update held: deployment is " + string(d.Status)
 	}
 	return nil
 }

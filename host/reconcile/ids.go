@@ -54,6 +54,6 @@ func derive(kind string, parts ...string) string {
 }
 
 func appendPart(b []byte, p string) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+	b = binary.AppendUvarint(b, uint64(len(p)))
 	return append(b, p...)
 }

@@ -31,7 +31,7 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 				break
 			}
 			if b != keep {
-				c.add(bStop, f.entry(b, "duplicate", "another live allocation of this name on this node is kept"))
+				c.add(decision{a: b, ni: ni, kind: bStop, rule: ruleDuplicate})
 			}
 		}
 		gr, idx := f.required(a.Name)
@@ -43,130 +43,151 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 	for _, gr := range f.groups {
 		for idx, st := range gr.stamps {
 			if st != f.stamp {
-				f.place(ni, gr, f.allocName(gr, idx), c)
+				f.place(ni, gr, idx, c)
 			}
 		}
 	}
 }
 
-// entry describes an existing allocation. Canary reports that it is a
-// canary of the deployment in force (a canary of an older rollout is not).
-func (f *fleet) entry(a *model.Allocation, rule, reason string) Entry {
-	canary := f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary()
-	return Entry{Name: a.Name, Group: a.TaskGroup, NodeID: a.NodeID, AllocID: a.ID, Rule: rule,
-		JobVersion: a.JobVersion, Canary: canary, Reason: reason}
+// rule identifies the rule that decided. Its text form is Entry.Rule.
+type rule uint8
+
+const (
+	ruleAlloc1 rule = iota + 1 // ruleAlloc1+n-1 is per-allocation rule n
+	ruleAlloc2
+	ruleAlloc3
+	ruleAlloc4
+	ruleAlloc5
+	ruleAlloc6
+	ruleAlloc7
+	ruleAlloc8
+	ruleAlloc9
+	ruleAlloc10
+	ruleAlloc11
+	ruleAlloc12
+	ruleAlloc13
+	ruleAlloc14
+	ruleName1
+	ruleName3
+	ruleDuplicate
+)
+
+var ruleNames = [...]string{"", "alloc.1", "alloc.2", "alloc.3", "alloc.4", "alloc.5", "alloc.6", "alloc.7",
+	"alloc.8", "alloc.9", "alloc.10", "alloc.11", "alloc.12", "alloc.13", "alloc.14", "name.1", "name.3", "duplicate"}
+
+func (r rule) String() string { return ruleNames[r] }
+
+// decision is a rule's verdict, kept compact (no strings) until the plan is
+// built: most of a round's memory was entries, and a single-node round
+// builds entries, and derives IDs, for its own node only.
+type decision struct {
+	a      *model.Allocation // live; terminal for name.1; the carried terminal (or nil) for name.3
+	gr     *group            // nil only for rule 1 and duplicates
+	ni     *nodeInfo
+	idx    int // name.3: the index of the required name
+	kind   bucket
+	rule   rule
+	canary bool // update, place: the new allocation is a canary
+	held   bool // an update held by the deployment's status
 }
 
 // alloc applies the per-allocation rules 1–14 of spec/reconcile.md.
 // gr is the group the allocation's name is required by, or nil.
 func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector) {
+	d := decision{a: a, gr: gr, ni: ni}
+	add := func(b bucket, r rule) {
+		d.kind, d.rule = b, r
+		c.add(d)
+	}
 	// 1. Not required (job stopped, group removed, count lowered).
 	if gr == nil {
-		c.add(bStop, f.entry(a, "alloc.1", ""))
+		add(bStop, ruleAlloc1)
 		return
 	}
-	e := f.entry(a, "", "")
-	e.Group = gr.name
 	// 2. Marked for migration.
 	if a.DesiredTransition.ShouldMigrate() {
-		e.Rule = "alloc.2"
-		c.add(bMigrate, e)
+		add(bMigrate, ruleAlloc2)
 		gr.sum.LeftToMigrate++
 		return
 	}
-	now := f.in.Now
 	disc := f.in.DisconnectHandling && gr.lostAfter > 0
-	last, hasLast := a.LastClientTransition()
 	cs := a.ClientStatus
-	due := disc && (cs == model.ClientUnknown || cs == model.ClientRunning) &&
-		hasLast && last.Value == string(model.ClientUnknown)
+	due, expired := false, false
+	if disc && (cs == model.ClientUnknown || cs == model.ClientRunning) {
+		if last, ok := a.LastClientTransition(); ok && last.Value == string(model.ClientUnknown) {
+			due = true
+			expired = !last.Time.Add(gr.lostAfter).After(f.in.Now)
+		}
+	}
 	// 3. Due to reconnect, but unknown for longer than the group allows.
-	if due && !last.Time.Add(gr.lostAfter).After(now) {
-		e.Rule, e.ClientStatus = "alloc.3", model.ClientLost
-		c.add(bLost, e)
+	if due && expired {
+		add(bLost, ruleAlloc3)
 		return
 	}
 	// 4. Unknown and still desired to run: waiting to reconnect.
 	if disc && cs == model.ClientUnknown && a.DesiredStatus == model.DesiredRun {
-		e.Rule = "alloc.4"
-		c.add(bIgnore, e)
+		add(bIgnore, ruleAlloc4)
 		return
 	}
-	tn, tainted := ni.taintedNode, ni.tainted
 	// 5. Its node is back and it is due to reconnect: record the reconnect.
-	if disc && !tainted && due {
-		e.Rule = "alloc.5"
-		e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(cs), Time: now}
-		c.add(bReconnecting, e)
+	if due && !ni.tainted {
+		add(bReconnecting, ruleAlloc5)
 		f.countKept(gr, a)
 		return
 	}
-	if tainted {
+	if ni.tainted {
+		tn := ni.taintedNode
 		switch {
 		// 6. sysbatch work that already finished successfully.
 		case f.sysbatch && cs == model.ClientComplete:
-			e.Rule = "alloc.6"
-			c.add(bIgnore, e)
+			add(bIgnore, ruleAlloc6)
 		// 7. Disconnected node, handling on, running: disconnecting.
 		case tn != nil && tn.Status == model.NodeStatusDisconnected && disc && cs == model.ClientRunning:
-			e.Rule, e.ClientStatus = "alloc.7", model.ClientUnknown
-			e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: now}
-			c.add(bDisconnecting, e)
+			add(bDisconnecting, ruleAlloc7)
 		// 8. Node gone or down.
 		case tn == nil || tn.Status == model.NodeStatusDown:
-			e.Rule, e.ClientStatus = "alloc.8", model.ClientLost
-			c.add(bLost, e)
+			add(bLost, ruleAlloc8)
 		// 9. Tainted otherwise (draining, not yet migrating; disconnected
 		// without handling).
 		default:
-			e.Rule = "alloc.9"
-			c.add(bIgnore, e)
+			add(bIgnore, ruleAlloc9)
 		}
 		return
 	}
 	// 10. Node in scope but not ready.
 	if ni.notReady {
-		e.Rule = "alloc.10"
-		c.add(bIgnore, e)
+		add(bIgnore, ruleAlloc10)
 		return
 	}
 	// 11. Node not a ready node.
 	if ni.ready == nil {
-		e.Rule = "alloc.11"
-		c.add(bStop, e)
+		add(bStop, ruleAlloc11)
 		return
 	}
 	if a.JobVersion != f.version {
 		gr.wantDeployment = true
+		r := ruleAlloc13 // 13. Outdated otherwise.
 		// 12. Canarying and not promoted: canary nodes update, the others wait.
 		if gr.canarying {
-			if !gr.canaryNodes[a.NodeID] {
-				e.Rule, e.Canary = "alloc.12", false
-				e.Reason = "waiting for the deployment to be promoted"
-				c.add(bAwaiting, e)
+			if !gr.canaryNodes[ni.id] {
+				add(bAwaiting, ruleAlloc12)
 				gr.sum.Awaiting++
 				return
 			}
-			e.Rule, e.Canary = "alloc.12", true
-		} else {
-			// 13. Outdated otherwise.
-			e.Rule, e.Canary = "alloc.13", false
+			r, d.canary = ruleAlloc12, true
 		}
 		gr.sum.LeftToUpdate++
 		if f.held != "" {
-			e.Reason = "update held: deployment is " + string(f.held)
-			gr.sum.UpdatesHeld = e.Reason
-			c.add(bIgnore, e)
+			d.held = true
+			gr.sum.UpdatesHeld = f.heldReason
+			add(bIgnore, r)
 			return
 		}
-		e.JobVersion = f.version
-		e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, a.NodeID, a.Name, a.ID)
-		c.add(bUpdate, e)
+		add(bUpdate, r)
 		return
 	}
 	// 14. Up to date.
-	e.Rule = "alloc.14"
-	c.add(bIgnore, e)
+	add(bIgnore, ruleAlloc14)
 	f.countKept(gr, a)
 }
 
@@ -181,7 +202,7 @@ func (f *fleet) countKept(gr *group, a *model.Allocation) {
 	switch {
 	case a.DeploymentStatus.IsHealthy():
 		s.Healthy++
-		if f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary() {
+		if f.depCanary(a) {
 			s.CanariesHealthy++
 		}
 	case a.DeploymentStatus.IsUnhealthy():
@@ -189,24 +210,32 @@ func (f *fleet) countKept(gr *group, a *model.Allocation) {
 	}
 }
 
-// place applies the rules for a required name with no live allocation on
-// the node.
-func (f *fleet) place(ni *nodeInfo, gr *group, name string, c *collector) {
-	nodeID := ni.id
-	prev := f.terminal[nodeName{nodeID, name}]
+// depCanary reports whether a is a canary of the deployment in force (a
+// canary of an older rollout is not).
+func (f *fleet) depCanary(a *model.Allocation) bool {
+	return f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary()
+}
+
+// place applies the rules for a required name (group gr, index idx) with
+// no live allocation on the node.
+func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
+	// Terminal allocations are looked up by name: build it only when this
+	// node has any, or when the name is placed.
+	var name string
+	var prev *model.Allocation
+	if ni.hasTerminal {
+		name = f.allocName(gr, idx)
+		prev = f.terminal[nodeName{ni.id, name}]
+	}
 	// 1. sysbatch: a terminal allocation of the name re-runs only for a
 	// new job version; nothing is placed.
 	if f.sysbatch && prev != nil {
-		e := f.entry(prev, "name.1", "")
-		e.Group = gr.name
+		d := decision{a: prev, gr: gr, ni: ni, rule: ruleName1, kind: bIgnore}
 		if prev.JobVersion != f.version {
-			e.JobVersion = f.version
-			e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, nodeID, name, prev.ID)
-			c.add(bUpdate, e)
+			d.kind = bUpdate
 			gr.sum.LeftToUpdate++
-		} else {
-			c.add(bIgnore, e)
 		}
+		c.add(d)
 		return
 	}
 	// 2. Tainted, not-ready (or unknown) nodes get nothing.
@@ -214,17 +243,58 @@ func (f *fleet) place(ni *nodeInfo, gr *group, name string, c *collector) {
 		return
 	}
 	// 3. Place, carrying the previous terminal allocation on this node.
-	e := Entry{Name: name, Group: gr.name, NodeID: nodeID, Rule: "name.3", JobVersion: f.version,
-		Canary: gr.canarying && gr.canaryNodes[nodeID]}
-	prevID := ""
-	if prev != nil {
-		prevID = prev.ID
-		e.PreviousAllocID = prevID
-	}
-	e.AllocID = AllocID(f.job.Namespace, f.job.ID, f.version, nodeID, name, prevID)
-	c.add(bPlace, e)
+	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
+		canary: gr.canarying && gr.canaryNodes[ni.id]})
 	gr.sum.LeftToPlace++
-	if !f.ranHere[nodeName{nodeID, gr.name}] {
+	if !f.ranHere[nodeName{ni.id, gr.name}] {
 		gr.wantDeployment = true
 	}
+}
+
+// entry turns a decision into its plan entry, deriving new IDs.
+func (f *fleet) entry(d decision) Entry {
+	if d.rule == ruleName3 {
+		name := f.allocName(d.gr, d.idx)
+		e := Entry{Name: name, Group: d.gr.name, NodeID: d.ni.id, Canary: d.canary, Rule: d.rule.String(),
+			JobVersion: f.version}
+		if d.a != nil {
+			e.PreviousAllocID = d.a.ID
+		}
+		e.AllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, name, e.PreviousAllocID)
+		return e
+	}
+	a := d.a
+	e := Entry{Name: a.Name, Group: a.TaskGroup, NodeID: d.ni.id, AllocID: a.ID, Rule: d.rule.String(),
+		JobVersion: a.JobVersion, Canary: f.depCanary(a)}
+	if d.gr != nil {
+		e.Group = d.gr.name
+	}
+	switch d.rule {
+	case ruleAlloc3, ruleAlloc8:
+		e.ClientStatus = model.ClientLost
+	case ruleAlloc5:
+		e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(a.ClientStatus), Time: f.in.Now}
+	case ruleAlloc7:
+		e.ClientStatus = model.ClientUnknown
+		e.State = &model.AllocState{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: f.in.Now}
+	case ruleDuplicate:
+		e.Reason = "another live allocation of this name on this node is kept"
+	case ruleAlloc12, ruleAlloc13, ruleName1:
+		if d.kind == bAwaiting {
+			e.Canary, e.Reason = false, "waiting for the deployment to be promoted"
+			break
+		}
+		if d.rule != ruleName1 {
+			e.Canary = d.canary
+		}
+		if d.held {
+			e.Reason = f.heldReason
+			break
+		}
+		if d.kind == bUpdate {
+			e.JobVersion = f.version
+			e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, a.Name, a.ID)
+		}
+	}
+	return e
 }

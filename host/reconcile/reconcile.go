@@ -85,7 +85,8 @@ type fleet struct {
 	stamp int
 
 	dep     *model.Deployment // current version's deployment (a copy), or nil
-	held    model.DeploymentStatus
+	held       model.DeploymentStatus // status of the deployment holding updates, or ""
+	heldReason string
 	updates []model.DeploymentStatusUpdate
 }
 
@@ -229,6 +230,7 @@ type nodeInfo struct {
 	notReady    bool
 	live        []*model.Allocation
 	nlive       int
+	hasTerminal bool // some terminal allocation is on this node
 }
 
 // nodeOf returns the node's info, adding it to the view.
@@ -313,6 +315,9 @@ func (f *fleet) indexAllocs() error {
 		k := nodeName{a.NodeID, a.Name}
 		if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
 			f.terminal[k] = a
+		}
+		if ni := f.info[a.NodeID]; ni != nil {
+			ni.hasTerminal = true
 		}
 		if a.JobVersion == f.version {
 			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
@@ -428,25 +433,25 @@ func (f *fleet) settleCanaries() {
 // entries go into the plan, "" for all; every node is counted) and then
 // the fleet-wide deployment decisions.
 func (f *fleet) run(only string) *Plan {
-	// Entries are collected in one pre-sized slice and split into buckets
-	// at the end: appending to nine growing slices cost more than the rules.
+	// Decisions are collected in one pre-sized slice and built into exactly
+	// sized buckets at the end: growing nine slices of entries cost more
+	// than the rules.
 	names := 0
 	for _, gr := range f.groups {
 		names += gr.count
 	}
 	var c collector
 	if only == "" {
-		size := len(f.in.LiveAllocs) + len(f.readyList)*names
-		c.entries, c.kinds = make([]Entry, 0, size), make([]bucket, 0, size)
+		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*names)
 	}
 	for _, ni := range f.nodes {
-		mark := len(c.entries)
+		mark := len(c.decisions)
 		f.node(ni, &c)
 		if only != "" && ni.id != only {
-			c.entries, c.kinds = c.entries[:mark], c.kinds[:mark]
+			c.decisions = c.decisions[:mark]
 		}
 	}
-	p := c.plan()
+	p := c.plan(f)
 	f.decideDeployment(p)
 	p.DeploymentUpdates = append(p.DeploymentUpdates, f.updates...)
 	for _, gr := range f.groups {
@@ -471,30 +476,27 @@ const (
 	nBuckets
 )
 
-// collector gathers a round's entries with their buckets.
+// collector gathers a round's decisions.
 type collector struct {
-	entries []Entry
-	kinds   []bucket
+	decisions []decision
 }
 
-func (c *collector) add(b bucket, e Entry) {
-	c.entries = append(c.entries, e)
-	c.kinds = append(c.kinds, b)
-}
+func (c *collector) add(d decision) { c.decisions = append(c.decisions, d) }
 
-// plan splits the entries into exactly sized buckets.
-func (c *collector) plan() *Plan {
+// plan builds the entries into exactly sized buckets.
+func (c *collector) plan(f *fleet) *Plan {
 	var n [nBuckets]int
-	for _, k := range c.kinds {
-		n[k]++
+	for i := range c.decisions {
+		n[c.decisions[i].kind]++
 	}
 	p := &Plan{}
 	lists := p.lists()
 	for b, l := range lists {
 		*l = make([]Entry, 0, n[b])
 	}
-	for i, k := range c.kinds {
-		*lists[k] = append(*lists[k], c.entries[i])
+	for i := range c.decisions {
+		d := &c.decisions[i]
+		*lists[d.kind] = append(*lists[d.kind], f.entry(*d))
 	}
 	return p
 }
