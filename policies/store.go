@@ -110,6 +110,16 @@ func (s *Store) List(ctx context.Context) ([]StoredPolicy, error) {
 	return out, nil
 }
 
+// hasName reports whether the bucket has a policy of that name.
+func (s *Store) hasName(ctx context.Context, name string) bool {
+	obs, err := s.objects(ctx, false)
+	if err != nil {
+		return false
+	}
+	_, err = obs.GetInfo(ctx, namePrefix+name)
+	return err == nil
+}
+
 // Fetch returns the bytes of policy name, pinned to digest when digest is
 // not empty (else the name's current digest), from the local cache or the
 // bucket. The bytes always match the digest: otherwise Fetch returns a
@@ -194,13 +204,16 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Ensure makes the module a reference names available to the engine:
-// built-ins are already there; a custom module is fetched (cache, then
-// bucket), verified and loaded, unless the engine already has it. The
+// Ensure makes the module a reference names available to the engine: a
+// built-in is compiled if it is not yet; a custom module is fetched (cache,
+// then bucket), verified and loaded, unless the engine already has it. The
 // agent calls it when a job names a policy, never on the decision path.
 func (s *Store) Ensure(ctx context.Context, e *Engine, ref *model.PolicyRef) error {
-	if ref == nil || strings.HasPrefix(ref.Name, BuiltinPrefix) {
+	if ref == nil {
 		return nil
+	}
+	if strings.HasPrefix(ref.Name, BuiltinPrefix) {
+		return e.EnsureBuiltin(ctx, ref.Name)
 	}
 	e.mu.RLock()
 	_, haveDigest := e.byDigest[strings.ToLower(strings.TrimPrefix(ref.Digest, "sha256:"))]
@@ -209,6 +222,11 @@ func (s *Store) Ensure(ctx context.Context, e *Engine, ref *model.PolicyRef) err
 	e.mu.RUnlock()
 	if (ref.Digest != "" && haveDigest) || (ref.Digest == "" && (haveName || builtin)) {
 		return nil
+	}
+	if _, isBuiltin := builtinKinds[ref.Name]; isBuiltin && ref.Digest == "" {
+		if _, err := s.objects(ctx, false); err != nil || !s.hasName(ctx, ref.Name) {
+			return e.EnsureBuiltin(ctx, ref.Name)
+		}
 	}
 	b, digest, err := s.Fetch(ctx, ref.Name, ref.Digest)
 	if err != nil {

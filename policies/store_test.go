@@ -134,3 +134,25 @@ func TestATamperedModuleIsRefused(t *testing.T) {
 		t.Fatal("a corrupt cache entry was served")
 	}
 }
+
+// TestEnsureLoadsABuiltinNamedByAJob: a bare built-in name with no pushed
+// module of that name loads the built-in (and only it); the control is an
+// unknown name, which is not loaded.
+func TestEnsureLoadsABuiltinNamedByAJob(t *testing.T) {
+	ctx := context.Background()
+	s := NewStore(embeddedJetStream(t), "", t.TempDir())
+	e, faults, _ := newTestEngine(t, Options{})
+	if err := s.Ensure(ctx, e, &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "${node.datacenter}"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.ChooseCanaries(canaryReq(genNodes(9, 3), 3, &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "${node.datacenter}"}}))
+	if err != nil || len(faults.all()) != 0 || got.Reason != "spread across 3 values of ${node.datacenter}" {
+		t.Fatalf("got %+v, %v, faults %v", got, err, faults.all())
+	}
+	if len(e.builtins) != 1 {
+		t.Fatalf("loaded %d built-ins, want only spread", len(e.builtins))
+	}
+	if err := s.Ensure(ctx, e, &model.PolicyRef{Name: "no-such-policy"}); err == nil {
+		t.Fatal("control: an unknown policy was ensured")
+	}
+}
