@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -220,9 +219,4 @@ func backoff(attempt int, base, max time.Duration) time.Duration {
 		d = max
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-// isTimeout reports whether err is a request deadline.
-func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }

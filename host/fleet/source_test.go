@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +93,7 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	eventually(t, 5*time.Second, "web v1 before restart", hasJob(src, "web", 1))
 
 	srv.Shutdown()
-	srv = startServer(t, dir, port)
+	startServer(t, dir, port)
 	restarted := time.Now()
 
 	// Writes right after the restart, possibly before the watcher is back:
@@ -121,6 +122,12 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	}
 	if obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/reconnect") == 0 {
 		t.Fatalf("no reconnect restart counted; logs:\n%s", logs)
+	}
+	obs.mu.Lock()
+	states := fmt.Sprint(obs.states)
+	obs.mu.Unlock()
+	if !strings.Contains(states, "reconnecting connected") || conn.State() != StateConnected {
+		t.Fatalf("connection states seen: %s, now %s", states, conn.State())
 	}
 	// And the live path keeps working after the resume.
 	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
