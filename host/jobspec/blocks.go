@@ -1,0 +1,227 @@
+package jobspec
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// config reads the driver's free-form configuration: attributes become
+// values, nested blocks become lists of objects (so one block and several
+// read the same way), at any depth.
+func (p *parser) config(c content, path string) map[string]any {
+	a := c.attrs["config"]
+	b := p.one(c, "config")
+	switch {
+	case a != nil && b != nil:
+		p.errorf(b.TypeRange, "config is given both as an attribute (line %d) and as a block; keep one", a.NameRange.Start.Line)
+	case a != nil:
+		p.at(path, a.Expr.Range())
+		v, ok := p.value(a.Expr)
+		if !ok {
+			return nil
+		}
+		if v.IsNull() || !(v.Type().IsObjectType() || v.Type().IsMapType()) {
+			p.errorf(a.Expr.Range(), "config must be an object, got %s", typeName(v))
+			return nil
+		}
+		m, _ := goValue(v).(map[string]any)
+		return m
+	case b != nil:
+		p.at(path, b.TypeRange)
+		if _, ok := p.labels(b, ""); !ok {
+			return nil
+		}
+		return p.configBody(b.Body)
+	}
+	return nil
+}
+
+func (p *parser) configBody(body *hclsyntax.Body) map[string]any {
+	out := map[string]any{}
+	for _, a := range sortedAttrs(body) {
+		if v, ok := p.value(a.Expr); ok {
+			out[a.Name] = goValue(v)
+		}
+	}
+	for _, b := range body.Blocks {
+		if len(b.Labels) > 0 {
+			p.errorf(b.LabelRanges[0], "blocks inside config take no label: write %s { ... }", b.Type)
+			continue
+		}
+		prev, exists := out[b.Type]
+		list, isList := prev.([]any)
+		if exists && (!isList || body.Attributes[b.Type] != nil) {
+			p.errorf(b.TypeRange, "config has both an attribute and a block named %q; keep one", b.Type)
+			continue
+		}
+		out[b.Type] = append(list, p.configBody(b.Body))
+	}
+	return out
+}
+
+func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) {
+	var s model.Service
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return s, false
+	}
+	c := p.content(b.Body, serviceSpec)
+	if a := c.attrs["name"]; a != nil {
+		s.Name, _ = p.str(a, path+".name")
+	}
+	if a := c.attrs["port"]; a != nil {
+		s.Port, _ = p.str(a, path+".port")
+	}
+	if a := c.attrs["provider"]; a != nil {
+		// Accepted so that Nomad files parse unchanged; the hivelet agent
+		// runs the checks itself whatever the provider says.
+		p.str(a, path+".provider")
+	}
+	for _, cb := range c.blocks["check"] {
+		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))
+		p.at(cp, cb.TypeRange)
+		if _, ok := p.labels(cb, ""); !ok {
+			continue
+		}
+		cc := p.content(cb.Body, checkSpec)
+		var ch model.Check
+		p.at(cp+".type", cb.TypeRange)
+		p.at(cp+".interval", cb.TypeRange)
+		p.at(cp+".timeout", cb.TypeRange)
+		if a := cc.attrs["name"]; a != nil {
+			ch.Name, _ = p.str(a, cp+".name")
+		}
+		if a := cc.attrs["type"]; a != nil {
+			t, _ := p.str(a, cp+".type")
+			ch.Type = model.CheckType(t)
+		}
+		if a := cc.attrs["path"]; a != nil {
+			ch.Path, _ = p.str(a, cp+".path")
+		}
+		if a := cc.attrs["port"]; a != nil {
+			ch.Port, _ = p.str(a, cp+".port")
+		}
+		if a := cc.attrs["interval"]; a != nil {
+			ch.Interval, _ = p.duration(a, cp+".interval")
+		}
+		if a := cc.attrs["timeout"]; a != nil {
+			ch.Timeout, _ = p.duration(a, cp+".timeout")
+		}
+		s.Checks = append(s.Checks, ch)
+	}
+	return s, true
+}
+
+func (p *parser) restart(b *hclsyntax.Block, path string, r *model.RestartPolicy) {
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, restartSpec)
+	if a := c.attrs["attempts"]; a != nil {
+		r.Attempts, _ = p.integer(a, path+".attempts")
+	}
+	if a := c.attrs["interval"]; a != nil {
+		r.Interval, _ = p.duration(a, path+".interval")
+	}
+	if a := c.attrs["delay"]; a != nil {
+		r.Delay, _ = p.duration(a, path+".delay")
+	}
+	if a := c.attrs["mode"]; a != nil {
+		m, _ := p.str(a, path+".mode")
+		r.Mode = model.RestartMode(m)
+	}
+}
+
+func (p *parser) disconnect(b *hclsyntax.Block, path string) *model.DisconnectStrategy {
+	d := &model.DisconnectStrategy{}
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return d
+	}
+	c := p.content(b.Body, disconnectSpec)
+	if a := c.attrs["lost_after"]; a != nil {
+		d.LostAfter, _ = p.duration(a, path+".lost_after")
+	}
+	if a := c.attrs["replace"]; a != nil {
+		if v, ok := p.boolean(a, path+".replace"); ok {
+			d.Replace = &v
+		}
+	}
+	if a := c.attrs["reconcile"]; a != nil {
+		m, _ := p.str(a, path+".reconcile")
+		d.Reconcile = model.ReconcileMode(m)
+	}
+	return d
+}
+
+// operatorAliases are the other spellings Nomad accepts.
+var operatorAliases = map[string]model.ConstraintOperator{"==": model.OpEqual, "is": model.OpEqual, "not": model.OpNotEqual}
+
+// shorthand constraint attributes: `version = ">= 1.2"` means operator
+// "version" with that value.
+var constraintShorthands = []string{"version", "semver", "regexp", "set_contains", "set_contains_any"}
+
+func (p *parser) constraint(b *hclsyntax.Block, path string) (model.Constraint, bool) {
+	var con model.Constraint
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return con, false
+	}
+	c := p.content(b.Body, constraintSpec)
+	ok := true
+	for _, name := range []string{"distinct_hosts", "distinct_property"} {
+		if a := c.attrs[name]; a != nil {
+			p.errorf(a.NameRange, "constraint %q has no meaning for hivelet: a system job already runs at most once per node; remove the constraint", name)
+			ok = false
+		}
+	}
+	if a := c.attrs["attribute"]; a != nil {
+		con.Attribute, _ = p.str(a, path+".attribute")
+	}
+	if a := c.attrs["operator"]; a != nil {
+		op, good := p.str(a, path+".operator")
+		if alias, isAlias := operatorAliases[op]; isAlias {
+			op = string(alias)
+		}
+		if good && (op == "distinct_hosts" || op == "distinct_property") {
+			p.errorf(a.Expr.Range(), "constraint operator %q has no meaning for hivelet: a system job already runs at most once per node; remove the constraint", op)
+			ok = false
+		}
+		con.Operator = model.ConstraintOperator(op)
+	}
+	if a := c.attrs["value"]; a != nil {
+		con.Value, _ = p.str(a, path+".value")
+	}
+	for _, name := range constraintShorthands {
+		a := c.attrs[name]
+		if a == nil {
+			continue
+		}
+		if c.attrs["operator"] != nil || c.attrs["value"] != nil {
+			p.errorf(a.NameRange, "%s = ... is the shorthand for operator = %q with a value; do not combine it with operator or value", name, name)
+			ok = false
+			continue
+		}
+		con.Operator = model.ConstraintOperator(name)
+		p.at(path+".operator", a.NameRange)
+		con.Value, _ = p.str(a, path+".value")
+	}
+	if con.Operator == "" {
+		con.Operator = model.OpEqual
+	}
+	if !ok {
+		return con, false
+	}
+	p.at(path+".attribute", b.TypeRange)
+	if a := c.attrs["attribute"]; a != nil {
+		p.at(path+".attribute", a.Expr.Range())
+	}
+	if _, set := p.pos[path+".value"]; !set {
+		p.at(path+".value", b.TypeRange)
+	}
+	return con, true
+}
