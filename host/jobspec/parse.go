@@ -165,7 +165,14 @@ func ParseJSON(filename string, data []byte) (*model.Job, error) {
 			if de.Path == "type" && strings.Contains(msg, "JobType") {
 				msg += ": hivelet has no central scheduler, so it runs only node-bound job types"
 			}
-			return nil, Errors{{File: filename, Path: de.Path, Message: msg}}
+			e := &Error{File: filename, Path: de.Path, Message: msg}
+			var se *json.SyntaxError
+			if errors.As(err, &se) || (de.Path == "" && strings.HasPrefix(de.Reason, "invalid JSON")) {
+				// A syntax error: say where, as HCL errors do. The offset
+				// counts the offending byte itself.
+				e.Line, e.Column = lineCol(data, max(de.Offset-1, 0))
+			}
+			return nil, Errors{e}
 		}
 		return nil, Errors{{File: filename, Message: err.Error()}}
 	}
@@ -222,4 +229,15 @@ func Canonical(j *model.Job) ([]byte, error) {
 		return nil, fmt.Errorf("encoding job %s: %w", j.ID, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// lineCol turns a byte offset into a 1-based line and column (in bytes).
+func lineCol(data []byte, offset int64) (int, int) {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	before := data[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(offset) - bytes.LastIndexByte(before, '\n')
+	return line, col
 }
