@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -128,6 +129,9 @@ func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = shortTempDir(t)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	m, err := manager.New(cfg)
 	if err != nil {
@@ -530,5 +534,53 @@ func TestSocketDirectoryIsPrivate(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("socket dir mode %v", fi.Mode().Perm())
+	}
+}
+
+func TestStreamsContinueAcrossAPluginRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := newManager(t, manager.Config{MinBackoff: 10 * time.Millisecond})
+	d, err := m.Driver(ctx, "mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fps, err := d.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp := <-fps; !fp.Healthy {
+		t.Fatalf("first fingerprint %+v", fp)
+	}
+	h, err := d.StartTask(ctx, &driver.TaskConfig{ID: "planned", Config: map[string]any{"run_for": "1s", "exit_code": 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, err := d.WaitTask(ctx, h.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := m.PID("mock")
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if fp := <-fps; fp == nil || fp.Healthy || !strings.Contains(fp.Description, "restarting") {
+		t.Fatalf("fingerprint during the restart %+v", fp)
+	}
+	if fp := <-fps; fp == nil || !fp.Healthy {
+		t.Fatalf("fingerprint after the restart %+v", fp)
+	}
+	if pid, _ := m.PID("mock"); pid == old {
+		t.Fatal("healthy again without a new plugin process")
+	}
+	// The mock task was recovered from its handle by the new process and
+	// ends as planned; the wait opened before the crash sees it.
+	select {
+	case r := <-wait:
+		if r == nil || r.ExitCode != 6 {
+			t.Fatalf("exit %+v", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no exit")
 	}
 }

@@ -1,0 +1,105 @@
+package manager_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/plugins/manager"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// reportLatencies adds the median and p99 of per-call durations.
+func reportLatencies(b *testing.B, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Nanoseconds()), "p99-ns")
+}
+
+func benchRoundTrip(b *testing.B, d driver.Driver) {
+	ctx := context.Background()
+	if _, err := d.StartTask(ctx, &driver.TaskConfig{ID: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := d.InspectTask(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatencies(b, ds)
+}
+
+// BenchmarkInspectTaskRoundTrip compares one trivial driver call (InspectTask
+// of a mock task) made in-process with the same call through go-plugin: the
+// manager's proxy, gRPC over a Unix socket, the plugin process, and back.
+func BenchmarkInspectTaskRoundTrip(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) { benchRoundTrip(b, mock.New()) })
+	b.Run("go-plugin", func(b *testing.B) {
+		dir, err := os.MkdirTemp("", "hvb")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Kill()
+		d, err := m.Driver(context.Background(), "mock")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchRoundTrip(b, d)
+	})
+}
+
+// BenchmarkPluginLaunchToReady measures a built-in plugin's launch: the
+// re-executed binary's start, the go-plugin handshake, the gRPC connection,
+// and a first answered call.
+func BenchmarkPluginLaunchToReady(b *testing.B) {
+	dir, err := os.MkdirTemp("", "hvb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		d, err := m.Driver(ctx, "mock")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Info(ctx); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+		b.StopTimer()
+		_ = m.Kill()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportLatencies(b, ds)
+}
