@@ -431,6 +431,11 @@ func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 		waitFor(t, "task start", 5*time.Second, func() bool { _, err := os.Stat(markers[id]); return err == nil })
 		pids[id] = taskPID(t, ctx, d, id)
 	}
+	t.Cleanup(func() {
+		for id := range pids {
+			_ = d.DestroyTask(context.Background(), id, true)
+		}
+	})
 	wait, err := d.WaitTask(ctx, "t0")
 	if err != nil {
 		t.Fatal(err)
