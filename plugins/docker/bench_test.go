@@ -59,8 +59,11 @@ func BenchmarkContainerStart(b *testing.B) {
 	startDirect := func() {
 		name := "hivelet-bench-" + dockertest.RandomID()
 		t0 := time.Now()
+		// The container the driver would create: same labels, same log settings.
 		id, err := c.CreateContainer(ctx, engine.ContainerSpec{Name: name, Image: env.Tag, Cmd: []string{"run"},
-			Labels: map[string]string{docker.LabelNodeID: nodeID, "hivelet-bench.run": run}})
+			Labels: map[string]string{docker.LabelAllocID: name, docker.LabelTask: "app", docker.LabelJob: "bench",
+				docker.LabelNodeID: nodeID, "hivelet-bench.run": run},
+			LogMaxSize: "10m", LogMaxFiles: 3})
 		if err == nil {
 			err = c.StartContainer(ctx, id)
 		}
