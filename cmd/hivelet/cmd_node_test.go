@@ -11,7 +11,6 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
-	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // cli runs the root command and returns stdout, stderr and the exit code.
@@ -64,20 +63,7 @@ func fleetFixture(t *testing.T) (url string, st *fleet.Store, src *fleet.Source)
 	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: time.Hour}, st.ForNode(id), build, nil)
 	go func() { _ = hb.Run(ctx); done <- struct{}{} }()
 	// Like the agent: push the record when the intent changes.
-	go func() {
-		last := wanted.Intent{}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-src.Changed():
-				if in := src.View().Intent(id); in.Eligibility != last.Eligibility || (in.Drain == nil) != (last.Drain == nil) {
-					last = in
-					hb.Poke()
-				}
-			}
-		}
-	}()
+	go node.FollowIntent(ctx, src, id, hb)
 	t.Cleanup(func() {
 		cancel()
 		<-done

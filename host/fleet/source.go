@@ -47,6 +47,8 @@ type Source struct {
 	snap    *View
 
 	changed    chan struct{}
+	subs       map[int]chan struct{}
+	nextSub    int
 	syncedCh   chan struct{}
 	syncedOnce sync.Once
 
@@ -70,14 +72,32 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, revs: map[string]uint64{},
 		synced: map[string]bool{}, restart: map[string]uint64{},
-		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}),
+		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
 }
 
 // Changed receives a value after one or more changes to the View. Signals
 // coalesce: a burst of updates yields at least one receive, not one per
-// update; read View after each receive.
+// update; read View after each receive. It is meant for one consumer (the
+// reconcile loop); every other consumer takes its own channel with Subscribe.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
+
+// Subscribe returns a coalesced change signal of its own, like Changed, for a
+// second consumer (a signal on a shared channel reaches only one reader).
+// Call cancel when done.
+func (s *Source) Subscribe() (ch <-chan struct{}, cancel func()) {
+	c := make(chan struct{}, 1)
+	s.mu.Lock()
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = c
+	s.mu.Unlock()
+	return c, func() {
+		s.mu.Lock()
+		delete(s.subs, id)
+		s.mu.Unlock()
+	}
+}
 
 // Synced is closed once every bucket has been pulled whole at least once
 // (the boot pull). Before that, absence in the View means "not read yet".
@@ -428,6 +448,22 @@ func (s *Source) notify() {
 	case s.changed <- struct{}{}:
 	default:
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Intent returns the operator intent in force for a node (without building
+// a View; node.FollowIntent polls it on every change).
+func (s *Source) Intent(nodeID string) wanted.Intent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return wanted.IntentOf(s.intents[wanted.NodeKey(nodeID)])
 }
 
 // View is a consistent, read-only snapshot of the buckets as this host has

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // Writer writes this node's record (fleet.NodeWriter implements it).
@@ -184,4 +185,41 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// IntentSource is what FollowIntent reads: a change signal of its own
+// (fleet.Source.Subscribe) and the operator intent in force
+// (fleet.View.Intent).
+type IntentSource interface {
+	Subscribe() (<-chan struct{}, func())
+	Intent(nodeID string) wanted.Intent
+}
+
+// FollowIntent pokes the heartbeater whenever the operator's intent for
+// nodeID changes, so that a drain or an eligibility change reaches the node
+// record (and every reconciler) at once instead of with the next heartbeat.
+// It returns when ctx ends.
+func FollowIntent(ctx context.Context, src IntentSource, nodeID string, hb *Heartbeater) {
+	ch, cancel := src.Subscribe()
+	defer cancel()
+	last := src.Intent(nodeID)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		in := src.Intent(nodeID)
+		if !sameIntent(in, last) {
+			last = in
+			hb.Poke()
+		}
+	}
+}
+
+func sameIntent(a, b wanted.Intent) bool {
+	if a.Eligibility != b.Eligibility || (a.Drain == nil) != (b.Drain == nil) {
+		return false
+	}
+	return a.Drain == nil || (a.Drain.Deadline == b.Drain.Deadline && a.Drain.Started.Equal(b.Drain.Started))
 }

@@ -218,3 +218,83 @@ func TestAPokePushesTheMergedIntentAtOnce(t *testing.T) {
 		t.Fatalf("eligibility %s then %s", w.written[0].Eligibility, w.written[1].Eligibility)
 	}
 }
+
+// intentSrc is an IntentSource whose intent the test sets.
+type intentSrc struct {
+	mu   sync.Mutex
+	in   wanted.Intent
+	subs []chan struct{}
+}
+
+func (s *intentSrc) Subscribe() (<-chan struct{}, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := make(chan struct{}, 1)
+	s.subs = append(s.subs, c)
+	return c, func() {}
+}
+
+func (s *intentSrc) Intent(string) wanted.Intent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.in
+}
+
+func (s *intentSrc) set(in wanted.Intent) {
+	s.mu.Lock()
+	s.in = in
+	subs := s.subs
+	s.mu.Unlock()
+	for _, c := range subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func TestFollowIntentPokesOnlyWhenTheIntentChanges(t *testing.T) {
+	w := &fakeWriter{}
+	src := &intentSrc{}
+	hb := NewHeartbeater(HeartbeatConfig{Period: time.Hour}, w, func() *model.Node {
+		return Build("n1", Config{}, nil, nil, src.Intent("n1"), time.Now())
+	}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = hb.Run(ctx) }()
+	waitWrites := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for w.count() < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if w.count() < n {
+			t.Fatalf("%d writes, want %d", w.count(), n)
+		}
+	}
+	waitWrites(1) // registration
+	go FollowIntent(ctx, src, "n1", hb)
+	for {
+		src.mu.Lock()
+		n := len(src.subs)
+		src.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// An unrelated change (same intent) does not write.
+	src.set(wanted.Intent{})
+	time.Sleep(50 * time.Millisecond)
+	if w.count() != 1 {
+		t.Fatalf("a change that left the intent alone wrote: %d writes", w.count())
+	}
+	// Control: a drain writes at once.
+	src.set(wanted.Intent{Drain: &model.DrainStrategy{}})
+	waitWrites(2)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written[1].Drain == nil || w.written[1].Eligibility != model.Ineligible {
+		t.Fatalf("record after the drain intent: %+v", w.written[1])
+	}
+}
