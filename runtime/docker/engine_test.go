@@ -2,13 +2,17 @@ package docker_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,3 +345,61 @@ func TestLogsResumeAfterANewStreamerWithoutDuplicatesOrGaps(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestPullCredentialsReachTheRegistry(t *testing.T) {
+	c := env.Client(t)
+	// A registry on loopback that challenges for basic auth and records
+	// what the engine answers with. The engine takes 127.0.0.0/8 registries
+	// as insecure and falls back to plain HTTP.
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		mu.Lock()
+		got = append(got, auth)
+		mu.Unlock()
+		if auth == "" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="hivelet-test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v2/" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
+	// Control: without credentials the registry is asked, and sees none.
+	if err := c.PullImage(ctx, host+"/hivelet/private:1", nil, nil); err == nil {
+		t.Fatal("pull without credentials succeeded")
+	}
+	mu.Lock()
+	if len(got) == 0 {
+		t.Fatal("the engine never reached the test registry")
+	}
+	for _, a := range got {
+		if a == want {
+			t.Fatal("credentials sent by a pull that had none")
+		}
+	}
+	got = nil
+	mu.Unlock()
+
+	err := c.PullImage(ctx, host+"/hivelet/private:1", &docker.RegistryAuth{Username: "alice", Password: "s3cret", ServerAddress: host}, nil)
+	if err == nil {
+		t.Fatal("pull of an image the registry does not have succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range got {
+		if a == want {
+			return
+		}
+	}
+	t.Fatalf("the registry never saw the credentials; Authorization headers seen: %q (pull error: %v)", got, err)
+}
