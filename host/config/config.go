@@ -179,6 +179,10 @@ func (a *Agent) validate(f *hcl.File, filename string) error {
 	if n := a.NATS; n != nil {
 		dur("nats", "request_timeout", n.RequestTimeout)
 		dur("nats", "node_ttl", n.NodeTTL)
+		if d, err := time.ParseDuration(n.NodeTTL); err == nil && d > 0 && d < time.Second {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "node_ttl too short",
+				Detail: fmt.Sprintf("nats.node_ttl = %q: JetStream's limit markers need at least 1s", n.NodeTTL), Subject: pos("nats", "node_ttl")})
+		}
 		if n.Replicas < 0 || n.Replicas > 5 {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid replicas",
 				Detail: fmt.Sprintf("nats.replicas = %d: want 1 to 5", n.Replicas), Subject: pos("nats", "replicas")})

@@ -81,6 +81,7 @@ func TestAnUnknownAttributeFailsWithItsPosition(t *testing.T) {
 		{"wrong type", "nats {\n  replicas = \"three\"\n}\n", "agent.hcl:2:"},
 		{"bad duration", "nats {\n  request_timeout = \"soon\"\n}\n", "agent.hcl:2:3: invalid duration"},
 		{"bad pin", "plugin \"x\" {\n  sha256 = \"abc\"\n}\n", "agent.hcl:2:3: invalid plugin pin"},
+		{"node ttl below a second", "nats {\n  node_ttl = \"500ms\"\n}\n", "agent.hcl:2:3: node_ttl too short"},
 		{"half a client cert", "nats {\n  cert_file = \"c.pem\"\n}\n", "incomplete TLS client certificate"},
 		{"syntax", "name = \n", "agent.hcl:1:"},
 	}

@@ -3,8 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -298,3 +300,48 @@ func TestFollowIntentPokesOnlyWhenTheIntentChanges(t *testing.T) {
 		t.Fatalf("record after the drain intent: %+v", w.written[1])
 	}
 }
+
+func TestRegistrationErrorsAreSilentDuringTheGracePeriod(t *testing.T) {
+	var mu sync.Mutex
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	logs := func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
+	w := &fakeWriter{failures: 1 << 30}
+	hb := NewHeartbeater(HeartbeatConfig{Grace: 300 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, w,
+		func() *model.Node { return Build("n1", Config{}, nil, nil, wanted.Intent{}, time.Now()) }, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	go func() { _ = hb.Run(ctx) }()
+	for {
+		w.mu.Lock()
+		calls := w.calls
+		w.mu.Unlock()
+		if calls >= 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if time.Since(start) < 250*time.Millisecond && strings.Contains(logs(), "level=ERROR") {
+		t.Fatalf("errors logged within the grace period:\n%s", logs())
+	}
+	// Control: after the grace period the failures are logged.
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs(), "level=ERROR msg=\"node registration failed; retrying\"") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error logged after the grace period:\n%s", logs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if hb.Status().Registered || hb.Status().LastError == "" {
+		t.Fatalf("status %+v", hb.Status())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
