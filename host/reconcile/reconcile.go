@@ -84,10 +84,10 @@ type fleet struct {
 	// group does not make every node pay to clear).
 	stamp int
 
-	dep     *model.Deployment // current version's deployment (a copy), or nil
+	dep        *model.Deployment      // current version's deployment (a copy), or nil
 	held       model.DeploymentStatus // status of the deployment holding updates, or ""
 	heldReason string
-	updates []model.DeploymentStatusUpdate
+	updates    []model.DeploymentStatusUpdate
 }
 
 // prepare validates and indexes the input and settles the facts every node
@@ -264,7 +264,7 @@ func (f *fleet) indexNodes() error {
 	in := f.in
 	size := len(in.ReadyNodes) + len(in.NotReadyNodes) + len(in.TaintedNodes)
 	f.info = make(map[string]*nodeInfo, size)
-	f.slab = make([]nodeInfo, 0, size+len(in.LiveAllocs))
+	f.slab = make([]nodeInfo, 0, size) // nodes known only from allocations are rare: allocated one by one
 	for id, n := range in.TaintedNodes {
 		ni := f.nodeOf(id)
 		ni.tainted, ni.taintedNode = true, n
@@ -281,9 +281,7 @@ func (f *fleet) indexNodes() error {
 			continue
 		}
 		ni.ready = n
-		f.readyList = append(f.readyList, n)
 	}
-	slices.SortFunc(f.readyList, func(a, b *model.Node) int { return strings.Compare(a.ID, b.ID) })
 	return nil
 }
 
@@ -323,7 +321,14 @@ func (f *fleet) indexAllocs() error {
 			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
 		}
 	}
+	// The one sort by node ID of a round: the node pass, the ready list
+	// (the canary policy's eligible order) and the buckets follow it.
 	slices.SortFunc(f.nodes, func(a, b *nodeInfo) int { return strings.Compare(a.id, b.id) })
+	for _, ni := range f.nodes {
+		if ni.ready != nil {
+			f.readyList = append(f.readyList, ni.ready)
+		}
+	}
 	for _, ni := range f.nodes {
 		if len(ni.live) > 1 {
 			slices.SortFunc(ni.live, func(a, b *model.Allocation) int {
@@ -514,7 +519,11 @@ func (p *Plan) normalize() {
 		if *l == nil {
 			*l = []Entry{}
 		}
-		slices.SortFunc(*l, compareEntries)
+		// Entries come out of the node pass almost always in order
+		// already; checking is linear, sorting is not.
+		if !slices.IsSortedFunc(*l, compareEntries) {
+			slices.SortFunc(*l, compareEntries)
+		}
 	}
 	if p.DeploymentUpdates == nil {
 		p.DeploymentUpdates = []model.DeploymentStatusUpdate{}
