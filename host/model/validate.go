@@ -295,7 +295,10 @@ func (v *validator) constraints(path string, cs []Constraint) {
 }
 
 // versionRE matches one clause of a version constraint such as ">= 1.2.0".
-var versionRE = regexp.MustCompile(`^\s*(=|!=|>|<|>=|<=|~>)?\s*v?[0-9]+(\.[0-9]+)*(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\s*$`)
+// The pessimistic operator "~>" is not accepted: the node's constraint
+// check (host/agent) does not evaluate it, and a constraint that can never
+// match is better refused here than silently unmet on every node.
+var versionRE = regexp.MustCompile(`^\s*(=|!=|>|<|>=|<=)?\s*v?[0-9]+(\.[0-9]+)*(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\s*$`)
 
 func (v *validator) constraint(path string, c Constraint) {
 	if c.Operator == "distinct_hosts" || c.Operator == "distinct_property" {
@@ -331,7 +334,7 @@ func (v *validator) constraint(path string, c Constraint) {
 	case OpVersion, OpSemver:
 		for _, clause := range strings.Split(c.Value, ",") {
 			if !versionRE.MatchString(clause) {
-				v.add(join(path, "value"), "bad version constraint %q: write clauses such as \">= 1.2.0, < 2.0\"", c.Value)
+				v.add(join(path, "value"), "bad version constraint %q: write clauses such as \">= 1.2.0, < 2.0\" (operators =, !=, >, >=, <, <=)", c.Value)
 				break
 			}
 		}

@@ -76,6 +76,7 @@ func TestValidateReportsEachRuleAtTheFieldPath(t *testing.T) {
 		{"bad operator", func(j *Job) { j.Constraints[0].Operator = "~" }, "constraints[0].operator", "unknown constraint operator"},
 		{"constraint attribute", func(j *Job) { j.Constraints[0].Attribute = "" }, "constraints[0].attribute", "needs an attribute"},
 		{"bad version", func(j *Job) { j.Constraints[1].Value = "five" }, "constraints[1].value", "bad version constraint"},
+		{"pessimistic version", func(j *Job) { j.Constraints[1].Value = "~> 1.2" }, "constraints[1].value", "bad version constraint"},
 		{"bad regexp", func(j *Job) { j.Constraints[0] = Constraint{Attribute: "x", Operator: OpRegexp, Value: "("} }, "constraints[0].value", "bad regular expression"},
 	}
 	if err := validJob().Validate(); err != nil {
