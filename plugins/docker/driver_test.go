@@ -346,7 +346,8 @@ func TestAnOOMKillIsReportedAsSuch(t *testing.T) {
 	}
 }
 
-// findEvent reads events until one of task id contains substr.
+// findEvent reads events until one of task id contains substr (or one of
+// its "|"-separated alternatives).
 func findEvent(t *testing.T, events <-chan *driver.TaskEvent, id, substr string, within time.Duration) *driver.TaskEvent {
 	t.Helper()
 	timeout := time.After(within)
@@ -359,8 +360,10 @@ func findEvent(t *testing.T, events <-chan *driver.TaskEvent, id, substr string,
 			}
 			if ev.TaskID == id {
 				seen = append(seen, ev.Message)
-				if strings.Contains(ev.Message, substr) {
-					return ev
+				for _, alt := range strings.Split(substr, "|") {
+					if strings.Contains(ev.Message, alt) {
+						return ev
+					}
 				}
 			}
 		case <-timeout:
@@ -727,5 +730,66 @@ func TestStartingATaskWhoseContainerAlreadyRunsIsRefused(t *testing.T) {
 	list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
 	if err != nil || len(list) != 1 || list[0].State != "running" {
 		t.Fatalf("containers of the task: %+v %v, want the one running", list, err)
+	}
+}
+
+func TestAPullReportsProgressAsEventsAndALocalImageIsNotPulledAgain(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	reg := dockertest.NewRegistry("alice", "s3cret")
+	defer reg.Close()
+	ref, err := reg.AddImage("hivelet/pulled", dockertest.RandomID(), env.Binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RemoveImage(context.Background(), ref) })
+	d := newDriver(t, docker.Config{})
+	events, err := d.TaskEvents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withImage := func(args ...string) *driver.TaskConfig {
+		tc := task(t, c, args...)
+		tc.Config["image"] = ref
+		tc.Config["auth"] = []any{map[string]any{"username": "alice", "password": "s3cret", "server_address": reg.Host()}}
+		return tc
+	}
+
+	// Wrong credentials: the pull fails, with an event saying so.
+	bad := withImage("exit", "0")
+	bad.Config["auth"] = []any{map[string]any{"username": "alice", "password": "wrong", "server_address": reg.Host()}}
+	t0 := time.Now()
+	if _, err := d.StartTask(ctx, bad); err == nil {
+		t.Fatal("a pull with wrong credentials succeeded")
+	}
+	t.Logf("pull with wrong credentials failed in %v", time.Since(t0))
+	findEvent(t, events, bad.ID, "Failed to pull image", 5*time.Second)
+
+	first := withImage("exit", "0")
+	start(t, d, first)
+	findEvent(t, events, first.ID, "Pulling image "+ref, 5*time.Second)
+	// Each layer ends "Pull complete", or "Already exists" when the engine
+	// has it from the test image already.
+	findEvent(t, events, first.ID, "Pull complete|Already exists", 5*time.Second)
+	findEvent(t, events, first.ID, "Pulled image "+ref, 5*time.Second)
+	if r := wait(t, d, first.ID, 30*time.Second); !r.Successful() {
+		t.Fatalf("pulled image's task: %+v", r)
+	}
+
+	// The image is now local: no request reaches the registry...
+	served := reg.Requests()
+	second := withImage("exit", "0")
+	start(t, d, second)
+	wait(t, d, second.ID, 30*time.Second)
+	if n := reg.Requests(); n != served {
+		t.Errorf("a local image was pulled again (%d registry requests)", n-served)
+	}
+	// ...unless force_pull says so (control).
+	third := withImage("exit", "0")
+	third.Config["force_pull"] = true
+	start(t, d, third)
+	wait(t, d, third.ID, 30*time.Second)
+	if n := reg.Requests(); n == served {
+		t.Error("force_pull did not reach the registry")
 	}
 }

@@ -49,6 +49,7 @@ type Env struct {
 	src    string
 	once   sync.Once
 	client *docker.Client
+	binary []byte
 	err    error
 }
 
@@ -71,8 +72,12 @@ func (e *Env) Client(t testing.TB) *docker.Client {
 		if e.err != nil {
 			return
 		}
-		if err := BuildGoImage(ctx, e.client, e.Tag, e.src); err != nil {
-			e.err = fmt.Errorf("building test image: %w", err)
+		e.binary, e.err = BuildGoBinary(ctx, e.src)
+		if e.err == nil {
+			e.err = LoadBinaryImage(ctx, e.client, e.Tag, e.binary)
+		}
+		if e.err != nil {
+			e.err = fmt.Errorf("building test image: %w", e.err)
 		}
 	})
 	if e.err != nil {
@@ -82,6 +87,13 @@ func (e *Env) Client(t testing.TB) *docker.Client {
 		t.Fatalf("docker test environment: %v", e.err)
 	}
 	return e.client
+}
+
+// Binary is the test program's static binary (for Registry.AddImage).
+func (e *Env) Binary(t testing.TB) []byte {
+	t.Helper()
+	e.Client(t)
+	return e.binary
 }
 
 // Close removes the image (if it was built) and closes the client.
@@ -137,25 +149,35 @@ func RemoveContainers(ctx context.Context, c *docker.Client, labels map[string]s
 	return nil
 }
 
-// BuildGoImage compiles mainSrc as a static linux binary for the host's architecture
-// binary and loads it as image tag, whose entrypoint is the binary.
+// BuildGoImage compiles mainSrc as a static linux binary for the host's
+// architecture and loads it as image tag, whose entrypoint is the binary.
 func BuildGoImage(ctx context.Context, c *docker.Client, tag, mainSrc string) error {
-	dir, err := os.MkdirTemp("", "hivelet-dockertest-")
+	bin, err := BuildGoBinary(ctx, mainSrc)
 	if err != nil {
 		return err
 	}
+	return LoadBinaryImage(ctx, c, tag, bin)
+}
+
+// BuildGoBinary compiles mainSrc (a `package main` file using only the
+// standard library) as a static linux binary and returns it.
+func BuildGoBinary(ctx context.Context, mainSrc string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "hivelet-dockertest-")
+	if err != nil {
+		return nil, err
+	}
 	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainSrc), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module testprog\n\ngo 1.22\n"), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	bin := filepath.Join(dir, "app")
 	if err := BuildStatic(ctx, dir, bin); err != nil {
-		return err
+		return nil, err
 	}
-	return LoadBinaryImage(ctx, c, tag, bin)
+	return os.ReadFile(bin)
 }
 
 // BuildStatic runs `go build` in dir (a main package) with cgo off, writing
@@ -170,14 +192,10 @@ func BuildStatic(ctx context.Context, dir, out string) error {
 	return nil
 }
 
-// LoadBinaryImage loads an image with one layer holding bin as /app (the
-// entrypoint) and an empty /tmp, tagged tag.
-func LoadBinaryImage(ctx context.Context, c *docker.Client, tag, bin string) error {
-	content, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	tarball, err := ImageTar(tag, content)
+// LoadBinaryImage loads an image with one layer holding binary as /app
+// (the entrypoint) and an empty /tmp, tagged tag.
+func LoadBinaryImage(ctx context.Context, c *docker.Client, tag string, binary []byte) error {
+	tarball, err := ImageTar(tag, binary)
 	if err != nil {
 		return err
 	}
@@ -187,38 +205,14 @@ func LoadBinaryImage(ctx context.Context, c *docker.Client, tag, bin string) err
 // ImageTar writes a `docker save` image archive: one layer holding binary as
 // /app, /tmp (mode 1777), and a config whose entrypoint is /app.
 func ImageTar(tag string, binary []byte) ([]byte, error) {
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	mtime := time.Unix(0, 0)
-	if err := lw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: mtime}); err != nil {
-		return nil, err
-	}
-	if err := lw.WriteHeader(&tar.Header{Name: "app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(binary)), ModTime: mtime}); err != nil {
-		return nil, err
-	}
-	if _, err := lw.Write(binary); err != nil {
-		return nil, err
-	}
-	if err := lw.Close(); err != nil {
-		return nil, err
-	}
-	layerSum := sha256.Sum256(layer.Bytes())
-	layerHex := hex.EncodeToString(layerSum[:])
-	created := time.Now().UTC().Format(time.RFC3339Nano)
-	config, err := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"created":      created,
-		"config": map[string]any{
-			"Entrypoint": []string{"/app"},
-			"Env":        []string{"PATH=/"},
-		},
-		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + layerHex}},
-		"history": []map[string]any{{"created": created, "created_by": "hivelet dockertest"}},
-	})
+	layerTar, config, err := imageParts(binary)
 	if err != nil {
 		return nil, err
 	}
+	mtime := time.Unix(0, 0)
+	layerSum := sha256.Sum256(layerTar)
+	layerHex := hex.EncodeToString(layerSum[:])
+	layer := bytes.NewBuffer(layerTar)
 	configSum := sha256.Sum256(config)
 	configName := hex.EncodeToString(configSum[:]) + ".json"
 	manifest, err := json.Marshal([]map[string]any{{
@@ -257,4 +251,41 @@ func ImageTar(tag string, binary []byte) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// imageParts returns the uncompressed layer tar (binary as /app, and /tmp)
+// and the image config JSON whose entrypoint is /app.
+func imageParts(binary []byte) (layerTar, config []byte, err error) {
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	mtime := time.Unix(0, 0)
+	if err := lw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777, ModTime: mtime}); err != nil {
+		return nil, nil, err
+	}
+	if err := lw.WriteHeader(&tar.Header{Name: "app", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(binary)), ModTime: mtime}); err != nil {
+		return nil, nil, err
+	}
+	if _, err := lw.Write(binary); err != nil {
+		return nil, nil, err
+	}
+	if err := lw.Close(); err != nil {
+		return nil, nil, err
+	}
+	sum := sha256.Sum256(layer.Bytes())
+	created := time.Now().UTC().Format(time.RFC3339Nano)
+	config, err = json.Marshal(map[string]any{
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"created":      created,
+		"config": map[string]any{
+			"Entrypoint": []string{"/app"},
+			"Env":        []string{"PATH=/"},
+		},
+		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(sum[:])}},
+		"history": []map[string]any{{"created": created, "created_by": "hivelet dockertest"}},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return layer.Bytes(), config, nil
 }
