@@ -292,7 +292,9 @@ func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume u
 		cancel()
 		return nil, nil, fmt.Errorf("creating watcher: %w", err)
 	}
-	return w, func() { _ = w.Stop(); cancel() }, nil
+	// Stop deletes the consumer with a request of its own; with the server
+	// gone that waits out JetStream's default timeout, so it runs aside.
+	return w, func() { go func() { _ = w.Stop() }(); cancel() }, nil
 }
 
 func (s *Source) openBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
