@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -58,7 +59,7 @@ type Conn struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	log     *slog.Logger
-	obs     Observer
+	obsv    atomic.Pointer[observerBox]
 	timeout time.Duration
 
 	mu     sync.Mutex
@@ -73,7 +74,8 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{log: log, obs: observerOr(obs), timeout: cfg.RequestTimeout, hooks: map[int]func(){}}
+	c := &Conn{log: log, timeout: cfg.RequestTimeout, hooks: map[int]func(){}}
+	c.obsv.Store(&observerBox{observerOr(obs)})
 	if c.timeout <= 0 {
 		c.timeout = DefaultRequestTimeout
 	}
@@ -90,21 +92,21 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 		}),
 		nats.ReconnectBufSize(8 << 20),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			c.obs.ConnState(StateReconnecting)
+			c.obs().ConnState(StateReconnecting)
 			if err != nil {
 				c.log.Warn("NATS connection lost; reconnecting", "error", err)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.obs.ConnState(StateConnected)
+			c.obs().ConnState(StateConnected)
 			c.log.Info("NATS connection re-established", "url", nc.ConnectedUrlRedacted())
 			c.runHooks()
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
-			c.obs.ConnState(StateConnected)
+			c.obs().ConnState(StateConnected)
 			c.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
 		}),
-		nats.ClosedHandler(func(*nats.Conn) { c.obs.ConnState(StateClosed) }),
+		nats.ClosedHandler(func(*nats.Conn) { c.obs().ConnState(StateClosed) }),
 	}
 	if !cfg.FailFast {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
@@ -132,7 +134,7 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 	if url == "" && cfg.InProcess == nil {
 		url = nats.DefaultURL
 	}
-	c.obs.ConnState(StateReconnecting)
+	c.obs().ConnState(StateReconnecting)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
@@ -144,9 +146,20 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 	}
 	c.nc, c.js = nc, js
 	if nc.IsConnected() {
-		c.obs.ConnState(StateConnected)
+		c.obs().ConnState(StateConnected)
 	}
 	return c, nil
+}
+
+type observerBox struct{ o Observer }
+
+func (c *Conn) obs() Observer { return c.obsv.Load().o }
+
+// SetObserver replaces the observer given to Connect (metrics are often
+// created after the connection) and reports the current state to it at once.
+func (c *Conn) SetObserver(o Observer) {
+	c.obsv.Store(&observerBox{observerOr(o)})
+	c.obs().ConnState(c.State())
 }
 
 // NATS returns the underlying connection.

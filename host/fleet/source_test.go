@@ -133,6 +133,13 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	if !strings.Contains(states, "reconnecting connected") || conn.State() != StateConnected {
 		t.Fatalf("connection states seen: %s, now %s", states, conn.State())
 	}
+	late := newObs()
+	conn.SetObserver(late)
+	late.mu.Lock()
+	if fmt.Sprint(late.states) != "[connected]" {
+		t.Errorf("a late observer was told %v", late.states)
+	}
+	late.mu.Unlock()
 	// And the live path keeps working after the resume.
 	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
 	eventually(t, 5*time.Second, "web v3 after the resume", hasJob(src, "web", 3))
