@@ -41,12 +41,16 @@ job "api" {
 
       config {
         image = "hivelet/api:local"
-        ports = ["http"]
+
+        ports {
+          host      = 9000
+          container = 9000
+        }
       }
 
       service {
         name = "api"
-        port = "http"
+        port = "9000"
 
         check {
           type     = "http"

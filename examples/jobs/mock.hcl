@@ -14,9 +14,9 @@ job "mock-demo" {
       driver = "mock"
 
       config {
-        run_for   = "1h"
-        exit_code = 0
-        start_error = ""
+        run_for       = "1h"
+        exit_code     = 0
+        stdout_string = "hello from ${node.unique.name}\n"
       }
     }
   }

@@ -38,11 +38,13 @@ job "web" {
 
       config {
         image = "hivelet/web:local"
-        ports = ["http"]
         args  = ["-listen", ":8080", "-node", "${node.unique.name}"]
 
-        port_map {
-          http = 8080
+        # Publish container port 8080 on the host's loopback 8080.
+        ports {
+          host      = 8080
+          container = 8080
+          host_ip   = "127.0.0.1"
         }
 
         mount {
@@ -68,8 +70,8 @@ job "web" {
 
       service {
         name     = "web"
-        port     = "http"
-        provider = "nomad"
+        port     = "8080" # a number (loopback) or "host:port"
+        provider = "nomad" # accepted and ignored: the agent runs the checks
 
         check {
           name     = "alive"
