@@ -12,7 +12,11 @@ import (
 // benchFleet: nodes × perNode allocations of a job at version 2, every
 // allocation still at version 1 (a rollout: the heaviest path, each update
 // derives a new allocation ID), a deployment of version 2 in force.
-func benchFleet(nodes, perNode, canary int) Input {
+func benchFleet(nodes, perNode, canary int) Input { return benchFleetAt(nodes, perNode, canary, 1) }
+
+// benchFleetAt is benchFleet with the allocations at allocVersion (2: the
+// steady state, nothing to do).
+func benchFleetAt(nodes, perNode, canary int, allocVersion uint64) Input {
 	g := withUpdate(grp("web", perNode), func(u *model.UpdateStrategy) { u.Canary = canary })
 	in := fleetOf(sysJob(2, g))
 	// IDs are UUID-shaped, as in a real fleet (their length matters to
@@ -21,7 +25,7 @@ func benchFleet(nodes, perNode, canary int) Input {
 		id := fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", i)
 		in.ReadyNodes = append(in.ReadyNodes, rnode(id))
 		for k := range perNode {
-			in.LiveAllocs = append(in.LiveAllocs, al(fmt.Sprintf("f47ac10b-58cc-4372-%04d-%012d", k, i), id, "web", k, 1))
+			in.LiveAllocs = append(in.LiveAllocs, al(fmt.Sprintf("f47ac10b-58cc-4372-%04d-%012d", k, i), id, "web", k, allocVersion))
 		}
 	}
 	in.Deployment = dep(2, model.DeploymentRunning, map[string]*model.DeploymentState{"web": {DesiredTotal: nodes * perNode}})
@@ -73,6 +77,11 @@ func BenchmarkFleetNodesX1(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchReconcile(b, benchFleet(n, 1, 0), "") })
 	}
+}
+
+// The steady state: 10,000 nodes, every allocation up to date.
+func BenchmarkFleet10000Nodes1AllocSteady(b *testing.B) {
+	benchReconcile(b, benchFleetAt(10000, 1, 0, 2), "")
 }
 
 // The daemon's round: one node's plan from a 10,000-node fleet view (it

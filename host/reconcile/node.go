@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"slices"
+
 	"github.com/hivelet/hivelet/host/model"
 )
 
@@ -246,7 +248,7 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
 		canary: gr.canarying && gr.canaryNodes[ni.id]})
 	gr.sum.LeftToPlace++
-	if !f.ranHere[nodeName{ni.id, gr.name}] {
+	if !gr.wantDeployment && !ranHere(ni, gr.name, f.version) {
 		gr.wantDeployment = true
 	}
 }
@@ -297,4 +299,16 @@ func (f *fleet) entry(d decision) Entry {
 		}
 	}
 	return e
+}
+
+// ranHere reports whether an allocation of the group at the version, live
+// or terminal, exists on the node: then a placement is a re-placement of a
+// version that already ran there, which wants no deployment.
+func ranHere(ni *nodeInfo, group string, version uint64) bool {
+	for _, a := range ni.live {
+		if a.TaskGroup == group && a.JobVersion == version {
+			return true
+		}
+	}
+	return slices.Contains(ni.ranGroups, group)
 }

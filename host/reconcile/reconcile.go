@@ -75,9 +75,6 @@ type fleet struct {
 	nodes     []*nodeInfo // every node in view, sorted by ID
 
 	terminal map[nodeName]*model.Allocation
-	// ranHere records (node, group) pairs where an allocation of the
-	// current version exists, live or terminal.
-	ranHere map[nodeName]bool
 
 	// stamp numbers the node being planned: group.stamps[i] == stamp means
 	// it has a live allocation of index i (stamped, not cleared, so a big
@@ -108,7 +105,6 @@ func prepare(in *Input) (*fleet, error) {
 		sysbatch: job.Type == model.JobTypeSysbatch,
 		byName:   make(map[string]*group, len(job.Groups)),
 		terminal: make(map[nodeName]*model.Allocation, len(in.TerminalAllocs)),
-		ranHere:  make(map[nodeName]bool),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, err
@@ -230,7 +226,8 @@ type nodeInfo struct {
 	notReady    bool
 	live        []*model.Allocation
 	nlive       int
-	hasTerminal bool // some terminal allocation is on this node
+	hasTerminal bool     // some terminal allocation is on this node
+	ranGroups   []string // groups with a terminal allocation of the current version here
 }
 
 // nodeOf returns the node's info, adding it to the view.
@@ -294,9 +291,6 @@ func (f *fleet) indexAllocs() error {
 		}
 		owner[i] = f.nodeOf(a.NodeID)
 		owner[i].nlive++
-		if a.JobVersion == f.version {
-			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
-		}
 	}
 	backing := make([]*model.Allocation, len(f.in.LiveAllocs))
 	for i, a := range f.in.LiveAllocs {
@@ -316,9 +310,9 @@ func (f *fleet) indexAllocs() error {
 		}
 		if ni := f.info[a.NodeID]; ni != nil {
 			ni.hasTerminal = true
-		}
-		if a.JobVersion == f.version {
-			f.ranHere[nodeName{a.NodeID, a.TaskGroup}] = true
+			if a.JobVersion == f.version {
+				ni.ranGroups = append(ni.ranGroups, a.TaskGroup)
+			}
 		}
 	}
 	// The one sort by node ID of a round: the node pass, the ready list
