@@ -239,12 +239,12 @@ func cutSlash(s string) (string, string, bool) {
 }
 
 // TestInstanceMemoryStaysFlat evaluates one pooled instance many times
-// (HIVELET_POLICY_SOAK, default 3,000; BENCHMARKS.md records a 1,000,000
+// (HIVELET_POLICY_SOAK, default 1,500; BENCHMARKS.md records a 1,000,000
 // run) and checks that the guest's linear memory never grows and the
 // host's heap does not drift. The control is the first evaluation, which
 // must answer.
 func TestInstanceMemoryStaysFlat(t *testing.T) {
-	n := 3000
+	n := 1500
 	if s := os.Getenv("HIVELET_POLICY_SOAK"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}

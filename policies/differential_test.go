@@ -80,7 +80,7 @@ func TestWasmPercentAgreesWithNativeDefault(t *testing.T) {
 	e, faults, _ := newTestEngine(t, Options{})
 	m := loadBuiltin(t, e, "percent")
 	r := rand.New(rand.NewPCG(1, 2))
-	for i, req := range genCanaryCorpus(r, 300) {
+	for i, req := range genCanaryCorpus(r, 200) {
 		got, err := m.Canary(context.Background(), req)
 		want := NativeCanary(req)
 		if err != nil || !slices.Equal(got.NodeIDs, want.NodeIDs) {
@@ -101,7 +101,7 @@ func TestWasmDefaultCompletionAgreesWithNativeDefault(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	seen := map[reconcile.Decision]int{}
 	reverts := 0
-	for i, in := range genCompletionCorpus(r, 1500) {
+	for i, in := range genCompletionCorpus(r, 800) {
 		got, err := m.Completion(context.Background(), in)
 		want := NativeCompletion(in)
 		if err != nil || got.Decision != want.Decision || got.Revert != want.Revert {

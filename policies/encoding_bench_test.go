@@ -103,4 +103,3 @@ func mustCache(b *testing.B) wazero.CompilationCache {
 	}
 	return c
 }
-

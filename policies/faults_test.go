@@ -55,7 +55,14 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 	existing := []string{"node-000000-0a1b2c3d"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e, faults, reg := newTestEngine(t, Options{MemoryLimitPages: 512, Deadline: 100 * time.Millisecond})
+			// The deadline under test is the default 100 ms; the other
+			// kinds get 2 s so that a loaded machine cannot turn them into
+			// deadline faults.
+			deadline := 2 * time.Second
+			if tc.want == FaultDeadline {
+				deadline = 100 * time.Millisecond
+			}
+			e, faults, reg := newTestEngine(t, Options{MemoryLimitPages: 256, Deadline: deadline})
 			ctx := context.Background()
 			_, err := e.Load(ctx, "suspect", "", tc.wasm)
 			if tc.atLoad {
