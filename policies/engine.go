@@ -178,6 +178,7 @@ type Module struct {
 	engine   *Engine
 	compiled wazero.CompiledModule
 	idle     chan *instance
+	freed    chan struct{} // a discarded instance freed a pool slot
 	live     atomic.Int32
 	// reserve is the current reservation for new instances (adaptive).
 	reserve atomic.Int64
@@ -314,6 +315,7 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, fault(&Fault{Kind: FaultLoad, Reason: err.Error()})
 	}
 	m.idle = make(chan *instance, e.opts.PoolSize)
+	m.freed = make(chan struct{}, 1)
 	m.live.Store(1)
 	if !inst.restore() {
 		inst.mod.Close(ctx)
@@ -447,29 +449,43 @@ func (e *Engine) resolve(ref *model.PolicyRef, kind Kind) (*Module, *Fault) {
 }
 
 // acquire takes an idle instance, or creates one while the pool is not
-// full, or waits for one.
+// full, or waits until an instance is given back or a slot frees up.
 func (m *Module) acquire(ctx context.Context) (*instance, error) {
-	if !m.engine.opts.FreshInstances {
+	if m.engine.opts.FreshInstances {
+		return m.instantiate(ctx)
+	}
+	for {
 		select {
 		case inst := <-m.idle:
 			return inst, nil
 		default:
 		}
-		if m.live.Add(1) > int32(m.engine.opts.PoolSize) {
-			m.live.Add(-1)
-			select {
-			case inst := <-m.idle:
-				return inst, nil
-			case <-ctx.Done():
-				return nil, &Fault{Kind: FaultDeadline, Reason: "waiting for an instance: " + ctx.Err().Error(), Err: ctx.Err()}
+		if m.live.Add(1) <= int32(m.engine.opts.PoolSize) {
+			inst, err := m.instantiate(ctx)
+			if err != nil {
+				m.drop()
 			}
+			return inst, err
+		}
+		m.live.Add(-1)
+		select {
+		case inst := <-m.idle:
+			return inst, nil
+		case <-m.freed:
+		case <-ctx.Done():
+			return nil, &Fault{Kind: FaultDeadline, Reason: "waiting for an instance: " + ctx.Err().Error(), Err: ctx.Err()}
 		}
 	}
-	inst, err := m.instantiate(ctx)
-	if err != nil && !m.engine.opts.FreshInstances {
-		m.live.Add(-1)
+}
+
+// drop forgets a discarded instance and wakes one waiter, if any, to
+// create a replacement.
+func (m *Module) drop() {
+	m.live.Add(-1)
+	select {
+	case m.freed <- struct{}{}:
+	default:
 	}
-	return inst, err
 }
 
 // release gives an instance back: restored in the background (off the
@@ -481,7 +497,7 @@ func (m *Module) release(inst *instance, healthy bool) {
 	}
 	if !healthy {
 		inst.mod.Close(context.Background())
-		m.live.Add(-1)
+		m.drop()
 		return
 	}
 	m.engine.resets.Add(1)
@@ -493,7 +509,7 @@ func (m *Module) release(inst *instance, healthy bool) {
 		}
 		m.growReserve(int64(inst.mem.Size()) - int64(len(inst.snapshot)))
 		inst.mod.Close(context.Background())
-		m.live.Add(-1)
+		m.drop()
 	}()
 }
 

@@ -270,3 +270,37 @@ func TestGuestOutputIsLoggedSizeLimitedAndTagged(t *testing.T) {
 		t.Fatalf("got %d logged lines, want a few tagged with the digest and a drop notice:\n%.2000s", lines, out)
 	}
 }
+
+// TestWaitersGetAnInstanceWhenABusyOneIsDiscarded: with a pool of one, a
+// call waiting for the only instance proceeds when that instance traps and
+// is discarded (it must not wait forever for it to come back).
+func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1, Deadline: 300 * time.Millisecond})
+	m, err := e.Load(context.Background(), "hostile", "", goGuest(t, "testdata/hostile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := genNodes(5, 1)
+	looping := make(chan error, 1)
+	go func() {
+		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h", Params: map[string]string{"do": "loop"}}))
+		looping <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the loop take the instance
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h"}))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the waiting call: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting call never got an instance")
+	}
+	if f, ok := AsFault(<-looping); !ok || f.Kind != FaultDeadline {
+		t.Fatalf("the looping call: %v", f)
+	}
+}
