@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -140,7 +142,13 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	}
 	var c TaskConfig
 	if err := driver.DecodeConfig(tc.Config, &c); err != nil {
-		return nil, err
+		// Types were checked; what is left is e.g. a fractional port.
+		path := "config"
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			path = te.Field
+		}
+		return nil, &driver.ConfigError{Fields: []*driver.FieldError{{Path: path, Message: "want a whole number: " + err.Error()}}}
 	}
 	var errs []*driver.FieldError
 	bad := func(path, format string, args ...any) {

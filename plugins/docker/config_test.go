@@ -95,6 +95,7 @@ func TestInvalidConfigsAreRefusedNamingEachField(t *testing.T) {
 		{"bad mount type", map[string]any{"image": "x", "mount": []any{map[string]any{"type": "tmpfs", "source": "/a", "target": "t"}}}, false, []string{"mount[0].target", "mount[0].type"}},
 		{"bad volume", map[string]any{"image": "x", "volumes": []any{"/a", "/a:/b:rx", "data:/ok"}}, false, []string{"volumes[0]", "volumes[1]"}},
 		{"bad pull timeout", map[string]any{"image": "x", "image_pull_timeout": "soon"}, false, []string{"image_pull_timeout"}},
+		{"fractional port", map[string]any{"image": "x", "ports": []any{map[string]any{"container": 80.5}}}, false, []string{"ports.container"}},
 		{"two auth blocks", map[string]any{"image": "x", "auth": []any{map[string]any{}, map[string]any{}}}, false, []string{"auth"}},
 	}
 	for _, c := range cases {
