@@ -224,6 +224,7 @@ type nodeInfo struct {
 	tainted     bool
 	taintedNode *model.Node // nil while tainted: the node is gone
 	notReady    bool
+	listedReady bool // in Input.ReadyNodes (ready is nil if also tainted or not ready)
 	live        []*model.Allocation
 	nlive       int
 	hasTerminal bool     // some terminal allocation is on this node
@@ -274,7 +275,12 @@ func (f *fleet) indexNodes() error {
 			return errors.New("reconciling: a ready node has no ID")
 		}
 		ni := f.nodeOf(n.ID)
-		if ni.tainted || ni.notReady || ni.ready != nil {
+		if ni.listedReady {
+			// Which record would win would depend on input order.
+			return fmt.Errorf("reconciling: ready node %q is listed twice", n.ID)
+		}
+		ni.listedReady = true
+		if ni.tainted || ni.notReady {
 			continue
 		}
 		ni.ready = n

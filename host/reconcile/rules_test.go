@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -425,5 +426,26 @@ func TestOnlyCanonicalNamesWithinTheCountAreRequired(t *testing.T) {
 		if gr, _ := f.required("web.web[0]"); gr != nil {
 			t.Error("a stopped job still requires web.web[0]")
 		}
+	}
+}
+
+func TestInputsThatWouldMakeThePlanOrderDependentAreRefused(t *testing.T) {
+	in := fleetOf(sysJob(1, grp("web", 1)), rnode("n1"), rnode("n2"))
+	if _, err := ReconcileFleet(in); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+	in.ReadyNodes = append(in.ReadyNodes, rnode("n1"))
+	if _, err := ReconcileFleet(in); err == nil || !strings.Contains(err.Error(), `"n1" is listed twice`) {
+		t.Errorf("duplicate ready node: %v", err)
+	}
+	in = fleetOf(sysJob(1, grp("web", 1), grp("web", 2)), rnode("n1"))
+	if _, err := ReconcileFleet(in); err == nil {
+		t.Error("a group declared twice was accepted")
+	}
+	in = fleetOf(sysJob(1, grp("web", 1)), rnode("n1"))
+	in.Deployment = dep(1, model.DeploymentRunning, nil)
+	in.Deployment.JobID = "api"
+	if _, err := ReconcileFleet(in); err == nil {
+		t.Error("another job's deployment was accepted")
 	}
 }
