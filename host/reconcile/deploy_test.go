@@ -155,8 +155,10 @@ func TestEachDeploymentRuleDecides(t *testing.T) {
 				in.Deployment = dep(2, model.DeploymentCancelled, st(1))
 				return in
 			},
-			want:      "v2",
-			decisions: map[string]string{"a1": "update alloc.13"},
+			want:        "v2",
+			decisions:   map[string]string{"a1": "update alloc.13"},
+			control:     func(in *Input) { in.Deployment.JobVersion = 1 },
+			controlWant: "v2 created",
 		},
 		{
 			name: "no deployment for the re-placement of a version that already ran on the node",

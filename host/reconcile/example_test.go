@@ -9,9 +9,10 @@ import (
 )
 
 // A rollout with canaries: version 2 of a system job on three nodes that
-// run version 1, with 33% canaries: ceil(33% × 3) = 1 node (the first in ID order, by the
-// default canary policy) is updated as a canary; the others wait for
-// promotion, and the canary set is recorded in the new deployment.
+// run version 1, with 33% canaries. ceil(33% × 3) = 1 node (the first in
+// ID order, by the default canary policy) is updated as a canary; the
+// others wait for promotion, and the canary set is recorded in the new
+// deployment.
 func ExampleReconcileFleet() {
 	upd := model.DefaultUpdateStrategy()
 	upd.Canary = 33
