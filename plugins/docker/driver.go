@@ -269,16 +269,21 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 		d.emit(tc.ID, tc.AllocID, tc.TaskName, "Failed to create container: "+err.Error(), nil)
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
-	if err := d.engine.StartContainer(ctx, id); err != nil {
+	// A start that fails leaves nothing behind: the caller gets no handle,
+	// so nothing could ever stop or recover a container left running.
+	abandon := func(err error) (*driver.TaskHandle, error) {
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		_ = d.engine.RemoveContainer(rmCtx, id, true)
 		cancel()
 		d.emit(tc.ID, tc.AllocID, tc.TaskName, "Failed to start container: "+err.Error(), nil)
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
+	if err := d.engine.StartContainer(ctx, id); err != nil {
+		return abandon(err)
+	}
 	st, err := d.engine.InspectContainer(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
+		return abandon(err)
 	}
 	hs := handleState{
 		ContainerID:   id,
@@ -296,7 +301,7 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 	}
 	state, err := json.Marshal(hs)
 	if err != nil {
-		return nil, fmt.Errorf("starting task %s: encoding handle: %w", tc.ID, err)
+		return abandon(fmt.Errorf("encoding handle: %w", err))
 	}
 	d.track(tc.ID, hs, st.StartedAt)
 	log.Info("started container", "container_id", short(id), "image", p.spec.Image)

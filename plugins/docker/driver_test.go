@@ -793,3 +793,35 @@ func TestAPullReportsProgressAsEventsAndALocalImageIsNotPulledAgain(t *testing.T
 		t.Error("force_pull did not reach the registry")
 	}
 }
+
+func TestAStartThatFailsLeavesNoContainerBehind(t *testing.T) {
+	c := env.Client(t)
+	ctx := context.Background()
+	d := newDriver(t, docker.Config{})
+	events, err := d.TaskEvents(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host port is taken: the container is created, and its start fails.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	tc := task(t, c, "serve", "8080")
+	tc.Config["ports"] = []any{map[string]any{"host": taken, "container": 8080, "host_ip": "127.0.0.1"}}
+	if _, err := d.StartTask(ctx, tc); err == nil {
+		t.Fatal("a task started on a host port that is taken")
+	}
+	findEvent(t, events, tc.ID, "Failed to start container", 5*time.Second)
+	if left, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); err != nil || len(left) != 0 {
+		t.Fatalf("the failed start left %d containers (%v)", len(left), err)
+	}
+	// Control: once the port is free, the same task starts.
+	ln.Close()
+	start(t, d, tc)
+	if left, _ := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); len(left) != 1 {
+		t.Fatalf("after the port was freed: %d containers, want 1", len(left))
+	}
+}
