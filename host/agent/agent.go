@@ -350,7 +350,10 @@ type Counts struct {
 	Reconnecting  int `json:"reconnecting"`
 	Ignore        int `json:"ignore"`
 	Awaiting      int `json:"awaiting_promotion"`
-	Errors        int `json:"errors"`
+	// Held counts placements not made because the previous allocation of
+	// the same version failed here (its restart policy gave up).
+	Held   int `json:"held"`
+	Errors int `json:"errors"`
 }
 
 // Status returns the agent's status.

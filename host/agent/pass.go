@@ -124,7 +124,7 @@ func (a *Agent) Pass(ctx context.Context) {
 			continue
 		}
 		errs = append(errs, a.apply(ctx, job, plan, &counts)...)
-		errs = append(errs, a.deploy(ctx, job, plan, depsByJob[k], now)...)
+		errs = append(errs, a.deploy(ctx, job, plan, depsByJob[k], append(in.LiveAllocs, in.TerminalAllocs...), now)...)
 	}
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
@@ -161,7 +161,7 @@ func (a *Agent) Pass(ctx context.Context) {
 	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
-		"awaiting_promotion", counts.Awaiting, "errors", counts.Errors, "orphaned", len(orphaned),
+		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "errors", counts.Errors, "orphaned", len(orphaned),
 		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
 }
 
@@ -310,9 +310,9 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 		a.mu.Unlock()
 		if r == nil {
 			// A sysbatch re-run of a finished allocation.
-			if err := a.place(job, e, e.NewAllocID, e.AllocID, depID); err != nil {
+			if started, err := a.place(job, e, e.NewAllocID, e.AllocID, depID); err != nil {
 				errs = append(errs, err)
-			} else {
+			} else if started {
 				c.Update++
 			}
 			continue
@@ -339,13 +339,36 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 		}
 	}
 	for _, e := range plan.Place {
-		if err := a.place(job, e, e.AllocID, e.PreviousAllocID, depID); err != nil {
+		if a.failedHere(e.PreviousAllocID, job.Version) {
+			// The restart policy gave up on this version here: a crash is
+			// the runner's business, not a new placement (wanted-state.md,
+			// "what diverged is measured against"). A new version places.
+			c.Held++
+			continue
+		}
+		if started, err := a.place(job, e, e.AllocID, e.PreviousAllocID, depID); err != nil {
 			errs = append(errs, err)
-		} else {
+		} else if started {
 			c.Place++
 		}
 	}
 	return errs
+}
+
+// failedHere reports whether id is an allocation of this node that failed
+// while running this job version.
+func (a *Agent) failedHere(id string, version uint64) bool {
+	if id == "" {
+		return false
+	}
+	a.mu.Lock()
+	t, ok := a.terminal[id]
+	r := a.runners[id]
+	a.mu.Unlock()
+	if !ok && r != nil {
+		t, ok = r.Alloc(), true
+	}
+	return ok && t.ClientStatus == model.ClientFailed && t.JobVersion == version
 }
 
 // updateSlots is how many destructive updates each group may start on this
@@ -393,21 +416,21 @@ func (a *Agent) stopEntry(e reconcile.Entry, reason string) bool {
 	return true
 }
 
-// place starts a new allocation (idempotent: an ID already running is left
-// alone).
-func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID string) error {
+// place starts a new allocation (idempotent: an ID already known is left
+// alone, and started is false).
+func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID string) (started bool, err error) {
 	if id == "" {
-		return fmt.Errorf("placing %s: the plan gave no allocation ID", e.Name)
+		return false, fmt.Errorf("placing %s: the plan gave no allocation ID", e.Name)
 	}
 	a.mu.Lock()
 	_, running := a.runners[id]
 	_, finished := a.terminal[id]
 	a.mu.Unlock()
 	if running || finished {
-		return nil
+		return false, nil
 	}
 	if job.LookupGroup(e.Group) == nil {
-		return fmt.Errorf("placing %s: group %q not in job %s", e.Name, e.Group, job.ID)
+		return false, fmt.Errorf("placing %s: group %q not in job %s", e.Name, e.Group, job.ID)
 	}
 	now := a.cfg.Now()
 	al := &model.Allocation{
@@ -433,12 +456,12 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 	a.mu.Lock()
 	if _, dup := a.runners[id]; dup {
 		a.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	a.runners[id] = r
 	a.mu.Unlock()
 	r.Run()
-	return nil
+	return true, nil
 }
 
 // DefaultCompletion is the built-in completion rule of spec/reconcile.md,
@@ -489,7 +512,7 @@ func (DefaultCompletion) DecideCompletion(in reconcile.CompletionInput) (reconci
 
 // deploy writes the deployment record the plan asks for and applies the
 // completion decision, each by compare-and-set.
-func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan, known []*model.Deployment, now time.Time) []error {
+func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan, known []*model.Deployment, allocs []*model.Allocation, now time.Time) []error {
 	if a.cfg.Deployments == nil {
 		return nil
 	}
@@ -568,10 +591,11 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 			break
 		}
 	}
-	dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: plan.Health(), Policy: policy, Now: now})
+	groups := withTerminalHealth(plan.Health(), d.ID, allocs)
+	dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: groups, Policy: policy, Now: now})
 	if err != nil {
 		a.log.Warn("completion policy failed; using the default", "deployment_id", d.ID, "err", err)
-		dec, _ = DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: plan.Health(), Now: now})
+		dec, _ = DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: groups, Now: now})
 	}
 	var status model.DeploymentStatus
 	switch dec.Decision {
@@ -623,6 +647,25 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 		a.log.Info("deployment decided", "deployment_id", d.ID, "job", job.ID, "status", status, "reason", desc, "revert_wanted", dec.Revert)
 	}
 	return errs
+}
+
+// withTerminalHealth adds to the reconciler's group health (which counts
+// live allocations) the allocations of the deployment that already ended
+// unhealthy (a task whose restart policy gave up): a failed allocation must
+// fail its deployment, not vanish from the count. It is pure.
+func withTerminalHealth(h map[string]reconcile.GroupHealth, depID string, allocs []*model.Allocation) map[string]reconcile.GroupHealth {
+	extra := map[string]int{}
+	for _, a := range allocs {
+		if a.DeploymentID == depID && a.Terminal() && a.DeploymentStatus.IsUnhealthy() {
+			extra[a.TaskGroup]++
+		}
+	}
+	for g, n := range extra {
+		gh := h[g]
+		gh.Unhealthy += n
+		h[g] = gh
+	}
+	return h
 }
 
 func findDeployment(plan *reconcile.Plan, known []*model.Deployment, id string) *model.Deployment {

@@ -1,0 +1,493 @@
+package main
+
+// End-to-end tests: the hivelet binary, built once by the test, runs as an
+// agent subprocess (embedded or external NATS, the real plugin manager
+// re-executing the binary for the built-in drivers) and as the CLI.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// hiveletBinary builds the binary once per test process.
+func hiveletBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "hivelet-e2e-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "hivelet")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func e2eFreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// agentProc is one agent subprocess.
+type agentProc struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	cfgPath string
+	natsURL string
+	apiAddr string
+	cmd     *exec.Cmd
+	logf    *os.File
+	done    chan struct{}
+	// owned are the PIDs of processes this test started through the agent
+	// (plugins, exec tasks), ended by ID at cleanup.
+	owned map[int]bool
+}
+
+// newAgent prepares an agent with its own state directory; natsURL empty
+// means an embedded server on a free port.
+func newAgent(t *testing.T, natsURL string) *agentProc {
+	bin := hiveletBinary(t)
+	dir, err := os.MkdirTemp("", "hv-e2e-") // short: plugin socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &agentProc{t: t, bin: bin, dir: dir, apiAddr: fmt.Sprintf("127.0.0.1:%d", e2eFreePort(t)), owned: map[int]bool{}}
+	var cfg string
+	if natsURL == "" {
+		port := e2eFreePort(t)
+		p.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
+		cfg = fmt.Sprintf("http {\n  address = %q\n}\nnats {\n  embedded_port = %d\n}\n", p.apiAddr, port)
+	} else {
+		p.natsURL = natsURL
+		cfg = fmt.Sprintf("http {\n  address = %q\n}\nnats {\n  urls = [%q]\n  node_ttl = \"30s\"\n}\n", p.apiAddr, natsURL)
+	}
+	p.cfgPath = filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(p.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.cleanup)
+	return p
+}
+
+func (p *agentProc) start() {
+	p.t.Helper()
+	f, err := os.OpenFile(filepath.Join(p.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.logf = f
+	p.cmd = exec.Command(p.bin, "agent", "-state-dir", filepath.Join(p.dir, "state"), "-config", p.cfgPath, "-no-policies", "-log-level", "debug")
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	e2eEventually(p.t, 30*time.Second, "agent API up", func() bool {
+		resp, err := http.Get("http://" + p.apiAddr + "/v1/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	p.notePlugins()
+}
+
+// notePlugins records the PIDs of the agent's plugin processes.
+func (p *agentProc) notePlugins() {
+	resp, err := http.Get("http://" + p.apiAddr + "/v1/plugins")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var rows []struct {
+		PID int `json:"pid"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&rows)
+	for _, r := range rows {
+		if r.PID > 0 {
+			p.owned[r.PID] = true
+		}
+	}
+}
+
+// killOwned ends, by ID, the processes this test started (checking the
+// command line, so a reused PID is left alone).
+func (p *agentProc) killOwned() {
+	for pid := range p.owned {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(cmdline), p.bin) || strings.Contains(string(cmdline), "sleep") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// signal sends sig to the agent process only (not its plugins) and waits for
+// it to exit.
+func (p *agentProc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("agent did not exit after %v", sig)
+	}
+	p.logf.Close()
+}
+
+func (p *agentProc) cleanup() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		select {
+		case <-p.done:
+		default:
+			p.notePlugins()
+		}
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+			}
+		}
+	}
+	// Plugins outlive a normal shutdown by design: end this test's ones.
+	p.killOwned()
+	if p.t.Failed() {
+		b, _ := os.ReadFile(filepath.Join(p.dir, "agent.log"))
+		if len(b) > 20000 {
+			b = b[len(b)-20000:]
+		}
+		p.t.Logf("agent log (tail):\n%s", b)
+	}
+}
+
+// cli runs the CLI against the agent's NATS; it returns the exit code and
+// the combined output.
+func (p *agentProc) cli(args ...string) (int, string) {
+	p.t.Helper()
+	args = append(args, "-nats", p.natsURL)
+	if len(args) > 1 && args[0] == "job" && (args[1] == "run" || args[1] == "stop") && !strings.Contains(strings.Join(args, " "), "-timeout") {
+		args = append(args, "-timeout", "90s") // never the 15 min default in a test
+	}
+	cmd := exec.Command(p.bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		p.t.Fatalf("running %v: %v", args, err)
+	}
+	return code, out.String()
+}
+
+func (p *agentProc) allocs() []*model.Allocation {
+	resp, err := http.Get("http://" + p.apiAddr + "/v1/allocations")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var out []*model.Allocation
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out
+}
+
+func liveOf(allocs []*model.Allocation, job string) []*model.Allocation {
+	var out []*model.Allocation
+	for _, a := range allocs {
+		if a.JobID == job && !a.Terminal() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func e2eEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
+}
+
+func e2eFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mockJobHCL(stdout string, extra string) string {
+	return fmt.Sprintf(`job "web" {
+  type = "system"
+  update {
+    max_parallel     = 1
+    min_healthy_time = "300ms"
+    healthy_deadline = "20s"
+  }
+  group "g" {
+    count = 1
+    restart {
+      attempts = 0
+      interval = "1m"
+      delay    = "100ms"
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "mock"
+      config {
+        stdout_string = %q
+        %s
+      }
+    }
+  }
+}
+`, stdout, extra)
+}
+
+func TestEndToEndMockJobRunUpdateStopWithExitCodes(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	dir := t.TempDir()
+
+	// Bad input: exit code 2.
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "bad.hcl", `job "x" { type = "service" }`)); code != 2 {
+		t.Fatalf("bad job file: exit %d, want 2\n%s", code, out)
+	}
+
+	code, out := p.cli("job", "run", e2eFile(t, dir, "v1.hcl", mockJobHCL("hello v1", "")))
+	if code != 0 || !strings.Contains(out, "deployment successful") {
+		t.Fatalf("job run v1: exit %d\n%s", code, out)
+	}
+	live := liveOf(p.allocs(), "web")
+	if len(live) != 1 || live[0].ClientStatus != model.ClientRunning {
+		t.Fatalf("after v1: %+v", live)
+	}
+	first := live[0]
+	if code, out := p.cli("alloc", "logs", first.ID[:8]); code != 0 || !strings.Contains(out, "hello v1") {
+		t.Fatalf("alloc logs: exit %d\n%s", code, out)
+	}
+	// Running the same file again changes nothing.
+	if code, out := p.cli("job", "run", "-detach", filepath.Join(dir, "v1.hcl")); code != 0 || !strings.Contains(out, "unchanged") {
+		t.Fatalf("re-run: exit %d\n%s", code, out)
+	}
+
+	code, out = p.cli("job", "run", e2eFile(t, dir, "v2.hcl", mockJobHCL("hello v2", "")))
+	if code != 0 || !strings.Contains(out, "version 1 written") {
+		t.Fatalf("job run v2: exit %d\n%s", code, out)
+	}
+	live = liveOf(p.allocs(), "web")
+	if len(live) != 1 || live[0].ID == first.ID || live[0].JobVersion != 1 || live[0].PreviousAllocation != first.ID {
+		t.Fatalf("after v2: %+v", live)
+	}
+	if code, out := p.cli("job", "history", "web"); code != 0 || strings.Count(out, "put") != 2 {
+		t.Fatalf("history: exit %d\n%s", code, out)
+	}
+	if code, out := p.cli("job", "status", "web"); code != 0 || !strings.Contains(out, "successful") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+
+	// A version that cannot start: the deployment fails, exit code 1.
+	code, out = p.cli("job", "run", "-timeout", "60s", e2eFile(t, dir, "v3.hcl", mockJobHCL("v3", `start_error = "boom"`)))
+	if code != 1 || !strings.Contains(out, "failed") {
+		t.Fatalf("failing version: exit %d, want 1\n%s", code, out)
+	}
+
+	code, out = p.cli("job", "stop", "-purge", "web")
+	if code != 0 || !strings.Contains(out, "purged") {
+		t.Fatalf("job stop -purge: exit %d\n%s", code, out)
+	}
+	if l := liveOf(p.allocs(), "web"); len(l) != 0 {
+		t.Fatalf("after stop: %+v", l)
+	}
+	if code, out := p.cli("job", "status", "web"); code != 2 {
+		t.Fatalf("status of a purged job: exit %d, want 2\n%s", code, out)
+	}
+}
+
+func execJobHCL(tag string) string {
+	return fmt.Sprintf(`job "sleeper" {
+  type = "system"
+  update {
+    max_parallel     = 1
+    min_healthy_time = "200ms"
+  }
+  group "g" {
+    count = 1
+    task "s" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ >> ${NOMAD_ALLOC_DIR}/pids; exec sleep 300"]
+      }
+      env {
+        TAG = %q
+      }
+      kill_timeout = "2s"
+    }
+  }
+}
+`, tag)
+}
+
+func readPIDs(t *testing.T, path string) []int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	dir := t.TempDir()
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "s.hcl", execJobHCL("a"))); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	live := liveOf(p.allocs(), "sleeper")
+	if len(live) != 1 {
+		t.Fatalf("live: %+v", live)
+	}
+	alloc := live[0]
+	pidFile := filepath.Join(p.dir, "state", "alloc", alloc.ID, "pids")
+	e2eEventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
+	pid := readPIDs(t, pidFile)[0]
+	p.owned[pid] = true
+
+	p.signal(syscall.SIGKILL)
+	if !alive(pid) {
+		t.Fatal("the task died with the agent")
+	}
+	p.start()
+	e2eEventually(t, 30*time.Second, "reattached and running", func() bool {
+		l := liveOf(p.allocs(), "sleeper")
+		if len(l) != 1 || l[0].ID != alloc.ID || l[0].ClientStatus != model.ClientRunning {
+			return false
+		}
+		for _, e := range l[0].TaskStates["s"].Events {
+			if e.Type == "Reattached" {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Second) // let a wrong restart show if there is one
+	if pids := readPIDs(t, pidFile); len(pids) != 1 || !alive(pid) {
+		t.Fatalf("task restarted across the agent's SIGKILL: pids %v, original alive %v", pids, alive(pid))
+	}
+	if l := liveOf(p.allocs(), "sleeper"); len(l) != 1 || l[0].TaskStates["s"].Restarts != 0 {
+		t.Fatalf("state after restart: %+v", l)
+	}
+
+	// SIGTERM (normal shutdown) leaves it running too; the restarted agent
+	// then replaces it on a task change (control: the agent does act).
+	p.signal(syscall.SIGTERM)
+	if !alive(pid) {
+		t.Fatal("a normal shutdown stopped the task")
+	}
+	p.start()
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "s2.hcl", execJobHCL("b"))); code != 0 {
+		t.Fatalf("job run v2: exit %d\n%s", code, out)
+	}
+	e2eEventually(t, 10*time.Second, "old process stopped", func() bool { return !alive(pid) })
+	if code, out := p.cli("job", "stop", "sleeper"); code != 0 {
+		t.Fatalf("job stop: exit %d\n%s", code, out)
+	}
+}
+
+func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testing.T) {
+	hiveletBinary(t)
+	storeDir := t.TempDir()
+	port := e2eFreePort(t)
+	startNATS := func() *fleet.Embedded {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: storeDir, Port: port, ServerName: "e2e-nats"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return emb
+	}
+	emb := startNATS()
+	p := newAgent(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
+	p.start()
+	dir := t.TempDir()
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "v1.hcl", mockJobHCL("one", ""))); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	emb.Shutdown()
+	time.Sleep(500 * time.Millisecond)
+	emb = startNATS()
+	defer emb.Shutdown()
+	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "v2.hcl", mockJobHCL("two", ""))); code != 0 {
+		t.Fatalf("job run after the restart: exit %d\n%s", code, out)
+	}
+	// Well under the ~19 s a watch left alone stays silent after a restart.
+	e2eEventually(t, 10*time.Second, "v1 replaced by v2 after the NATS restart", func() bool {
+		l := liveOf(p.allocs(), "web")
+		return len(l) == 1 && l[0].JobVersion == 1 && l[0].ClientStatus == model.ClientRunning
+	})
+}
