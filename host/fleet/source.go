@@ -144,13 +144,17 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	kv := b.kv
 	full := true // the next watcher starts with a whole-bucket pull
 	attempt := 0
+	quietLogged := false
 	for ctx.Err() == nil {
 		if kv == nil {
 			var err error
 			kv, err = s.openBucket(ctx, b.name)
 			if err != nil {
 				if errors.Is(err, jetstream.ErrBucketNotFound) {
-					log.Info(wanted.QuietNoBucket.Message(), "quiet", wanted.QuietNoBucket.String())
+					if !quietLogged {
+						log.Info(wanted.QuietNoBucket.Message(), "quiet", wanted.QuietNoBucket.String())
+						quietLogged = true
+					}
 					s.markSynced(b.kind) // nothing to pull: the pull is complete
 				} else {
 					log.Warn("opening bucket failed; retrying", "error", err)
@@ -183,15 +187,17 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		if s.watchHook != nil {
 			s.watchHook(b.kind, w)
 		}
-		reason := s.consume(ctx, b, w, full, reconnect, log)
+		quietLogged = false
+		reason, loaded := s.consume(ctx, b, w, full, reconnect, log)
 		stop()
 		switch reason {
 		case endCtx:
 			return
 		case endReconnect:
 			// Resume after the last applied revision: the watch is re-created
-			// at once instead of staying silent after a server restart.
-			full = false
+			// at once instead of staying silent after a server restart. A
+			// full pull cut short is redone whole (its absences are unknown).
+			full = full && !loaded
 			s.countRestart(b.kind)
 			s.obs.WatchRestarted(b.kind, "reconnect")
 			log.Info("re-creating watcher after reconnect", "resume_revision", s.revision(b.kind)+1)
@@ -220,7 +226,8 @@ const (
 // consume applies a watcher's entries until it ends. On a full pull it
 // records the keys seen, and when the initial state is loaded marks every
 // held key the pull did not find as absent.
-func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) endReason {
+// It also reports whether the initial state was loaded.
+func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
 	var seen map[string]bool
 	if full {
 		seen = map[string]bool{}
@@ -229,12 +236,12 @@ func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatche
 	for {
 		select {
 		case <-ctx.Done():
-			return endCtx
+			return endCtx, !initial
 		case <-reconnect:
-			return endReconnect
+			return endReconnect, !initial
 		case e, ok := <-w.Updates():
 			if !ok {
-				return endClosed
+				return endClosed, !initial
 			}
 			if e == nil {
 				if initial {
@@ -406,9 +413,18 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	case KindAllocs:
 		st, ef := wanted.ApplyAlloc(s.allocs[e.Key], e)
 		s.allocs[e.Key], eff, rej = st, ef, st.Rejection
+		if ef == wanted.EffectAbsent {
+			// A status record is not a declaration: a deleted one is
+			// forgotten (a replay cannot resurrect it: a resume starts after
+			// the delete and a full pull delivers the delete marker).
+			delete(s.allocs, e.Key)
+		}
 	case KindDeployments:
 		st, ef := wanted.ApplyDeployment(s.deps[e.Key], e)
 		s.deps[e.Key], eff, rej = st, ef, st.Rejection
+		if ef == wanted.EffectAbsent {
+			delete(s.deps, e.Key)
+		}
 	}
 	if rej != nil {
 		rej.Bucket = b.name

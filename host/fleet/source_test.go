@@ -396,12 +396,20 @@ func casRace(t *testing.T, a, b *Store) {
 			t.Fatal(err)
 		}
 	}
-	d, _, err := a.GetDeployment(ctx, "", "web", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.TaskGroups["ga"] == nil || d.TaskGroups["gb"] == nil {
-		t.Fatalf("a concurrent modification was lost: %v", d.TaskGroups)
+	// A replica may answer a read before applying the last write: wait for
+	// it rather than read once.
+	var d *model.Deployment
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		d, _, err = a.GetDeployment(ctx, "", "web", 1)
+		if err == nil && d.TaskGroups["ga"] != nil && d.TaskGroups["gb"] != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a concurrent modification was lost: %v (%v)", d, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -329,8 +329,19 @@ func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) (cur 
 	if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return nil, 0, false, fmt.Errorf("creating deployment %s: %w", key, err)
 	}
-	cur, rev, err = s.GetDeployment(ctx, d.Namespace, d.JobID, d.JobVersion)
-	return cur, rev, false, err
+	// The key exists. A replicated bucket may answer the read from a replica
+	// that has not applied the winner's write yet: retry "not found" until
+	// the request deadline.
+	deadline := time.Now().Add(s.conn.RequestTimeout())
+	for attempt := 0; ; attempt++ {
+		cur, rev, err = s.GetDeployment(ctx, d.Namespace, d.JobID, d.JobVersion)
+		if !errors.Is(err, ErrNotFound) || time.Now().After(deadline) {
+			return cur, rev, false, err
+		}
+		if !sleepCtx(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
+			return nil, 0, false, ctx.Err()
+		}
+	}
 }
 
 // UpdateDeployment writes d only if the stored revision is still rev. A lost
@@ -362,15 +373,26 @@ func (s *Store) UpdateDeployment(ctx context.Context, d *model.Deployment, rev u
 // UpdateDeployment: it reads the deployment, calls decide with a copy, and
 // writes the result by compare-and-set, retrying from the read when another
 // writer got there first (at most attempts times, default 8). decide returning
-// nil means "nothing to change" and ends the loop without a write.
+// nil means "nothing to change" and ends the loop without a write. Reads may
+// come from a replica that is behind (direct get on a replicated bucket): a
+// stale revision loses the compare-and-set and is re-read, so staleness costs
+// a retry, never a lost update.
 func (s *Store) ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
 	decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error) {
 	if attempts <= 0 {
 		attempts = 8
 	}
 	var err error
-	for range attempts {
+	for attempt := range attempts {
 		cur, rev, gerr := s.GetDeployment(ctx, namespace, jobID, version)
+		if errors.Is(gerr, ErrNotFound) && attempt < attempts-1 {
+			// Possibly a replica behind a just-created record: read again.
+			err = gerr
+			if !sleepCtx(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
+				return nil, 0, ctx.Err()
+			}
+			continue
+		}
 		if gerr != nil {
 			return nil, 0, gerr
 		}
@@ -390,7 +412,7 @@ func (s *Store) ModifyDeployment(ctx context.Context, namespace, jobID string, v
 		}
 		err = uerr
 	}
-	return nil, 0, fmt.Errorf("modifying deployment after %d lost races: %w", attempts, err)
+	return nil, 0, fmt.Errorf("modifying deployment: gave up after %d attempts: %w", attempts, err)
 }
 
 // ListDeployments reads every deployment record (CLI `deployment list`).
