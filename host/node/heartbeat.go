@@ -126,7 +126,7 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 	// Stagger the first heartbeat so a fleet restarting together spreads out.
 	t := time.NewTimer(rand.N(h.cfg.Period) + 1)
 	defer t.Stop()
-	failing := false
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,12 +146,17 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			h.log.Warn("heartbeat failed", "node_id", n.ID, "error", err)
-			failing = true
-			next = min(h.cfg.Period, jitter(1, h.cfg.RetryMin, h.cfg.RetryMax))
-		case failing:
-			failing = false
-			h.log.Info("heartbeat recovered", "node_id", n.ID)
+			// Retry sooner than the period, backing off; say it once.
+			if failures == 0 {
+				h.log.Warn("heartbeat failed; retrying", "node_id", n.ID, "error", err)
+			} else {
+				h.log.Debug("heartbeat still failing", "node_id", n.ID, "error", err, "failures", failures+1)
+			}
+			failures++
+			next = min(h.cfg.Period, jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax))
+		case failures > 0:
+			h.log.Info("heartbeat recovered", "node_id", n.ID, "failures", failures)
+			failures = 0
 		}
 		t.Reset(next)
 	}
