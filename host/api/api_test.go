@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -117,6 +118,8 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 	m.PluginRestarted("docker")
 	m.ConnState(fleet.StateReconnecting)
 	m.SetEnumerationFailed(true)
+	m.HeartbeatResult(nil)
+	m.HeartbeatResult(errors.New("no responders"))
 	_, body := get(t, NewHandler(Providers{}, reg), "/metrics")
 	for _, want := range []string{
 		`hivelet_reconcile_passes_total{outcome="ok"} 1`,
@@ -128,6 +131,8 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 		`hivelet_nats_connection_state{state="reconnecting"} 1`,
 		`hivelet_nats_connection_state{state="connected"} 0`,
 		`hivelet_enumeration_failed 1`,
+		`hivelet_node_heartbeats_total{outcome="ok"} 1`,
+		`hivelet_node_heartbeats_total{outcome="error"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

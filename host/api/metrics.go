@@ -110,6 +110,15 @@ func (m *Metrics) SetAllocsByStatus(counts map[string]int) {
 	}
 }
 
+// HeartbeatResult counts one node record write (node.HeartbeatConfig.Observe).
+func (m *Metrics) HeartbeatResult(err error) {
+	if err != nil {
+		m.Heartbeats.WithLabelValues("error").Inc()
+		return
+	}
+	m.Heartbeats.WithLabelValues("ok").Inc()
+}
+
 // PluginRestarted counts one restart of a plugin.
 func (m *Metrics) PluginRestarted(plugin string) { m.PluginRestarts.WithLabelValues(plugin).Inc() }
 

@@ -26,6 +26,9 @@ type HeartbeatConfig struct {
 	Grace time.Duration
 	// RetryMin and RetryMax bound the jittered registration backoff.
 	RetryMin, RetryMax time.Duration
+	// Observe, if set, is called after every write with its error (nil on
+	// success): api.Metrics.HeartbeatResult counts them.
+	Observe func(err error)
 }
 
 // Default heartbeat settings.
@@ -163,6 +166,9 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 }
 
 func (h *Heartbeater) record(err error) {
+	if h.cfg.Observe != nil {
+		h.cfg.Observe(err)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr = err

@@ -161,12 +161,21 @@ func TestRegistrationRetriesThenHeartbeatsAndPokes(t *testing.T) {
 	w := &fakeWriter{failures: 3}
 	var mu sync.Mutex
 	intent := wanted.Intent{}
+	var observed, observedErrs int
 	build := func() *model.Node {
 		mu.Lock()
 		defer mu.Unlock()
 		return Build("n1", Config{}, nil, nil, intent, time.Now())
 	}
-	hb := NewHeartbeater(HeartbeatConfig{Period: 50 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, w, build, nil)
+	observe := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		observed++
+		if err != nil {
+			observedErrs++
+		}
+	}
+	hb := NewHeartbeater(HeartbeatConfig{Period: 50 * time.Millisecond, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond, Observe: observe}, w, build, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- hb.Run(ctx) }()
@@ -180,6 +189,11 @@ func TestRegistrationRetriesThenHeartbeatsAndPokes(t *testing.T) {
 	if s := hb.Status(); !s.Registered || s.Heartbeats < 4 {
 		t.Fatalf("status %+v", s)
 	}
+	mu.Lock()
+	if observedErrs != 3 || observed < 7 {
+		t.Errorf("observed %d writes, %d errors; want >= 7 and 3", observed, observedErrs)
+	}
+	mu.Unlock()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run returned %v", err)
