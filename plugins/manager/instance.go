@@ -344,7 +344,9 @@ func (i *instance) connected(ctx context.Context, client *plugin.Client, rpc *pl
 	}
 	i.mu.Unlock()
 	for _, h := range handles {
-		err := drv.RecoverTask(ctx, h)
+		rctx, cancel := context.WithTimeout(ctx, i.m.cfg.StartTimeout)
+		err := drv.RecoverTask(rctx, h)
+		cancel()
 		switch {
 		case err == nil:
 		case errors.Is(err, driver.ErrTaskNotFound):
