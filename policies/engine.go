@@ -182,6 +182,9 @@ type Module struct {
 	live     atomic.Int32
 	// reserve is the current reservation for new instances (adaptive).
 	reserve atomic.Int64
+	// inputCap is the input buffer allocated in new instances before
+	// their snapshot (adaptive).
+	inputCap atomic.Int64
 }
 
 // Digest returns the hex SHA-256 of wasm.
@@ -196,6 +199,7 @@ func Digest(wasm []byte) string {
 func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
 	m := &Module{Name: name, Digest: Digest(wasm), Size: len(wasm), engine: e}
 	m.reserve.Store(int64(e.opts.ReserveBytes))
+	m.inputCap.Store(64 << 10)
 	fault := func(f *Fault) *Fault {
 		f.Decision, f.Policy, f.Digest = "load", name, m.Digest
 		return f
@@ -521,6 +525,19 @@ func (m *Module) growReserve(grown int64) {
 		cur := m.reserve.Load()
 		next := min(max(2*cur, cur+2*grown), limit)
 		if next <= cur || m.reserve.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
+
+// growInputCap raises the input buffer of new instances after an input of
+// n bytes did not fit, up to a quarter of the memory cap.
+func (m *Module) growInputCap(n int) {
+	limit := int64(m.engine.opts.MemoryLimitPages) * wasmPage / 4
+	for {
+		cur := m.inputCap.Load()
+		next := min(max(cur, 2*int64(n)), limit)
+		if next <= cur || m.inputCap.CompareAndSwap(cur, next) {
 			return
 		}
 	}

@@ -94,5 +94,20 @@ func exportReserve(n int32) {
 	reserved = make([]byte, n)
 	reserved = nil
 	runtime.GC()
+	// Warm the allocator: take a span of each small size class now, so
+	// that evaluations, which all start from this state, do not each pay
+	// for fetching and zeroing fresh spans.
+	for size := 8; size <= 32<<10; size += size/8 + 8 {
+		sink = make([]byte, size)
+		psink = make([]*byte, size/8)
+	}
+	sink, psink = nil, nil
 	runtime.Gosched()
 }
+
+// sink and psink keep the warming allocations from being optimised away
+// (pointer-free and pointerful objects use different spans).
+var (
+	sink  []byte
+	psink []*byte
+)
