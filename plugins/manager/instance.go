@@ -335,47 +335,62 @@ func (i *instance) removeSocketDir(addr string) {
 }
 
 // connected recovers every tracked task into a freshly connected plugin,
-// then publishes it.
+// then publishes it. Tasks tracked while it recovers are recovered too,
+// before it is published; a task tracked after that is recovered by the
+// proxy (see track).
 func (i *instance) connected(ctx context.Context, client *plugin.Client, rpc *plugin.GRPCClient, drv driver.Driver, pid int, ticks uint64) error {
-	i.mu.Lock()
-	handles := make([]*driver.TaskHandle, 0, len(i.handles))
-	for _, h := range i.handles {
-		handles = append(handles, h)
-	}
-	i.mu.Unlock()
-	for _, h := range handles {
-		rctx, cancel := context.WithTimeout(ctx, i.m.cfg.StartTimeout)
-		err := drv.RecoverTask(rctx, h)
-		cancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, driver.ErrTaskNotFound):
-			i.log.Warn("task lost while its plugin was down", "task_id", h.TaskID, "error", err)
-			i.forget(h.TaskID)
-		default:
-			i.log.Error("recovering task into relaunched plugin", "task_id", h.TaskID, "error", err)
+	done := map[string]bool{}
+	for {
+		i.mu.Lock()
+		var todo []*driver.TaskHandle
+		for id, h := range i.handles {
+			if !done[id] {
+				todo = append(todo, h)
+			}
+		}
+		if len(todo) == 0 {
+			i.client, i.rpc, i.drv, i.pid, i.ticks = client, rpc, drv, pid, ticks
+			i.up, i.lastErr = true, nil
+			i.gen++
+			close(i.changed)
+			i.changed = make(chan struct{})
+			i.mu.Unlock()
+			break
+		}
+		i.mu.Unlock()
+		for _, h := range todo {
+			done[h.TaskID] = true
+			rctx, cancel := context.WithTimeout(ctx, i.m.cfg.StartTimeout)
+			err := drv.RecoverTask(rctx, h)
+			cancel()
+			switch {
+			case err == nil:
+			case errors.Is(err, driver.ErrTaskNotFound):
+				i.log.Warn("task lost while its plugin was down", "task_id", h.TaskID, "error", err)
+				i.forget(h.TaskID)
+			default:
+				i.log.Error("recovering task into relaunched plugin", "task_id", h.TaskID, "error", err)
+			}
 		}
 	}
-	i.mu.Lock()
-	i.client, i.rpc, i.drv, i.pid, i.ticks = client, rpc, drv, pid, ticks
-	i.up, i.lastErr = true, nil
-	i.gen++
-	close(i.changed)
-	i.changed = make(chan struct{})
-	i.mu.Unlock()
-	if len(handles) > 0 {
-		i.log.Info("recovered tasks into driver plugin", "pid", pid, "tasks", len(handles))
+	if len(done) > 0 {
+		i.log.Info("recovered tasks into driver plugin", "pid", pid, "tasks", len(done))
 	}
 	return nil
 }
 
-func (i *instance) track(h *driver.TaskHandle) {
+// track records a task to recover into future plugin processes. It
+// reports whether a newer process than gen (the one the task was started
+// or recovered on) is already serving: the caller must then recover the
+// task into it, since that process's recovery pass has run.
+func (i *instance) track(h *driver.TaskHandle, gen uint64) (stale bool) {
 	if h == nil {
-		return
+		return false
 	}
 	i.mu.Lock()
+	defer i.mu.Unlock()
 	i.handles[h.TaskID] = h
-	i.mu.Unlock()
+	return i.up && i.gen != gen
 }
 
 func (i *instance) forget(taskID string) {

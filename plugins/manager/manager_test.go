@@ -589,3 +589,60 @@ func TestStreamsContinueAcrossAPluginRestart(t *testing.T) {
 		t.Fatal("no exit")
 	}
 }
+
+func TestNoTaskStartedDuringACrashIsLost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := newManager(t, manager.Config{MinBackoff: 5 * time.Millisecond})
+	d, err := m.Driver(ctx, "mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := m.PID("mock")
+	var mu sync.Mutex
+	var started []string
+	failed := 0
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for k := 0; k < 60; k++ {
+				id := fmt.Sprintf("w%d-%d", w, k)
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := d.StartTask(cctx, &driver.TaskConfig{ID: id, Config: map[string]any{"run_for": "1h"}})
+				ccancel()
+				mu.Lock()
+				if err == nil {
+					started = append(started, id)
+				} else {
+					failed++
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}(w)
+	}
+	time.Sleep(40 * time.Millisecond)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if pid, up := m.PID("mock"); !up || pid == old {
+		t.Fatalf("plugin pid %d up=%v after the crash", pid, up)
+	}
+	lost := 0
+	for _, id := range started {
+		if _, err := d.InspectTask(ctx, id); err != nil {
+			lost++
+			t.Logf("task %s: %v", id, err)
+		}
+	}
+	t.Logf("%d tasks started, %d starts failed across the crash, %d lost", len(started), failed, lost)
+	if lost > 0 {
+		t.Fatalf("%d of %d started tasks lost", lost, len(started))
+	}
+	if len(started) < 100 {
+		t.Fatalf("only %d tasks started: the test did not exercise anything", len(started))
+	}
+}

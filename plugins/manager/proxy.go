@@ -147,20 +147,46 @@ func (p *proxy) ConfigSchema(ctx context.Context) (s *driver.Schema, err error) 
 
 // StartTask is never retried: a start whose answer was lost may have
 // started the task, and starting it again would run it twice.
-func (p *proxy) StartTask(ctx context.Context, cfg *driver.TaskConfig) (h *driver.TaskHandle, err error) {
-	err = p.call(ctx, false, func(d driver.Driver) error { h, err = d.StartTask(ctx, cfg); return err })
-	if err == nil {
-		p.i.track(h)
+func (p *proxy) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	d, gen, err := p.current(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return h, err
+	h, err := d.StartTask(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.tracked(ctx, h, gen)
+	return h, nil
 }
 
 func (p *proxy) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
-	err := p.call(ctx, true, func(d driver.Driver) error { return d.RecoverTask(ctx, h) })
-	if err == nil {
-		p.i.track(h)
+	d, gen, err := p.current(ctx)
+	if err != nil {
+		return err
 	}
-	return err
+	err = d.RecoverTask(ctx, h)
+	if lostConnection(err) && ctx.Err() == nil {
+		if d, gen, err = p.afterLoss(ctx, gen); err == nil {
+			err = d.RecoverTask(ctx, h)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.tracked(ctx, h, gen)
+	return nil
+}
+
+// tracked records a task started or recovered on the plugin process of
+// gen, and recovers it into a newer process that came up meanwhile.
+func (p *proxy) tracked(ctx context.Context, h *driver.TaskHandle, gen uint64) {
+	if !p.i.track(h, gen) {
+		return
+	}
+	if err := p.call(ctx, true, func(d driver.Driver) error { return d.RecoverTask(ctx, h) }); err != nil {
+		p.i.log.Error("recovering a task started as its plugin restarted", "task_id", h.TaskID, "error", err)
+	}
 }
 
 func (p *proxy) StopTask(ctx context.Context, id string, timeout time.Duration, sig string) error {
