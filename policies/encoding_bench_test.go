@@ -51,7 +51,7 @@ func BenchmarkEncodingInTheGuest(b *testing.B) {
 		alloc, call := m.ExportedFunction(allocFn), m.ExportedFunction(callFn)
 		var l latencies
 		for b.Loop() {
-			l.time(func() {
+			l.time(func() error {
 				cctx, cancel := context.WithTimeout(ctx, deadline)
 				defer cancel()
 				r, err := alloc.Call(cctx, uint64(len(input)))
@@ -66,6 +66,7 @@ func BenchmarkEncodingInTheGuest(b *testing.B) {
 				if _, ok := m.Memory().Read(uint32(r[0]>>32), uint32(r[0])); !ok {
 					b.Fatal("answer out of bounds")
 				}
+				return nil
 			})
 		}
 		l.report(b)
