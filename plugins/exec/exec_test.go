@@ -302,3 +302,30 @@ func TestSignalAndUnknownTasks(t *testing.T) {
 		t.Fatalf("inspect destroyed: %v", err)
 	}
 }
+
+func TestATaskRunsAsItsUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("running a task as another user needs root")
+	}
+	ctx := context.Background()
+	d := New()
+	// The test's temporary directories are private to root: run in /.
+	cfg := taskCfg(t, "nobody", map[string]any{"command": "/bin/sh", "args": []any{"-c", "id -u"}, "work_dir": "/"})
+	cfg.User = "nobody"
+	if _, err := d.StartTask(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "nobody", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+	out, _ := os.ReadFile(cfg.StdoutPath)
+	if strings.TrimSpace(string(out)) == "0" || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("task ran as uid %q, want nobody's", out)
+	}
+	// Control: an unknown user is refused before anything runs.
+	bad := taskCfg(t, "ghost", map[string]any{"command": "/bin/true"})
+	bad.User = "no-such-user-hivelet"
+	if _, err := d.StartTask(ctx, bad); err == nil {
+		t.Fatal("an unknown user was accepted")
+	}
+}

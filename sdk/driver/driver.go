@@ -6,6 +6,10 @@
 // It imports nothing from the daemon. Everything that crosses the boundary is
 // a plain, serialisable value; a TaskHandle in particular must be enough to
 // find the task again after the agent or the plugin process restarted.
+// Every value crosses the gRPC boundary intact and ErrTaskNotFound stays
+// recognisable with errors.Is on the host side
+// (TestEveryCallCrossesTheBoundaryIntact,
+// TestUnknownTaskIsErrTaskNotFoundOnTheHostSide).
 package driver
 
 import (
