@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -74,22 +75,24 @@ func (p *proxy) afterLoss(ctx context.Context, gen uint64) (driver.Driver, uint6
 }
 
 // lostSince tells a stream that ended because the plugin process of gen
-// went away from one the driver ended: it gives the manager 200ms to notice
-// the death (it takes about 5ms) before believing the plugin is fine.
+// went away from one the driver ended. A dead process is visible in /proc
+// by the time its socket closes; a live one gets 200ms to be found dead
+// before the plugin is believed fine.
 func (p *proxy) lostSince(ctx context.Context, gen uint64) bool {
-	t := time.NewTimer(200 * time.Millisecond)
-	defer t.Stop()
+	deadline := time.Now().Add(200 * time.Millisecond)
 	for {
 		p.i.mu.Lock()
-		up, g, changed := p.i.up, p.i.gen, p.i.changed
+		up, g, changed, pid, ticks := p.i.up, p.i.gen, p.i.changed, p.i.pid, p.i.ticks
 		p.i.mu.Unlock()
-		if !up || g != gen {
+		if !up || g != gen || !proc.Same(pid, ticks) {
 			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		select {
 		case <-changed:
-		case <-t.C:
-			return false
+		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():
 			return false
 		}
