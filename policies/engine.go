@@ -500,6 +500,9 @@ func (m *Module) release(inst *instance, healthy bool) {
 		return
 	}
 	if !healthy {
+		if grown := int64(inst.mem.Size()) - int64(len(inst.snapshot)); grown > 0 {
+			m.growReserve(grown)
+		}
 		inst.mod.Close(context.Background())
 		m.drop()
 		return

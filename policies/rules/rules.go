@@ -68,22 +68,35 @@ var SpreadReads = []policy.Read{policy.FieldFromParam("attribute", "datacenter")
 func Spread(in policy.CanaryInput) (policy.CanaryOutput, error) {
 	field := policy.Param(in.Params, "attribute", "datacenter")
 	nodes := sortedNodes(in.Nodes)
-	byValue := map[string][]string{}
+	in.Nodes = nodes
+	get := in.FieldGetter(field)
+	// Group node indices by value: one map lookup per node, groups in
+	// first-seen order, then ordered by value.
+	index := map[string]int{}
 	var values []string
+	var groups [][]int32
 	for i := range nodes {
-		v, _ := nodes[i].Field(field)
-		if _, ok := byValue[v]; !ok {
+		v, _ := get(&nodes[i])
+		g, ok := index[v]
+		if !ok {
+			g = len(values)
+			index[v] = g
 			values = append(values, v)
+			groups = append(groups, nil)
 		}
-		byValue[v] = append(byValue[v], nodes[i].ID)
+		groups[g] = append(groups[g], int32(i))
 	}
-	slices.Sort(values)
+	order := make([]int, len(values))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(values[a], values[b]) })
 	want := min(in.Count, len(nodes))
 	ids := make([]string, 0, want)
 	for round := 0; len(ids) < want; round++ {
-		for _, v := range values {
-			if round < len(byValue[v]) && len(ids) < want {
-				ids = append(ids, byValue[v][round])
+		for _, g := range order {
+			if round < len(groups[g]) && len(ids) < want {
+				ids = append(ids, nodes[groups[g][round]].ID)
 			}
 		}
 	}

@@ -113,6 +113,49 @@ func (n *Node) Field(ref string) (string, bool) {
 	return "", false
 }
 
+// FieldGetter resolves a node field reference (as Node.Field takes it)
+// once, and returns a function reading that field from a node of this
+// input: faster than Node.Field in a loop over many nodes.
+func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
+	ref = NormalizeField(ref)
+	switch ref {
+	case "id", "name", "datacenter", "node_pool", "class":
+		return func(n *Node) (string, bool) { return n.Field(ref) }
+	}
+	var keys []string
+	base := 0
+	key, ok := strings.CutPrefix(ref, "meta.")
+	if len(in.Nodes) > 0 && in.Nodes[0].keys != nil {
+		t := in.Nodes[0].keys
+		keys = t.attr
+		if ok {
+			keys, base = t.meta, len(t.attr)
+		}
+	}
+	if !ok {
+		if key, ok = strings.CutPrefix(ref, "attr."); !ok {
+			return func(*Node) (string, bool) { return "", false }
+		}
+	}
+	for i, k := range keys {
+		if k == key {
+			j := base + i
+			return func(n *Node) (string, bool) {
+				if n.keys != in.Nodes[0].keys {
+					return n.Field(ref) // a node built elsewhere: resolve it slowly
+				}
+				return n.keys.vals[int(n.off)+j], n.keys.has[int(n.off)+j]
+			}
+		}
+	}
+	return func(n *Node) (string, bool) {
+		if len(in.Nodes) > 0 && n.keys != in.Nodes[0].keys {
+			return n.Field(ref)
+		}
+		return "", false
+	}
+}
+
 // NewNode builds a node for native tests of a policy. Its attributes and
 // meta are all visible, as if the policy had declared every key.
 func NewNode(id, name, datacenter, nodePool, class string, attributes, meta map[string]string) Node {

@@ -93,3 +93,35 @@ func TestDecodersRefuseMalformedMessages(t *testing.T) {
 		t.Errorf("error answer: %v", err)
 	}
 }
+
+func TestFieldGetterReadsDeclaredFieldsOfDecodedNodes(t *testing.T) {
+	in := CanaryInput{Nodes: []Node{
+		NewNode("n1", "h1", "dc1", "p", "c", map[string]string{"k": "a1"}, map[string]string{"rack": "r1"}),
+		NewNode("n2", "h2", "dc2", "p", "c", nil, map[string]string{"rack": "r2"}),
+	}}
+	got, err := DecodeCanaryInput(AppendCanaryInput(nil, in, FieldDatacenter, []string{"k"}, []string{"rack"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ref      string
+		want1    string
+		ok1, ok2 bool
+		want2    string
+	}{
+		{"meta.rack", "r1", true, true, "r2"},
+		{"${meta.rack}", "r1", true, true, "r2"},
+		{"attr.k", "a1", true, false, ""},
+		{"datacenter", "dc1", true, true, "dc2"},
+		{"${node.datacenter}", "dc1", true, true, "dc2"},
+		{"name", "", false, false, ""}, // not sent
+		{"meta.undeclared", "", false, false, ""},
+	} {
+		get := got.FieldGetter(tc.ref)
+		v1, ok1 := get(&got.Nodes[0])
+		v2, ok2 := get(&got.Nodes[1])
+		if v1 != tc.want1 || ok1 != tc.ok1 || v2 != tc.want2 || ok2 != tc.ok2 {
+			t.Errorf("%s: got (%q %v) (%q %v)", tc.ref, v1, ok1, v2, ok2)
+		}
+	}
+}
