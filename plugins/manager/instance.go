@@ -168,6 +168,9 @@ func (i *instance) launch(ctx context.Context) error {
 		}
 		exe = f
 	}
+	if err := rotateLog(i.logPath()); err != nil {
+		i.log.Warn("rotating plugin log", "error", err)
+	}
 	cmd := exec.Command(path, i.p.Args...)
 	if exe != nil {
 		cmd.Path = fmt.Sprintf("/proc/self/fd/%d", exe.Fd())

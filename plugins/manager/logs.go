@@ -19,10 +19,17 @@ import (
 // level and message are kept and their other keys become attributes. Any
 // other line is logged as-is at INFO.
 func tailLog(ctx context.Context, path string, offset int64, logger *slog.Logger, every time.Duration) {
+	var last os.FileInfo
+	if fi, err := os.Stat(path); err == nil {
+		last = fi
+	}
 	for {
 		if f, err := os.Open(path); err == nil {
-			if fi, err := f.Stat(); err == nil && fi.Size() < offset {
-				offset = 0 // truncated or replaced
+			if fi, err := f.Stat(); err == nil {
+				if fi.Size() < offset || (last != nil && !os.SameFile(fi, last)) {
+					offset = 0 // truncated, or rotated at a relaunch
+				}
+				last = fi
 			}
 			if _, err := f.Seek(offset, io.SeekStart); err == nil {
 				r := bufio.NewReader(f)
@@ -96,4 +103,17 @@ func (w hclogWriter) Write(p []byte) (int, error) {
 		emitLine(context.Background(), w.logger, line)
 	}
 	return len(p), nil
+}
+
+// maxLogSize is the size past which a plugin's log file is rotated (to
+// NAME.log.1, replacing the previous one) when the plugin is launched. A
+// running plugin keeps its file open, so rotation happens only then.
+const maxLogSize = 16 << 20
+
+func rotateLog(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() < maxLogSize {
+		return nil
+	}
+	return os.Rename(path, path+".1")
 }
