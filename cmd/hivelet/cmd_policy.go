@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -293,7 +294,7 @@ func newPolicyBenchCmd(f *policyFlags) *cobra.Command {
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "%s (sha256 %.12s), deadline %s, %d calls each\n", m.Name, m.Digest, deadline, n)
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "decision\tinput\twasm median\twasm p99\tnative median\tnative p99\t")
+				fmt.Fprintln(tw, "decision\tinput\twasm median\twasm p99\tnative median\tnative p99\twasm throughput")
 				if m.Kinds&policies.KindCanary != 0 {
 					req := syntheticCanary(nodes, m.Name)
 					wm, wp, err := measure(n, func() error { _, err := m.Canary(cmd.Context(), req); return err })
@@ -301,7 +302,8 @@ func newPolicyBenchCmd(f *policyFlags) *cobra.Command {
 						return err
 					}
 					nm, np, _ := measure(n, func() error { policies.NativeCanary(req); return nil })
-					fmt.Fprintf(tw, "canary\t%d nodes\t%s\t%s\t%s\t%s\t\n", nodes, wm, wp, nm, np)
+					rate := throughput(n, 2, func() error { _, err := m.Canary(cmd.Context(), req); return err })
+					fmt.Fprintf(tw, "canary\t%d nodes\t%s\t%s\t%s\t%s\t%.0f evals/s (2 goroutines)\n", nodes, wm, wp, nm, np, rate)
 				}
 				if m.Kinds&policies.KindCompletion != 0 {
 					in := syntheticCompletion(groups, m.Name)
@@ -310,7 +312,8 @@ func newPolicyBenchCmd(f *policyFlags) *cobra.Command {
 						return err
 					}
 					nm, np, _ := measure(n, func() error { policies.NativeCompletion(in); return nil })
-					fmt.Fprintf(tw, "completion\t%d groups\t%s\t%s\t%s\t%s\t\n", groups, wm, wp, nm, np)
+					rate := throughput(n, 2, func() error { _, err := m.Completion(cmd.Context(), in); return err })
+					fmt.Fprintf(tw, "completion\t%d groups\t%s\t%s\t%s\t%s\t%.0f evals/s (2 goroutines)\n", groups, wm, wp, nm, np, rate)
 				}
 				return tw.Flush()
 			})
@@ -335,6 +338,24 @@ func measure(n int, fn func() error) (time.Duration, time.Duration, error) {
 	}
 	slices.Sort(d)
 	return d[n/2], d[min(n-1, n*99/100)], nil
+}
+
+// throughput runs fn n times from g goroutines and returns calls per
+// second (failed calls count: they took their time too).
+func throughput(n, g int, fn func() error) float64 {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := i; j < n; j += g {
+				_ = fn()
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
 }
 
 // syntheticCanary is a canary request over n nodes in 3 datacenters, each
