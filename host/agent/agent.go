@@ -115,6 +115,9 @@ type Agent struct {
 	stopping   map[string]bool                // stop requested by a pass
 	storedRev  map[string]uint64              // job key → revision of the stored last good job
 	lastGood   map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave map[string]*state.JobRecord    // queued for the state store
+	saveJobs   chan struct{}
+	drivers    allocrunner.Drivers // cfg.Drivers with config schemas cached
 	restoreErr error
 	status     Status
 
@@ -153,19 +156,22 @@ func New(cfg Config) (*Agent, error) {
 	}
 	opCtx, opStop := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:       cfg,
-		log:       cfg.Logger.With("node_id", n.ID),
-		nodeID:    n.ID,
-		runners:   map[string]*allocrunner.Runner{},
-		terminal:  map[string]*model.Allocation{},
-		stopping:  map[string]bool{},
-		storedRev: map[string]uint64{},
-		lastGood:  map[string]*state.JobRecord{},
-		kick:      make(chan struct{}, 1),
-		opCtx:     opCtx,
-		opStop:    opStop,
+		cfg:        cfg,
+		log:        cfg.Logger.With("node_id", n.ID),
+		nodeID:     n.ID,
+		runners:    map[string]*allocrunner.Runner{},
+		terminal:   map[string]*model.Allocation{},
+		stopping:   map[string]bool{},
+		storedRev:  map[string]uint64{},
+		lastGood:   map[string]*state.JobRecord{},
+		jobsToSave: map[string]*state.JobRecord{},
+		saveJobs:   make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+		opCtx:      opCtx,
+		opStop:     opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
+	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
 	return a, nil
 }
 
@@ -185,7 +191,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Alloc:     alloc,
 		Job:       job,
 		Node:      a.cfg.Node(),
-		Drivers:   a.cfg.Drivers,
+		Drivers:   a.drivers,
 		Validate:  a.cfg.Validate,
 		Store:     a.cfg.Store,
 		AllocRoot: a.cfg.AllocRoot,
@@ -264,10 +270,14 @@ func (a *Agent) Restore(ctx context.Context) error {
 // Run runs the loop until ctx ends: it waits for the fleet view's first
 // complete pull, then passes on every change. It returns ctx's error.
 func (a *Agent) Run(ctx context.Context) error {
-	a.bg.Add(1)
+	a.bg.Add(2)
 	go func() {
 		defer a.bg.Done()
 		a.writer.run(a.opCtx)
+	}()
+	go func() {
+		defer a.bg.Done()
+		a.saveJobsLoop(a.opCtx)
 	}()
 	select {
 	case <-a.cfg.Source.Synced():

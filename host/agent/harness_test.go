@@ -261,3 +261,7 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+func fleetSource(w *world) *fleet.Source {
+	return fleet.NewSource(w.store, fleet.SourceConfig{Log: w.log})
+}

@@ -113,9 +113,6 @@ func (a *Agent) Pass(ctx context.Context) {
 			continue
 		}
 		counts.Jobs++
-		if st.Value != nil && st.Revision > 0 {
-			a.rememberJob(k, st.Value, st.Revision)
-		}
 		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: depsByJob[k]}
 		in := buildInput(job, self, ownByJob[k], facts, now, a.cfg.Canaries)
 		plan, err := reconcile.ReconcileNode(in, a.nodeID)
@@ -123,7 +120,10 @@ func (a *Agent) Pass(ctx context.Context) {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
 		}
-		errs = append(errs, a.apply(ctx, job, plan, &counts)...)
+		errs = append(errs, a.apply(ctx, job, plan, ownByJob[k], &counts)...)
+		if st.Value != nil && st.Revision > 0 {
+			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync
+		}
 		errs = append(errs, a.deploy(ctx, job, plan, depsByJob[k], append(in.LiveAllocs, in.TerminalAllocs...), now)...)
 	}
 	counts.Errors = len(errs)
@@ -213,22 +213,49 @@ func groupOf(job *model.Job, name string) *model.Group {
 	return job.LookupGroup(name)
 }
 
+// rememberJob queues the last good declaration of a job for the state store;
+// the writer goroutine keeps only the newest revision per job, off the pass
+// (an fsync per job would delay every start behind it).
 func (a *Agent) rememberJob(k string, job *model.Job, rev uint64) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.storedRev[k] >= rev {
-		a.mu.Unlock()
 		return
 	}
-	a.mu.Unlock()
-	rec := &state.JobRecord{Job: job, Revision: rev}
-	if err := a.cfg.Store.PutJob(rec); err != nil {
-		a.log.Error("storing last good job", "job", job.ID, "err", err)
-		return
-	}
-	a.mu.Lock()
 	a.storedRev[k] = rev
+	rec := &state.JobRecord{Job: job, Revision: rev}
 	a.lastGood[k] = rec
+	a.jobsToSave[k] = rec
+	select {
+	case a.saveJobs <- struct{}{}:
+	default:
+	}
+}
+
+// saveJobsLoop writes queued last good declarations until ctx ends, then
+// once more.
+func (a *Agent) saveJobsLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			a.flushJobs()
+			return
+		case <-a.saveJobs:
+			a.flushJobs()
+		}
+	}
+}
+
+func (a *Agent) flushJobs() {
+	a.mu.Lock()
+	batch := a.jobsToSave
+	a.jobsToSave = map[string]*state.JobRecord{}
 	a.mu.Unlock()
+	for _, rec := range batch {
+		if err := a.cfg.Store.PutJob(rec); err != nil {
+			a.log.Error("storing last good job", "job", rec.Job.ID, "err", err)
+		}
+	}
 }
 
 // collectFinished moves runners whose allocation is terminal and whose
@@ -277,7 +304,7 @@ func (a *Agent) ownAllocs() []*model.Allocation {
 }
 
 // apply carries out this node's part of a plan. Errors are per allocation.
-func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan, c *Counts) []error {
+func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan, own []*model.Allocation, c *Counts) []error {
 	var errs []error
 	c.Ignore += len(plan.Ignore)
 	c.Awaiting += len(plan.AwaitingPromotion)
@@ -303,7 +330,10 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 	// (this node is never tainted to itself): their status has one writer,
 	// their node, so they are only counted here.
 
-	slots := a.updateSlots(job, plan)
+	var slots map[string]int
+	if len(plan.Update) > 0 {
+		slots = a.updateSlots(job, plan, own)
+	}
 	for _, e := range plan.Update {
 		a.mu.Lock()
 		r := a.runners[e.AllocID]
@@ -373,30 +403,30 @@ func (a *Agent) failedHere(id string, version uint64) bool {
 
 // updateSlots is how many destructive updates each group may start on this
 // node now: max_parallel minus the replacements still stopping or not yet
-// healthy. 0 max_parallel means no limit.
-func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan) map[string]int {
+// healthy. 0 max_parallel means no limit. own is this pass's snapshot of the
+// job's allocations on this node.
+func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.Allocation) map[string]int {
 	slots := map[string]int{}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, g := range plan.Groups {
 		if g.MaxParallel <= 0 {
 			slots[g.Name] = 1 << 30
 			continue
 		}
 		busy := 0
-		a.mu.Lock()
-		for id, r := range a.runners {
-			al := r.Alloc()
-			if al.JobID != job.ID || al.TaskGroup != g.Name {
+		for _, al := range own {
+			if al.TaskGroup != g.Name || al.ClientStatus.Terminal() {
 				continue
 			}
-			if a.stopping[id] && !al.ClientStatus.Terminal() {
+			if a.stopping[al.ID] {
 				busy++
 				continue
 			}
-			if al.JobVersion == job.Version && al.DeploymentStatus != nil && al.DeploymentStatus.Healthy == nil && al.DeploymentID != "" {
+			if al.JobVersion == job.Version && al.DeploymentID != "" && al.DeploymentStatus != nil && al.DeploymentStatus.Healthy == nil {
 				busy++
 			}
 		}
-		a.mu.Unlock()
 		slots[g.Name] = g.MaxParallel - busy
 	}
 	return slots

@@ -90,6 +90,8 @@ type Runner struct {
 	started  bool
 	bgClosed bool // no new background goroutine may start
 
+	persistMu sync.Mutex // orders store writes: each writes the latest snapshot
+
 	stopOnce sync.Once
 	stopping chan struct{}
 	changed  chan struct{}
@@ -195,7 +197,15 @@ func (r *Runner) Run() {
 	}
 	tasks := g.Tasks
 	r.mu.Unlock()
-	r.persist()
+	// The first record is written alongside the start, not before it: the
+	// window in which a crash loses a started task is the one between
+	// StartTask and its handle's write, which no earlier write closes, so
+	// waiting for an fsync here would only add latency.
+	r.bgWG.Add(1)
+	go func() {
+		defer r.bgWG.Done()
+		r.persist()
+	}()
 
 	for _, t := range tasks {
 		r.tasksWG.Add(1)
@@ -298,8 +308,11 @@ func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
 	}
 }
 
-// persist writes the allocation to the store and reports it.
+// persist writes the allocation to the store and reports it. Writes are
+// ordered: each takes its snapshot under persistMu, so a slower earlier
+// write never lands after a newer one.
 func (r *Runner) persist() {
+	r.persistMu.Lock()
 	r.mu.Lock()
 	r.alloc.ModifyTime = r.now()
 	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
@@ -309,6 +322,7 @@ func (r *Runner) persist() {
 			r.log.Error("storing allocation", "err", err)
 		}
 	}
+	r.persistMu.Unlock()
 	if r.cfg.OnUpdate != nil {
 		r.cfg.OnUpdate(rec.Alloc)
 	}

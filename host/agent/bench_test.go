@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/plugins/manager"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// TestMain lets this test binary serve the mock driver as a plugin, so the
+// latency benchmark can go through the real plugin manager and gRPC.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "plugin" && os.Args[2] == "serve" && os.Args[3] == mock.Name {
+		driver.Serve(mock.New())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// timedDriver records when each StartTask call returned (host side: after
+// the plugin RPC when the driver is a plugin).
+type timedDriver struct {
+	driver.Driver
+	started chan time.Time
+}
+
+func (d *timedDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	h, err := d.Driver.StartTask(ctx, cfg)
+	d.started <- time.Now()
+	return h, err
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// benchPutToStart measures, for b.N new jobs, the time from the KV put of
+// the job to the return of the driver's StartTask for its allocation,
+// through the fleet watch and a reconcile pass.
+func benchPutToStart(b *testing.B, viaPlugin bool) {
+	w := newWorld(&testing.T{})
+	defer w.emb.Shutdown()
+	defer w.conn.Close()
+	var base driver.Driver = mock.New()
+	if viaPlugin {
+		dir, err := os.MkdirTemp("", "hvb-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{mock.Name}, StateDir: filepath.Join(dir, "p"), Logger: w.log})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Kill()
+		if base, err = m.Driver(context.Background(), mock.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+	td := &timedDriver{Driver: base, started: make(chan time.Time, 16)}
+	cd := &countingDriver{Driver: td}
+	n := w.newNode("bench-node", cd, "")
+	defer n.stop(true)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := mockJob(fmt.Sprintf("j%d", i), 0, nil)
+		t0 := time.Now()
+		w.putJob(j)
+		select {
+		case t1 := <-td.started:
+			lat = append(lat, t1.Sub(t0))
+		case <-time.After(10 * time.Second):
+			b.Fatalf("job %d never started", i)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
+}
+
+func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false) }
+func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true) }
+
+// BenchmarkPassWith1000Allocations times one reconcile pass (nothing to do)
+// over a node running one job with 1,000 mock allocations.
+func BenchmarkPassWith1000Allocations(b *testing.B) {
+	w := newWorld(&testing.T{})
+	defer w.emb.Shutdown()
+	defer w.conn.Close()
+	n := w.newNode("bench-node", nil, "")
+	defer n.stop(true)
+	j := mockJob("big", 0, nil)
+	j.Groups[0].Count = 1000
+	j.Groups[0].Update.MaxParallel = 0
+	w.putJob(j)
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		running := 0
+		for _, a := range n.agent.Allocs() {
+			if a.ClientStatus == model.ClientRunning {
+				running++
+			}
+		}
+		if running == 1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of 1000 allocations running", running)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.cancel() // stop the loop: the benchmark drives the passes
+	<-n.done
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n.agent.Pass(ctx)
+	}
+	b.StopTimer()
+	if c := n.agent.Status().LastCounts; c.Ignore != 1000 || c.Place+c.Stop+c.Update != 0 {
+		b.Fatalf("the pass did not see a converged node: %+v", c)
+	}
+}
+
+// BenchmarkKVPutToWatchDelivery is the floor of the two above, measured in
+// the same run: from the put of a job to the fleet view holding it (watch
+// delivery and apply), with no reconcile and no driver.
+func BenchmarkKVPutToWatchDelivery(b *testing.B) {
+	w := newWorld(&testing.T{})
+	defer w.emb.Shutdown()
+	defer w.conn.Close()
+	src := fleetSource(w)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go src.Run(ctx)
+	<-src.Synced()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := mockJob(fmt.Sprintf("j%d", i), 0, nil)
+		t0 := time.Now()
+		w.putJob(j)
+		for {
+			if _, ok := src.View().Jobs[jobKey(j.ID)]; ok {
+				break
+			}
+			select {
+			case <-src.Changed():
+			case <-time.After(10 * time.Second):
+				b.Fatalf("job %d never seen", i)
+			}
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
+}
