@@ -6,7 +6,12 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/plugins/mock"
+	"github.com/hivelet/hivelet/sdk/driver"
 )
 
 func onlyLive(t *testing.T, n *node, job string) *model.Allocation {
@@ -202,4 +207,65 @@ func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
 		a := onlyLive(t, n, "web")
 		return a != nil && a.JobVersion == 2 && n.agent.Status().FailedClosed == ""
 	})
+}
+
+func TestAPassFailsClosedWhenTheStateStoreCannotBeRead(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	// A store with one record that cannot be decoded.
+	st, err := state.Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := st.Path()
+	st.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("allocs")).Put([]byte("x"), []byte("{garbage")) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	st, err = state.Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	drv := &countingDriver{Driver: mock.New()}
+	src := fleetSource(w)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go src.Run(ctx)
+	a, err := New(Config{Node: func() *model.Node { return nodeRecord("node-a") }, Source: src, Allocs: w.store.ForNode("node-a"),
+		Deployments: w.store, Store: st, Drivers: &drivers{m: map[string]driver.Driver{"mock": drv}}, Validate: driver.ValidateConfig,
+		AllocRoot: dir + "/alloc", Logger: w.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Restore(ctx); err == nil {
+		t.Fatal("restore of a corrupt store succeeded")
+	}
+	w.putJob(mockJob("web", 1, nil))
+	<-src.Synced()
+	eventually(t, 5*time.Second, "job in view", func() bool { _, ok := src.View().Jobs[jobKey("web")]; return ok })
+	a.Pass(ctx)
+	if s := a.Status(); !strings.Contains(s.FailedClosed, "state store unreadable") {
+		t.Fatalf("status after a pass on an unreadable store: %+v", s)
+	}
+	if drv.starts.Load() != 0 {
+		t.Fatal("a node that cannot read its store started a task")
+	}
+	// Control: once the bad record is gone and restore succeeds, the same
+	// job is placed.
+	if err := st.DeleteAlloc("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Pass(ctx)
+	eventually(t, 5*time.Second, "placed after recovery", func() bool { return drv.starts.Load() == 1 })
+	a.Shutdown(context.Background(), true)
 }
