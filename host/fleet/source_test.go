@@ -116,8 +116,21 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 		_, err := writer.Jobs.Put(rctx, "default.api", jobJSON("api", 1, ""))
 		return err == nil
 	})
-	took := eventually(t, 10*time.Second, "both writes after the restart seen", func() bool {
-		return hasJob(src, "web", 2)() && hasJob(src, "api", 1)()
+	// A burst of distinct keys right after: every one must arrive.
+	for i := range 20 {
+		id := fmt.Sprintf("burst-%02d", i)
+		putRaw(t, writer, "default."+id, jobJSON(id, 1, ""))
+	}
+	took := eventually(t, 10*time.Second, "every write after the restart seen", func() bool {
+		if !hasJob(src, "web", 2)() || !hasJob(src, "api", 1)() {
+			return false
+		}
+		for i := range 20 {
+			if !hasJob(src, fmt.Sprintf("burst-%02d", i), 1)() {
+				return false
+			}
+		}
+		return true
 	})
 	since := time.Since(restarted)
 	t.Logf("watch resumed and delivered %s after the server came back (%s after the writes)", since, took)
