@@ -96,6 +96,17 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
 	eventually(t, 5*time.Second, "web v1 before restart", hasJob(src, "web", 1))
 
+	// For comparison only: a raw watcher left to nats.go alone.
+	rawKV, err := connect(t, srv.ClientURL(), log, nil).JetStream().KeyValue(context.Background(), "t_jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rawKV.WatchAll(context.Background(), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Stop()
+
 	srv.Shutdown()
 	startServer(t, dir, port)
 	restarted := time.Now()
@@ -134,6 +145,12 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	})
 	since := time.Since(restarted)
 	t.Logf("watch resumed and delivered %s after the server came back (%s after the writes)", since, took)
+	select {
+	case e := <-raw.Updates():
+		t.Logf("for comparison, a raw watcher not re-created delivered %v by then", e != nil)
+	default:
+		t.Logf("for comparison, a raw watcher not re-created was still silent %s after the restart", time.Since(restarted))
+	}
 	if since > 5*time.Second {
 		t.Fatalf("the watch took %s to resume: not re-created from the reconnect handler?", since)
 	}
