@@ -490,3 +490,56 @@ func TestAnExpiredHeartbeatIsSeenDownByAnotherWatcher(t *testing.T) {
 		t.Fatalf("control: writing its own allocation: %v", err)
 	}
 }
+
+func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := runSource(t, st, SourceConfig{Log: log})
+	waitSynced(t, src)
+	ctx := context.Background()
+	w := st.ForNode("n1")
+	for _, id := range []string{"a1", "a2"} {
+		a := &model.Allocation{ID: id, NodeID: "n1", JobID: "web", TaskGroup: "g", DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning}
+		if _, err := w.PutAlloc(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "two allocations", func() bool { return len(src.View().AllocsOf("n1")) == 2 })
+	if err := w.DeleteAlloc(ctx, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a1 forgotten", func() bool {
+		as := src.View().AllocsOf("n1")
+		return len(as) == 1 && as[0].ID == "a2"
+	})
+	if n := len(src.View().AllocsOf("n2")); n != 0 {
+		t.Fatalf("another node has %d allocations", n)
+	}
+
+	_, rev, created, err := st.CreateDeployment(ctx, deployment("web", 4))
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	eventually(t, 5*time.Second, "deployment in view", func() bool { _, r, ok := src.View().Deployment("", "web", 4); return ok && r == rev })
+	d, vrev, _ := src.View().Deployment("", "web", 4)
+	next := *d
+	next.Status = model.DeploymentSuccessful
+	nrev, err := st.UpdateDeployment(ctx, &next, vrev)
+	if err != nil {
+		t.Fatalf("updating at the view's revision: %v", err)
+	}
+	// The old revision is now stale: a second writer using it loses.
+	if _, err := st.UpdateDeployment(ctx, &next, vrev); !errors.Is(err, ErrLostRace) {
+		t.Fatalf("stale revision: %v", err)
+	}
+	eventually(t, 5*time.Second, "updated deployment in view", func() bool {
+		d, r, ok := src.View().Deployment("", "web", 4)
+		return ok && r == nrev && d.Status == model.DeploymentSuccessful
+	})
+	// Idempotent create of the same job version returns the stored record.
+	cur, crev, created, err := st.CreateDeployment(ctx, deployment("web", 4))
+	if err != nil || created || crev != nrev || cur.Status != model.DeploymentSuccessful {
+		t.Fatalf("second create: %v %d %v %+v", created, crev, err, cur)
+	}
+}
