@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,37 @@ func TestJSONFormIsTheSameSchema(t *testing.T) {
 	withURL := &Agent{NATS: &NATS{URLs: []string{"nats://x:4222"}}}
 	if _, err := withURL.Resolve(true, ""); err == nil {
 		t.Fatal("-dev with nats.urls accepted")
+	}
+}
+
+// The examples in docs/agent-config.md load: the documentation cannot drift
+// from the schema.
+func TestTheDocumentedExamplesLoad(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/agent-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]string{}
+	for _, lang := range []string{"hcl", "json"} {
+		_, rest, ok := strings.Cut(string(doc), "```"+lang+"\n")
+		if !ok {
+			t.Fatalf("no %s example", lang)
+		}
+		body, _, _ := strings.Cut(rest, "```")
+		blocks[lang] = body
+	}
+	a, err := Parse([]byte(blocks["hcl"]), "agent-config.md.hcl")
+	if err != nil {
+		t.Fatalf("the HCL example does not load: %v", err)
+	}
+	if a.NATS == nil || a.NATS.Replicas != 3 || len(a.Plugins) != 1 || a.Policy.Pins["canary-by-rack"] == "" {
+		t.Fatalf("HCL example decoded as %+v", a)
+	}
+	j, err := Parse([]byte(blocks["json"]), "agent-config.md.json")
+	if err != nil {
+		t.Fatalf("the JSON example does not load: %v", err)
+	}
+	if j.Name != "web-7" || len(j.Plugins) != 1 {
+		t.Fatalf("JSON example decoded as %+v", j)
 	}
 }
