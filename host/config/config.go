@@ -89,7 +89,7 @@ type Policy struct {
 	Timeout string `hcl:"timeout,optional" json:"timeout,omitempty"`
 	// MemoryLimitMB caps a module's memory; default 32.
 	MemoryLimitMB int `hcl:"memory_limit_mb,optional" json:"memory_limit_mb,omitempty"`
-	// CacheDir is wazero's compilation cache; default <state_dir>/wasm-cache.
+	// CacheDir is wazero's compilation cache; default <state_dir>/policy-cache.
 	CacheDir string `hcl:"cache_dir,optional" json:"cache_dir,omitempty"`
 	// Pins maps a policy name to the SHA-256 its module must have.
 	Pins map[string]string `hcl:"pins,optional" json:"pins,omitempty"`
