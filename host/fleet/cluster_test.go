@@ -64,14 +64,34 @@ func TestAThreeServerClusterWithR3BucketsPullsWatchesAndCASes(t *testing.T) {
 	putRaw(t, a, "default.web", jobJSON("web", 1, ""))
 
 	b := mustEnsure(t, connect(t, url(1), log, nil), BucketOptions{Replicas: 3})
-	src := runSource(t, mustEnsure(t, connect(t, url(2), log, nil), BucketOptions{Replicas: 3}), SourceConfig{Log: log})
+	casRace(t, a, b)
+
+	// The source knows every server but starts on the third.
+	sc, err := Connect(context.Background(), ConnConfig{URLs: []string{url(2), url(0), url(1)}, RequestTimeout: 2 * time.Second}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sc.Close)
+	eventually(t, 10*time.Second, "source connected", func() bool { return sc.State() == StateConnected })
+	src := runSource(t, mustEnsure(t, sc, BucketOptions{Replicas: 3}), SourceConfig{Log: log})
 	waitSynced(t, src)
 	if !hasJob(src, "web", 1)() {
 		t.Fatal("boot pull through another server missed web v1")
 	}
 	putRaw(t, b, "default.web", jobJSON("web", 2, ""))
 	eventually(t, 10*time.Second, "live put through another server", hasJob(src, "web", 2))
-	casRace(t, a, b)
+
+	// The source's server dies: it moves to another one, its watchers resume,
+	// and writes made meanwhile (once the stream has a leader again) arrive.
+	srvs[2].Shutdown()
+	eventually(t, 30*time.Second, "a write accepted after the server died", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := a.Jobs.Put(ctx, "default.web", jobJSON("web", 3, ""))
+		return err == nil
+	})
+	took := eventually(t, 15*time.Second, "the source resumed on a surviving server", hasJob(src, "web", 3))
+	t.Logf("resumed %s after the write was accepted", took)
 }
 
 func bucketReplicas(t *testing.T, st *Store) int {
