@@ -41,6 +41,7 @@ type Source struct {
 	allocs  map[string]wanted.AllocState
 	deps    map[string]wanted.DeploymentState
 	revs    map[string]uint64
+	epochs  map[string]time.Time
 	synced  map[string]bool
 	restart map[string]uint64
 	gen     uint64
@@ -70,7 +71,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds,
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, revs: map[string]uint64{},
+		deps: map[string]wanted.DeploymentState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
 		synced: map[string]bool{}, restart: map[string]uint64{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -145,9 +146,11 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	full := true // the next watcher starts with a whole-bucket pull
 	attempt := 0
 	quietLogged := false
+	checked := false // kv's epoch checked since it was opened
 	for ctx.Err() == nil {
 		if kv == nil {
 			var err error
+			checked = false
 			kv, err = s.openBucket(ctx, b.name)
 			if err != nil {
 				if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -166,9 +169,31 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 				continue
 			}
 		}
+		if !checked {
+			reset, err := s.checkEpoch(ctx, b.kind, kv)
+			if err != nil {
+				log.Warn("reading bucket status failed; retrying", "error", err)
+				if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
+					return
+				}
+				attempt++
+				continue
+			}
+			checked = true
+			if reset {
+				log.Warn("bucket was re-created: revisions restart; re-reading it whole")
+				full = true
+			}
+		}
 		var resume uint64
 		if !full {
 			resume = s.revision(b.kind) + 1
+		}
+		// A reconnect signalled before this point is served by the watcher
+		// about to be created.
+		select {
+		case <-reconnect:
+		default:
 		}
 		w, stop, err := s.startWatch(ctx, kv, resume)
 		if err != nil {
@@ -212,6 +237,51 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			}
 			kv = nil // re-open: the bucket may have been deleted
 		}
+	}
+}
+
+// checkEpoch reads the bucket's stream creation time. When it differs from
+// the one seen before, the bucket was deleted and re-created: its revisions
+// start again from 1, so every record of that kind forgets the revision it
+// applied (keeping its last good value) and the caller pulls the bucket whole.
+func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyValue) (reset bool, err error) {
+	rctx, cancel := s.st.conn.withTimeout(ctx)
+	defer cancel()
+	st, err := kv.Status(rctx)
+	if err != nil {
+		return false, fmt.Errorf("reading bucket status: %w", err)
+	}
+	var created time.Time
+	if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo() != nil {
+		created = b.StreamInfo().Created
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, seen := s.epochs[kind]
+	s.epochs[kind] = created
+	if !seen || prev.Equal(created) {
+		return false, nil
+	}
+	s.revs[kind] = 0
+	switch kind {
+	case KindJobs:
+		forgetApplied(s.jobs)
+	case KindNodes:
+		forgetApplied(s.nodes)
+	case KindIntents:
+		forgetApplied(s.intents)
+	case KindAllocs:
+		forgetApplied(s.allocs)
+	case KindDeployments:
+		forgetApplied(s.deps)
+	}
+	return true, nil
+}
+
+func forgetApplied[T any](m map[string]wanted.Record[T]) {
+	for k, r := range m {
+		r.Applied = 0
+		m[k] = r
 	}
 }
 

@@ -543,3 +543,52 @@ func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T)
 		t.Fatalf("second create: %v %d %v %+v", created, crev, err, cur)
 	}
 }
+
+func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	wc := connect(t, srv.ClientURL(), log, nil)
+	writer := mustEnsure(t, wc, BucketOptions{})
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
+	var mu sync.Mutex
+	var watchers []jetstream.KeyWatcher
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) {
+		mu.Lock()
+		watchers = append(watchers, w)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitSynced(t, src)
+	for v := 1; v <= 5; v++ {
+		putRaw(t, writer, "default.web", jobJSON("web", v, ""))
+	}
+	putRaw(t, writer, "default.old", jobJSON("old", 1, ""))
+	eventually(t, 5*time.Second, "web v5", hasJob(src, "web", 5))
+
+	// The bucket is deleted and created again: revisions restart at 1.
+	if err := wc.JetStream().DeleteKeyValue(context.Background(), "t_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	writer = mustEnsure(t, wc, BucketOptions{})
+	if rev := putRaw(t, writer, "default.web", jobJSON("web", 6, "")); rev != 1 {
+		t.Fatalf("revision in the new bucket %d, want 1", rev)
+	}
+	// End the watch now rather than waiting for nats.go to notice.
+	mu.Lock()
+	_ = watchers[len(watchers)-1].Stop()
+	mu.Unlock()
+	eventually(t, 10*time.Second, "web v6 at revision 1 of the new bucket", hasJob(src, "web", 6))
+	if st := src.View().Jobs["default.old"]; wanted.OrderFor(st) != wanted.OrderKeep {
+		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
+	}
+	if !strings.Contains(logs.String(), "bucket was re-created") {
+		t.Fatalf("re-creation not logged:\n%s", logs)
+	}
+	// And live puts keep arriving.
+	putRaw(t, writer, "default.web", jobJSON("web", 7, ""))
+	eventually(t, 5*time.Second, "web v7", hasJob(src, "web", 7))
+}
