@@ -97,8 +97,16 @@ func (i *instance) start(ctx context.Context) error {
 			return err
 		}
 	}
-	i.running = true
+	i.m.mu.Lock()
+	if i.m.shutdown {
+		// Closed while connecting: leave the plugin as Close or Kill would.
+		i.m.mu.Unlock()
+		_ = i.stop(false)
+		return errClosed
+	}
 	i.m.wg.Add(2)
+	i.m.mu.Unlock()
+	i.running = true
 	go func() { defer i.m.wg.Done(); tailLog(i.m.ctx, i.logPath(), offset, i.log, i.m.cfg.LogPoll) }()
 	go func() { defer i.m.wg.Done(); i.monitor() }()
 	return nil
