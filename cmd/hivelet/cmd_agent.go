@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -193,6 +194,11 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func runAgent(ctx context.Context, o agentOpts) (err error) {
+	if os.Getenv("GOGC") == "" {
+		// A long-lived daemon on small nodes: trade a little GC CPU for a
+		// smaller heap (BENCHMARKS.md, "Agent": RSS with GOGC 100 and 50).
+		debug.SetGCPercent(50)
+	}
 	level, lerr := parseLevel(o.logLevel)
 	if lerr != nil {
 		return badInput(fmt.Errorf("-log-level: %w", lerr))

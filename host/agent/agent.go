@@ -377,7 +377,8 @@ func (a *Agent) Status() Status {
 }
 
 // Allocs returns this node's allocations as it knows them (live runners and
-// finished ones), sorted by ID.
+// finished ones), sorted by ID. The values are shared snapshots: callers
+// must not modify them.
 func (a *Agent) Allocs() []*model.Allocation {
 	a.mu.Lock()
 	out := make([]*model.Allocation, 0, len(a.runners)+len(a.terminal))
@@ -390,7 +391,7 @@ func (a *Agent) Allocs() []*model.Allocation {
 	}
 	a.mu.Unlock()
 	for _, r := range runners {
-		out = append(out, r.Alloc())
+		out = append(out, r.Snapshot())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -396,7 +396,7 @@ func (a *Agent) failedHere(id string, version uint64) bool {
 	r := a.runners[id]
 	a.mu.Unlock()
 	if !ok && r != nil {
-		t, ok = r.Alloc(), true
+		t, ok = r.Snapshot(), true
 	}
 	return ok && t.ClientStatus == model.ClientFailed && t.JobVersion == version
 }

@@ -91,6 +91,7 @@ type Runner struct {
 	bgClosed bool // no new background goroutine may start
 
 	persistMu sync.Mutex // orders store writes: each writes the latest snapshot
+	snap      *model.Allocation // the last persisted state, shared read-only
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -140,6 +141,18 @@ func (r *Runner) Alloc() *model.Allocation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return CloneAlloc(r.alloc)
+}
+
+// Snapshot returns the allocation as last persisted (what the state store
+// holds). The value is shared: callers must not modify it. It costs no copy,
+// which is what a reconcile pass over thousands of allocations needs.
+func (r *Runner) Snapshot() *model.Allocation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.snap == nil {
+		r.snap = CloneAlloc(r.alloc)
+	}
+	return r.snap
 }
 
 // Job returns the job version the runner runs.
@@ -316,6 +329,7 @@ func (r *Runner) persist() {
 	r.mu.Lock()
 	r.alloc.ModifyTime = r.now()
 	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
+	r.snap = rec.Alloc
 	r.mu.Unlock()
 	if r.cfg.Store != nil {
 		if err := r.cfg.Store.PutAlloc(rec); err != nil {
