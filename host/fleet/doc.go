@@ -24,6 +24,9 @@
 //     server restart the reconnect handler re-creates every watcher with
 //     ResumeFromRevision(last+1) (a watch left alone is silent for ~19 s).
 //     TestAServerRestartUnderARunningWatcherMissesNothing.
+//   - A bucket deleted and created again (its revisions restart at 1) is
+//     detected by its stream's creation time and read again whole.
+//     TestARecreatedBucketIsReadAgainFromItsFirstRevision.
 //   - Entries apply idempotently by revision (wanted.Apply); a watch whose
 //     Updates channel closes is logged, counted and replaced after a repair
 //     pull. TestAnEndedWatchIsReplacedAfterARepairPull.
