@@ -116,6 +116,9 @@ func ensureBucket(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (j
 	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 		kv, err = c.js.KeyValue(rctx, cfg.Bucket) // another agent won the creation
 	}
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		return nil, fmt.Errorf("creating bucket %s: node liveness needs limit markers (nats-server 2.11 or later): %w", cfg.Bucket, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating bucket %s: %w", cfg.Bucket, err)
 	}
