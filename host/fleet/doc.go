@@ -9,11 +9,13 @@
 //
 //	emb, _ := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: dir})    // -dev or no URL
 //	conn, _ := fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server()}, log, metrics)
+//	conn.SetObserver(metrics)           // when the metrics exist only after Connect
 //	st, _ := fleet.EnsureBuckets(ctx, conn, fleet.Names("hivelet"), fleet.BucketOptions{})
 //	src := fleet.NewSource(st, fleet.SourceConfig{Log: log, Observer: metrics})
 //	go src.Run(ctx)
 //	<-src.Synced()                      // the boot pull is complete
 //	for range src.Changed() { v := src.View(); ... }   // coalesced signal + snapshot
+//	ch, cancel := src.Subscribe()       // a second consumer takes its own signal
 //	w := st.ForNode(nodeID)             // the only writer of this node's keys
 //	w.PutAlloc(ctx, alloc); st.CreateDeployment(ctx, d); st.UpdateDeployment(ctx, d, rev)
 //	conn.JetStream()                    // for the policy engine's object store

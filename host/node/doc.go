@@ -12,7 +12,8 @@
 //		return node.Build(id, cfg, attrs, drivers.DriverFingerprints(), view.Intent(id))
 //	}, log)
 //	go hb.Run(ctx)     // register with jittered retry, then heartbeat
-//	hb.Poke()          // push the record now (intent or driver health changed)
+//	go node.FollowIntent(ctx, src, id, hb) // drain/eligibility reach the record at once
+//	hb.Poke()          // push the record now (driver health changed)
 //
 // Invariants:
 //   - The node ID is persisted in the state directory (mode 0600) and never
