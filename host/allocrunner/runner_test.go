@@ -314,7 +314,7 @@ func TestHTTPAndTCPChecksGateHealth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.check.Interval = model.Duration(20 * time.Millisecond)
 			c.check.Timeout = model.Duration(time.Second)
-			f := newFixture(t, map[string]any{}, nil, fastUpdate(60*time.Millisecond, 400*time.Millisecond))
+			f := newFixture(t, map[string]any{}, nil, fastUpdate(60*time.Millisecond, 1500*time.Millisecond))
 			f.job.Groups[0].Meta = map[string]string{"port": port}
 			f.job.Groups[0].Tasks[0].Services = []model.Service{{Name: "web", Checks: []model.Check{c.check}}}
 			r := f.runner(nil)
