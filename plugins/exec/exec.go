@@ -119,16 +119,20 @@ func New() *Driver {
 	return &Driver{tasks: map[string]*task{}, subs: map[chan *driver.TaskEvent]struct{}{}}
 }
 
+// Info names the exec driver.
 func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
 	return driver.PluginInfo{Name: Name, Version: Version}, nil
 }
 
+// Capabilities: signals yes, no filesystem isolation.
 func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
 	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
 }
 
+// ConfigSchema returns Schema().
 func (d *Driver) ConfigSchema(context.Context) (*driver.Schema, error) { return Schema(), nil }
 
+// Fingerprint reports the driver healthy once, then nothing until ctx ends.
 func (d *Driver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
 	ch := make(chan *driver.Fingerprint, 1)
 	ch <- &driver.Fingerprint{Healthy: true, Description: "healthy", Attributes: map[string]string{"version": Version}}
@@ -159,6 +163,8 @@ func credential(name string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+// StartTask starts the command in its own process group with its output
+// appended to the task's stdout and stderr files.
 func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
 	if err := driver.ValidateConfig(Schema(), cfg.Config); err != nil {
 		return nil, err
@@ -262,6 +268,9 @@ func exitResult(ps *os.ProcessState, err error) *driver.ExitResult {
 // its real parent (init, once the plugin restarted) could read.
 const errUnknownExit = "exit status unknown: the task exited while not a child of the exec driver (it was recovered after a plugin restart)"
 
+// RecoverTask takes back a task from its handle if its PID still belongs to
+// the process started at the recorded tick; its exit will be seen but its
+// exit status will be unknown (see the package comment).
 func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if h == nil || h.Driver != Name || h.Version != handleVersion {
 		return fmt.Errorf("recovering exec task: not an exec handle of version %d", handleVersion)
@@ -300,6 +309,7 @@ func (d *Driver) get(id string) (*task, error) {
 	return t, nil
 }
 
+// WaitTask yields the task's exit once it has exited.
 func (d *Driver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -349,6 +359,8 @@ func (t *task) signalGroup(sig unix.Signal) error {
 	return nil
 }
 
+// StopTask signals the task's process group, waits up to timeout, then
+// SIGKILLs the group, and returns once the main process has exited.
 func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration, signal string) error {
 	t, err := d.get(id)
 	if err != nil {
@@ -381,6 +393,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 	}
 }
 
+// DestroyTask forgets an exited task; force SIGKILLs a running one first.
 func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 	t, err := d.get(id)
 	if err != nil {
@@ -405,6 +418,7 @@ func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 	return nil
 }
 
+// InspectTask reports the task's state, with its PID as attribute "pid".
 func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -439,6 +453,8 @@ func (t *task) usage() (ticks uint64, rss uint64) {
 	return ticks, rss
 }
 
+// TaskStats samples CPU and resident memory of the task's process group
+// from /proc every interval.
 func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -479,6 +495,8 @@ func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duratio
 	return ch, nil
 }
 
+// TaskEvents streams "started" and "exited" events of all tasks; a slow
+// reader loses events rather than stalling tasks.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
 	ch := make(chan *driver.TaskEvent, 64)
 	d.mu.Lock()
@@ -510,6 +528,8 @@ func (d *Driver) emit(t *task, msg string) {
 	}
 }
 
+// SignalTask sends a signal (by name, e.g. "SIGHUP") to the task's process
+// group.
 func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 	t, err := d.get(id)
 	if err != nil {

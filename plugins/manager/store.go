@@ -29,6 +29,7 @@ type MemoryStore struct {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore { return &MemoryStore{data: map[string][]byte{}} }
 
+// PutPluginReattach stores a copy of data.
 func (s *MemoryStore) PutPluginReattach(name string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,6 +37,7 @@ func (s *MemoryStore) PutPluginReattach(name string, data []byte) error {
 	return nil
 }
 
+// PluginReattach returns a copy of what is stored.
 func (s *MemoryStore) PluginReattach(name string) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -43,6 +45,7 @@ func (s *MemoryStore) PluginReattach(name string) ([]byte, bool, error) {
 	return append([]byte(nil), d...), ok, nil
 }
 
+// DeletePluginReattach forgets name's data.
 func (s *MemoryStore) DeletePluginReattach(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,6 +69,7 @@ func NewFileStore(dir string) (*FileStore, error) {
 
 func (s *FileStore) path(name string) string { return filepath.Join(s.dir, name+".reattach.json") }
 
+// PutPluginReattach writes name's file atomically (write, then rename).
 func (s *FileStore) PutPluginReattach(name string, data []byte) error {
 	tmp := s.path(name) + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
@@ -77,6 +81,7 @@ func (s *FileStore) PutPluginReattach(name string, data []byte) error {
 	return nil
 }
 
+// PluginReattach reads name's file.
 func (s *FileStore) PluginReattach(name string) ([]byte, bool, error) {
 	b, err := os.ReadFile(s.path(name))
 	if errors.Is(err, os.ErrNotExist) {
@@ -88,6 +93,7 @@ func (s *FileStore) PluginReattach(name string) ([]byte, bool, error) {
 	return b, true, nil
 }
 
+// DeletePluginReattach removes name's file.
 func (s *FileStore) DeletePluginReattach(name string) error {
 	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("deleting reattach data of plugin %s: %w", name, err)

@@ -132,16 +132,20 @@ func New() *Driver {
 	return &Driver{now: time.Now, tasks: map[string]*task{}, subs: map[chan *driver.TaskEvent]struct{}{}}
 }
 
+// Info names the mock driver.
 func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
 	return driver.PluginInfo{Name: Name, Version: Version}, nil
 }
 
+// Capabilities: signals yes, no filesystem isolation.
 func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
 	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
 }
 
+// ConfigSchema returns Schema().
 func (d *Driver) ConfigSchema(context.Context) (*driver.Schema, error) { return Schema(), nil }
 
+// Fingerprint reports the driver healthy once, then nothing until ctx ends.
 func (d *Driver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
 	ch := make(chan *driver.Fingerprint, 1)
 	ch <- &driver.Fingerprint{Healthy: true, Description: "healthy", Attributes: map[string]string{"version": Version}}
@@ -160,6 +164,7 @@ func parseDur(field, s string) (time.Duration, error) {
 	return d, nil
 }
 
+// StartTask starts a timer task as its config says (see Config).
 func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
 	if err := driver.ValidateConfig(Schema(), cfg.Config); err != nil {
 		return nil, err
@@ -251,6 +256,7 @@ func appendFile(path, s string) error {
 	return err
 }
 
+// RecoverTask rebuilds a task from its handle; it ends at its planned time.
 func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if h == nil || h.Driver != Name || h.Version != handleVersion {
 		return fmt.Errorf("recovering mock task: not a mock handle of version %d", handleVersion)
@@ -280,6 +286,7 @@ func (d *Driver) get(id string) (*task, error) {
 	return t, nil
 }
 
+// WaitTask yields the task's exit once it has exited.
 func (d *Driver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -363,6 +370,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 	return nil
 }
 
+// DestroyTask forgets an exited task; force ends a running one first.
 func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 	t, err := d.get(id)
 	if err != nil {
@@ -382,6 +390,7 @@ func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 	return nil
 }
 
+// InspectTask reports the task's state and how many signals it received.
 func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -401,6 +410,7 @@ func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, 
 	return s, nil
 }
 
+// TaskStats streams a constant usage sample every interval.
 func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
 	t, err := d.get(id)
 	if err != nil {
@@ -432,6 +442,7 @@ func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duratio
 	return ch, nil
 }
 
+// TaskEvents streams "started", "exited", "stopped" and "killed" events.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
 	ch := make(chan *driver.TaskEvent, 64)
 	d.mu.Lock()
@@ -464,6 +475,7 @@ func (d *Driver) emit(id, msg string) {
 	}
 }
 
+// SignalTask records a signal; SIGKILL ends the task.
 func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 	t, err := d.get(id)
 	if err != nil {
