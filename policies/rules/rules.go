@@ -13,7 +13,6 @@ package rules
 
 import (
 	"errors"
-	"hash/fnv"
 	"math"
 	"slices"
 	"strconv"
@@ -110,11 +109,16 @@ func Spread(in policy.CanaryInput) (policy.CanaryOutput, error) {
 // rendezvousScore is the node's weight for a deployment (highest random
 // weight hashing): FNV-1a 64 of deployment ID, a zero byte and node ID.
 func rendezvousScore(deployment, node string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(deployment))
-	h.Write([]byte{0})
-	h.Write([]byte(node))
-	return h.Sum64()
+	const prime = 1099511628211
+	h := uint64(14695981039346656037) // FNV-1a 64 offset basis
+	for i := 0; i < len(deployment); i++ {
+		h = (h ^ uint64(deployment[i])) * prime
+	}
+	h *= prime // the zero byte separator: h ^ 0 == h
+	for i := 0; i < len(node); i++ {
+		h = (h ^ uint64(node[i])) * prime
+	}
+	return h
 }
 
 // Rendezvous chooses the Count nodes with the highest rendezvous hash of

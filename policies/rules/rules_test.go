@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"testing"
@@ -173,5 +174,17 @@ func TestCompletionRules(t *testing.T) {
 	}
 	if _, err := Quorum(in(map[string]string{"healthy_fraction": "1.5"}, group("a", nil))); err == nil {
 		t.Error("quorum accepted healthy_fraction 1.5")
+	}
+}
+
+// TestRendezvousScoreIsFNV1a: the inlined hash equals hash/fnv's FNV-1a 64
+// of deployment, a zero byte and node (the documented score).
+func TestRendezvousScoreIsFNV1a(t *testing.T) {
+	for _, tc := range [][2]string{{"d-1", "n01"}, {"", ""}, {"deployment-x", "node-with-a-long-id-0123456789"}} {
+		h := fnv.New64a()
+		h.Write([]byte(tc[0] + "\x00" + tc[1]))
+		if got := rendezvousScore(tc[0], tc[1]); got != h.Sum64() {
+			t.Errorf("%q %q: %x, want %x", tc[0], tc[1], got, h.Sum64())
+		}
 	}
 }
