@@ -117,8 +117,10 @@ func (d *driverHealth) watch(ctx context.Context, m *manager.Manager, name strin
 // lazyPolicies answers with the policy engine once it is loaded and with
 // the native defaults before (and after shutdown).
 type lazyPolicies struct {
-	mu  sync.RWMutex
-	eng *policies.Engine
+	mu    sync.RWMutex
+	eng   *policies.Engine
+	start func() // begins loading the engine; nil when policies are off
+	once  sync.Once
 }
 
 func (l *lazyPolicies) set(e *policies.Engine) {
@@ -127,22 +129,35 @@ func (l *lazyPolicies) set(e *policies.Engine) {
 	l.mu.Unlock()
 }
 
-func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+// engineFor returns the engine for a decision naming ref, or nil when the
+// native default answers. A decision that names no policy is the built-in
+// default, which the native code implements exactly (the policy engine's
+// differential tests), so the engine (hundreds of MB of compiled WASM) is
+// loaded only once some job names a policy.
+func (l *lazyPolicies) engineFor(ref *model.PolicyRef) *policies.Engine {
+	if ref == nil {
+		return nil
+	}
+	if l.start != nil {
+		l.once.Do(l.start)
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.eng == nil {
-		return reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+	return l.eng
+}
+
+func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if e := l.engineFor(req.Policy); e != nil {
+		return e.ChooseCanaries(req)
 	}
-	return l.eng.ChooseCanaries(req)
+	return reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
 }
 
 func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if l.eng == nil {
-		return agent.DefaultCompletion{}.DecideCompletion(in)
+	if e := l.engineFor(in.Policy); e != nil {
+		return e.DecideCompletion(in)
 	}
-	return l.eng.DecideCompletion(in)
+	return agent.DefaultCompletion{}.DecideCompletion(in)
 }
 
 type agentProviders struct {
@@ -305,10 +320,12 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 
-	// Policies (canary and completion decisions): compiled in the
-	// background (seconds on a small machine, cached on disk afterwards);
-	// until the engine is ready the native defaults decide.
+	// Policies (canary and completion decisions): the engine is compiled in
+	// the background the first time a job names a policy (seconds on a small
+	// machine, cached on disk afterwards); until it is ready, and for jobs
+	// naming none, the native defaults decide.
 	pol := &lazyPolicies{}
+	var loadPolicies func()
 	if !o.noPolicies {
 		cacheDir := filepath.Join(rc.StateDir, "policy-cache")
 		if o.dev {
@@ -316,8 +333,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 				cacheDir = filepath.Join(uc, "hivelet", "policy-cache") // survives dev runs
 			}
 		}
-		bg.Add(1)
-		go func() {
+		pol.start = func() {
+			bg.Add(1)
+			go loadPolicies()
+		}
+		loadPolicies = func() {
 			defer bg.Done()
 			start := time.Now()
 			eng, perr := policies.New(runCtx, policies.Options{CacheDir: cacheDir, Registerer: reg, Logger: log})
@@ -335,7 +355,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			<-runCtx.Done()
 			pol.set(nil)
 			eng.Close(context.Background())
-		}()
+		}
 	}
 
 	attrs, ferr := node.Fingerprint(node.ProcFS("/proc"), hostname())
