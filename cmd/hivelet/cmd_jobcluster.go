@@ -382,6 +382,10 @@ func (r rollout) lines(job *model.Job, version uint64) []string {
 	return out
 }
 
+// noNodeGrace is how long `job run` waits for a node that can run the job
+// before it says there is none.
+const noNodeGrace = 15 * time.Second
+
 // follow watches the buckets and prints the rollout until it is decided.
 func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64, out io.Writer, tty bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -398,8 +402,13 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var settle <-chan time.Time // after the outcome: let the allocations' last status arrive
+	began := time.Now()
 	for {
 		r := progressOf(job, version, src.View())
+		if r.Target == 0 && r.Deployment == nil && !job.Stop && time.Since(began) > noNodeGrace {
+			fmt.Fprintf(out, "==> no ready node runs this job (datacenters, node pool, constraints, drivers)\n")
+			return failed("job %s: no ready node matches it", job.ID)
+		}
 		if r.Done && settle == nil {
 			settle = time.After(500 * time.Millisecond)
 			r.Done = false

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+func progressNode(id string) wanted.NodeState {
+	return wanted.NodeState{Key: id, Value: &model.Node{ID: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady,
+		Eligibility: model.Eligible, Attributes: map[string]string{}, Meta: map[string]string{},
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}}}
+}
+
+func progressAlloc(id, node string, version uint64, st model.ClientStatus) wanted.AllocState {
+	return wanted.AllocState{Key: wanted.AllocKey(node, id), Value: &model.Allocation{ID: id, NodeID: node, JobID: "web", JobVersion: version,
+		TaskGroup: "g", DesiredStatus: model.DesiredRun, ClientStatus: st}}
+}
+
+func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
+	job := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 2, Groups: []*model.Group{{Name: "g", Count: 1,
+		Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}}
+	dep := func(s model.DeploymentStatus) map[string]wanted.DeploymentState {
+		k := wanted.DeploymentKey("", "web", 2)
+		return map[string]wanted.DeploymentState{k: {Key: k, Value: &model.Deployment{ID: "d", JobID: "web", JobVersion: 2, Status: s}}}
+	}
+	nodes := map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")}
+	cases := []struct {
+		name     string
+		view     fleet.View
+		done, ok bool
+	}{
+		{"nothing yet", fleet.View{Nodes: nodes}, false, false},
+		{"deployment running", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentRunning)}, false, false},
+		{"deployment successful", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentSuccessful)}, true, true},
+		{"deployment failed", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentFailed)}, true, false},
+		{"deployment cancelled", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentCancelled)}, true, false},
+		{"no deployment, one of two nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
+		{"no deployment, both nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientRunning), "b": progressAlloc("b", "n2", 2, model.ClientRunning)}}, true, true},
+		{"no deployment, an older version still running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientRunning), "b": progressAlloc("b", "n2", 2, model.ClientRunning),
+			"c": progressAlloc("c", "n2", 1, model.ClientRunning)}}, false, false},
+		{"no deployment, an allocation failed", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientFailed)}}, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := progressOf(job, 2, &c.view)
+			if r.Done != c.done || r.OK != c.ok {
+				t.Fatalf("done=%v ok=%v (%s), want done=%v ok=%v", r.Done, r.OK, r.Reason, c.done, c.ok)
+			}
+			if r.Target != 2 {
+				t.Fatalf("target %d, want 2", r.Target)
+			}
+		})
+	}
+}
+
+func TestSameSpecIgnoresOnlyVersionSubmitTimeAndStable(t *testing.T) {
+	a := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Stable: true}
+	b := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 7}
+	if !sameSpec(a, b) {
+		t.Fatal("jobs differing only in version and stable are not the same spec")
+	}
+	c := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Priority: 60}
+	if sameSpec(a, c) {
+		t.Fatal("control: a priority change is a spec change")
+	}
+}
+
+func TestGoStyleFlagsBecomeLongFlags(t *testing.T) {
+	got := goStyleFlags([]string{"agent", "-dev", "-config=x.hcl", "-f", "--detach", "-1", "--", "-literal"})
+	want := []string{"agent", "--dev", "--config=x.hcl", "-f", "--detach", "-1", "--", "-literal"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
