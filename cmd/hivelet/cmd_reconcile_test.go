@@ -101,8 +101,8 @@ func TestAMalformedFixtureExitsWithCode2AndNamesTheField(t *testing.T) {
 		name, from, to, wantInErr string
 	}{
 		{"unknown top-level field", `"disconnect_handling"`, `"colour": 1, "disconnect_handling"`, `unknown field "colour"`},
-		{"bad client status", `"client_status": "running"`, `"client_status": "sleeping"`, "live_allocs.client_status"},
-		{"bad node status", `"status": "down"`, `"status": "zombie"`, "tainted_nodes.status"},
+		{"bad client status", `"client_status": "running"`, `"client_status": "sleeping"`, "live_allocs[0].client_status"},
+		{"bad node status", `"status": "down"`, `"status": "zombie"`, "tainted_nodes.node-b.status"},
 		{"bad job type", `"type": "system"`, `"type": "service"`, "job.type"},
 		{"bad now", `"now": "2026-01-01T12:00:00Z"`, `"now": "noon"`, "now"},
 		{"missing now", `"now": "2026-01-01T12:00:00Z",`, ``, "now: missing"},

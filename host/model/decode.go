@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // DecodeError is a decoding failure with the path of the offending field.
@@ -29,7 +30,15 @@ func Decode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return describe(err)
+		de := describe(err)
+		var se *json.SyntaxError
+		if !errors.As(err, &se) {
+			// Name the field with its indices, whatever kind of error it was.
+			if path, _ := locate(data, reflect.TypeOf(v)); path != "" {
+				de.Path = path
+			}
+		}
+		return de
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &DecodeError{Offset: dec.InputOffset(), Reason: "unexpected data after the JSON document"}
@@ -46,7 +55,7 @@ func DecodeJob(data []byte) (*Job, error) {
 	return &j, nil
 }
 
-func describe(err error) error {
+func describe(err error) *DecodeError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		return &DecodeError{Path: te.Field, Offset: te.Offset, Reason: fmt.Sprintf("cannot use %s as %s", te.Value, te.Type)}

@@ -12,17 +12,17 @@ func TestEveryEnumRejectsUnknownValues(t *testing.T) {
 		into                func() any
 	}{
 		{"job type", `{"id":"a","type":"service","groups":[]}`, "type", func() any { return &Job{} }},
-		{"restart mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"restart":{"attempts":1,"interval":"1m","delay":"1s","mode":"retry"}}]}`, "groups.restart.mode", func() any { return &Job{} }},
-		{"constraint op", `{"id":"a","type":"system","constraints":[{"attribute":"x","operator":"distinct_hosts"}],"groups":[]}`, "constraints.operator", func() any { return &Job{} }},
-		{"reconcile mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"disconnect":{"reconcile":"coin_flip"}}]}`, "groups.disconnect.reconcile", func() any { return &Job{} }},
-		{"check type", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"mock","services":[{"checks":[{"type":"grpc","interval":"1s","timeout":"1s"}]}]}]}]}`, "groups.tasks.services.checks.type", func() any { return &Job{} }},
+		{"restart mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"restart":{"attempts":1,"interval":"1m","delay":"1s","mode":"retry"}}]}`, "groups[0].restart.mode", func() any { return &Job{} }},
+		{"constraint op", `{"id":"a","type":"system","constraints":[{"attribute":"x","operator":"distinct_hosts"}],"groups":[]}`, "constraints[0].operator", func() any { return &Job{} }},
+		{"reconcile mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"disconnect":{"reconcile":"coin_flip"}}]}`, "groups[0].disconnect.reconcile", func() any { return &Job{} }},
+		{"check type", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"mock","services":[{"checks":[{"type":"grpc","interval":"1s","timeout":"1s"}]}]}]}]}`, "groups[0].tasks[0].services[0].checks[0].type", func() any { return &Job{} }},
 		{"node status", `{"id":"n","status":"zombie"}`, "status", func() any { return &Node{} }},
 		{"eligibility", `{"id":"n","eligibility":"maybe"}`, "eligibility", func() any { return &Node{} }},
 		{"desired status", `{"id":"a","desired_status":"dance"}`, "desired_status", func() any { return &Allocation{} }},
 		{"client status", `{"id":"a","client_status":"sleeping"}`, "client_status", func() any { return &Allocation{} }},
-		{"alloc state field", `{"id":"a","states":[{"field":"desired","value":"x","time":"2026-01-01T00:00:00Z"}]}`, "states.field", func() any { return &Allocation{} }},
+		{"alloc state field", `{"id":"a","states":[{"field":"desired","value":"x","time":"2026-01-01T00:00:00Z"}]}`, "states[0].field", func() any { return &Allocation{} }},
 		{"deployment status", `{"id":"d","status":"exploded","task_groups":{}}`, "status", func() any { return &Deployment{} }},
-		{"duration", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"d","kill_timeout":"ten"}]}]}`, "groups.tasks.kill_timeout", func() any { return &Job{} }},
+		{"duration", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"d","kill_timeout":"ten"}]}]}`, "groups[0].tasks[0].kill_timeout", func() any { return &Job{} }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -42,6 +42,27 @@ func TestEveryEnumRejectsUnknownValues(t *testing.T) {
 	}
 	if err := Decode([]byte(`{"id":"a","client_status":"running","desired_status":"run"}`), &Allocation{}); err != nil {
 		t.Fatalf("control failed: %v", err)
+	}
+}
+
+func TestErrorsWithoutAPathFromEncodingJSONStillNameTheirField(t *testing.T) {
+	doc := `{"id":"a","groups":[{"name":"g","count":1,"tasks":[]},{"name":"h","count":1,"tasks":[{"name":"t","driver":"d","kill_timeout":"5s"}]}],"type":"system","submit_time":"noon"}`
+	var de *DecodeError
+	if err := Decode([]byte(doc), &Job{}); !errors.As(err, &de) || de.Path != "submit_time" {
+		t.Fatalf("time field: got %v", err)
+	}
+	doc = `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[]},{"name":"h","count":"two","tasks":[]}]}`
+	if err := Decode([]byte(doc), &Job{}); !errors.As(err, &de) || de.Path != "groups[1].count" {
+		t.Fatalf("indexed path: got %v", err)
+	}
+	doc = `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"colour":"red"}]}`
+	if err := Decode([]byte(doc), &Job{}); !errors.As(err, &de) || de.Path != "groups[0]" || !strings.Contains(err.Error(), `"colour"`) {
+		t.Fatalf("unknown nested field: got %v", err)
+	}
+	// Control: the same document with a good time decodes.
+	doc = `{"id":"a","type":"system","groups":[],"submit_time":"2026-11-30T10:00:00Z"}`
+	if err := Decode([]byte(doc), &Job{}); err != nil {
+		t.Fatalf("control: %v", err)
 	}
 }
 
