@@ -109,17 +109,19 @@ type Agent struct {
 	log    *slog.Logger
 	nodeID string
 
-	mu         sync.Mutex
-	runners    map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
-	terminal   map[string]*model.Allocation   // finished allocations kept for the reconciler
-	stopping   map[string]bool                // stop requested by a pass
-	storedRev  map[string]uint64              // job key → revision of the stored last good job
-	lastGood   map[string]*state.JobRecord    // job key → last good job from the state store
-	jobsToSave map[string]*state.JobRecord    // queued for the state store
-	saveJobs   chan struct{}
-	drivers    allocrunner.Drivers // cfg.Drivers with config schemas cached
-	restoreErr error
-	status     Status
+	mu          sync.Mutex
+	runners     map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal    map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping    map[string]bool                // stop requested by a pass
+	storedRev   map[string]uint64              // job key → revision of the stored last good job
+	lastGood    map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave  map[string]*state.JobRecord    // queued for the state store
+	saveJobs    chan struct{}
+	drivers     allocrunner.Drivers   // cfg.Drivers with config schemas cached
+	deployQueue map[string]deployWork // job key → newest deployment work
+	deployWake  chan struct{}
+	restoreErr  error
+	status      Status
 
 	passMu  sync.Mutex
 	kick    chan struct{}
@@ -128,6 +130,7 @@ type Agent struct {
 	opCtx   context.Context // for stops and writes started by passes
 	opStop  context.CancelFunc
 	passSeq uint64
+	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
 }
 
 // New builds an agent; call Restore, then Run.
@@ -156,19 +159,22 @@ func New(cfg Config) (*Agent, error) {
 	}
 	opCtx, opStop := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:        cfg,
-		log:        cfg.Logger.With("node_id", n.ID),
-		nodeID:     n.ID,
-		runners:    map[string]*allocrunner.Runner{},
-		terminal:   map[string]*model.Allocation{},
-		stopping:   map[string]bool{},
-		storedRev:  map[string]uint64{},
-		lastGood:   map[string]*state.JobRecord{},
-		jobsToSave: map[string]*state.JobRecord{},
-		saveJobs:   make(chan struct{}, 1),
-		kick:       make(chan struct{}, 1),
-		opCtx:      opCtx,
-		opStop:     opStop,
+		cfg:         cfg,
+		log:         cfg.Logger.With("node_id", n.ID),
+		nodeID:      n.ID,
+		runners:     map[string]*allocrunner.Runner{},
+		terminal:    map[string]*model.Allocation{},
+		stopping:    map[string]bool{},
+		storedRev:   map[string]uint64{},
+		lastGood:    map[string]*state.JobRecord{},
+		jobsToSave:  map[string]*state.JobRecord{},
+		saveJobs:    make(chan struct{}, 1),
+		deployQueue: map[string]deployWork{},
+		lastSig:     map[string]uint64{},
+		deployWake:  make(chan struct{}, 1),
+		kick:        make(chan struct{}, 1),
+		opCtx:       opCtx,
+		opStop:      opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
@@ -270,10 +276,14 @@ func (a *Agent) Restore(ctx context.Context) error {
 // Run runs the loop until ctx ends: it waits for the fleet view's first
 // complete pull, then passes on every change. It returns ctx's error.
 func (a *Agent) Run(ctx context.Context) error {
-	a.bg.Add(2)
+	a.bg.Add(3)
 	go func() {
 		defer a.bg.Done()
 		a.writer.run(a.opCtx)
+	}()
+	go func() {
+		defer a.bg.Done()
+		a.deployLoop(a.opCtx)
 	}()
 	go func() {
 		defer a.bg.Done()
@@ -286,14 +296,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(a.cfg.Resync)
 	defer tick.Stop()
+	full := true
 	for {
-		a.Pass(ctx)
+		a.pass(ctx, full)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-a.kick:
+			full = false
 		case <-a.cfg.Source.Changed():
+			full = false
 		case <-tick.C:
+			full = true
 		}
 	}
 }
@@ -342,6 +356,8 @@ type Status struct {
 	LastCounts   Counts    `json:"last_counts"`
 	// Errors are the per-allocation errors of the last pass.
 	Errors []string `json:"errors,omitempty"`
+	// DeploymentErrors are the errors of the last deployment writes.
+	DeploymentErrors []string `json:"deployment_errors,omitempty"`
 	// Orphaned are job keys whose key vanished while allocations run.
 	Orphaned   []string           `json:"orphaned,omitempty"`
 	Rejections []wanted.Rejection `json:"rejections,omitempty"`
@@ -362,8 +378,11 @@ type Counts struct {
 	Awaiting      int `json:"awaiting_promotion"`
 	// Held counts placements not made because the previous allocation of
 	// the same version failed here (its restart policy gave up).
-	Held   int `json:"held"`
-	Errors int `json:"errors"`
+	Held int `json:"held"`
+	// Skipped counts jobs an incremental pass left alone: nothing they
+	// depend on changed since they last converged.
+	Skipped int `json:"skipped"`
+	Errors  int `json:"errors"`
 }
 
 // Status returns the agent's status.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"time"
@@ -30,9 +31,17 @@ func jobInForce(st wanted.JobState, stored *state.JobRecord) (*model.Job, wanted
 	return st.Value, wanted.OrderFor(st)
 }
 
-// Pass runs one reconcile pass now (Run calls it; tests may too). Passes never
-// overlap.
-func (a *Agent) Pass(ctx context.Context) {
+// Pass runs one full reconcile pass now (tests and benchmarks call it; Run
+// runs full passes on its resync period and incremental ones on changes).
+// Passes never overlap.
+func (a *Agent) Pass(ctx context.Context) { a.pass(ctx, true) }
+
+// pass runs one pass. An incremental pass (full false) skips a job whose
+// signature (everything its plan depends on but the clock) is unchanged
+// since its last successful reconcile: the reconciler is pure, so the plan
+// would be the same. The clock-driven rules (lost_after, deadlines) are
+// covered by the full passes.
+func (a *Agent) pass(ctx context.Context, full bool) {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	start := time.Now()
@@ -63,6 +72,7 @@ func (a *Agent) Pass(ctx context.Context) {
 		ownByJob[k] = append(ownByJob[k], al)
 	}
 	othersByJob := map[string][]*model.Allocation{}
+	othersSig := map[string]uint64{}
 	for k, st := range view.Allocs {
 		n, _, ok := wanted.ParseAllocKey(k)
 		if !ok || n == a.nodeID || st.Value == nil || st.Absent {
@@ -70,14 +80,21 @@ func (a *Agent) Pass(ctx context.Context) {
 		}
 		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		othersByJob[jk] = append(othersByJob[jk], st.Value)
+		othersSig[jk] += mix(st.Revision)
 	}
 	depsByJob := map[string][]*model.Deployment{}
+	depsSig := map[string]uint64{}
 	for _, st := range view.Deployments {
 		if st.Value == nil || st.Absent {
 			continue
 		}
 		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		depsByJob[jk] = append(depsByJob[jk], st.Value)
+		depsSig[jk] += mix(st.Revision)
+	}
+	baseSig := mix(view.Revisions[fleet.KindNodes]) ^ nodeSig(self)
+	if full {
+		a.lastSig = map[string]uint64{}
 	}
 	nodes := view.NodeList()
 
@@ -113,6 +130,14 @@ func (a *Agent) Pass(ctx context.Context) {
 			continue
 		}
 		counts.Jobs++
+		sig := baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig[k]*5 ^ depsSig[k]*7 ^ allocsSig(ownByJob[k])
+		if stored != nil {
+			sig ^= mix(stored.Revision) * 11
+		}
+		if prev, ok := a.lastSig[k]; ok && prev == sig {
+			counts.Skipped++
+			continue
+		}
 		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: depsByJob[k]}
 		in := buildInput(job, self, ownByJob[k], facts, now, a.cfg.Canaries)
 		plan, err := reconcile.ReconcileNode(in, a.nodeID)
@@ -120,11 +145,17 @@ func (a *Agent) Pass(ctx context.Context) {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
 		}
-		errs = append(errs, a.apply(ctx, job, plan, ownByJob[k], &counts)...)
+		jobErrs := a.apply(ctx, job, plan, ownByJob[k], &counts)
+		errs = append(errs, jobErrs...)
+		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
+			a.lastSig[k] = sig // converged: nothing to redo until something changes
+		} else {
+			delete(a.lastSig, k)
+		}
 		if st.Value != nil && st.Revision > 0 {
 			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync
 		}
-		errs = append(errs, a.deploy(ctx, job, plan, depsByJob[k], append(in.LiveAllocs, in.TerminalAllocs...), now)...)
+		a.queueDeploy(k, deployWork{job: job, plan: plan, known: depsByJob[k], allocs: append(in.LiveAllocs, in.TerminalAllocs...), now: now})
 	}
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
@@ -161,8 +192,53 @@ func (a *Agent) Pass(ctx context.Context) {
 	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
-		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "errors", counts.Errors, "orphaned", len(orphaned),
+		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "skipped", counts.Skipped, "errors", counts.Errors, "orphaned", len(orphaned),
 		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
+}
+
+// mix spreads a number over 64 bits (splitmix64's finaliser), so that sums
+// and xors of mixed values make a usable signature.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// nodeSig summarises what of this node's own record the reconciler reads
+// (readiness, eligibility, drain, drivers), ignoring the heartbeat time.
+func nodeSig(n *model.Node) uint64 {
+	s := hashString(string(n.Status) + "|" + string(n.Eligibility) + "|" + n.Datacenter + "|" + n.NodePool)
+	if n.Drain != nil {
+		s ^= mix(1)
+	}
+	for name, d := range n.Drivers {
+		v := hashString(name)
+		if d.Detected {
+			v ^= mix(2)
+		}
+		if d.Healthy {
+			v ^= mix(3)
+		}
+		s += mix(v)
+	}
+	return s
+}
+
+// allocsSig summarises this node's allocations of a job: every persisted
+// change moves ModifyTime.
+func allocsSig(own []*model.Allocation) uint64 {
+	var s uint64
+	for _, al := range own {
+		s += mix(hashString(al.ID) ^ uint64(al.ModifyTime.UnixNano()))
+	}
+	return s
 }
 
 // mayAct is the fail-closed check: "" when the node can enumerate what it
@@ -538,6 +614,67 @@ func (DefaultCompletion) DecideCompletion(in reconcile.CompletionInput) (reconci
 		return reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed, Reason: model.DescSuccessful}, nil
 	}
 	return reconcile.CompletionDecision{Decision: reconcile.DecisionContinue}, nil
+}
+
+// deployWork is one job's deployment decisions from one pass.
+type deployWork struct {
+	job    *model.Job
+	plan   *reconcile.Plan
+	known  []*model.Deployment
+	allocs []*model.Allocation
+	now    time.Time
+}
+
+// queueDeploy hands a job's deployment writes to the deployment worker,
+// replacing any older work for the job not yet done: the writes are KV
+// round trips (compare-and-set, re-read on a lost race) and must not hold
+// up the starts of the next pass.
+func (a *Agent) queueDeploy(k string, w deployWork) {
+	if a.cfg.Deployments == nil {
+		return
+	}
+	if w.plan.Deployment == nil && len(w.plan.DeploymentUpdates) == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.deployQueue[k] = w
+	a.mu.Unlock()
+	select {
+	case a.deployWake <- struct{}{}:
+	default:
+	}
+}
+
+// deployLoop applies queued deployment work until ctx ends. Its errors are
+// logged with the job and reported in the next status.
+func (a *Agent) deployLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.deployWake:
+		}
+		a.mu.Lock()
+		batch := a.deployQueue
+		a.deployQueue = map[string]deployWork{}
+		a.mu.Unlock()
+		keys := make([]string, 0, len(batch))
+		for k := range batch {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var msgs []string
+		for _, k := range keys {
+			w := batch[k]
+			for _, err := range a.deploy(ctx, w.job, w.plan, w.known, w.allocs, w.now) {
+				a.log.Error("deployment write", "job", w.job.ID, "err", err)
+				msgs = append(msgs, err.Error())
+			}
+		}
+		a.mu.Lock()
+		a.status.DeploymentErrors = msgs
+		a.mu.Unlock()
+	}
 }
 
 // deploy writes the deployment record the plan asks for and applies the
