@@ -69,7 +69,7 @@ func benchPutToStart(b *testing.B, viaPlugin bool) {
 	}
 	td := &timedDriver{Driver: base, started: make(chan time.Time, 16)}
 	cd := &countingDriver{Driver: td}
-	n := w.newNode("bench-node", cd, "")
+	n := w.newNodeResync("bench-node", cd, "", 0) // the agent's default resync period
 	defer n.stop(true)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

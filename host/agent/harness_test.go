@@ -146,9 +146,16 @@ type node struct {
 	agent   *Agent
 	cancel  context.CancelFunc
 	done    chan struct{}
+	resync  time.Duration
 }
 
 func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
+	return w.newNodeResync(id, mockDrv, dir, 500*time.Millisecond)
+}
+
+// newNodeResync is newNode with the period of the full backstop pass (tests
+// use a short one; benchmarks the agent's default, 0).
+func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, resync time.Duration) *node {
 	w.t.Helper()
 	if mockDrv == nil {
 		mockDrv = &countingDriver{Driver: mock.New()}
@@ -156,7 +163,7 @@ func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
 	if dir == "" {
 		dir = w.t.TempDir()
 	}
-	n := &node{w: w, id: id, dir: dir, mock: mockDrv, drivers: &drivers{m: map[string]driver.Driver{"mock": mockDrv}, down: map[string]error{}}}
+	n := &node{w: w, id: id, dir: dir, mock: mockDrv, resync: resync, drivers: &drivers{m: map[string]driver.Driver{"mock": mockDrv}, down: map[string]error{}}}
 	n.start()
 	return n
 }
@@ -195,7 +202,7 @@ func (n *node) start() {
 		Validate:    driver.ValidateConfig,
 		AllocRoot:   n.dir + "/alloc",
 		Logger:      n.w.log,
-		Resync:      500 * time.Millisecond,
+		Resync:      n.resync,
 	})
 	if err != nil {
 		t.Fatal(err)
