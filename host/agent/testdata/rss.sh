@@ -1,0 +1,38 @@
+#!/bin/bash
+# usage: rss.sh [extra agent flags]; prints agent RSS idle and with 1000 mock allocations
+# HV is the hivelet binary (default ./bin/hivelet: `make build`). Run from the repository root.
+HV=${HV:-./bin/hivelet}
+set -u
+D=$(mktemp -d /tmp/hvrss-XXXX)
+NP=$((20000 + RANDOM % 20000)); HP=$((20000 + RANDOM % 20000))
+printf 'http {\n address = "127.0.0.1:%d"\n}\nnats {\n embedded_port = %d\n}\n' $HP $NP > $D/a.hcl
+"$HV" agent -state-dir $D/s -config $D/a.hcl "$@" > $D/log 2>&1 &
+PID=$!
+sleep 20
+rss() { awk '/VmRSS/ {print $2/1024 " MB"}' /proc/$1/status; }
+echo "idle agent RSS: $(rss $PID)"
+cat > $D/big.hcl <<'J'
+job "big" {
+  type = "system"
+  update {
+    max_parallel = 0
+  }
+  group "g" {
+    count = 1000
+    task "t" {
+      driver = "mock"
+      config {
+      }
+    }
+  }
+}
+J
+time "$HV" job run -nats nats://127.0.0.1:$NP -timeout 300s $D/big.hcl | tail -2
+sleep 15
+echo "agent RSS with 1000 allocations: $(rss $PID)"
+grep "reconcile pass" $D/log | tail -3 | grep -o "duration_ms=[0-9.]*"
+curl -s http://127.0.0.1:$HP/v1/plugins | grep -o '"pid": [0-9]*' | awk '{print $2}' > $D/pids
+for p in $(cat $D/pids); do echo "plugin $p $(tr '\0' ' ' < /proc/$p/cmdline | cut -c1-40): $(rss $p)"; done
+kill -TERM $PID; wait $PID
+for p in $(cat $D/pids); do kill -KILL $p 2>/dev/null; done
+rm -rf $D
