@@ -90,7 +90,7 @@ type Runner struct {
 	started  bool
 	bgClosed bool // no new background goroutine may start
 
-	persistMu sync.Mutex // orders store writes: each writes the latest snapshot
+	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
 
 	stopOnce sync.Once
