@@ -478,8 +478,13 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 	if code, out := p.cli("job", "run", e2eFile(t, dir, "v1.hcl", mockJobHCL("one", ""))); code != 0 {
 		t.Fatalf("job run: exit %d\n%s", code, out)
 	}
+	first := liveOf(p.allocs(), "web")
 	emb.Shutdown()
-	time.Sleep(500 * time.Millisecond)
+	// Cut off from NATS, the node keeps running what it last knew.
+	time.Sleep(2 * time.Second)
+	if l := liveOf(p.allocs(), "web"); len(first) != 1 || len(l) != 1 || l[0].ID != first[0].ID || l[0].ClientStatus != model.ClientRunning {
+		t.Fatalf("without NATS: before %+v, now %+v", first, l)
+	}
 	emb = startNATS()
 	defer emb.Shutdown()
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "v2.hcl", mockJobHCL("two", ""))); code != 0 {

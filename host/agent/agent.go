@@ -242,6 +242,13 @@ func (a *Agent) Restore(ctx context.Context) error {
 	reattached, finished := 0, 0
 	for _, r := range recs {
 		al := r.Alloc
+		a.mu.Lock()
+		_, known := a.runners[al.ID]
+		_, knownDone := a.terminal[al.ID]
+		a.mu.Unlock()
+		if known || knownDone {
+			continue // restored by an earlier, partly failed Restore
+		}
 		if al.ClientStatus.Terminal() || r.Job == nil {
 			a.mu.Lock()
 			a.terminal[al.ID] = al

@@ -47,6 +47,16 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	start := time.Now()
 	now := a.cfg.Now()
 	a.passSeq++
+	a.mu.Lock()
+	restoreFailed := a.restoreErr != nil
+	a.mu.Unlock()
+	if restoreFailed && full {
+		// Fail closed is not forever: a store that becomes readable again
+		// (space freed, a bad record removed) is restored on a full pass.
+		if err := a.Restore(ctx); err == nil {
+			a.log.Info("state store readable again: restored")
+		}
+	}
 	self := a.cfg.Node()
 	view := a.cfg.Source.View()
 
