@@ -75,7 +75,14 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 			in.TaintedNodes[a.NodeID] = nil
 		}
 	}
+	migrate := drainDue(self, now)
+	yes := true
 	for _, a := range own {
+		if migrate && !a.Terminal() && !a.DesiredTransition.ShouldMigrate() {
+			c := *a // never modify the runner's snapshot
+			c.DesiredTransition.Migrate = &yes
+			a = &c
+		}
 		add(a)
 	}
 	for _, a := range facts.OtherAllocs {
@@ -93,6 +100,21 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 		}
 	}
 	return in
+}
+
+// drainDue reports whether this node's drain has reached the point where its
+// allocations must go: system and sysbatch allocations have nowhere else to
+// migrate to, so, as in Nomad, they are stopped at the drain's deadline
+// (at once when it has none).
+func drainDue(self *model.Node, now time.Time) bool {
+	d := self.Drain
+	if d == nil {
+		return false
+	}
+	if d.Deadline <= 0 || d.Started.IsZero() {
+		return true
+	}
+	return !now.Before(d.Started.Add(d.Deadline.D()))
 }
 
 // tasksEqual reports whether two versions of a group run the same tasks:

@@ -221,3 +221,38 @@ func TestTheLastGoodJobIsInForceWhenTheViewHasNone(t *testing.T) {
 		}
 	}
 }
+
+func TestADrainingNodeMigratesItsAllocationsAtTheDeadline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	job := mockJob("web", 1, nil)
+	own := []*model.Allocation{{ID: "mine", Name: "web.g[0]", JobID: "web", JobVersion: 1, TaskGroup: "g", NodeID: "self", ClientStatus: model.ClientRunning, DesiredStatus: model.DesiredRun}}
+	cases := []struct {
+		name    string
+		drain   *model.DrainStrategy
+		now     time.Time
+		migrate bool
+	}{
+		{"not draining", nil, t0, false},
+		{"draining, before the deadline", &model.DrainStrategy{Deadline: model.Duration(time.Minute), Started: t0}, t0.Add(30 * time.Second), false},
+		{"draining, deadline passed", &model.DrainStrategy{Deadline: model.Duration(time.Minute), Started: t0}, t0.Add(time.Minute), true},
+		{"draining without a deadline", &model.DrainStrategy{}, t0, true},
+	}
+	for _, c := range cases {
+		self := nodeRecord("self")
+		self.Drain = c.drain
+		if c.drain != nil {
+			self.Eligibility = model.Ineligible
+		}
+		in := buildInput(job, self, own, fleetFacts{}, c.now, nil)
+		plan, err := reconcile.ReconcileNode(in, "self")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(plan.Migrate) == 1; got != c.migrate {
+			t.Errorf("%s: migrate = %v (plan migrate %d, ignore %d), want %v", c.name, got, len(plan.Migrate), len(plan.Ignore), c.migrate)
+		}
+		if own[0].DesiredTransition.Migrate != nil {
+			t.Fatal("buildInput modified the runner's snapshot")
+		}
+	}
+}
