@@ -53,6 +53,9 @@ type ViewSource interface {
 // AllocWriter writes this node's allocations' status (fleet.NodeWriter).
 type AllocWriter interface {
 	PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error)
+	// DeleteAlloc removes the key of an allocation this node forgot (an
+	// older finished allocation of a name that finished again since).
+	DeleteAlloc(ctx context.Context, allocID string) error
 }
 
 // DeploymentWriter creates and changes deployment records by compare-and-set

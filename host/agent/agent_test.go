@@ -74,15 +74,19 @@ func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t 
 	v4.Stop = true
 	w.putJob(v4)
 	eventually(t, 10*time.Second, "stopped", func() bool { return len(n.live("web")) == 0 })
-	// The allocations bucket shows this node's final status.
-	eventually(t, 5*time.Second, "KV status complete", func() bool {
+	// The allocations bucket shows this node's final status, and forgets
+	// the older finished allocation of the same name (the local store too).
+	eventually(t, 5*time.Second, "KV status complete, older allocation forgotten", func() bool {
+		complete, older := false, false
 		for _, a := range n.src.View().AllocsOf("node-a") {
-			if a.ID == second.ID {
-				return a.ClientStatus == model.ClientComplete
-			}
+			complete = complete || (a.ID == second.ID && a.ClientStatus == model.ClientComplete)
+			older = older || a.ID == first.ID
 		}
-		return false
+		return complete && !older
 	})
+	if _, ok, _ := n.st.Alloc(first.ID); ok {
+		t.Fatal("the older finished allocation is still in the state store")
+	}
 }
 
 func TestAMalformedJobIsRejectedAndThePreviousVersionKeepsRunning(t *testing.T) {

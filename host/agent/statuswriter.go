@@ -20,13 +20,14 @@ type statusWriter struct {
 
 	mu      sync.Mutex
 	pending map[string]*model.Allocation
+	deletes map[string]bool // keys to remove (older finished allocations)
 	wake    chan struct{}
 	idle    *sync.Cond
 	busy    bool
 }
 
 func newStatusWriter(w AllocWriter, log *slog.Logger) *statusWriter {
-	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, wake: make(chan struct{}, 1)}
+	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, deletes: map[string]bool{}, wake: make(chan struct{}, 1)}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -37,6 +38,22 @@ func (s *statusWriter) enqueue(a *model.Allocation) {
 	}
 	s.mu.Lock()
 	s.pending[a.ID] = a
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forget queues the removal of an allocation's key (after any pending
+// write of it).
+func (s *statusWriter) forget(id string) {
+	if s.w == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.deletes[id] = true
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -69,8 +86,22 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 	s.mu.Lock()
 	batch := s.pending
 	s.pending = map[string]*model.Allocation{}
+	deletes := s.deletes
+	s.deletes = map[string]bool{}
 	s.busy = true
 	s.mu.Unlock()
+	for id := range deletes {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.w.DeleteAlloc(wctx, id)
+		cancel()
+		if err != nil {
+			failed = true
+			s.mu.Lock()
+			s.deletes[id] = true
+			s.mu.Unlock()
+			s.log.Warn("removing an old allocation's status; will retry", "alloc_id", id, "err", err)
+		}
+	}
 	for id, a := range batch {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := s.w.PutAlloc(wctx, a)
