@@ -318,6 +318,12 @@ func progressOf(job *model.Job, version uint64, v *fleet.View) rollout {
 			r.Done, r.OK, r.Reason = true, true, "deployment successful"
 		case model.DeploymentFailed, model.DeploymentCancelled:
 			r.Done, r.Reason = true, fmt.Sprintf("deployment %s: %s", d.Status, d.StatusDescription)
+		case model.DeploymentRunning:
+			if d.StatusDescription == model.DescNeedsPromotion {
+				// Nothing more happens without an operator: say so and stop
+				// following (the canaries are placed; the rest waits).
+				r.Done, r.OK, r.Reason = true, true, fmt.Sprintf("deployment %s needs manual promotion (canaries placed; the other nodes wait)", short(d.ID))
+			}
 		}
 		return r
 	}

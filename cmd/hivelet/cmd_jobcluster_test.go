@@ -37,6 +37,13 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 		{"deployment successful", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentSuccessful)}, true, true},
 		{"deployment failed", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentFailed)}, true, false},
 		{"deployment cancelled", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentCancelled)}, true, false},
+		{"deployment waiting for manual promotion", fleet.View{Nodes: nodes, Deployments: func() map[string]wanted.DeploymentState {
+			m := dep(model.DeploymentRunning)
+			for _, st := range m {
+				st.Value.StatusDescription = model.DescNeedsPromotion
+			}
+			return m
+		}()}, true, true},
 		{"no deployment, one of two nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
 			"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
 		{"no deployment, both nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
