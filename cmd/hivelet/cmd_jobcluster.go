@@ -184,7 +184,8 @@ func newJobRunCmd() *cobra.Command {
 			"keeping the previous versions as history), then follow the rollout live: allocations\n" +
 			"placed, running and healthy per node, and the deployment's outcome. With a terminal the\n" +
 			"display redraws in place; otherwise one plain line per change.\n\n" +
-			"Exit codes: 0 deployment successful (or job placed on every node when there is no\n" +
+			"Exit codes: 0 deployment successful (or waiting for manual promotion, or job placed on\n" +
+			"every node when there is no " +
 			"deployment, or -detach); 1 deployment failed or cancelled, an allocation failed, or the\n" +
 			"wait timed out; 2 bad input.",
 		Args: cobra.ExactArgs(1),
