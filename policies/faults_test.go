@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -305,5 +306,72 @@ func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
 	}
 	if f, ok := AsFault(<-looping); !ok || f.Kind != FaultDeadline {
 		t.Fatalf("the looping call: %v", f)
+	}
+}
+
+// TestTheSandboxGivesNoFilesNetworkEnvironmentOrArguments: a module trying
+// each gets nothing. The control is the same module's well-behaved answer
+// through the same engine (so the module does run and report).
+func TestTheSandboxGivesNoFilesNetworkEnvironmentOrArguments(t *testing.T) {
+	e, faults, _ := newTestEngine(t, Options{})
+	m, err := e.Load(context.Background(), "hostile", "", goGuest(t, "testdata/hostile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := genNodes(3, 1)
+	got, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h", Params: map[string]string{"do": "escape"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "file=false dir=false net=false env=0 args=0"; got.Reason != want {
+		t.Fatalf("the module reached %q, want %q", got.Reason, want)
+	}
+	control, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h"}))
+	if err != nil || !strings.HasPrefix(control.Reason, "well behaved") || len(faults.all()) != 0 {
+		t.Fatalf("control: %+v %v %v", control, err, faults.all())
+	}
+}
+
+// TestRandomnessAndTheClockAreFunctionsOfTheInput: the same input gives the
+// same random bytes and wall clock; another deployment gives other random
+// bytes (the control: the source is not constant); a completion decision
+// sees its input's now.
+func TestRandomnessAndTheClockAreFunctionsOfTheInput(t *testing.T) {
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1})
+	m, err := e.Load(context.Background(), "hostile", "", goGuest(t, "testdata/hostile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := genNodes(3, 1)
+	ref := &model.PolicyRef{Name: "h", Params: map[string]string{"do": "random"}}
+	a, err1 := m.Canary(context.Background(), canaryReq(nodes, 1, ref))
+	b, err2 := m.Canary(context.Background(), canaryReq(nodes, 1, ref))
+	other := canaryReq(nodes, 1, ref)
+	other.DeploymentID = "d-other"
+	c, err3 := m.Canary(context.Background(), other)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	if a.Reason != b.Reason || !strings.HasSuffix(a.Reason, " 1970-01-01T00:00:00Z") {
+		t.Fatalf("same input, different randomness or clock: %q vs %q", a.Reason, b.Reason)
+	}
+	if strings.Fields(c.Reason)[0] == strings.Fields(a.Reason)[0] {
+		t.Fatalf("control: another deployment drew the same random bytes %q", c.Reason)
+	}
+	now := time.Date(2027, 3, 4, 5, 6, 7, 8, time.UTC)
+	in := genCompletion(2, now)
+	in.Policy = &model.PolicyRef{Name: "h", Params: map[string]string{"do": "clock"}}
+	d, err := m.Completion(context.Background(), in)
+	if err != nil || d.Reason != now.Format(time.RFC3339Nano) {
+		t.Fatalf("the module's clock read %q, want the input's now %s (%v)", d.Reason, now.Format(time.RFC3339Nano), err)
+	}
+}
+
+// TestTheDefaultLimitsAre64MiBAnd100ms pins the documented defaults.
+func TestTheDefaultLimitsAre64MiBAnd100ms(t *testing.T) {
+	var o Options
+	o.defaults()
+	if o.MemoryLimitPages*wasmPage != 64<<20 || o.Deadline != 100*time.Millisecond {
+		t.Fatalf("defaults: %d pages, %v", o.MemoryLimitPages, o.Deadline)
 	}
 }

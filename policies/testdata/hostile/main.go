@@ -4,7 +4,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/hivelet/hivelet/sdk/policy"
 )
@@ -48,6 +53,22 @@ func canary(in policy.CanaryInput) (policy.CanaryOutput, error) {
 	case "state":
 		// Answers a different node on every call if its counter survives.
 		return policy.CanaryOutput{NodeIDs: []string{in.Nodes[(calls-1)%len(in.Nodes)].ID}, Reason: "calls=" + strconv.Itoa(calls)}, nil
+	case "random":
+		// Randomness and the wall clock, as the sandbox provides them.
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return policy.CanaryOutput{}, err
+		}
+		return policy.CanaryOutput{NodeIDs: ids(in.Count), Reason: hex.EncodeToString(b[:]) + " " + time.Now().UTC().Format(time.RFC3339Nano)}, nil
+	case "escape":
+		// Everything a sandboxed policy must not reach.
+		_, errFile := os.ReadFile("/etc/hostname")
+		_, errDir := os.ReadDir("/")
+		_, errConn := net.Dial("tcp", "127.0.0.1:4222")
+		report := "file=" + strconv.FormatBool(errFile == nil) + " dir=" + strconv.FormatBool(errDir == nil) +
+			" net=" + strconv.FormatBool(errConn == nil) + " env=" + strconv.Itoa(len(os.Environ())) +
+			" args=" + strconv.Itoa(len(os.Args))
+		return policy.CanaryOutput{NodeIDs: ids(in.Count), Reason: report}, nil
 	case "print":
 		for i := 0; i < 1000; i++ {
 			println("hostile output line", i)
@@ -66,6 +87,8 @@ func completion(in policy.CompletionInput) (policy.CompletionOutput, error) {
 		return policy.CompletionOutput{Decision: policy.Fail, Revert: true, Reason: "revert although no group asked"}, nil
 	case "panic":
 		panic("hostile completion panics")
+	case "clock":
+		return policy.CompletionOutput{Decision: policy.Continue, Reason: time.Now().UTC().Format(time.RFC3339Nano)}, nil
 	}
 	return policy.CompletionOutput{Decision: policy.Continue, Reason: "well behaved"}, nil
 }
