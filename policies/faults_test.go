@@ -37,6 +37,7 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 		{name: "wat infinite loop hits the deadline", wasm: watModule(t, "loop"), want: FaultDeadline, control: raw},
 		{name: "go allocation past the cap", wasm: hostile, do: "hoard", want: FaultMemory, control: hostile},
 		{name: "wat memory.grow past the cap", wasm: watModule(t, "grow"), want: FaultMemory, control: raw},
+		{name: "declared memory over the cap", wasm: watModule(t, "bigmem"), want: FaultMemory, atLoad: true, control: raw},
 		{name: "missing canary export", wasm: watModule(t, "noexport"), want: FaultMissingExport, atLoad: true, control: raw},
 		{name: "not a policy module", wasm: minimalModule, want: FaultMissingExport, atLoad: true, control: raw},
 		{name: "other ABI version", wasm: watModule(t, "abi2"), want: FaultABIVersion, atLoad: true, control: raw},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -256,7 +257,9 @@ func (m *Module) callFault(err error, inst *instance, what string) *Fault {
 
 const wasmPage = 65536
 
+// isMemoryLimitError recognises wazero's refusal of a module whose declared
+// memory exceeds the engine's cap (at compile or instantiation).
 func isMemoryLimitError(err error) bool {
 	s := err.Error()
-	return bytes.Contains([]byte(s), []byte("memory")) && (bytes.Contains([]byte(s), []byte("limit")) || bytes.Contains([]byte(s), []byte("max")))
+	return strings.Contains(s, "memory") && (strings.Contains(s, "limit") || strings.Contains(s, "max"))
 }

@@ -1,0 +1,9 @@
+;; bigmem.wat: declares 2000 pages (125 MiB) of memory, over the cap (memory fault, refused at load).
+(module
+  (memory (export "memory") 2000)
+  (func (export "hivelet_abi_version") (result i32) (i32.const 1))
+  (func (export "hivelet_kinds") (result i32) (i32.const 1))
+  (func (export "hivelet_manifest") (result i64) (i64.const 0))
+  (func (export "hivelet_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "hivelet_canary") (param i32 i32) (result i64)
+    unreachable))
