@@ -104,6 +104,8 @@ type Engine struct {
 	refused  map[string]*Fault // custom name → why its last load failed
 
 	resets sync.WaitGroup
+	// bufs recycles input encoding buffers.
+	bufs sync.Pool
 }
 
 var (
@@ -119,6 +121,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		builtins: map[string]*Module{}, named: map[string]*Module{},
 		byDigest: map[string]*Module{}, refused: map[string]*Fault{},
 	}
+	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(opts.MemoryLimitPages)
@@ -581,11 +584,11 @@ func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (recon
 		return reconcile.CanaryChoice{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no canary policy"}
 	}
 	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
-	bp := bufPool.Get().(*[]byte)
+	bp := m.engine.bufs.Get().(*[]byte)
 	input := appendCanaryInput((*bp)[:0], &req, fields, attr, meta)
 	raw, f := m.evaluate(ctx, KindCanary, input, time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
 	*bp = input
-	bufPool.Put(bp)
+	m.engine.bufs.Put(bp)
 	if f != nil {
 		return reconcile.CanaryChoice{}, f
 	}
@@ -609,7 +612,7 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 	if m.Kinds&KindCompletion == 0 {
 		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
 	}
-	bp := bufPool.Get().(*[]byte)
+	bp := m.engine.bufs.Get().(*[]byte)
 	input := policy.AppendCompletionInput((*bp)[:0], completionInput(&in))
 	var id string
 	if in.Deployment != nil {
@@ -617,7 +620,7 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 	}
 	raw, f := m.evaluate(ctx, KindCompletion, input, in.Now, seedOf(id, in.Now.String()))
 	*bp = input
-	bufPool.Put(bp)
+	m.engine.bufs.Put(bp)
 	if f != nil {
 		return reconcile.CompletionDecision{}, f
 	}
@@ -636,8 +639,6 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 }
 
 const debugGrow = false
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // ChooseCanaries implements reconcile.CanaryChooser: req.Policy's module
 // answers (nil: the native default); on a fault the native default answers

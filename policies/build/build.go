@@ -14,10 +14,12 @@ import (
 	"strings"
 )
 
-// Flags are the fixed flags every policy module is built with. They
+// Flags returns the fixed flags every policy module is built with. They
 // make the build reproducible: the same sources and toolchain give the same
 // bytes (TestCommittedBuiltinsMatchTheirSources relies on it).
-var Flags = []string{"-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+func Flags() []string {
+	return []string{"-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+}
 
 // Module compiles the Go policy package in dir into a WASM reactor module at
 // out, with the Go toolchain found in PATH. dir is a package directory (a
@@ -27,7 +29,7 @@ func Module(ctx context.Context, dir, out string) error {
 	if err != nil {
 		return fmt.Errorf("building policy %s: %w", dir, err)
 	}
-	args := append([]string{"build"}, Flags...)
+	args := append([]string{"build"}, Flags()...)
 	args = append(args, "-o", absOut, ".")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
