@@ -123,6 +123,7 @@ type Agent struct {
 	drivers     allocrunner.Drivers   // cfg.Drivers with config schemas cached
 	deployQueue map[string]deployWork // job key → newest deployment work
 	deployWake  chan struct{}
+	depWritten  map[string]*model.Deployment // deployment ID → as this agent last wrote it
 	restoreErr  error
 	status      Status
 
@@ -174,6 +175,7 @@ func New(cfg Config) (*Agent, error) {
 		saveJobs:    make(chan struct{}, 1),
 		deployQueue: map[string]deployWork{},
 		lastSig:     map[string]uint64{},
+		depWritten:  map[string]*model.Deployment{},
 		deployWake:  make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
 		opCtx:       opCtx,

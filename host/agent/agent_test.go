@@ -270,3 +270,41 @@ func TestAPassFailsClosedWhenTheStateStoreCannotBeRead(t *testing.T) {
 	eventually(t, 5*time.Second, "placed after recovery", func() bool { return drv.starts.Load() == 1 })
 	a.Shutdown(context.Background(), true)
 }
+
+func TestACanaryRolloutIsPromotedWhenAutoPromoteAndWaitsForAnOperatorOtherwise(t *testing.T) {
+	for _, auto := range []bool{true, false} {
+		t.Run(map[bool]string{true: "auto_promote", false: "manual"}[auto], func(t *testing.T) {
+			w := newWorld(t)
+			n := w.newNode("node-a", nil, "")
+			defer n.stop(true)
+			w.putJob(mockJob("web", 1, nil))
+			eventually(t, 10*time.Second, "v1 successful", func() bool {
+				d := w.deployment("", "web", 1)
+				return d != nil && d.Status == model.DeploymentSuccessful
+			})
+			v2 := mockJob("web", 2, map[string]any{"stdout_string": "v2"})
+			v2.Groups[0].Update.Canary = 100
+			v2.Groups[0].Update.AutoPromote = auto
+			w.putJob(v2)
+			eventually(t, 10*time.Second, "the canary runs v2", func() bool {
+				a := onlyLive(t, n, "web")
+				return a != nil && a.JobVersion == 2 && a.DeploymentStatus.IsCanary() && a.DeploymentStatus.IsHealthy()
+			})
+			if auto {
+				eventually(t, 10*time.Second, "v2 promoted and successful", func() bool {
+					d := w.deployment("", "web", 2)
+					return d != nil && d.Status == model.DeploymentSuccessful && d.TaskGroups["g"].Promoted
+				})
+				return
+			}
+			eventually(t, 10*time.Second, "v2 waits for promotion", func() bool {
+				d := w.deployment("", "web", 2)
+				return d != nil && d.Status == model.DeploymentRunning && d.StatusDescription == model.DescNeedsPromotion
+			})
+			time.Sleep(500 * time.Millisecond)
+			if d := w.deployment("", "web", 2); d.TaskGroups["g"].Promoted || d.Status != model.DeploymentRunning {
+				t.Fatalf("a manual rollout promoted itself: %+v", d)
+			}
+		})
+	}
+}

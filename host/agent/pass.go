@@ -140,7 +140,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			continue
 		}
 		counts.Jobs++
-		sig := baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig[k]*5 ^ depsSig[k]*7 ^ allocsSig(ownByJob[k])
+		deps, overlaySig := a.withWritten(k, depsByJob[k])
+		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig[k]*5 ^ depsSig[k]*7 ^ allocsSig(ownByJob[k])
 		if stored != nil {
 			sig ^= mix(stored.Revision) * 11
 		}
@@ -148,14 +149,22 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: depsByJob[k]}
+		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: deps}
 		in := buildInput(job, self, ownByJob[k], facts, now, a.cfg.Canaries)
 		plan, err := reconcile.ReconcileNode(in, a.nodeID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
 		}
-		jobErrs := a.apply(ctx, job, plan, ownByJob[k], &counts)
+		var jobErrs []error
+		if plan.DeploymentCreated && plan.Deployment != nil && a.cfg.Deployments != nil {
+			// Created before anything is placed, and remembered, so the
+			// next pass plans against it even before the watch delivers it.
+			if err := a.createDeployment(ctx, job, plan.Deployment); err != nil {
+				jobErrs = append(jobErrs, err)
+			}
+		}
+		jobErrs = append(jobErrs, a.apply(ctx, job, plan, ownByJob[k], &counts)...)
 		errs = append(errs, jobErrs...)
 		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
@@ -165,7 +174,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if st.Value != nil && st.Revision > 0 {
 			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync
 		}
-		a.queueDeploy(k, deployWork{job: job, plan: plan, known: depsByJob[k], allocs: append(in.LiveAllocs, in.TerminalAllocs...), now: now})
+		a.queueDeploy(k, deployWork{job: job, plan: plan, known: deps, allocs: append(in.LiveAllocs, in.TerminalAllocs...), now: now})
 	}
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
@@ -697,14 +706,7 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 	var errs []error
 	d := plan.Deployment
 	if d != nil && plan.DeploymentCreated {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _, created, err := a.cfg.Deployments.CreateDeployment(cctx, d)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("creating deployment %s of job %s: %w", d.ID, job.ID, err))
-		} else if created {
-			a.log.Info("deployment created", "deployment_id", d.ID, "job", job.ID, "job_version", d.JobVersion)
-		}
+		// Created by the pass itself (createDeployment).
 	} else if d != nil && plan.DeploymentChanged {
 		want := d
 		err := a.modifyDeployment(ctx, want.Namespace, want.JobID, want.JobVersion, func(cur model.Deployment) *model.Deployment {
@@ -858,14 +860,81 @@ func findDeployment(plan *reconcile.Plan, known []*model.Deployment, id string) 
 	return nil
 }
 
+// createDeployment writes a new deployment if absent (one per job version)
+// and remembers what is stored.
+func (a *Agent) createDeployment(ctx context.Context, job *model.Job, d *model.Deployment) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cur, _, created, err := a.cfg.Deployments.CreateDeployment(cctx, d)
+	if err != nil {
+		return fmt.Errorf("creating deployment %s of job %s: %w", d.ID, job.ID, err)
+	}
+	if created {
+		a.log.Info("deployment created", "deployment_id", d.ID, "job", job.ID, "job_version", d.JobVersion)
+	}
+	a.written(cur)
+	return nil
+}
+
 func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version uint64, decide func(model.Deployment) *model.Deployment) error {
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, func(cur model.Deployment) (*model.Deployment, error) {
+	cur, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, func(cur model.Deployment) (*model.Deployment, error) {
 		return decide(cur), nil
 	})
 	if errors.Is(err, fleet.ErrNotFound) {
 		return nil // not created yet (or by a pass still in flight): the next pass retries
 	}
+	if err == nil {
+		a.written(cur)
+	}
 	return err
+}
+
+// written remembers the newest deployment record this agent wrote or read
+// back, so that passes plan against it before the watch delivers it.
+func (a *Agent) written(d *model.Deployment) {
+	if d == nil {
+		return
+	}
+	a.mu.Lock()
+	a.depWritten[d.ID] = d
+	a.mu.Unlock()
+}
+
+// withWritten overlays the deployments this agent wrote on the view's: a
+// record the view lacks is added, and one the view holds at an older state
+// (earlier ModifyTime, or a status still active where ours is final) is
+// replaced. Records the view has caught up with are dropped from the
+// overlay.
+func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*model.Deployment, uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var sig uint64
+	out := fromView
+	for id, w := range a.depWritten {
+		if wanted.JobKey(w.Namespace, w.JobID) != jobKey {
+			continue
+		}
+		idx := -1
+		for i, v := range out {
+			if v.ID == id {
+				idx = i
+				break
+			}
+		}
+		switch {
+		case idx < 0:
+			out = append(append([]*model.Deployment(nil), out...), w)
+		case out[idx].ModifyTime.Before(w.ModifyTime) || (out[idx].Status.Active() && !w.Status.Active()):
+			c := append([]*model.Deployment(nil), out...)
+			c[idx] = w
+			out = c
+		default:
+			delete(a.depWritten, id) // the view has it
+			continue
+		}
+		sig += mix(hashString(id) ^ uint64(w.ModifyTime.UnixNano()) ^ hashString(string(w.Status)))
+	}
+	return out, sig
 }
