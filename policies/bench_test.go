@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,4 +313,55 @@ func TestInstanceMemoryStaysFlat(t *testing.T) {
 	if heap1 > heap0+8<<20 {
 		t.Fatalf("host heap grew from %d to %d bytes", heap0, heap1)
 	}
+}
+
+// BenchmarkLoadBuiltins measures an agent start: a new engine loading all
+// six built-ins concurrently from a warm compilation cache, and the
+// process's resident memory growth it causes (compiled code, one instance
+// and its snapshot per module).
+func BenchmarkLoadBuiltins(b *testing.B) {
+	dir := b.TempDir()
+	warm, err := New(context.Background(), Options{CacheDir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := warm.LoadBuiltins(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	warm.Close(context.Background())
+	var l latencies
+	var rss int64
+	for b.Loop() {
+		b.StopTimer()
+		debug.FreeOSMemory()
+		before := residentKiB()
+		b.StartTimer()
+		var e *Engine
+		l.time(func() error {
+			var err error
+			if e, err = New(context.Background(), Options{CacheDir: dir}); err != nil {
+				return err
+			}
+			return e.LoadBuiltins(context.Background())
+		})
+		rss = max(rss, residentKiB()-before)
+		e.Close(context.Background())
+	}
+	l.report(b)
+	b.ReportMetric(float64(rss)/1024, "rss-growth-MiB")
+}
+
+// residentKiB reads the process's resident set size (Linux).
+func residentKiB() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
