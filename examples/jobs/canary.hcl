@@ -24,9 +24,11 @@ job "api" {
       attribute = "${node.datacenter}"
     }
 
+    # A pushed module can be pinned: digest = "sha256:<hex>" (see
+    # `hivelet policy inspect` and `hivelet policy push`). A built-in is
+    # named without one.
     completion_policy "quorum" {
-      digest = "sha256:3b7d1c2f5e8a9b0c4d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4"
-      ratio  = 0.9
+      ratio = 0.9
     }
   }
 
