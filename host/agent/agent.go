@@ -123,7 +123,8 @@ type Agent struct {
 	drivers     allocrunner.Drivers   // cfg.Drivers with config schemas cached
 	deployQueue map[string]deployWork // job key → newest deployment work
 	deployWake  chan struct{}
-	depWritten  map[string]*model.Deployment // deployment ID → as this agent last wrote it
+	depWritten  map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
+	depCreates  map[string]createWork                   // deployment ID → to create
 	restoreErr  error
 	status      Status
 
@@ -175,7 +176,8 @@ func New(cfg Config) (*Agent, error) {
 		saveJobs:    make(chan struct{}, 1),
 		deployQueue: map[string]deployWork{},
 		lastSig:     map[string]uint64{},
-		depWritten:  map[string]*model.Deployment{},
+		depWritten:  map[string]map[string]*model.Deployment{},
+		depCreates:  map[string]createWork{},
 		deployWake:  make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
 		opCtx:       opCtx,

@@ -156,15 +156,16 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
 		}
-		var jobErrs []error
 		if plan.DeploymentCreated && plan.Deployment != nil && a.cfg.Deployments != nil {
-			// Created before anything is placed, and remembered, so the
-			// next pass plans against it even before the watch delivers it.
-			if err := a.createDeployment(ctx, job, plan.Deployment); err != nil {
-				jobErrs = append(jobErrs, err)
-			}
+			// Remembered now, written by the deployment worker: the next
+			// pass plans against it even before the KV write and the watch
+			// deliver it (a canary placement must see its deployment).
+			a.written(plan.Deployment)
+			a.mu.Lock()
+			a.depCreates[plan.Deployment.ID] = createWork{job: job, d: plan.Deployment}
+			a.mu.Unlock()
 		}
-		jobErrs = append(jobErrs, a.apply(ctx, job, plan, ownByJob[k], &counts)...)
+		jobErrs := a.apply(ctx, job, plan, ownByJob[k], &counts)
 		errs = append(errs, jobErrs...)
 		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
@@ -645,6 +646,12 @@ type deployWork struct {
 	now    time.Time
 }
 
+// createWork is a deployment to create (if absent).
+type createWork struct {
+	job *model.Job
+	d   *model.Deployment
+}
+
 // queueDeploy hands a job's deployment writes to the deployment worker,
 // replacing any older work for the job not yet done: the writes are KV
 // round trips (compare-and-set, re-read on a lost race) and must not hold
@@ -653,7 +660,7 @@ func (a *Agent) queueDeploy(k string, w deployWork) {
 	if a.cfg.Deployments == nil {
 		return
 	}
-	if w.plan.Deployment == nil && len(w.plan.DeploymentUpdates) == 0 {
+	if w.plan.Deployment == nil && len(w.plan.DeploymentUpdates) == 0 && !w.plan.DeploymentCreated {
 		return
 	}
 	a.mu.Lock()
@@ -677,13 +684,26 @@ func (a *Agent) deployLoop(ctx context.Context) {
 		a.mu.Lock()
 		batch := a.deployQueue
 		a.deployQueue = map[string]deployWork{}
+		creates := a.depCreates
+		a.depCreates = map[string]createWork{}
 		a.mu.Unlock()
+		var msgs []string
+		for id, c := range creates {
+			if err := a.createDeployment(ctx, c.job, c.d); err != nil {
+				a.log.Error("deployment write", "job", c.job.ID, "deployment_id", id, "err", err)
+				msgs = append(msgs, err.Error())
+				a.mu.Lock()
+				if _, again := a.depCreates[id]; !again {
+					a.depCreates[id] = c // retried on the next wake
+				}
+				a.mu.Unlock()
+			}
+		}
 		keys := make([]string, 0, len(batch))
 		for k := range batch {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		var msgs []string
 		for _, k := range keys {
 			w := batch[k]
 			for _, err := range a.deploy(ctx, w.job, w.plan, w.known, w.allocs, w.now) {
@@ -706,7 +726,7 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 	var errs []error
 	d := plan.Deployment
 	if d != nil && plan.DeploymentCreated {
-		// Created by the pass itself (createDeployment).
+		// Queued apart (depCreates): coalescing must never drop a creation.
 	} else if d != nil && plan.DeploymentChanged {
 		want := d
 		err := a.modifyDeployment(ctx, want.Namespace, want.JobID, want.JobVersion, func(cur model.Deployment) *model.Deployment {
@@ -897,8 +917,12 @@ func (a *Agent) written(d *model.Deployment) {
 	if d == nil {
 		return
 	}
+	k := wanted.JobKey(d.Namespace, d.JobID)
 	a.mu.Lock()
-	a.depWritten[d.ID] = d
+	if a.depWritten[k] == nil {
+		a.depWritten[k] = map[string]*model.Deployment{}
+	}
+	a.depWritten[k][d.ID] = d
 	a.mu.Unlock()
 }
 
@@ -912,10 +936,7 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 	defer a.mu.Unlock()
 	var sig uint64
 	out := fromView
-	for id, w := range a.depWritten {
-		if wanted.JobKey(w.Namespace, w.JobID) != jobKey {
-			continue
-		}
+	for id, w := range a.depWritten[jobKey] {
 		idx := -1
 		for i, v := range out {
 			if v.ID == id {
@@ -931,7 +952,10 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 			c[idx] = w
 			out = c
 		default:
-			delete(a.depWritten, id) // the view has it
+			delete(a.depWritten[jobKey], id) // the view has it
+			if len(a.depWritten[jobKey]) == 0 {
+				delete(a.depWritten, jobKey)
+			}
 			continue
 		}
 		sig += mix(hashString(id) ^ uint64(w.ModifyTime.UnixNano()) ^ hashString(string(w.Status)))
