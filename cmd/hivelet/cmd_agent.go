@@ -411,6 +411,19 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 
+	// Start-up (plugin launches, the boot pull, compiling templates) leaves
+	// garbage the runtime would return to the OS only slowly: return it once
+	// the node has settled.
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		select {
+		case <-time.After(10 * time.Second):
+			debug.FreeOSMemory()
+		case <-runCtx.Done():
+		}
+	}()
+
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); _ = a.Run(ctx) }()
 	<-ctx.Done()
