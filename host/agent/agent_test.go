@@ -308,3 +308,43 @@ func TestACanaryRolloutIsPromotedWhenAutoPromoteAndWaitsForAnOperatorOtherwise(t
 		})
 	}
 }
+
+func TestASysbatchJobRunsOnceAndAgainOnlyForANewVersion(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+	job := func(version uint64, out string) *model.Job {
+		j := mockJob("batch", version, map[string]any{"run_for": "50ms", "stdout_string": out})
+		j.Type = model.JobTypeSysbatch
+		j.Groups[0].Update = nil
+		return j
+	}
+	done := func() []*model.Allocation {
+		var out []*model.Allocation
+		for _, a := range n.agent.Allocs() {
+			if a.JobID == "batch" && a.ClientStatus == model.ClientComplete {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	w.putJob(job(1, "one"))
+	eventually(t, 10*time.Second, "v1 complete", func() bool { return len(done()) == 1 })
+	time.Sleep(700 * time.Millisecond) // passes come and go (resync 500 ms): nothing re-runs
+	if s := n.mock.starts.Load(); s != 1 {
+		t.Fatalf("a finished sysbatch allocation ran %d times", s)
+	}
+	// Control: a new version runs again.
+	w.putJob(job(2, "two"))
+	eventually(t, 10*time.Second, "v2 complete", func() bool {
+		for _, a := range done() {
+			if a.JobVersion == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	if s := n.mock.starts.Load(); s != 2 {
+		t.Fatalf("%d starts after a new version, want 2", s)
+	}
+}
