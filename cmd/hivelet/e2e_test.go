@@ -496,3 +496,32 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 		return len(l) == 1 && l[0].JobVersion == 1 && l[0].ClientStatus == model.ClientRunning
 	})
 }
+
+func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	cfg := e2eFile(t, t.TempDir(), "b.hcl", fmt.Sprintf("http {\n  address = \"127.0.0.1:%d\"\n}\nnats {\n  embedded_port = %d\n}\n", e2eFreePort(t), e2eFreePort(t)))
+	cmd := exec.Command(p.bin, "agent", "-state-dir", filepath.Join(p.dir, "state"), "-config", cfg, "-no-policies")
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("a second agent on the same state directory did not exit")
+	}
+	if err == nil || !strings.Contains(string(out), "locked by another process") {
+		t.Fatalf("second agent: err %v, output:\n%s", err, out)
+	}
+	// Control: the first agent still serves.
+	resp, herr := http.Get("http://" + p.apiAddr + "/v1/health")
+	if herr != nil {
+		t.Fatal(herr)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("first agent health: %d", resp.StatusCode)
+	}
+}
