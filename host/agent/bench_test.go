@@ -47,7 +47,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // benchPutToStart measures, for b.N new jobs, the time from the KV put of
 // the job to the return of the driver's StartTask for its allocation,
 // through the fleet watch and a reconcile pass.
-func benchPutToStart(b *testing.B, viaPlugin bool) {
+func benchPutToStart(b *testing.B, viaPlugin, deployments bool) {
 	w := newWorld(&testing.T{})
 	defer w.emb.Shutdown()
 	defer w.conn.Close()
@@ -75,6 +75,9 @@ func benchPutToStart(b *testing.B, viaPlugin bool) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		j := mockJob(fmt.Sprintf("j%d", i), 0, nil)
+		if !deployments {
+			j.Groups[0].Update.MaxParallel = 0 // no deployment: nothing to write but the allocation
+		}
 		t0 := time.Now()
 		w.putJob(j)
 		select {
@@ -89,8 +92,13 @@ func benchPutToStart(b *testing.B, viaPlugin bool) {
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
 }
 
-func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false) }
-func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true) }
+func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false, true) }
+func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true, true) }
+
+// BenchmarkKVPutToDriverStartNoDeployment is the in-process case with jobs
+// that create no deployment (max_parallel = 0), to weigh the deployments'
+// background work in the same run.
+func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) { benchPutToStart(b, false, false) }
 
 // BenchmarkPassWith1000Allocations times one reconcile pass (nothing to do)
 // over a node running one job with 1,000 mock allocations.
