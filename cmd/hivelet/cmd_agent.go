@@ -276,6 +276,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
+		if emb.Port() != fleet.DefaultNATSPort {
+			log.Warn("the CLI dials port 4222 by default: point it here", "hint", "export HIVELET_NATS_URL="+emb.ClientURL())
+		}
 		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: rc.RequestTimeout}, log, nil)
 		if err != nil {
 			return err
