@@ -38,16 +38,27 @@ func hiveletBinary(t *testing.T) string {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hivelet-e2e-bin-")
+		// One fixed path, replaced atomically by each test process: no
+		// binary is left behind per run, and a binary another process is
+		// running keeps its inode.
+		dir := filepath.Join(os.TempDir(), "hivelet-e2e-bin")
+		if binErr = os.MkdirAll(dir, 0o755); binErr != nil {
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "build-")
 		if err != nil {
 			binErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "hivelet")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		tmp.Close()
+		out, err := exec.Command("go", "build", "-o", tmp.Name(), ".").CombinedOutput()
 		if err != nil {
+			os.Remove(tmp.Name())
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
 		}
+		binPath = filepath.Join(dir, "hivelet")
+		binErr = os.Rename(tmp.Name(), binPath)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
