@@ -94,6 +94,7 @@ type Runner struct {
 	snap      *model.Allocation // the last persisted state, shared read-only
 
 	stopOnce sync.Once
+	doneOnce sync.Once
 	stopping chan struct{}
 	changed  chan struct{}
 	tasksWG  sync.WaitGroup
@@ -186,9 +187,9 @@ func (r *Runner) group() *model.Group {
 // once; the runner works in its own goroutines until Stop or Detach.
 func (r *Runner) Run() {
 	r.mu.Lock()
-	if r.started {
+	if r.started || r.intent == model.DesiredStop {
 		r.mu.Unlock()
-		return
+		return // already running, detached, or stopped before it ran
 	}
 	r.started = true
 	g := r.group()
@@ -197,7 +198,7 @@ func (r *Runner) Run() {
 		r.alloc.ClientDescription = fmt.Sprintf("group %q not in job %s version %d", r.alloc.TaskGroup, r.alloc.JobID, r.alloc.JobVersion)
 		r.mu.Unlock()
 		r.persist()
-		close(r.done)
+		r.closeDone()
 		return
 	}
 	for _, t := range g.Tasks {
@@ -238,7 +239,7 @@ func (r *Runner) Run() {
 		r.bgClosed = true
 		r.mu.Unlock()
 		r.bgWG.Wait()
-		close(r.done)
+		r.closeDone()
 	}()
 }
 
@@ -279,7 +280,7 @@ func (r *Runner) markStoppedBeforeStart() {
 	r.setClientStatusLocked(model.ClientComplete, "stopped before start")
 	r.mu.Unlock()
 	r.persist()
-	close(r.done)
+	r.closeDone()
 }
 
 // Detach ends the runner's goroutines and leaves its tasks running, with
@@ -291,7 +292,7 @@ func (r *Runner) Detach() {
 	r.started = true
 	r.mu.Unlock()
 	if !started {
-		close(r.done)
+		r.closeDone()
 		return
 	}
 	<-r.done
@@ -414,6 +415,9 @@ func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
 	r.mu.Unlock()
 	r.persist()
 }
+
+// closeDone closes Done once, whichever path ends the runner first.
+func (r *Runner) closeDone() { r.doneOnce.Do(func() { close(r.done) }) }
 
 func (r *Runner) isStopping() bool {
 	select {

@@ -379,3 +379,24 @@ func TestTaskConfigAndEnvAreInterpolatedAtRunTime(t *testing.T) {
 	}
 	r.Detach()
 }
+
+func TestARunnerNeverStartedCanBeStoppedAndDetachedInAnyOrder(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, nil)
+	r := f.runner(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx, "never ran"); err != nil {
+		t.Fatal(err)
+	}
+	r.Detach() // must not panic on the already closed Done
+	<-r.Done()
+	r.Run() // a stopped runner never starts
+	if f.drv.startCount("a1/t") != 0 || r.Alloc().ClientStatus != model.ClientComplete {
+		t.Fatalf("status %s, starts %d", r.Alloc().ClientStatus, f.drv.startCount("a1/t"))
+	}
+	// Control: a started runner does start its task.
+	r2 := f.runner(nil)
+	r2.Run()
+	eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
+	_ = r2.Stop(ctx, "x")
+}
