@@ -2,7 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +349,63 @@ func TestASysbatchJobRunsOnceAndAgainOnlyForANewVersion(t *testing.T) {
 	})
 	if s := n.mock.starts.Load(); s != 2 {
 		t.Fatalf("%d starts after a new version, want 2", s)
+	}
+}
+
+// passLog captures the "reconcile pass" records of an agent.
+type passLog struct {
+	mu     sync.Mutex
+	places []int64
+}
+
+func (p *passLog) Enabled(context.Context, slog.Level) bool { return true }
+func (p *passLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "reconcile pass" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "place" {
+			p.mu.Lock()
+			p.places = append(p.places, a.Value.Int64())
+			p.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+func (p *passLog) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *passLog) WithGroup(string) slog.Handler      { return p }
+
+func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
+	w := newWorld(t)
+	pl := &passLog{}
+	w.log = slog.New(pl)
+	n := w.newNodeResync("node-a", nil, "", time.Hour)
+	defer n.stop(true)
+	eventually(t, 5*time.Second, "first pass", func() bool { return n.agent.Status().Passes > 0 })
+
+	n.agent.passMu.Lock() // a long pass in progress
+	const burst = 20
+	for i := range burst {
+		j := mockJob(fmt.Sprintf("j%d", i), 1, nil)
+		j.Groups[0].Update.MaxParallel = 0
+		w.putJob(j)
+	}
+	eventually(t, 5*time.Second, "the burst in the view", func() bool {
+		return len(n.src.View().Jobs) == burst
+	})
+	n.agent.passMu.Unlock()
+	eventually(t, 10*time.Second, "all started", func() bool { return n.mock.starts.Load() == burst })
+
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	var placing []int64
+	for _, p := range pl.places {
+		if p > 0 {
+			placing = append(placing, p)
+		}
+	}
+	if len(placing) != 1 || placing[0] != burst {
+		t.Fatalf("passes that placed: %v, want one pass placing all %d", placing, burst)
 	}
 }
