@@ -157,7 +157,7 @@ func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile
 	if e := l.engineFor(in.Policy); e != nil {
 		return e.DecideCompletion(in)
 	}
-	return agent.DefaultCompletion{}.DecideCompletion(in)
+	return reconcile.DefaultCompletion{}.DecideCompletion(in)
 }
 
 type agentProviders struct {

@@ -97,7 +97,7 @@ type Config struct {
 	Validate   func(*driver.Schema, map[string]any) error
 	AllocRoot  string
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
-	Completion reconcile.CompletionDecider // nil: DefaultCompletion
+	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
 	Logger     *slog.Logger
 	Now        func() time.Time
@@ -153,7 +153,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Metrics = nopMetrics{}
 	}
 	if cfg.Completion == nil {
-		cfg.Completion = DefaultCompletion{}
+		cfg.Completion = reconcile.DefaultCompletion{}
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 5 * time.Second

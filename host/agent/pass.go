@@ -591,52 +591,6 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 	return true, nil
 }
 
-// DefaultCompletion is the built-in completion rule of spec/reconcile.md,
-// used when no policy engine is configured: fail on an unhealthy
-// allocation or a passed progress deadline; promote when every canary is
-// healthy and auto_promote is set; succeed when every group is complete.
-type DefaultCompletion struct{}
-
-// DecideCompletion implements reconcile.CompletionDecider.
-func (DefaultCompletion) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	d := in.Deployment
-	if d == nil {
-		return reconcile.CompletionDecision{}, errors.New("no deployment")
-	}
-	names := make([]string, 0, len(d.TaskGroups))
-	for n := range d.TaskGroups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	allComplete, promote := len(names) > 0, false
-	for _, n := range names {
-		st, h := d.TaskGroups[n], in.Groups[n]
-		if h.Unhealthy > 0 {
-			return reconcile.CompletionDecision{Decision: reconcile.DecisionFail, Revert: st.AutoRevert, Reason: model.DescFailedAllocations}, nil
-		}
-		if !st.RequireProgressBy.IsZero() && in.Now.After(st.RequireProgressBy) && !h.Complete {
-			return reconcile.CompletionDecision{Decision: reconcile.DecisionFail, Revert: st.AutoRevert, Reason: model.DescProgressDeadline}, nil
-		}
-		if st.DesiredCanaries > 0 && !st.Promoted {
-			allComplete = false
-			if st.AutoPromote && h.CanariesHealthy >= st.DesiredCanaries {
-				promote = true
-			}
-			continue
-		}
-		if !h.Complete {
-			allComplete = false
-		}
-	}
-	switch {
-	case promote:
-		return reconcile.CompletionDecision{Decision: reconcile.DecisionPromote, Reason: "every canary is healthy and auto_promote is set"}, nil
-	case allComplete:
-		return reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed, Reason: model.DescSuccessful}, nil
-	}
-	return reconcile.CompletionDecision{Decision: reconcile.DecisionContinue}, nil
-}
-
 // deployWork is one job's deployment decisions from one pass.
 type deployWork struct {
 	job    *model.Job
@@ -795,7 +749,7 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 	dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: groups, Policy: policy, Now: now})
 	if err != nil {
 		a.log.Warn("completion policy failed; using the default", "deployment_id", d.ID, "err", err)
-		dec, _ = DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: groups, Now: now})
+		dec = reconcile.DecideDefault(reconcile.CompletionInput{Deployment: d, Groups: groups, Now: now})
 	}
 	var status model.DeploymentStatus
 	switch dec.Decision {

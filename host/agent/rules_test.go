@@ -160,7 +160,7 @@ func TestTasksEqualDecidesInPlaceUpdates(t *testing.T) {
 	}
 }
 
-func TestDefaultCompletion(t *testing.T) {
+func TestTheAgentsDefaultCompletionFollowsTheSpec(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	dep := func(st model.DeploymentState) *model.Deployment {
 		return &model.Deployment{ID: "d", Status: model.DeploymentRunning, TaskGroups: map[string]*model.DeploymentState{"g": &st}}
@@ -181,7 +181,7 @@ func TestDefaultCompletion(t *testing.T) {
 		{"canaries promoted and complete", model.DeploymentState{DesiredCanaries: 1, Promoted: true}, reconcile.GroupHealth{Complete: true}, reconcile.DecisionSucceed},
 	}
 	for _, c := range cases {
-		got, err := DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
+		got, err := reconcile.DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
 		if err != nil || got.Decision != c.want {
 			t.Errorf("%s: %+v %v, want %s", c.name, got, err, c.want)
 		}
