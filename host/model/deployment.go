@@ -15,6 +15,39 @@ type Deployment struct {
 	TaskGroups        map[string]*DeploymentState `json:"task_groups"`
 	CreateTime        time.Time                   `json:"create_time,omitzero"`
 	ModifyTime        time.Time                   `json:"modify_time,omitzero"`
+	// Events are notable things that happened to the rollout (a policy
+	// fault and its fallback, ...), oldest first, at most MaxDeploymentEvents:
+	// AppendDeploymentEvent drops the oldest.
+	Events []DeploymentEvent `json:"events,omitempty"`
+}
+
+// MaxDeploymentEvents caps Deployment.Events.
+const MaxDeploymentEvents = 10
+
+// DeploymentEvent is one entry of Deployment.Events.
+type DeploymentEvent struct {
+	Time time.Time `json:"time"`
+	// Kind is a stable identifier, e.g. "policy_fault".
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Deployment event kinds.
+const (
+	// EventPolicyFault: a policy module faulted (or could not be loaded)
+	// and the native default decided instead.
+	EventPolicyFault = "policy_fault"
+)
+
+// AppendDeploymentEvent returns events with ev appended, keeping only the
+// last MaxDeploymentEvents. It never modifies events' backing array.
+func AppendDeploymentEvent(events []DeploymentEvent, ev DeploymentEvent) []DeploymentEvent {
+	out := make([]DeploymentEvent, 0, min(len(events)+1, MaxDeploymentEvents))
+	if drop := len(events) + 1 - MaxDeploymentEvents; drop > 0 {
+		events = events[drop:]
+	}
+	out = append(out, events...)
+	return append(out, ev)
 }
 
 // DeploymentState is the per-group state of a deployment.
