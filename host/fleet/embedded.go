@@ -216,3 +216,60 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// WaitJetStream blocks until this server's JetStream can place a stream of
+// `peers` replicas: it has a meta leader and (clustered) at least `peers`
+// servers, this one included, are online members of the meta group. A
+// single server is ready once JetStream is enabled; peers > 1 there can never
+// be met and fails at once. It logs every few seconds while waiting (another
+// member not started yet is the usual cause) and ends with ctx.
+func (e *Embedded) WaitJetStream(ctx context.Context, peers int) error {
+	if !e.srv.JetStreamIsClustered() {
+		if peers > 1 {
+			return fmt.Errorf("waiting for JetStream: %d replicas need a cluster; this embedded server has none", peers)
+		}
+		if !e.srv.JetStreamEnabled() {
+			return errors.New("waiting for JetStream: not enabled")
+		}
+		return nil
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastLog := time.Now()
+	for {
+		online, leader := e.jetStreamPeers()
+		if leader != "" && online >= peers {
+			e.log.Info("JetStream cluster ready", "meta_leader", leader, "online_peers", online)
+			return nil
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			e.log.Info("waiting for the JetStream cluster (are the other members started?)",
+				"meta_leader", leader, "online_peers", online, "want_peers", peers)
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for JetStream cluster of %d peers (meta leader %q, %d online): %w", peers, leader, online, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// jetStreamPeers is the meta leader's name ("" while none is known) and how
+// many meta group members, this server included, are online.
+func (e *Embedded) jetStreamPeers() (int, string) {
+	if !e.srv.JetStreamIsCurrent() {
+		return 0, ""
+	}
+	jsi, err := e.srv.Jsz(nil)
+	if err != nil || jsi.Meta == nil {
+		return 0, ""
+	}
+	online := 1
+	for _, p := range jsi.Meta.Replicas {
+		if !p.Offline {
+			online++
+		}
+	}
+	return online, jsi.Meta.Leader
+}

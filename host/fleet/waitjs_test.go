@@ -1,0 +1,52 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestWaitJetStreamWaitsForEveryPeerOfTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-server JetStream cluster")
+	}
+	srvs := startCluster(t)
+	for i, s := range srvs {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := s.WaitJetStream(ctx, 3)
+		cancel()
+		if err != nil {
+			t.Fatalf("server %d: %v", i, err)
+		}
+	}
+	// One member down: two peers remain online, three are no longer there.
+	srvs[2].Shutdown()
+	eventually(t, 30*time.Second, "the stopped member seen offline", func() bool {
+		n, _ := srvs[0].jetStreamPeers()
+		return n == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := srvs[0].WaitJetStream(ctx, 3); err == nil {
+		t.Fatal("three peers reported ready with one member stopped")
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	if err := srvs[0].WaitJetStream(ctx2, 2); err != nil {
+		t.Fatalf("two of three: %v", err)
+	}
+}
+
+func TestWaitJetStreamOnASingleServerAcceptsOnlyOneReplica(t *testing.T) {
+	e, err := StartEmbedded(context.Background(), EmbeddedConfig{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	if err := e.WaitJetStream(context.Background(), 1); err != nil {
+		t.Fatalf("one replica: %v", err)
+	}
+	if err := e.WaitJetStream(context.Background(), 3); err == nil {
+		t.Fatal("three replicas on a single server reported ready")
+	}
+}
