@@ -196,7 +196,8 @@ func (i *instance) launch(ctx context.Context) error {
 			_ = os.RemoveAll(sockDir)
 		}
 	}()
-	cmd.Env = append(os.Environ(), driver.EnvLogFile+"="+i.logPath(), plugin.EnvUnixSocketDir+"="+sockDir)
+	cmd.Env = append(os.Environ(), i.m.cfg.Env[i.p.Name]...)
+	cmd.Env = append(cmd.Env, driver.EnvLogFile+"="+i.logPath(), plugin.EnvUnixSocketDir+"="+sockDir)
 	// Its own session: the host's terminal signals and exit do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	client := plugin.NewClient(&plugin.ClientConfig{
@@ -427,6 +428,9 @@ func (i *instance) monitor() {
 		for {
 			err := i.launch(ctx)
 			if err == nil {
+				if hook := i.m.cfg.OnRestart; hook != nil {
+					hook(i.p.Name)
+				}
 				break
 			}
 			if ctx.Err() != nil {

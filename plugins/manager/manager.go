@@ -69,6 +69,15 @@ type Config struct {
 	StartTimeout time.Duration
 	// LogPoll is how often plugin log files are read (default 100ms).
 	LogPoll time.Duration
+	// Env adds environment entries ("KEY=value") to a plugin's process, by
+	// driver name, at every launch. They come after the host's environment,
+	// so they win over an inherited variable of the same name (the agent
+	// passes its docker.allow_privileged setting this way).
+	Env map[string][]string
+	// OnRestart, if set, is called with the plugin's name each time a
+	// plugin that died has been relaunched (not for the first launch or a
+	// reattach). It must not block.
+	OnRestart func(plugin string)
 }
 
 // Manager owns the driver plugins of one host. Its methods are safe for

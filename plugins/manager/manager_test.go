@@ -50,6 +50,15 @@ func serve(name string) {
 		plugin.Serve(&plugin.ServeConfig{HandshakeConfig: hs, Plugins: driver.PluginSet(mock.New()), GRPCServer: plugin.DefaultGRPCServer})
 		return
 	}
+	if name == "mock-env" {
+		// Serves only when the manager's Config.Env reached it (hooks_test.go).
+		if os.Getenv(envProbe) != "granted" {
+			fmt.Fprintln(os.Stderr, envProbe, "not set")
+			os.Exit(3)
+		}
+		driver.Serve(mock.New())
+		return
+	}
 	f, ok := builtin.Registry()[name]
 	if !ok {
 		fmt.Fprintln(os.Stderr, "no such driver", name)
