@@ -75,7 +75,42 @@ type NATS struct {
 	// NodeTTL is the nodes bucket TTL (heartbeats every third); default "30s".
 	NodeTTL string `hcl:"node_ttl,optional" json:"node_ttl,omitempty"`
 	// EmbeddedPort is the embedded server's client port; default 4222.
+	// Shorthand for embedded.port (setting both to different values fails).
 	EmbeddedPort int `hcl:"embedded_port,optional" json:"embedded_port,omitempty"`
+	// Embedded configures the agent's own NATS server (no urls): its client
+	// listener, its JetStream store, and clustering with other agents.
+	Embedded *EmbeddedServer `hcl:"embedded,block" json:"embedded,omitempty"`
+}
+
+// EmbeddedServer configures the NATS server an agent without nats.urls runs.
+type EmbeddedServer struct {
+	// Host the client listener binds; default 127.0.0.1. A non-loopback
+	// host (including "0.0.0.0") needs allow_non_loopback = true.
+	Host string `hcl:"host,optional" json:"host,omitempty"`
+	// Port for clients; default 4222 (or nats.embedded_port).
+	Port int `hcl:"port,optional" json:"port,omitempty"`
+	// AllowNonLoopback makes binding a non-loopback client or cluster
+	// address an explicit choice.
+	AllowNonLoopback bool `hcl:"allow_non_loopback,optional" json:"allow_non_loopback,omitempty"`
+	// StoreDir holds JetStream's files; default <state_dir>/nats.
+	StoreDir string `hcl:"store_dir,optional" json:"store_dir,omitempty"`
+	// ServerName must be unique in a cluster and stable across restarts of
+	// the same store; default "hivelet-nats" alone, "hivelet-<node ID>"
+	// clustered.
+	ServerName string `hcl:"server_name,optional" json:"server_name,omitempty"`
+	// Cluster makes the server a member of a JetStream cluster.
+	Cluster *Cluster `hcl:"cluster,block" json:"cluster,omitempty"`
+}
+
+// Cluster routes an embedded server to the other members of its cluster.
+type Cluster struct {
+	// Name is the same on every member (required).
+	Name string `hcl:"name,optional" json:"name,omitempty"`
+	// Listen is host:port of this member's route listener (required).
+	Listen string `hcl:"listen,optional" json:"listen,omitempty"`
+	// Routes are host:port or nats-route://host:port of the members (this
+	// one may be included: every member can share one list).
+	Routes []string `hcl:"routes,optional" json:"routes,omitempty"`
 }
 
 // Docker configures the docker driver's host-side limits.
@@ -191,6 +226,9 @@ func (a *Agent) validate(f *hcl.File, filename string) error {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid port",
 				Detail: fmt.Sprintf("nats.embedded_port = %d", n.EmbeddedPort), Subject: pos("nats", "embedded_port")})
 		}
+		diags = append(diags, validateEmbedded(n, func(attr string, blocks ...string) *hcl.Range {
+			return findPath(f, filename, attr, blocks...)
+		})...)
 		if (n.CertFile == "") != (n.KeyFile == "") {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "incomplete TLS client certificate",
 				Detail: "nats.cert_file and nats.key_file go together", Subject: pos("nats", "cert_file")})
@@ -257,6 +295,17 @@ type Resolved struct {
 	RequestTimeout time.Duration
 	NodeTTL        time.Duration
 	EmbeddedPort   int
+	// EmbeddedHost is the embedded server's client listen host; default
+	// 127.0.0.1.
+	EmbeddedHost string
+	// EmbeddedAllowNonLoopback is nats.embedded.allow_non_loopback.
+	EmbeddedAllowNonLoopback bool
+	// EmbeddedStoreDir is the JetStream store; default <state_dir>/nats.
+	EmbeddedStoreDir string
+	// EmbeddedServerName is nats.embedded.server_name ("" = the default).
+	EmbeddedServerName string
+	// Cluster is the embedded server's cluster; nil for a single server.
+	Cluster *ResolvedCluster
 	// Embedded is true when no NATS URL is configured (or dev): the agent
 	// runs its own NATS server.
 	Embedded      bool
@@ -318,6 +367,9 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		}
 	}
 	r.EmbeddedPort = n.EmbeddedPort
+	if err := r.resolveEmbedded(n.Embedded); err != nil {
+		return nil, err
+	}
 	if r.EmbeddedPort == 0 {
 		r.EmbeddedPort = 4222
 	}

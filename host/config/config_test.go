@@ -95,7 +95,7 @@ func TestAnUnknownAttributeFailsWithItsPosition(t *testing.T) {
 		})
 	}
 	// Control: the same shapes, valid, load.
-	if _, err := Parse([]byte("name = \"a\"\nnats {\n  replicas = 3\n  request_timeout = \"1s\"\n}\n"), "agent.hcl"); err != nil {
+	if _, err := Parse([]byte("name = \"a\"\nnats {\n  urls = [\"nats://127.0.0.1:4222\"]\n  replicas = 3\n  request_timeout = \"1s\"\n}\n"), "agent.hcl"); err != nil {
 		t.Fatal(err)
 	}
 }
