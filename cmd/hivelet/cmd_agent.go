@@ -269,13 +269,15 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	// NATS: embedded (dev, or no URL configured) or the configured servers.
 	var conn *fleet.Conn
 	if rc.Embedded {
-		port := rc.EmbeddedPort
-		emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: filepath.Join(rc.StateDir, "nats"), Port: port, FallbackRandomPort: o.dev, Log: log})
+		emb, err := fleet.StartEmbedded(ctx, embeddedConfig(rc, nodeID, o.dev, log))
 		if err != nil {
 			return fmt.Errorf("starting the embedded NATS server: %w", err)
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
+		if err := waitEmbeddedJetStream(ctx, emb, rc); err != nil {
+			return err
+		}
 		if emb.Port() != fleet.DefaultNATSPort {
 			log.Warn("the CLI dials port 4222 by default: point it here", "hint", "export HIVELET_NATS_URL="+emb.ClientURL())
 		}
