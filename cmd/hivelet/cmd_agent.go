@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,9 +22,9 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
-	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/plugins/builtin"
+	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/policies"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -112,52 +113,6 @@ func (d *driverHealth) watch(ctx context.Context, m *manager.Manager, name strin
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-// lazyPolicies answers with the policy engine once it is loaded and with
-// the native defaults before (and after shutdown).
-type lazyPolicies struct {
-	mu    sync.RWMutex
-	eng   *policies.Engine
-	start func() // begins loading the engine; nil when policies are off
-	once  sync.Once
-}
-
-func (l *lazyPolicies) set(e *policies.Engine) {
-	l.mu.Lock()
-	l.eng = e
-	l.mu.Unlock()
-}
-
-// engineFor returns the engine for a decision naming ref, or nil when the
-// native default answers. A decision that names no policy is the built-in
-// default, which the native code implements exactly (the policy engine's
-// differential tests), so the engine (hundreds of MB of compiled WASM) is
-// loaded only once some job names a policy.
-func (l *lazyPolicies) engineFor(ref *model.PolicyRef) *policies.Engine {
-	if ref == nil {
-		return nil
-	}
-	if l.start != nil {
-		l.once.Do(l.start)
-	}
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.eng
-}
-
-func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
-	if e := l.engineFor(req.Policy); e != nil {
-		return e.ChooseCanaries(req)
-	}
-	return reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
-}
-
-func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	if e := l.engineFor(in.Policy); e != nil {
-		return e.DecideCompletion(in)
-	}
-	return reconcile.DefaultCompletion{}.DecideCompletion(in)
 }
 
 type agentProviders struct {
@@ -297,6 +252,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	reg := prometheus.NewRegistry()
 	metrics := api.NewMetrics(reg)
+	conn.SetObserver(metrics) // hivelet_nats_connection_state, from now on
 	fstore, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
 	if err != nil {
 		return err
@@ -320,48 +276,40 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		}
 	}
 	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.Names(), PluginDir: rc.PluginDir,
-		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log})
+		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log,
+		Env: pluginEnv(rc), OnRestart: metrics.PluginRestarted})
 	if err != nil {
 		return err
 	}
 
-	// Policies (canary and completion decisions): the engine is compiled in
-	// the background the first time a job names a policy (seconds on a small
-	// machine, cached on disk afterwards); until it is ready, and for jobs
-	// naming none, the native defaults decide.
+	// Policies (canary and completion decisions): the engine is created the
+	// first time a declared job names a policy (hundreds of MB: idle nodes
+	// never pay it); every module a job names is fetched from the policy
+	// bucket over the shared connection, verified (the job's digest, the
+	// configuration's pins), cached and compiled off the decision path.
+	// Until then, and for jobs naming none, the native defaults decide.
 	pol := &lazyPolicies{}
-	var loadPolicies func()
-	if !o.noPolicies {
-		cacheDir := filepath.Join(rc.StateDir, "policy-cache")
-		if o.dev {
-			if uc, err := os.UserCacheDir(); err == nil {
-				cacheDir = filepath.Join(uc, "hivelet", "policy-cache") // survives dev runs
-			}
-		}
-		pol.start = func() {
-			bg.Add(1)
-			go loadPolicies()
-		}
-		loadPolicies = func() {
-			defer bg.Done()
-			start := time.Now()
-			eng, perr := policies.New(runCtx, policies.Options{CacheDir: cacheDir, Registerer: reg, Logger: log})
-			if perr == nil {
-				if perr = eng.LoadBuiltins(runCtx); perr != nil {
-					eng.Close(context.Background())
-				}
-			}
-			if perr != nil {
-				log.Error("policy engine unavailable; the native defaults decide", "err", perr)
-				return
-			}
-			pol.set(eng)
-			log.Info("policy engine ready", "load_ms", time.Since(start).Milliseconds())
-			<-runCtx.Done()
-			pol.set(nil)
-			eng.Close(context.Background())
+	cacheDir := filepath.Join(rc.StateDir, "policy-cache")
+	if rc.Policy != nil && rc.Policy.CacheDir != "" {
+		cacheDir = rc.Policy.CacheDir
+	} else if o.dev {
+		if uc, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(uc, "hivelet", "policy-cache") // survives dev runs
 		}
 	}
+	var policyPins map[string]string
+	if rc.Policy != nil {
+		policyPins = rc.Policy.Pins
+	}
+	events := newFaultEvents(src, fstore, log)
+	loader := newPolicyLoader(pol, policyOptions(rc.PolicyTimeout, rc.PolicyMemMB, cacheDir, reg, log, events.OnFault),
+		func(dir string) *policies.Store {
+			return policies.NewStore(conn.JetStream(), policies.DefaultBucket, dir)
+		},
+		filepath.Join(cacheDir, "modules"), policyPins, o.noPolicies, log)
+	bg.Add(2)
+	go func() { defer bg.Done(); loader.run(runCtx, src) }()
+	go func() { defer bg.Done(); events.run(runCtx) }()
 
 	attrs, ferr := node.Fingerprint(node.ProcFS("/proc"), hostname())
 	if ferr != nil {
@@ -374,7 +322,8 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		n.Attributes[AttrAllocDir] = allocRoot
 		return n
 	}
-	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3}, fstore.ForNode(nodeID), buildNode, log)
+	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult},
+		fstore.ForNode(nodeID), buildNode, log)
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
@@ -397,8 +346,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err := a.Restore(ctx); err != nil {
 		log.Error("restore failed: passes will fail closed until it succeeds", "err", err)
 	}
-	bg.Add(1)
+	bg.Add(2)
 	go func() { defer bg.Done(); _ = hb.Run(runCtx) }()
+	// Drain and eligibility (`hivelet node drain|eligibility`) reach the
+	// node record at once, not at the next heartbeat.
+	go func() { defer bg.Done(); node.FollowIntent(runCtx, src, nodeID, hb) }()
 
 	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr})
 	if err != nil {
@@ -447,6 +399,16 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		log.Warn("detaching from driver plugins", "err", err)
 	}
 	return nil
+}
+
+// pluginEnv is the environment the configuration adds to the built-in
+// plugins at launch: docker.allow_privileged, always set explicitly so that
+// a variable inherited by the agent cannot grant what the configuration
+// does not.
+func pluginEnv(rc *config.Resolved) map[string][]string {
+	return map[string][]string{
+		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged)},
+	}
 }
 
 func hostname() string {

@@ -1,0 +1,418 @@
+package main
+
+// The agent's side of the policy engine: the engine is created lazily (only
+// once a declared job names a policy: it costs hundreds of MB), every
+// module a job names is fetched, verified and compiled off the decision
+// path, and a decision whose module is not loaded yet is answered by the
+// native default, which says so. Faults become deployment events.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/policies"
+)
+
+// lazyPolicies answers with the policy engine for references whose module
+// the loader has made available, and with the native defaults otherwise
+// (no policy named, engine not loaded, module not fetched yet, policies
+// off). It implements reconcile.CanaryChooser and CompletionDecider.
+type lazyPolicies struct {
+	mu     sync.RWMutex
+	eng    *policies.Engine
+	loaded map[string]bool // refKey → the engine can answer for it
+	start  func()          // asks for the engine to be loaded; nil when policies are off
+	once   sync.Once
+}
+
+// refKey identifies a reference as loaded: its name and its pin.
+func refKey(ref *model.PolicyRef) string {
+	return ref.Name + "@" + normDigest(ref.Digest)
+}
+
+func normDigest(d string) string {
+	return strings.ToLower(strings.TrimPrefix(strings.TrimSpace(d), "sha256:"))
+}
+
+func (l *lazyPolicies) set(e *policies.Engine) {
+	l.mu.Lock()
+	l.eng = e
+	l.loaded = map[string]bool{}
+	l.mu.Unlock()
+}
+
+func (l *lazyPolicies) markLoaded(ref *model.PolicyRef) {
+	l.mu.Lock()
+	if l.loaded == nil {
+		l.loaded = map[string]bool{}
+	}
+	l.loaded[refKey(ref)] = true
+	l.mu.Unlock()
+}
+
+// engineFor returns the engine for a decision naming ref, or nil when the
+// native default answers. A decision that names no policy is the built-in
+// default, which the native code implements exactly (the policy engine's
+// differential tests), so the engine is loaded only once some job names a
+// policy. The decision path never compiles or fetches.
+func (l *lazyPolicies) engineFor(ref *model.PolicyRef) *policies.Engine {
+	if ref == nil {
+		return nil
+	}
+	if l.start != nil {
+		l.once.Do(l.start)
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if !l.loaded[refKey(ref)] {
+		return nil
+	}
+	return l.eng
+}
+
+func notLoaded(ref *model.PolicyRef) string {
+	return fmt.Sprintf("policy %q not loaded yet, native default: ", ref.Name)
+}
+
+func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if e := l.engineFor(req.Policy); e != nil {
+		return e.ChooseCanaries(req)
+	}
+	c, err := reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+	if err == nil && req.Policy != nil {
+		c.Reason = notLoaded(req.Policy) + c.Reason
+	}
+	return c, err
+}
+
+func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	if e := l.engineFor(in.Policy); e != nil {
+		return e.DecideCompletion(in)
+	}
+	d, err := reconcile.DefaultCompletion{}.DecideCompletion(in)
+	if err == nil && in.Policy != nil {
+		d.Reason = notLoaded(in.Policy) + d.Reason
+	}
+	return d, err
+}
+
+// jobPolicyRefs returns the distinct policy references the declared jobs of
+// a view name (job and group update blocks), sorted by key.
+func jobPolicyRefs(v *fleet.View) []*model.PolicyRef {
+	seen := map[string]*model.PolicyRef{}
+	add := func(u *model.UpdateStrategy) {
+		if u == nil {
+			return
+		}
+		for _, r := range []*model.PolicyRef{u.CanaryPolicy, u.CompletionPolicy} {
+			if r != nil && r.Name != "" {
+				seen[refKey(r)] = r
+			}
+		}
+	}
+	for _, st := range v.Jobs {
+		j := st.Value
+		if j == nil {
+			continue
+		}
+		add(j.Update)
+		for _, g := range j.Groups {
+			add(g.Update)
+		}
+	}
+	out := make([]*model.PolicyRef, 0, len(seen))
+	for _, k := range slices.Sorted(maps.Keys(seen)) {
+		out = append(out, seen[k])
+	}
+	return out
+}
+
+// policyLoader follows the declared jobs and makes the modules they name
+// available to the engine, creating the engine the first time one does.
+type policyLoader struct {
+	pol      *lazyPolicies
+	opts     policies.Options // CacheDir, limits, Logger, Registerer, OnFault
+	store    func(cacheDir string) *policies.Store
+	modCache string            // where fetched module bytes are cached
+	pins     map[string]string // policy name → hex SHA-256 (policy.pins)
+	disabled bool              // -no-policies
+	log      *slog.Logger
+	kick     chan struct{}
+
+	// loop state (one goroutine)
+	eng       *policies.Engine
+	engFailed bool
+	done      map[string]bool      // refKey → settled (loaded or refused)
+	retryAt   map[string]time.Time // refKey → earliest next fetch attempt
+	quiet     map[string]string    // refKey → last quiet case logged
+}
+
+func newPolicyLoader(pol *lazyPolicies, opts policies.Options, store func(string) *policies.Store, modCache string,
+	pins map[string]string, disabled bool, log *slog.Logger) *policyLoader {
+	np := map[string]string{}
+	for k, v := range pins {
+		np[k] = normDigest(v)
+	}
+	l := &policyLoader{pol: pol, opts: opts, store: store, modCache: modCache, pins: np, disabled: disabled, log: log,
+		kick: make(chan struct{}, 1), done: map[string]bool{}, retryAt: map[string]time.Time{}, quiet: map[string]string{}}
+	if !disabled {
+		pol.start = func() {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return l
+}
+
+// run loads what the declared jobs name until ctx ends, then closes the
+// engine. It wakes on every change of the view, on a kick, and every 5 s
+// (to retry fetches that failed: a module pushed after the job).
+func (l *policyLoader) run(ctx context.Context, src *fleet.Source) {
+	ch, cancel := src.Subscribe()
+	defer cancel()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	defer func() {
+		if l.eng != nil {
+			l.pol.set(nil)
+			l.eng.Close(context.Background())
+		}
+	}()
+	for {
+		l.sync(ctx, jobPolicyRefs(src.View()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-l.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// sync makes every reference in refs available, as far as it can now.
+func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
+	if len(refs) == 0 {
+		return
+	}
+	if l.disabled {
+		for _, r := range refs {
+			l.quietOnce(r, wanted.QuietNotConfigured, "policies are disabled (-no-policies): the native defaults decide")
+		}
+		return
+	}
+	if l.eng == nil {
+		if l.engFailed {
+			return
+		}
+		start := time.Now()
+		eng, err := policies.New(ctx, l.opts)
+		if err != nil {
+			l.engFailed = true
+			l.log.Error("policy engine unavailable; the native defaults decide", "err", err)
+			return
+		}
+		l.eng = eng
+		l.pol.set(eng)
+		l.log.Info("policy engine ready", "load_ms", time.Since(start).Milliseconds())
+	}
+	for _, r := range refs {
+		k := refKey(r)
+		if l.done[k] || time.Now().Before(l.retryAt[k]) {
+			continue
+		}
+		err := l.ensure(ctx, r)
+		if _, fault := policies.AsFault(err); err == nil || fault {
+			// Loaded, or refused: either way the engine answers for it
+			// (a refused module makes every decision fall back, reported).
+			l.done[k] = true
+			l.pol.markLoaded(r)
+			if err == nil {
+				l.log.Info("policy module loaded", "policy", r.Name, "policy_digest", normDigest(r.Digest))
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.retryAt[k] = time.Now().Add(5 * time.Second)
+		switch {
+		case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+			l.quietOnce(r, wanted.QuietNoBucket, "no policy module has been pushed (bucket "+policies.DefaultBucket+" does not exist); the native default decides until it is")
+		case errors.Is(err, jetstream.ErrObjectNotFound):
+			l.quietOnce(r, wanted.QuietNoKey, "the policy is not in bucket "+policies.DefaultBucket+"; the native default decides until it is pushed")
+		default:
+			l.log.Warn("fetching policy module failed; retrying", "policy", r.Name, "err", err)
+		}
+	}
+}
+
+func (l *policyLoader) quietOnce(r *model.PolicyRef, q wanted.Quiet, detail string) {
+	k := refKey(r)
+	if l.quiet[k] == q.String() {
+		return
+	}
+	l.quiet[k] = q.String()
+	l.log.Info(q.Message(), "quiet", q.String(), "policy", r.Name, "detail", detail)
+}
+
+// pin returns the configured SHA-256 for a reference's name, if any.
+func (l *policyLoader) pin(r *model.PolicyRef) string {
+	if p, ok := l.pins[r.Name]; ok {
+		return p
+	}
+	return l.pins[strings.TrimPrefix(r.Name, policies.BuiltinPrefix)]
+}
+
+// ensure fetches, verifies and compiles the module r names. A nil error or
+// a *policies.Fault settles the reference; another error is retried.
+func (l *policyLoader) ensure(ctx context.Context, r *model.PolicyRef) error {
+	e := l.eng
+	st := l.store(l.modCache)
+	pin := l.pin(r)
+	if pin == "" {
+		return st.Ensure(ctx, e, r)
+	}
+	// Pinned by the configuration: the module must have that SHA-256,
+	// whatever the job says.
+	bare := strings.TrimPrefix(r.Name, policies.BuiltinPrefix)
+	builtinWasm, isBuiltin := policies.BuiltinWasm(bare)
+	var wasm []byte
+	if strings.HasPrefix(r.Name, policies.BuiltinPrefix) {
+		if !isBuiltin {
+			return e.EnsureBuiltin(ctx, r.Name) // its error names the unknown built-in
+		}
+		wasm = builtinWasm
+	} else {
+		b, _, err := st.Fetch(ctx, r.Name, r.Digest)
+		switch {
+		case err == nil:
+			wasm = b
+		case isBuiltin && r.Digest == "" && (errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrObjectNotFound)):
+			wasm = builtinWasm
+		default:
+			return err
+		}
+	}
+	if got := policies.Digest(wasm); got != pin {
+		l.log.Error("policy module refused: its SHA-256 is not the one policy.pins requires",
+			"policy", r.Name, "policy_digest", got, "pinned", pin)
+		// Load records the refusal, so decisions naming it fall back and
+		// report why.
+		_, err := e.Load(ctx, r.Name, pin, wasm)
+		return err
+	}
+	if strings.HasPrefix(r.Name, policies.BuiltinPrefix) || (isBuiltin && policies.Digest(builtinWasm) == pin) {
+		return e.EnsureBuiltin(ctx, bare)
+	}
+	_, err := e.Load(ctx, r.Name, pin, wasm)
+	return err
+}
+
+// faultEvents records policy faults as deployment events, off the decision
+// path: OnFault only queues.
+type faultEvents struct {
+	ch    chan *policies.Fault
+	src   *fleet.Source
+	store interface {
+		ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
+			decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error)
+	}
+	log *slog.Logger
+}
+
+func newFaultEvents(src *fleet.Source, store *fleet.Store, log *slog.Logger) *faultEvents {
+	return &faultEvents{ch: make(chan *policies.Fault, 64), src: src, store: store, log: log}
+}
+
+// OnFault is the engine's hook: it must not block.
+func (f *faultEvents) OnFault(ft *policies.Fault) {
+	if ft.DeploymentID == "" {
+		return // a load: logged and counted by the engine; the decisions that follow carry the deployment
+	}
+	c := *ft
+	select {
+	case f.ch <- &c:
+	default:
+		f.log.Warn("policy fault not recorded on its deployment: queue full", "deployment_id", ft.DeploymentID, "policy", ft.Policy)
+	}
+}
+
+// faultMessage is the event text: stable for one fault, so a fault repeated
+// by every pass is recorded once in a row.
+func faultMessage(ft *policies.Fault) string {
+	d := ft.Digest
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	if d == "" {
+		d = "unknown"
+	}
+	return fmt.Sprintf("policy %q (sha256:%s) %s fault in the %s decision: %s; the native default decided",
+		ft.Policy, d, ft.Kind, ft.Decision, ft.Reason)
+}
+
+func (f *faultEvents) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ft := <-f.ch:
+			if err := f.record(ctx, ft); err != nil {
+				f.log.Warn("recording a policy fault on its deployment", "deployment_id", ft.DeploymentID, "err", err)
+			}
+		}
+	}
+}
+
+func (f *faultEvents) record(ctx context.Context, ft *policies.Fault) error {
+	var dep *model.Deployment
+	for _, st := range f.src.View().Deployments {
+		if st.Value != nil && st.Value.ID == ft.DeploymentID {
+			dep = st.Value
+			break
+		}
+	}
+	if dep == nil {
+		return fmt.Errorf("deployment %s is not in the view", ft.DeploymentID)
+	}
+	ev := model.DeploymentEvent{Time: time.Now().UTC(), Kind: model.EventPolicyFault, Message: faultMessage(ft)}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, _, err := f.store.ModifyDeployment(cctx, dep.Namespace, dep.JobID, dep.JobVersion, 0, func(cur model.Deployment) (*model.Deployment, error) {
+		if n := len(cur.Events); n > 0 && cur.Events[n-1].Kind == ev.Kind && cur.Events[n-1].Message == ev.Message {
+			return nil, nil // the same fault again: recorded already
+		}
+		cur.Events = model.AppendDeploymentEvent(cur.Events, ev)
+		cur.ModifyTime = ev.Time
+		return &cur, nil
+	})
+	if err != nil {
+		return fmt.Errorf("adding a policy fault event to deployment %s: %w", ft.DeploymentID, err)
+	}
+	f.log.Info("policy fault recorded on the deployment", "deployment_id", ft.DeploymentID, "job", dep.JobID,
+		"policy", ft.Policy, "policy_digest", ft.Digest, "kind", string(ft.Kind))
+	return nil
+}
+
+// policyOptions are the engine options the agent configuration gives.
+func policyOptions(timeout time.Duration, memMB int, cacheDir string, reg prometheus.Registerer, log *slog.Logger, onFault func(*policies.Fault)) policies.Options {
+	return policies.Options{CacheDir: cacheDir, Deadline: timeout, MemoryLimitPages: uint32(memMB) * 16, // 64 KiB pages
+		Registerer: reg, Logger: log, OnFault: onFault}
+}
