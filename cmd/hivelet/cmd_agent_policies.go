@@ -364,8 +364,9 @@ func faultMessage(ft *policies.Fault) string {
 	if d == "" {
 		d = "unknown"
 	}
+	reason, _, _ := strings.Cut(ft.Reason, "\n") // a trap's reason goes on with the wasm stack
 	return fmt.Sprintf("policy %q (sha256:%s) %s fault in the %s decision: %s; the native default decided",
-		ft.Policy, d, ft.Kind, ft.Decision, ft.Reason)
+		ft.Policy, d, ft.Kind, ft.Decision, reason)
 }
 
 func (f *faultEvents) run(ctx context.Context) {
@@ -381,21 +382,38 @@ func (f *faultEvents) run(ctx context.Context) {
 	}
 }
 
-func (f *faultEvents) record(ctx context.Context, ft *policies.Fault) error {
-	var dep *model.Deployment
-	for _, st := range f.src.View().Deployments {
-		if st.Value != nil && st.Value.ID == ft.DeploymentID {
-			dep = st.Value
-			break
+// await returns the deployment with the given ID once the view holds it:
+// a canary decision is made in the pass that creates its deployment.
+func (f *faultEvents) await(ctx context.Context, id string, within time.Duration) (*model.Deployment, error) {
+	ch, cancel := f.src.Subscribe()
+	defer cancel()
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	for {
+		for _, st := range f.src.View().Deployments {
+			if st.Value != nil && st.Value.ID == id {
+				return st.Value, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timeout.C:
+			return nil, fmt.Errorf("deployment %s did not appear in the view within %v", id, within)
+		case <-ch:
 		}
 	}
-	if dep == nil {
-		return fmt.Errorf("deployment %s is not in the view", ft.DeploymentID)
+}
+
+func (f *faultEvents) record(ctx context.Context, ft *policies.Fault) error {
+	dep, err := f.await(ctx, ft.DeploymentID, 30*time.Second)
+	if err != nil {
+		return err
 	}
 	ev := model.DeploymentEvent{Time: time.Now().UTC(), Kind: model.EventPolicyFault, Message: faultMessage(ft)}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, _, err := f.store.ModifyDeployment(cctx, dep.Namespace, dep.JobID, dep.JobVersion, 0, func(cur model.Deployment) (*model.Deployment, error) {
+	_, _, err = f.store.ModifyDeployment(cctx, dep.Namespace, dep.JobID, dep.JobVersion, 0, func(cur model.Deployment) (*model.Deployment, error) {
 		if n := len(cur.Events); n > 0 && cur.Events[n-1].Kind == ev.Kind && cur.Events[n-1].Message == ev.Message {
 			return nil, nil // the same fault again: recorded already
 		}
