@@ -136,6 +136,8 @@ type Agent struct {
 	opStop  context.CancelFunc
 	passSeq uint64
 	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
+
+	echoes ownEchoes // revisions of this agent's own status writes
 }
 
 // New builds an agent; call Restore, then Run.
@@ -184,6 +186,7 @@ func New(cfg Config) (*Agent, error) {
 		opStop:      opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
+	a.writer.written = a.echoes.add
 	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
 	return a, nil
 }
@@ -313,15 +316,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	full := true
 	for {
 		a.pass(ctx, full)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-a.kick:
-			full = false
-		case <-a.cfg.Source.Changed():
-			full = false
-		case <-tick.C:
-			full = true
+		full = false
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-a.kick:
+				break wait
+			case <-a.cfg.Source.Changed():
+				if a.echoes.onlyEchoes(a.cfg.Source.View()) {
+					continue // only this node's own status writes came back
+				}
+				break wait
+			case <-tick.C:
+				full = true
+				break wait
+			}
 		}
 	}
 }

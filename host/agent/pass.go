@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"sort"
 	"time"
@@ -75,11 +74,18 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		return
 	}
 
+	a.echoes.passed(view)
+
 	// Index the view once per pass.
-	ownByJob := map[string][]*model.Allocation{}
+	ownByJob := make(map[string][]*model.Allocation, len(own))
 	for _, al := range own {
 		k := wanted.JobKey(al.Namespace, al.JobID)
 		ownByJob[k] = append(ownByJob[k], al)
+	}
+	for _, l := range ownByJob {
+		if len(l) > 1 {
+			sort.Slice(l, func(i, j int) bool { return l[i].ID < l[j].ID })
+		}
 	}
 	othersByJob := map[string][]*model.Allocation{}
 	othersSig := map[string]uint64{}
@@ -108,18 +114,28 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	}
 	nodes := view.NodeList()
 
-	keys := map[string]bool{}
+	// Jobs that did not converge at their last reconcile (a new job among
+	// them) come first: their starts must not wait for the signature checks
+	// of every converged job. Each part is in key order.
+	var todo, converged []string
+	add := func(k string) {
+		if _, ok := a.lastSig[k]; ok {
+			converged = append(converged, k)
+		} else {
+			todo = append(todo, k)
+		}
+	}
 	for k := range view.Jobs {
-		keys[k] = true
+		add(k)
 	}
 	for k := range ownByJob {
-		keys[k] = true
+		if _, ok := view.Jobs[k]; !ok {
+			add(k)
+		}
 	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
+	sort.Strings(todo)
+	sort.Strings(converged)
+	sorted := append(todo, converged...)
 
 	var counts Counts
 	var errs []error
@@ -225,10 +241,15 @@ func mix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// hashString is FNV-1a over s, without allocating (it runs per allocation
+// per pass).
 func hashString(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // nodeSig summarises what of this node's own record the reconciler reads
@@ -271,19 +292,27 @@ func (a *Agent) mayAct(ctx context.Context, own []*model.Allocation) string {
 		e.StoreErr = a.cfg.Store.Check()
 	}
 	used := map[string]bool{}
+	type liveAlloc struct {
+		r     *allocrunner.Runner
+		group string
+	}
+	var live []liveAlloc
+	a.mu.Lock()
 	for _, al := range own {
 		if al.Terminal() {
 			continue
 		}
-		a.mu.Lock()
-		r := a.runners[al.ID]
-		a.mu.Unlock()
-		if r == nil {
-			continue
+		if r := a.runners[al.ID]; r != nil {
+			live = append(live, liveAlloc{r, al.TaskGroup})
 		}
-		if g := groupOf(r.Job(), al.TaskGroup); g != nil {
+	}
+	a.mu.Unlock()
+	for _, l := range live {
+		if g := groupOf(l.r.Job(), l.group); g != nil {
 			for _, t := range g.Tasks {
-				used[t.Driver] = true
+				if !used[t.Driver] {
+					used[t.Driver] = true
+				}
 			}
 		}
 	}
@@ -396,8 +425,23 @@ func (a *Agent) collectFinished() {
 	}
 }
 
+// ownAllocs is this node's allocations (live runners' snapshots and
+// finished ones), in no particular order.
 func (a *Agent) ownAllocs() []*model.Allocation {
-	return a.Allocs()
+	a.mu.Lock()
+	out := make([]*model.Allocation, 0, len(a.runners)+len(a.terminal))
+	runners := make([]*allocrunner.Runner, 0, len(a.runners))
+	for _, r := range a.runners {
+		runners = append(runners, r)
+	}
+	for _, t := range a.terminal {
+		out = append(out, t)
+	}
+	a.mu.Unlock()
+	for _, r := range runners {
+		out = append(out, r.Snapshot())
+	}
+	return out
 }
 
 // apply carries out this node's part of a plan. Errors are per allocation.

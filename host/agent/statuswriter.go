@@ -17,6 +17,9 @@ import (
 type statusWriter struct {
 	w   AllocWriter
 	log *slog.Logger
+	// written, if set, is told the revision of every successful write (the
+	// loop recognises the watch's echo of its own writes).
+	written func(rev uint64)
 
 	mu      sync.Mutex
 	pending map[string]*model.Allocation
@@ -104,8 +107,11 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 	}
 	for id, a := range batch {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.w.PutAlloc(wctx, a)
+		rev, err := s.w.PutAlloc(wctx, a)
 		cancel()
+		if err == nil && s.written != nil {
+			s.written(rev)
+		}
 		if err != nil {
 			failed = true
 			s.mu.Lock()
