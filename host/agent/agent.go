@@ -137,7 +137,7 @@ type Agent struct {
 	passSeq uint64
 	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
 
-	echoes ownEchoes // revisions of this agent's own status writes
+	echoes ownEchoes // this agent's own writes, to recognise their echo
 }
 
 // New builds an agent; call Restore, then Run.
@@ -187,6 +187,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.writer.written = a.echoes.add
+	a.echoes.nodePrefix = n.ID + "."
 	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
 	return a, nil
 }
@@ -326,7 +327,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				break wait
 			case <-a.cfg.Source.Changed():
 				if a.echoes.onlyEchoes(a.cfg.Source.View()) {
-					continue // only this node's own status writes came back
+					continue // only this agent's own writes came back
 				}
 				break wait
 			case <-tick.C:

@@ -139,6 +139,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 
 	var counts Counts
 	var errs []error
+	replan := false
 	var orphaned []string
 	for _, k := range sorted {
 		a.mu.Lock()
@@ -177,11 +178,18 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			// pass plans against it even before the KV write and the watch
 			// deliver it (a canary placement must see its deployment).
 			a.written(plan.Deployment)
+			a.echoes.creating(plan.Deployment)
 			a.mu.Lock()
 			a.depCreates[plan.Deployment.ID] = createWork{job: job, d: plan.Deployment}
 			a.mu.Unlock()
 		}
+		changes := counts.Place + counts.Update + counts.Stop + counts.Migrate
 		jobErrs := a.apply(ctx, job, plan, ownByJob[k], &counts)
+		if plan.DeploymentCreated && counts.Place+counts.Update+counts.Stop+counts.Migrate == changes {
+			// The creation's echo makes no pass (ownEchoes), and no runner
+			// or stop of this plan will kick one: plan again against it.
+			replan = true
+		}
 		errs = append(errs, jobErrs...)
 		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
@@ -192,6 +200,9 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync
 		}
 		a.queueDeploy(k, deployWork{job: job, plan: plan, known: deps, allocs: append(in.LiveAllocs, in.TerminalAllocs...), now: now})
+	}
+	if replan {
+		a.Kick()
 	}
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
@@ -376,10 +387,17 @@ func (a *Agent) flushJobs() {
 	batch := a.jobsToSave
 	a.jobsToSave = map[string]*state.JobRecord{}
 	a.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	recs := make([]*state.JobRecord, 0, len(batch))
 	for _, rec := range batch {
-		if err := a.cfg.Store.PutJob(rec); err != nil {
-			a.log.Error("storing last good job", "job", rec.Job.ID, "err", err)
-		}
+		recs = append(recs, rec)
+	}
+	// One transaction, one fsync, for a burst: the store's single writer is
+	// shared with every runner's status and handle writes.
+	if err := a.cfg.Store.PutJobs(recs); err != nil {
+		a.log.Error("storing last good jobs", "jobs", len(recs), "err", err)
 	}
 }
 
@@ -950,6 +968,7 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 			c[idx] = w
 			out = c
 		default:
+			a.echoes.forgetCreation(id)
 			delete(a.depWritten[jobKey], id) // the view has it
 			if len(a.depWritten[jobKey]) == 0 {
 				delete(a.depWritten, jobKey)

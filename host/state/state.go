@@ -297,6 +297,31 @@ func (s *Store) PutJob(r *JobRecord) error {
 	return nil
 }
 
+// PutJobs stores several last good declarations in one transaction (one
+// fsync for a burst).
+func (s *Store) PutJobs(rs []*JobRecord) error {
+	for _, r := range rs {
+		if r == nil || r.Job == nil || r.Job.ID == "" {
+			return errors.New("putting jobs: record without a job ID")
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range rs {
+			if err := put(tx, bucketJobs, r.Job.ID, r); err != nil {
+				return fmt.Errorf("job %s: %w", r.Job.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storing %d jobs: %w", len(rs), err)
+	}
+	return nil
+}
+
 // Jobs reads every stored last-good job declaration, by job ID.
 func (s *Store) Jobs() (map[string]*JobRecord, error) {
 	out := map[string]*JobRecord{}
