@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -23,6 +24,10 @@ type fakeDriver struct {
 	recovers map[string]int
 	stops    []fakeStop
 	schema   *driver.Schema
+	// driverErrs and recoverErrs make the next Driver lookups and
+	// RecoverTask calls fail with a transient (not "not found") error.
+	driverErrs, recoverErrs int
+	destroys                int
 }
 
 type fakeStop struct {
@@ -51,7 +56,15 @@ func newFakeDriver() *fakeDriver {
 		}}}
 }
 
-func (f *fakeDriver) Driver(context.Context, string) (driver.Driver, error) { return f, nil }
+func (f *fakeDriver) Driver(context.Context, string) (driver.Driver, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.driverErrs > 0 {
+		f.driverErrs--
+		return nil, errors.New("plugin unreachable")
+	}
+	return f, nil
+}
 
 func (t *fakeTask) finish(r *driver.ExitResult) {
 	t.once.Do(func() { t.result = r; close(t.done) })
@@ -117,6 +130,11 @@ func (f *fakeDriver) task(id string) (*fakeTask, error) {
 func (f *fakeDriver) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
 	f.mu.Lock()
 	f.recovers[h.TaskID]++
+	if f.recoverErrs > 0 {
+		f.recoverErrs--
+		f.mu.Unlock()
+		return errors.New("rpc error: code = Unavailable")
+	}
 	f.mu.Unlock()
 	_, err := f.task(h.TaskID)
 	return err
@@ -168,6 +186,7 @@ func (f *fakeDriver) DestroyTask(ctx context.Context, id string, force bool) err
 	}
 	t.finish(&driver.ExitResult{Signal: 9})
 	f.mu.Lock()
+	f.destroys++
 	delete(f.tasks, id)
 	f.mu.Unlock()
 	return nil

@@ -400,3 +400,58 @@ func TestARunnerNeverStartedCanBeStoppedAndDetachedInAnyOrder(t *testing.T) {
 	eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
 	_ = r2.Stop(ctx, "x")
 }
+
+// TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachable:
+// fail closed. A driver that cannot be reached, or that answers a recovery
+// with an error other than "not found", may hide a running task: the runner
+// keeps the handle and retries; it never destroys the task or starts a second
+// copy. The control at the end: "not found" does free the handle and the
+// restart policy starts the task anew.
+func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		name                    string
+		driverErrs, recoverErrs int
+	}{
+		{"driver unreachable", 3, 0},
+		{"transient recover error", 0, 3},
+		{"both", 2, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, map[string]any{}, nil, nil)
+			r := f.runner(nil)
+			r.Run()
+			eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+			r.Detach()
+			f.drv.mu.Lock()
+			f.drv.driverErrs, f.drv.recoverErrs = c.driverErrs, c.recoverErrs
+			f.drv.mu.Unlock()
+			f.alloc = f.store.allocs["a1"].Alloc
+			r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+			r2.Run()
+			t.Cleanup(r2.Detach)
+			eventually(t, 10*time.Second, "reattached", func() bool {
+				f.drv.mu.Lock()
+				defer f.drv.mu.Unlock()
+				return f.drv.driverErrs == 0 && f.drv.recoverErrs == 0 && f.drv.recovers["a1/t"] == c.recoverErrs+1
+			})
+			eventually(t, 3*time.Second, "running", func() bool { return r2.Alloc().ClientStatus == model.ClientRunning })
+			f.drv.mu.Lock()
+			starts, destroys := f.drv.starts["a1/t"], f.drv.destroys
+			f.drv.mu.Unlock()
+			if starts != 1 || destroys != 0 || f.drv.live() != 1 {
+				t.Fatalf("%d starts, %d destroys, %d live after recovering through errors; want 1, 0, 1", starts, destroys, f.drv.live())
+			}
+			// Control: the driver's "not found" frees the handle and the
+			// restart policy starts the task again.
+			r2.Detach()
+			f.drv.mu.Lock()
+			delete(f.drv.tasks, "a1/t")
+			f.drv.mu.Unlock()
+			f.job.Groups[0].Restart = &model.RestartPolicy{Attempts: 2, Interval: model.Duration(time.Minute), Delay: model.Duration(time.Millisecond), Mode: model.RestartModeFail}
+			r3 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+			r3.Run()
+			t.Cleanup(r3.Detach)
+			eventually(t, 5*time.Second, "restarted after not found", func() bool { return f.drv.startCount("a1/t") == 2 })
+		})
+	}
+}

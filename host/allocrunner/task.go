@@ -102,6 +102,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		policy = model.DefaultRestartPolicy(jobType)
 	}
 	tracker := newRestartTracker(policy)
+	recoverWait := recoverRetryMin
 	h := restored
 	if h == nil {
 		r.event(t.Name, EventReceived, "task received by the node")
@@ -115,6 +116,16 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		if ctx.Err() != nil {
 			return
 		}
+		if h != nil && h == restored && err != nil {
+			// Fail closed: a task we hold a handle for may still be running.
+			// Without its driver nothing can be known, so nothing is
+			// destroyed, replaced or counted against the restart policy.
+			r.event(t.Name, EventDriverFailure, fmt.Sprintf("driver %s unavailable: %v; keeping the task's handle, retrying in %s", t.Driver, err, recoverWait))
+			if !r.pause(ctx, &recoverWait) {
+				return
+			}
+			continue
+		}
 		var exitErr string
 		if err != nil {
 			exitErr = fmt.Sprintf("driver %s unavailable: %v", t.Driver, err)
@@ -123,6 +134,16 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			if err := drv.RecoverTask(ctx, h); err != nil {
 				if ctx.Err() != nil {
 					return
+				}
+				if !errIsNotFound(err) {
+					// Only the driver's word that the task is gone frees the
+					// handle; any other error may hide a running task, and
+					// starting another would run it twice.
+					r.event(t.Name, EventRecoverFailed, fmt.Sprintf("recovering task: %v; retrying in %s", err, recoverWait))
+					if !r.pause(ctx, &recoverWait) {
+						return
+					}
+					continue
 				}
 				exitErr = fmt.Sprintf("recovering task: %v", err)
 				r.event(t.Name, EventRecoverFailed, exitErr)
@@ -220,6 +241,27 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			return
 		}
 	}
+}
+
+// Bounds of the wait between attempts to reach a restored task whose driver
+// is unreachable or answers its recovery with an error other than "not found".
+const (
+	recoverRetryMin = 100 * time.Millisecond
+	recoverRetryMax = 15 * time.Second
+)
+
+// pause waits *d (doubling it up to recoverRetryMax for the next time) unless
+// the allocation is stopped first. It reports false when the runner's context
+// ended.
+func (r *Runner) pause(ctx context.Context, d *time.Duration) bool {
+	select {
+	case <-time.After(*d):
+	case <-r.stopping:
+	case <-ctx.Done():
+		return false
+	}
+	*d = min(2**d, recoverRetryMax)
+	return true
 }
 
 // wait waits for a task's exit. On Stop it stops the task with its
