@@ -23,10 +23,14 @@ func (e *DecodeError) Error() string {
 	return e.Path + ": " + e.Reason
 }
 
-// Decode strictly decodes one JSON document into v: unknown fields, unknown
-// enum values, wrong types and trailing data all fail the whole document with
-// a *DecodeError naming the field.
+// Decode strictly decodes one JSON document into v: unknown fields, fields
+// spelled in another case, keys repeated in one object, unknown enum values,
+// wrong types and trailing data all fail the whole document with a
+// *DecodeError naming the field.
 func Decode(data []byte, v any) error {
+	if de := checkKeys(data, reflect.TypeOf(v)); de != nil {
+		return de
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

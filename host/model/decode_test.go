@@ -78,3 +78,34 @@ func TestUnknownFieldsAndTrailingDataFailTheWholeDocument(t *testing.T) {
 		t.Fatalf("control: %v", err)
 	}
 }
+
+func TestKeysThatEncodingJSONWouldMergeFailTheWholeDocument(t *testing.T) {
+	cases := []struct{ name, doc, path, reason string }{
+		{"case variant of a field", `{"id":"a","type":"system","groups":[],"STOP":true}`, "STOP", `must be spelled "stop"`},
+		{"case variant repeating a field", `{"id":"a","type":"system","groups":[],"stop":false,"Stop":true}`, "", `repeats "stop"`},
+		{"repeated field", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"count":2,"tasks":[]}]}`, "groups[0]", `repeats "count"`},
+		{"repeated map key", `{"id":"a","type":"system","groups":[],"meta":{"x":"1","x":"2"}}`, "meta", `repeats "x"`},
+		{"repeated key inside a driver config", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"d","config":{"image":"a","image":"b"}}]}]}`, "groups[0].tasks[0].config", `repeats "image"`},
+	}
+	for _, c := range cases {
+		err := Decode([]byte(c.doc), &Job{})
+		var de *DecodeError
+		if !errors.As(err, &de) || de.Path != c.path || !strings.Contains(de.Reason, c.reason) {
+			t.Errorf("%s: got %v (path %q), want path %q and %q", c.name, err, pathOf(de), c.path, c.reason)
+		}
+	}
+	// Controls: keys that differ only in case are distinct data in a map,
+	// and the exact spelling of every field decodes.
+	var j Job
+	err := Decode([]byte(`{"id":"a","type":"system","stop":true,"groups":[],"meta":{"Rack":"1","rack":"2"}}`), &j)
+	if err != nil || !j.Stop || j.Meta["Rack"] != "1" || j.Meta["rack"] != "2" {
+		t.Fatalf("control: %v %+v", err, j)
+	}
+}
+
+func pathOf(de *DecodeError) string {
+	if de == nil {
+		return "<nil>"
+	}
+	return de.Path
+}

@@ -37,6 +37,11 @@ func (es ValidationErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// MaxGroupCount bounds a group's count: the copies of a system group on one
+// node. Every agent allocates per required name, so an unbounded count in one
+// bad declaration could exhaust every node's memory.
+const MaxGroupCount = 1000
+
 // Validate checks the semantic rules of a job that a strict decode cannot:
 // ranges, required fields, unique names, the ordering of the update
 // deadlines, and what each job type accepts. It reports every problem, not
@@ -130,6 +135,9 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	v.name(join(path, "name"), "group name", g.Name)
 	if g.Count < 0 {
 		v.add(join(path, "count"), "count must be 0 or more, got %d", g.Count)
+	}
+	if g.Count > MaxGroupCount {
+		v.add(join(path, "count"), "count must be at most %d (copies of the group on every node), got %d", MaxGroupCount, g.Count)
 	}
 	if g.Update != nil {
 		if jt == JobTypeSysbatch {

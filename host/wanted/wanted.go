@@ -155,8 +155,9 @@ func checkSize(value []byte) error {
 }
 
 // DecodeJob decodes the job put under a jobs-bucket key, closed: oversize,
-// unknown fields, unknown enum values, wrong types, a missing ID, or a key
-// other than JobKey(namespace, id) all fail the whole declaration.
+// unknown fields, unknown enum values, wrong types, a missing ID, a key
+// other than JobKey(namespace, id), or a job that fails model.Job.Validate
+// all fail the whole declaration.
 func DecodeJob(key string, value []byte) (*model.Job, error) {
 	if err := checkSize(value); err != nil {
 		return nil, err
@@ -170,6 +171,12 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 	}
 	if want := JobKey(j.Namespace, j.ID); want != key {
 		return nil, fmt.Errorf("job %q of namespace %q belongs under key %q, not %q", j.ID, namespaceOr(j.Namespace), want, key)
+	}
+	// A declaration put straight into the bucket skipped the CLI's checks:
+	// the same semantic rules apply (negative or huge counts, canary out of
+	// range, deadlines out of order...).
+	if err := j.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid job: %w", err)
 	}
 	return j, nil
 }

@@ -77,6 +77,11 @@ func TestARejectedPutKeepsTheLastGoodVersion(t *testing.T) {
 		{"key names another job", []byte(`{"id":"api","type":"system","version":2,"groups":[]}`), "belongs under key"},
 		{"no id", []byte(`{"type":"system","version":2,"groups":[]}`), "no id"},
 		{"trailing data", append(job(2, ""), []byte(` {}`)...), "after the JSON document"},
+		{"negative count", []byte(`{"id":"web","type":"system","version":2,"groups":[{"name":"g","count":-1,"tasks":[{"name":"t","driver":"mock"}]}]}`), "count must be 0 or more"},
+		{"count past the bound", []byte(`{"id":"web","type":"system","version":2,"groups":[{"name":"g","count":100000000,"tasks":[{"name":"t","driver":"mock"}]}]}`), "count must be at most"},
+		{"canary out of range", []byte(`{"id":"web","type":"system","version":2,"groups":[{"name":"g","count":1,"update":{"max_parallel":1,"canary":150},"tasks":[{"name":"t","driver":"mock"}]}]}`), "canary"},
+		{"stop spelled twice", job(2, `,"stop":false,"STOP":true`), "repeats"},
+		{"stop in another case", job(2, `,"Stop":true`), "must be spelled"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
