@@ -230,7 +230,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
-		if err := waitEmbeddedJetStream(ctx, emb, rc); err != nil {
+		if err := waitEmbeddedJetStream(ctx, emb, rc, log); err != nil {
 			return err
 		}
 		if emb.Port() != fleet.DefaultNATSPort {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/fleet"
@@ -34,14 +35,33 @@ func embeddedConfig(rc *config.Resolved, nodeID string, dev bool, log *slog.Logg
 }
 
 // waitEmbeddedJetStream holds a cluster member until its JetStream cluster
-// can hold the configured replicas (the buckets are created next); it waits
+// can hold the configured replicas and the fleet's buckets exist: it waits
 // as long as the agent runs, logging while the other members are missing.
-func waitEmbeddedJetStream(ctx context.Context, emb *fleet.Embedded, rc *config.Resolved) error {
+// Members starting together create the same R3 buckets at once, and a
+// just-formed cluster may still be electing stream leaders, so a failed
+// bucket request is retried here rather than ending the agent's start.
+func waitEmbeddedJetStream(ctx context.Context, emb *fleet.Embedded, rc *config.Resolved, log *slog.Logger) error {
 	if rc.Cluster == nil {
 		return nil
 	}
 	if err := emb.WaitJetStream(ctx, rc.Replicas); err != nil {
 		return fmt.Errorf("embedded NATS cluster %s: %w", rc.Cluster.Name, err)
 	}
-	return nil
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: rc.RequestTimeout}, log, nil)
+	if err != nil {
+		return fmt.Errorf("embedded NATS cluster %s: %w", rc.Cluster.Name, err)
+	}
+	defer conn.Close()
+	for attempt := 1; ; attempt++ {
+		_, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
+		if err == nil {
+			return nil
+		}
+		log.Warn("creating the fleet buckets in the new cluster; retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("embedded NATS cluster %s: creating buckets: %w (last: %v)", rc.Cluster.Name, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
+		}
+	}
 }

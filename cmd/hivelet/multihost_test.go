@@ -82,15 +82,15 @@ func (p *agentProc) healthy() bool {
 	return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&h) == nil && h.Synced
 }
 
-func (p *agentProc) nodeName() string {
+func (p *agentProc) node() model.Node {
+	var n model.Node
 	resp, err := http.Get("http://" + p.apiAddr + "/v1/node")
 	if err != nil {
-		return ""
+		return n
 	}
 	defer resp.Body.Close()
-	var n model.Node
 	_ = json.NewDecoder(resp.Body).Decode(&n)
-	return n.Name
+	return n
 }
 
 // runningVersion reports whether the agent runs an allocation of job at
@@ -160,8 +160,11 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 		p.notePlugins()
 	}
 	names := map[string]bool{}
+	var ids []string
 	for _, p := range agents {
-		names[p.nodeName()] = true
+		n := p.node()
+		names[n.Name] = true
+		ids = append(ids, n.ID)
 	}
 	if !names["agent-1"] || !names["agent-2"] || !names["agent-3"] {
 		t.Fatalf("node names %v, want agent-1..3 from the example files", names)
@@ -192,9 +195,35 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 		return true
 	})
 	// The allocations bucket, read through agent 2's server, shows all three.
-	if code, out := agents[1].cli("job", "status", "mock-demo"); code != 0 || strings.Count(out, "running") < 3 {
+	code, out = agents[1].cli("job", "status", "mock-demo")
+	t.Logf("job status through agent 2:\n%s", out)
+	if code != 0 {
 		t.Fatalf("job status through agent 2: exit %d\n%s", code, out)
 	}
+	for _, id := range ids {
+		running := 0
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, id) && strings.Contains(line, " running ") {
+				running++
+			}
+		}
+		if running != 2 { // mock.hcl: count = 2 per node
+			t.Fatalf("job status shows %d running allocations on node %s, want 2", running, id)
+		}
+	}
+
+	// Draining agent 2 stops its allocation only; ending the drain brings
+	// it back.
+	if code, out := agents[0].cli("node", "drain", "-enable", "-deadline", "10s", "-wait", "20s", "agent-2"); code != 0 {
+		t.Fatalf("node drain: exit %d\n%s", code, out)
+	}
+	e2eEventually(t, 20*time.Second, "agent 2 drained, agents 1 and 3 still running", func() bool {
+		return len(liveOf(agents[1].allocs(), "mock-demo")) == 0 && runningVersion(agents[0], "mock-demo", 0) && runningVersion(agents[2], "mock-demo", 0)
+	})
+	if code, out := agents[0].cli("node", "drain", "-disable", "-wait", "20s", "agent-2"); code != 0 {
+		t.Fatalf("node drain -disable: exit %d\n%s", code, out)
+	}
+	e2eEventually(t, 20*time.Second, "agent 2 running mock-demo again", func() bool { return runningVersion(agents[1], "mock-demo", 0) })
 
 	// Lose agent 3 and its NATS server at once.
 	if err := agents[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
