@@ -1,7 +1,10 @@
 package config
 
 import (
+	"fmt"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -121,6 +124,80 @@ func TestEmbeddedServerMistakesFailWithTheirPosition(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(src), "agent.hcl"); err != nil {
 			t.Fatalf("valid form rejected: %v\n%s", err, src)
+		}
+	}
+}
+
+// The clustering example in docs/agent-config.md loads.
+func TestTheDocumentedClusterExampleLoads(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/agent-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(doc), "## The embedded server and clustering")
+	if !ok {
+		t.Fatal("no clustering section")
+	}
+	_, rest, ok := strings.Cut(sec, "```hcl\n")
+	if !ok {
+		t.Fatal("no HCL example in the clustering section")
+	}
+	body, _, _ := strings.Cut(rest, "```")
+	a, err := Parse([]byte(body), "agent-config.md.hcl")
+	if err != nil {
+		t.Fatalf("the clustering example does not load: %v", err)
+	}
+	r, err := a.Resolve(false, "/var/hv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cluster == nil || r.Cluster.Name != "hivelet" || len(r.Cluster.Routes) != 3 || r.Replicas != 3 || r.EmbeddedServerName != "hivelet-a" {
+		t.Fatalf("clustering example resolved as %+v (cluster %+v)", r, r.Cluster)
+	}
+}
+
+// The three agents of examples/multihost load and fit together: one cluster
+// name, distinct names, directories and ports, every member's listen address
+// among everyone's routes, R3 within three members.
+func TestTheMultihostExampleFilesFormOneCluster(t *testing.T) {
+	seen := map[string]string{}
+	unique := func(what, v, file string) {
+		if prev, ok := seen[what+"="+v]; ok {
+			t.Fatalf("%s %s in both %s and %s", what, v, prev, file)
+		}
+		seen[what+"="+v] = file
+	}
+	var listens []string
+	var routes [][]string
+	for i := 1; i <= 3; i++ {
+		file := fmt.Sprintf("../../examples/multihost/agent-%d.hcl", i)
+		a, err := Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.Resolve(false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Cluster == nil || r.Cluster.Name != "hivelet-demo" || r.Replicas != 3 || !r.Embedded {
+			t.Fatalf("%s: %+v", file, r)
+		}
+		unique("name", r.Name, file)
+		unique("state_dir", r.StateDir, file)
+		unique("http", r.HTTPAddr, file)
+		unique("client port", fmt.Sprint(r.EmbeddedPort), file)
+		unique("server_name", r.EmbeddedServerName, file)
+		listen := fmt.Sprintf("nats-route://%s:%d", r.Cluster.Host, r.Cluster.Port)
+		unique("cluster listen", listen, file)
+		unique("dc+meta", r.Datacenter+fmt.Sprint(r.Meta), file)
+		listens = append(listens, listen)
+		routes = append(routes, r.Cluster.Routes)
+	}
+	for i, rs := range routes {
+		for _, l := range listens {
+			if !slices.Contains(rs, l) {
+				t.Fatalf("agent-%d.hcl routes %v miss %s", i+1, rs, l)
+			}
 		}
 	}
 }
