@@ -11,6 +11,10 @@
 //   - Decoding is closed: an unknown attribute or block, a wrong type, or an
 //     unparsable duration fails the load with its position.
 //     TestAnUnknownAttributeFailsWithItsPosition.
+//   - The embedded NATS server binds beyond loopback only when
+//     nats.embedded.allow_non_loopback says so, and nats.replicas never
+//     exceeds what the embedded server or its named cluster members can hold.
+//     TestEmbeddedServerMistakesFailWithTheirPosition.
 //   - Defaults are applied in one place (ApplyDefaults); Load never reads the
 //     environment or the clock.
 package config
