@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,6 +104,7 @@ type Engine struct {
 	named    map[string]*Module // custom modules by name
 	byDigest map[string]*Module
 	refused  map[string]*Fault // custom name → why its last load failed
+	follow   map[string]bool   // custom names that track the store's current digest
 
 	resets sync.WaitGroup
 	// bufs recycles input encoding buffers.
@@ -120,6 +123,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		opts: opts, log: opts.Logger,
 		builtins: map[string]*Module{}, named: map[string]*Module{},
 		byDigest: map[string]*Module{}, refused: map[string]*Fault{},
+		follow: map[string]bool{},
 	}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	cfg := wazero.NewRuntimeConfigCompiler().
@@ -188,7 +192,20 @@ type Module struct {
 	// inputCap is the input buffer allocated in new instances before
 	// their snapshot (adaptive).
 	inputCap atomic.Int64
+	// globals names the exports of the module's mutable globals (added by
+	// exportGlobals), restored with the memory after every call.
+	globals []string
+	// fresh, when not empty, is why every evaluation gets a fresh instance:
+	// the module has state a restore cannot reset (tables, segments).
+	fresh string
 }
+
+// FreshReason says why every evaluation of the module runs on a fresh
+// instance ("" when instances are pooled and restored).
+func (m *Module) FreshReason() string { return m.fresh }
+
+// freshOnly reports whether evaluations must not reuse instances.
+func (m *Module) freshOnly() bool { return m.engine.opts.FreshInstances || m.fresh != "" }
 
 // Digest returns the hex SHA-256 of wasm.
 func Digest(wasm []byte) string {
@@ -207,7 +224,22 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		f.Decision, f.Policy, f.Digest = "load", name, m.Digest
 		return f
 	}
-	compiled, err := e.rt.CompileModule(ctx, wasm)
+	// Mutable globals are exported under reserved names so that instances
+	// can restore them; a module whose tables or segments can change runs
+	// on fresh instances (wasmscan.go).
+	shape, scanErr := scanModule(wasm)
+	code := wasm
+	if scanErr == nil {
+		if code, scanErr = exportGlobals(wasm, shape.mutableGlobals); scanErr != nil {
+			code = wasm
+		}
+	}
+	compiled, err := e.rt.CompileModule(ctx, code)
+	if err == nil && scanErr != nil {
+		compiled.Close(ctx)
+		err = scanErr
+		return nil, fault(&Fault{Kind: FaultLoad, Reason: "inspecting the module: " + err.Error(), Err: err})
+	}
 	if err != nil {
 		if isMemoryLimitError(err) {
 			return nil, fault(&Fault{Kind: FaultMemory, Reason: "compiling: " + err.Error(), Err: err})
@@ -215,6 +247,10 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, fault(&Fault{Kind: FaultLoad, Reason: "compiling: " + err.Error(), Err: err})
 	}
 	m.compiled = compiled
+	m.fresh = shape.fresh
+	for _, g := range shape.mutableGlobals {
+		m.globals = append(m.globals, globalExportPrefix+strconv.FormatUint(uint64(g), 10))
+	}
 	for _, f := range compiled.ImportedFunctions() {
 		mod, n, _ := f.Import()
 		m.Imports = append(m.Imports, mod+"."+n)
@@ -324,7 +360,11 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 	m.idle = make(chan *instance, e.opts.PoolSize)
 	m.freed = make(chan struct{}, 1)
 	m.live.Store(1)
-	if !inst.restore() {
+	if m.fresh != "" {
+		e.log.Info("policy module has state a restore cannot reset; every evaluation instantiates it afresh",
+			"policy", name, "policy_digest", m.Digest, "reason", m.fresh)
+	}
+	if m.freshOnly() || !inst.restore() {
 		inst.mod.Close(ctx)
 		m.live.Store(0)
 	} else {
@@ -394,13 +434,39 @@ func (e *Engine) EnsureBuiltin(ctx context.Context, name string) error {
 // Load of the same name replaces it; decisions pinned to the older digest
 // still find it). digest, if not empty, must match the bytes. A module that
 // fails to load is reported, and decisions naming it fall back with the
-// load's reason.
+// load's reason. The bare names of the built-in policies are reserved
+// (they always mean the built-in): loading a custom module under one is
+// refused. A name loaded through Load is the caller's to keep current
+// (Store.Refresh does not move it).
 func (e *Engine) Load(ctx context.Context, name, digest string, wasm []byte) (*Module, error) {
+	m, err := e.load(ctx, name, digest, wasm)
+	if err != nil {
+		return nil, err
+	}
+	e.point(name, m, false)
+	return m, nil
+}
+
+// load verifies and compiles a custom module and registers it by digest,
+// without making it the current module of any name.
+func (e *Engine) load(ctx context.Context, name, digest string, wasm []byte) (*Module, error) {
+	if _, reserved := builtinKinds[name]; reserved {
+		f := &Fault{Kind: FaultLoad, Decision: "load", Policy: name, Digest: Digest(wasm),
+			Reason: fmt.Sprintf("%q is the name of a built-in policy, reserved for it: a custom module must have another name", name)}
+		e.refuse(name, f)
+		return nil, f
+	}
 	if got := Digest(wasm); digest != "" && !strings.EqualFold(strings.TrimPrefix(digest, "sha256:"), got) {
 		f := &Fault{Kind: FaultDigestMismatch, Decision: "load", Policy: name, Digest: got,
 			Reason: fmt.Sprintf("the module's SHA-256 is %s, pinned %s", got, digest)}
 		e.refuse(name, f)
 		return nil, f
+	}
+	e.mu.RLock()
+	m := e.byDigest[Digest(wasm)]
+	e.mu.RUnlock()
+	if m != nil {
+		return m, nil
 	}
 	m, err := e.Compile(ctx, name, wasm)
 	if err != nil {
@@ -409,11 +475,59 @@ func (e *Engine) Load(ctx context.Context, name, digest string, wasm []byte) (*M
 		return nil, err
 	}
 	e.mu.Lock()
-	e.named[name] = m
+	if prev := e.byDigest[m.Digest]; prev != nil {
+		// Another load of the same bytes won the race.
+		e.mu.Unlock()
+		m.close(ctx)
+		return prev, nil
+	}
 	e.byDigest[m.Digest] = m
-	delete(e.refused, name)
 	e.mu.Unlock()
 	return m, nil
+}
+
+// point makes m the current module of name. follow records whether the
+// name tracks the object store's current digest (Store.Ensure of a
+// name-only reference) or was set by the caller (Load).
+func (e *Engine) point(name string, m *Module, follow bool) {
+	e.mu.Lock()
+	e.named[name] = m
+	if follow {
+		e.follow[name] = true
+	} else {
+		delete(e.follow, name)
+	}
+	delete(e.refused, name)
+	e.mu.Unlock()
+}
+
+// Current returns the digest of the module name currently resolves to
+// (custom or built-in), or "" if none is loaded.
+func (e *Engine) Current(name string) string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if _, ok := builtinKinds[strings.TrimPrefix(name, BuiltinPrefix)]; ok || strings.HasPrefix(name, BuiltinPrefix) {
+		if m := e.builtins[strings.TrimPrefix(name, BuiltinPrefix)]; m != nil {
+			return m.Digest
+		}
+		return ""
+	}
+	if m := e.named[name]; m != nil {
+		return m.Digest
+	}
+	return ""
+}
+
+// followed lists the names that track the object store, sorted.
+func (e *Engine) followed() []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]string, 0, len(e.follow))
+	for n := range e.follow {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (e *Engine) refuse(name string, f *Fault) {
@@ -435,8 +549,12 @@ func (e *Engine) resolve(ref *model.PolicyRef, kind Kind) (*Module, *Fault) {
 	case strings.HasPrefix(name, BuiltinPrefix):
 		m = e.builtins[strings.TrimPrefix(name, BuiltinPrefix)]
 	default:
-		if m = e.named[name]; m == nil {
+		// A built-in's bare name is reserved: it always means the
+		// built-in, never a pushed module.
+		if _, reserved := builtinKinds[name]; reserved {
 			m = e.builtins[name]
+		} else {
+			m = e.named[name]
 		}
 	}
 	if m == nil {
@@ -458,7 +576,7 @@ func (e *Engine) resolve(ref *model.PolicyRef, kind Kind) (*Module, *Fault) {
 // acquire takes an idle instance, or creates one while the pool is not
 // full, or waits until an instance is given back or a slot frees up.
 func (m *Module) acquire(ctx context.Context) (*instance, error) {
-	if m.engine.opts.FreshInstances {
+	if m.freshOnly() {
 		return m.instantiate(ctx)
 	}
 	for {
@@ -498,7 +616,7 @@ func (m *Module) drop() {
 // release gives an instance back: restored in the background (off the
 // decision path) when it answered, discarded when it faulted.
 func (m *Module) release(inst *instance, healthy bool) {
-	if m.engine.opts.FreshInstances {
+	if m.freshOnly() {
 		inst.mod.Close(context.Background())
 		return
 	}
@@ -703,5 +821,18 @@ func (e *Engine) report(f *Fault) {
 	e.faults.WithLabelValues(f.Decision, string(f.Kind)).Inc()
 	if e.opts.OnFault != nil {
 		e.opts.OnFault(f)
+	}
+}
+
+// close releases a module no one can reach (it lost a load race).
+func (m *Module) close(ctx context.Context) {
+	for {
+		select {
+		case inst := <-m.idle:
+			inst.mod.Close(ctx)
+		default:
+			m.compiled.Close(ctx)
+			return
+		}
 	}
 }

@@ -26,6 +26,10 @@ type instance struct {
 	mem                       api.Memory
 	alloc, canary, completion api.Function
 	snapshot                  []byte
+	// globals are the module's mutable globals and gsnap their values
+	// after initialisation, restored with the memory.
+	globals []api.MutableGlobal
+	gsnap   []uint64
 	// inPtr and inCap locate the input buffer allocated before the
 	// snapshot (inCap 0: none).
 	inPtr, inCap uint32
@@ -157,6 +161,15 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 			inst.inPtr, inst.inCap = ptr, uint32(c)
 		}
 	}
+	for _, name := range m.globals {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+		if !ok {
+			mod.Close(ctx)
+			return nil, &Fault{Kind: FaultLoad, Reason: "the module's mutable global " + name + " is not writable by the host"}
+		}
+		inst.globals = append(inst.globals, g)
+		inst.gsnap = append(inst.gsnap, g.Get())
+	}
 	snap, _ := inst.mem.Read(0, inst.mem.Size())
 	inst.snapshot = bytes.Clone(snap)
 	inst.stdout.reset()
@@ -164,7 +177,9 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// restore puts the instance back in its post-initialisation state. It
+// restore puts the instance back in its post-initialisation state (linear
+// memory and mutable globals; a module whose tables or segments can change
+// is never restored, see wasmscan.go). It
 // reports false when that is impossible (memory grew: Go's allocator would
 // grow it again on every call), and the instance must be discarded.
 //
@@ -182,6 +197,11 @@ func (inst *instance) restore() bool {
 	mem, ok := inst.mem.Read(0, inst.mem.Size())
 	if !ok {
 		return false
+	}
+	for i, g := range inst.globals {
+		if g.Get() != inst.gsnap[i] {
+			g.Set(inst.gsnap[i])
+		}
 	}
 	snap := inst.snapshot
 	for o := 0; o < len(snap); o += restoreChunk {

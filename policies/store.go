@@ -68,6 +68,9 @@ func (s *Store) Push(ctx context.Context, name string, wasm []byte) (StoredPolic
 	if name == "" || strings.HasPrefix(name, BuiltinPrefix) || strings.ContainsAny(name, "/ \t\n") {
 		return StoredPolicy{}, fmt.Errorf("pushing policy %q: a name must be non-empty, without spaces or '/', and not start with %q", name, BuiltinPrefix)
 	}
+	if _, reserved := builtinKinds[name]; reserved {
+		return StoredPolicy{}, fmt.Errorf("pushing policy %q: the name of a built-in policy is reserved for it (a job naming %q, or %q, runs the built-in); choose another name", name, name, BuiltinPrefix+name)
+	}
 	obs, err := s.objects(ctx, true)
 	if err != nil {
 		return StoredPolicy{}, fmt.Errorf("opening policy bucket %s: %w", s.bucket, err)
@@ -108,16 +111,6 @@ func (s *Store) List(ctx context.Context) ([]StoredPolicy, error) {
 	}
 	slices.SortFunc(out, func(a, b StoredPolicy) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-// hasName reports whether the bucket has a policy of that name.
-func (s *Store) hasName(ctx context.Context, name string) bool {
-	obs, err := s.objects(ctx, false)
-	if err != nil {
-		return false
-	}
-	_, err = obs.GetInfo(ctx, namePrefix+name)
-	return err == nil
 }
 
 // Fetch returns the bytes of policy name, pinned to digest when digest is
@@ -204,37 +197,139 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Ensure makes the module a reference names available to the engine: a
-// built-in is compiled if it is not yet; a custom module is fetched (cache,
-// then bucket), verified and loaded, unless the engine already has it. The
-// agent calls it when a job names a policy, never on the decision path.
+// Ensure makes the module a reference names available to the engine,
+// and for a name-only reference makes the name resolve to the name's
+// current digest in the bucket:
+//
+//   - a built-in (by "builtin:name" or by its bare name, which is reserved
+//     for it) is compiled if it is not yet; the bucket is not consulted;
+//   - a reference pinned by digest loads that module (cache, then bucket),
+//     verified; the name's current module is left as it is;
+//   - a name-only reference looks the name up in the bucket every time,
+//     and loads and points the name at that digest when it moved. The
+//     engine then keeps following the name: Refresh moves it again.
+//
+// Modules are kept by digest: a version already loaded is not fetched or
+// compiled again. The agent calls Ensure when a job names a policy and
+// Refresh periodically, never on the decision path.
 func (s *Store) Ensure(ctx context.Context, e *Engine, ref *model.PolicyRef) error {
 	if ref == nil {
 		return nil
 	}
-	if strings.HasPrefix(ref.Name, BuiltinPrefix) {
-		return e.EnsureBuiltin(ctx, ref.Name)
-	}
-	e.mu.RLock()
-	_, haveDigest := e.byDigest[strings.ToLower(strings.TrimPrefix(ref.Digest, "sha256:"))]
-	_, haveName := e.named[ref.Name]
-	_, builtin := e.builtins[ref.Name]
-	e.mu.RUnlock()
-	if (ref.Digest != "" && haveDigest) || (ref.Digest == "" && (haveName || builtin)) {
-		return nil
-	}
-	if _, isBuiltin := builtinKinds[ref.Name]; isBuiltin && ref.Digest == "" {
-		if _, err := s.objects(ctx, false); err != nil || !s.hasName(ctx, ref.Name) {
+	if _, reserved := builtinKinds[ref.Name]; reserved || strings.HasPrefix(ref.Name, BuiltinPrefix) {
+		if ref.Digest == "" {
 			return e.EnsureBuiltin(ctx, ref.Name)
 		}
-	}
-	b, digest, err := s.Fetch(ctx, ref.Name, ref.Digest)
-	if err != nil {
-		if f, ok := AsFault(err); ok {
-			e.refuse(ref.Name, f)
+		// Pinned built-in: the pin must be the embedded module's.
+		wasm, ok := BuiltinWasm(ref.Name)
+		if !ok {
+			return e.EnsureBuiltin(ctx, ref.Name) // its error names the unknown built-in
 		}
+		if got, want := Digest(wasm), normDigest(ref.Digest); got != want {
+			f := &Fault{Kind: FaultDigestMismatch, Decision: "load", Policy: ref.Name, Digest: want,
+				Reason: fmt.Sprintf("the built-in's SHA-256 is %s, the job pins %s", got, want)}
+			e.refuse(ref.Name, f)
+			return f
+		}
+		return e.EnsureBuiltin(ctx, ref.Name)
+	}
+	if ref.Digest != "" {
+		digest := normDigest(ref.Digest)
+		e.mu.RLock()
+		_, have := e.byDigest[digest]
+		e.mu.RUnlock()
+		if have {
+			return nil
+		}
+		b, digest, err := s.Fetch(ctx, ref.Name, digest)
+		if err != nil {
+			if f, ok := AsFault(err); ok {
+				e.refuse(ref.Name, f)
+			}
+			return err
+		}
+		_, err = e.load(ctx, ref.Name, digest, b)
 		return err
 	}
-	_, err = e.Load(ctx, ref.Name, digest, b)
-	return err
+	return s.follow(ctx, e, ref.Name)
+}
+
+// follow points name at its current digest in the bucket, fetching and
+// loading that module if the engine does not have it.
+func (s *Store) follow(ctx context.Context, e *Engine, name string) error {
+	digest, err := s.current(ctx, name)
+	if err != nil {
+		return err
+	}
+	e.mu.RLock()
+	m := e.byDigest[digest]
+	cur := e.named[name]
+	e.mu.RUnlock()
+	if m == nil {
+		b, _, err := s.Fetch(ctx, name, digest)
+		if f, ok := AsFault(err); ok {
+			e.refuse(name, f)
+		} else if err == nil {
+			m, err = e.load(ctx, name, digest, b) // a refusal is recorded by load
+		}
+		if _, ok := AsFault(err); ok {
+			// The name's current module is refused: the name resolves to
+			// nothing (decisions fall back, reported with the refusal), as
+			// on every agent, rather than to an older version.
+			e.mu.Lock()
+			delete(e.named, name)
+			e.follow[name] = true
+			e.mu.Unlock()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if cur != m {
+		e.point(name, m, true)
+		e.log.Info("policy name now resolves to a new module", "policy", name, "policy_digest", digest)
+	} else {
+		e.mu.Lock()
+		e.follow[name] = true
+		e.mu.Unlock()
+	}
+	return nil
+}
+
+// current returns the digest name points at in the bucket.
+func (s *Store) current(ctx context.Context, name string) (string, error) {
+	obs, err := s.objects(ctx, false)
+	if err != nil {
+		return "", fmt.Errorf("opening policy bucket %s: %w", s.bucket, err)
+	}
+	info, err := obs.GetInfo(ctx, namePrefix+name)
+	if err != nil {
+		return "", fmt.Errorf("looking up policy %s: %w", name, err)
+	}
+	digest := info.Metadata[metaDigest]
+	if digest == "" {
+		return "", fmt.Errorf("policy %s has no recorded digest", name)
+	}
+	return digest, nil
+}
+
+// Refresh re-resolves every name the engine follows (those a name-only
+// reference ensured) against the bucket, loading and switching to a
+// name's new module when it was pushed again. Until the next Refresh an
+// agent keeps evaluating the version it has; call it on every sync (one
+// metadata lookup per name, nothing fetched or compiled when nothing
+// moved). It returns the errors of the names it could not refresh; those
+// keep their current module.
+func (s *Store) Refresh(ctx context.Context, e *Engine) error {
+	var errs []error
+	for _, name := range e.followed() {
+		if err := s.follow(ctx, e, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func normDigest(d string) string {
+	return strings.ToLower(strings.TrimPrefix(d, "sha256:"))
 }

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -154,5 +155,128 @@ func TestEnsureLoadsABuiltinNamedByAJob(t *testing.T) {
 	}
 	if err := s.Ensure(ctx, e, &model.PolicyRef{Name: "no-such-policy"}); err == nil {
 		t.Fatal("control: an unknown policy was ensured")
+	}
+}
+
+// TestANamePushedAgainIsEvaluatedAtItsNewDigestAfterTheNextSync: an agent
+// that loaded v1 of a name switches to v2's bytes at the next Refresh
+// after v2 is pushed (a differing reason proves which bytes answered),
+// while a job pinned to v1's digest keeps v1. Control: before the push,
+// Refresh changes nothing.
+func TestANamePushedAgainIsEvaluatedAtItsNewDigestAfterTheNextSync(t *testing.T) {
+	ctx := context.Background()
+	js := embeddedJetStream(t)
+	s := NewStore(js, "", t.TempDir())
+	v1, v2 := watModule(t, "raw"), watModule(t, "immutable")
+	const reason1, reason2 = "raw module says continue", "calls=1"
+	if _, err := s.Push(ctx, "rollout", v1); err != nil {
+		t.Fatal(err)
+	}
+	e, faults, _ := newTestEngine(t, Options{})
+	byName := &model.PolicyRef{Name: "rollout"}
+	pinned := &model.PolicyRef{Name: "rollout", Digest: "sha256:" + Digest(v1)}
+	decide := func(ref *model.PolicyRef) string {
+		t.Helper()
+		in := genCompletion(1, time.Unix(1_700_000_000, 0))
+		in.Policy = ref
+		d, err := e.DecideCompletion(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Reason
+	}
+	for _, ref := range []*model.PolicyRef{byName, pinned} {
+		if err := s.Ensure(ctx, e, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := decide(byName); got != reason1 {
+		t.Fatalf("v1 by name answered %q, want %q", got, reason1)
+	}
+	if err := s.Refresh(ctx, e); err != nil || e.Current("rollout") != Digest(v1) {
+		t.Fatalf("control: refresh with nothing pushed: %v, current %s", err, e.Current("rollout"))
+	}
+	if _, err := s.Push(ctx, "rollout", v2); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(byName); got != reason1 {
+		t.Fatalf("before the sync: %q, want v1's %q (decisions never fetch)", got, reason1)
+	}
+	if err := s.Refresh(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if got := decide(byName); got != reason2 || e.Current("rollout") != Digest(v2) {
+		t.Fatalf("after the sync by name: %q (current %s), want v2's %q", got, e.Current("rollout"), reason2)
+	}
+	if got := decide(pinned); got != reason1 {
+		t.Fatalf("pinned to v1: %q, want %q", got, reason1)
+	}
+	// An agent that starts now (Ensure only) evaluates the same bytes.
+	e2, _, _ := newTestEngine(t, Options{})
+	if err := NewStore(js, "", t.TempDir()).Ensure(ctx, e2, byName); err != nil || e2.Current("rollout") != Digest(v2) {
+		t.Fatalf("a new agent: %v, current %s, want v2", err, e2.Current("rollout"))
+	}
+	// A pinned Ensure after the push does not move the name back.
+	e3, _, _ := newTestEngine(t, Options{})
+	s3 := NewStore(js, "", t.TempDir())
+	for _, ref := range []*model.PolicyRef{byName, pinned} {
+		if err := s3.Ensure(ctx, e3, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e3.Current("rollout") != Digest(v2) {
+		t.Fatalf("a pinned reference moved the name to %s", e3.Current("rollout"))
+	}
+	if len(faults.all()) != 0 {
+		t.Fatalf("faults: %v", faults.all())
+	}
+}
+
+// TestBuiltinNamesAreReservedAgainstPushedModules: a push under a
+// built-in's bare name is refused and a job naming it runs the built-in
+// even if the bucket holds an object of that name (pushed before the rule,
+// written directly); a load under it is refused. Control: another name
+// pushes and loads.
+func TestBuiltinNamesAreReservedAgainstPushedModules(t *testing.T) {
+	ctx := context.Background()
+	js := embeddedJetStream(t)
+	s := NewStore(js, "", t.TempDir())
+	raw := watModule(t, "raw")
+	for _, name := range []string{"default", "spread", "builtin:quorum"} {
+		if _, err := s.Push(ctx, name, raw); err == nil {
+			t.Fatalf("push under %q accepted", name)
+		}
+	}
+	if _, err := s.Push(ctx, "my-default", raw); err != nil {
+		t.Fatalf("control push: %v", err)
+	}
+	// A legacy object under a built-in's name, bypassing Push.
+	obs, err := js.ObjectStore(ctx, DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: namePrefix + "default", Metadata: map[string]string{metaDigest: Digest(raw)}}, bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := newTestEngine(t, Options{})
+	for _, name := range []string{"default", "my-default"} {
+		if err := s.Ensure(ctx, e, &model.PolicyRef{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	builtin, _ := BuiltinWasm("default")
+	if got := e.Current("default"); got != Digest(builtin) {
+		t.Fatalf("\"default\" resolves to %s, want the built-in %s", got, Digest(builtin))
+	}
+	if got := e.Current("my-default"); got != Digest(raw) {
+		t.Fatalf("control: my-default resolves to %s, want the pushed %s", got, Digest(raw))
+	}
+	in := genCompletion(1, time.Unix(1_700_000_000, 0))
+	in.Policy = &model.PolicyRef{Name: "default"}
+	if d, _ := e.DecideCompletion(in); d.Reason == "raw module says continue" {
+		t.Fatal("the pushed module shadowed the built-in")
+	}
+	if _, err := e.Load(ctx, "quorum", "", raw); err == nil {
+		t.Fatal("a custom module loaded under a built-in's name")
 	}
 }
