@@ -258,13 +258,11 @@ func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, wait time.Dura
 	if err != nil {
 		return err
 	}
-	in, _, err := st.GetIntent(ctx, id)
-	if err != nil {
-		return failed("%v", err)
-	}
-	change(&in)
-	in.UpdatedAt = time.Now().UTC()
-	if _, err := st.PutIntent(ctx, id, in); err != nil {
+	now := time.Now().UTC()
+	if _, _, err := st.ModifyIntent(ctx, id, func(in *wanted.Intent) {
+		change(in)
+		in.UpdatedAt = now
+	}); err != nil {
 		return failed("%v", err)
 	}
 	out := cmd.OutOrStdout()

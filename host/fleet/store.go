@@ -282,6 +282,50 @@ func (s *Store) PutIntent(ctx context.Context, nodeID string, in wanted.Intent) 
 	return rev, nil
 }
 
+// ModifyIntent changes a node's operator intent by compare-and-set: it reads
+// the intent, applies change, and writes it only if nobody wrote in between
+// (create-if-absent for a node with none), re-reading and re-applying on a
+// lost race, so two operators changing drain and eligibility at once both
+// land. It returns the intent written and its revision.
+func (s *Store) ModifyIntent(ctx context.Context, nodeID string, change func(*wanted.Intent)) (wanted.Intent, uint64, error) {
+	if err := wanted.CheckTokens(nodeID); err != nil {
+		return wanted.Intent{}, 0, fmt.Errorf("writing node intent: %w", err)
+	}
+	if s.Intents == nil {
+		return wanted.Intent{}, 0, ErrNoBucket
+	}
+	key := wanted.NodeKey(nodeID)
+	for attempt := 0; ; attempt++ {
+		in, rev, err := s.GetIntent(ctx, nodeID)
+		if err != nil {
+			return wanted.Intent{}, 0, err
+		}
+		change(&in)
+		b, err := json.Marshal(in)
+		if err != nil {
+			return wanted.Intent{}, 0, err
+		}
+		rctx, cancel := s.conn.withTimeout(ctx)
+		var nrev uint64
+		if rev == 0 {
+			nrev, err = s.Intents.Create(rctx, key, b)
+		} else {
+			nrev, err = s.Intents.Update(rctx, key, b, rev)
+		}
+		cancel()
+		if err == nil {
+			return in, nrev, nil
+		}
+		lost := errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+		if !lost || attempt >= 20 {
+			return wanted.Intent{}, 0, fmt.Errorf("writing intent of node %s: %w", nodeID, err)
+		}
+		if !sleepCtx(ctx, backoff(attempt, 2*time.Millisecond, 100*time.Millisecond)) {
+			return wanted.Intent{}, 0, ctx.Err()
+		}
+	}
+}
+
 // GetNode reads one node record (nil, ErrNotFound when its heartbeat expired).
 func (s *Store) GetNode(ctx context.Context, nodeID string) (*model.Node, uint64, error) {
 	e, err := s.get(ctx, s.Nodes, wanted.NodeKey(nodeID))
