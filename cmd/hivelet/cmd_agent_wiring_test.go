@@ -106,6 +106,19 @@ func TestANativeAnswerForAPolicyNotLoadedYetSaysSo(t *testing.T) {
 	}
 }
 
+func TestThePolicyBlockSetsTheEngineLimits(t *testing.T) {
+	o := policyOptions(2*time.Second, 16, "/c", nil, nil, nil)
+	if o.Deadline != 2*time.Second || o.MemoryLimitPages != 256 || o.CacheDir != "/c" {
+		t.Fatalf("options %+v", o)
+	}
+	// Control: the configuration's defaults (250ms, 32 MB) are not the
+	// engine's own (100ms, 64 MiB), so a dropped setting shows.
+	o = policyOptions(250*time.Millisecond, 32, "", nil, nil, nil)
+	if o.Deadline != 250*time.Millisecond || o.MemoryLimitPages != 512 {
+		t.Fatalf("options %+v", o)
+	}
+}
+
 func canaryReq(ref *model.PolicyRef) reconcile.CanaryRequest {
 	return reconcile.CanaryRequest{JobID: "j", Group: "g", Percent: 100, Count: 1,
 		Eligible: []*model.Node{{ID: "n1"}}, Policy: ref}
@@ -393,7 +406,8 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 		t.Fatal(err)
 	}
 	p.writeConfig(string(base) +
-		fmt.Sprintf("policy {\n  timeout = \"2s\"\n  memory_limit_mb = 16\n  cache_dir = %q\n  pins = {\n    pinned = \"sha256:%s\"\n  }\n}\n", cache, wrongPin))
+		fmt.Sprintf("policy {\n  timeout = \"2s\"\n  memory_limit_mb = 16\n  cache_dir = %q\n  pins = {\n    pinned = \"sha256:%s\"\n    trap = \"%s\"\n  }\n}\n",
+			cache, wrongPin, policies.Digest(trap)))
 	p.startWith()
 	time.Sleep(2 * time.Second)
 	if p.logHas("policy engine ready") {
@@ -413,7 +427,8 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 		return len(l) == 1 && l[0].ClientStatus == model.ClientRunning
 	})
 
-	// Push it (and push "pinned", whose configured pin it cannot match).
+	// Push it (its configured pin matches), and push "pinned", whose
+	// configured pin it cannot match.
 	if code, out := p.cli("policy", "push", trapPath, "--name", "trap"); code != 0 {
 		t.Fatalf("policy push: %d %s", code, out)
 	}
