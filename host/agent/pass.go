@@ -114,14 +114,19 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	}
 	nodes := view.NodeList()
 
-	// Jobs that did not converge at their last reconcile (a new job among
-	// them) come first: their starts must not wait for the signature checks
-	// of every converged job. Each part is in key order.
-	var todo, converged []string
+	// Jobs with work come first: their starts must not wait for the
+	// reconciles of jobs in flight or the signature checks of every
+	// converged job. First the jobs this node runs nothing of and that did
+	// not converge (a new job), then the others that did not converge, then
+	// the converged ones; each part in key order.
+	var fresh, todo, converged []string
 	add := func(k string) {
-		if _, ok := a.lastSig[k]; ok {
+		switch _, ok := a.lastSig[k]; {
+		case ok:
 			converged = append(converged, k)
-		} else {
+		case len(ownByJob[k]) == 0:
+			fresh = append(fresh, k)
+		default:
 			todo = append(todo, k)
 		}
 	}
@@ -133,9 +138,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			add(k)
 		}
 	}
+	sort.Strings(fresh)
 	sort.Strings(todo)
 	sort.Strings(converged)
-	sorted := append(todo, converged...)
+	sorted := append(append(fresh, todo...), converged...)
 
 	var counts Counts
 	var errs []error
