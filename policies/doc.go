@@ -16,9 +16,15 @@
 //     default (NativeCanary, NativeCompletion) and the fault is logged,
 //     counted and handed to the OnFault hook (faults_test.go has one
 //     hostile module per kind).
-//   - No state leaks between evaluations: an instance's linear memory is
-//     restored to its post-initialisation snapshot after every call, and an
-//     instance that trapped, timed out or grew is discarded
-//     (TestAModuleCannotKeepStateBetweenEvaluations).
-//   - A module is loaded only when its bytes match its pinned SHA-256.
+//   - No state leaks between evaluations: an instance's linear memory and
+//     mutable globals (exported by a load-time rewrite, wasmscan.go) are
+//     restored to their post-initialisation snapshot after every call; a
+//     module that can change its tables or segments runs on a fresh
+//     instance per evaluation; WASI's fd_close and fd_renumber change
+//     nothing; an instance that trapped, timed out or grew is discarded
+//     (isolation_test.go, TestAModuleCannotKeepStateBetweenEvaluations).
+//   - A module is loaded only when its bytes match its pinned SHA-256, and
+//     is kept by digest. A name-only reference resolves to the digest the
+//     name had in the object store at the last Store.Ensure/Refresh; a
+//     pinned one to its digest. A built-in's bare name is reserved for it.
 package policies

@@ -138,7 +138,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		cfg = cfg.WithCompilationCache(cache)
 	}
 	e.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.rt); err != nil {
+	if _, err := instantiateWASI(ctx, e.rt); err != nil {
 		e.rt.Close(ctx)
 		return nil, fmt.Errorf("instantiating WASI for policies: %w", err)
 	}
@@ -835,4 +835,46 @@ func (m *Module) close(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// WASI errnos the overrides return.
+const (
+	wasiEBADF   = 8
+	wasiENOTSUP = 58
+)
+
+// instantiateWASI instantiates wazero's WASI preview 1 for policies, with
+// the two calls that change an instance's file descriptor table replaced:
+// fd_close and fd_renumber would let a module close or move its stdout or
+// stderr and see the difference in its next evaluation (the restore does
+// not cover host-side state). A policy instance has no descriptors but
+// 0-2 (no preopens, no sockets), so both answer ENOTSUP for those and
+// EBADF otherwise, and change nothing. Every other WASI call a policy can
+// make is stateless here: clocks and randomness are pinned per evaluation,
+// fd_fdstat_set_flags is a no-op on the stdio writers, and path_open and
+// sock_accept have nothing to open.
+func instantiateWASI(ctx context.Context, rt wazero.Runtime) (api.Closer, error) {
+	b := rt.NewHostModuleBuilder(wasi_snapshot_preview1.ModuleName)
+	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
+	stdio := func(fd uint64) bool { return uint32(fd) <= 2 }
+	i32 := api.ValueTypeI32
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, stack []uint64) {
+			errno := uint64(wasiEBADF)
+			if stdio(stack[0]) {
+				errno = wasiENOTSUP
+			}
+			stack[0] = errno
+		}), []api.ValueType{i32}, []api.ValueType{i32}).
+		WithParameterNames("fd").Export("fd_close")
+	b.NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, stack []uint64) {
+			errno := uint64(wasiEBADF)
+			if stdio(stack[0]) && stdio(stack[1]) {
+				errno = wasiENOTSUP
+			}
+			stack[0] = errno
+		}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("fd", "to").Export("fd_renumber")
+	return b.Instantiate(ctx)
 }

@@ -2,8 +2,12 @@ package policies
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // completionReasons evaluates m's completion policy n times and returns
@@ -94,5 +98,67 @@ func TestNoStateLeaksBetweenEvaluationsThroughGlobalsOrTables(t *testing.T) {
 				t.Fatalf("control without the restore answered %q, want [calls=1 calls=2]", raw)
 			}
 		})
+	}
+}
+
+// TestNoStateLeaksBetweenEvaluationsThroughWASIDescriptors: a hostile
+// module (fdclose.wat) writes to stderr, reports the write's errno, then
+// closes stderr. Through the engine every evaluation's write succeeds
+// (errno=0): the close changed nothing. Control in the same test: under
+// wazero's stock WASI the same module, called twice on one instance, sees
+// its own close (errno=8, EBADF) — the attack is real.
+func TestNoStateLeaksBetweenEvaluationsThroughWASIDescriptors(t *testing.T) {
+	ctx := context.Background()
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1})
+	m, err := e.Load(ctx, "fdclose", "", watModule(t, "fdclose"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.FreshReason() != "" {
+		t.Fatalf("fdclose runs fresh (%s); want the pooled path", m.FreshReason())
+	}
+	for i, r := range completionReasons(t, m, 4) {
+		if r != "errno=0" {
+			t.Fatalf("evaluation %d answered %q, want errno=0: the close leaked", i+1, r)
+		}
+	}
+	// Control: stock WASI, one instance, two calls.
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	mod, err := rt.InstantiateWithConfig(ctx, watModule(t, "fdclose"), wazero.NewModuleConfig().WithStderr(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 2 {
+		r, err := mod.ExportedFunction(exportCompletion).Call(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := mod.Memory().Read(uint32(r[0]>>32)+7, uint32(r[0])-7)
+		got = append(got, string(b))
+	}
+	if got[0] != "errno=0" || got[1] != "errno=8" {
+		t.Fatalf("control under stock WASI answered %q, want [errno=0 errno=8]", got)
+	}
+}
+
+// TestGoGuestsKeepTheFastPathWithTheirGlobalsRestored: every built-in (Go,
+// wasip1) has mutable globals (the Go runtime's stack pointer and
+// registers); they are exported by the load-time rewrite and restored,
+// and no built-in falls back to fresh instances. Control: the table
+// module in the same engine does.
+func TestGoGuestsKeepTheFastPathWithTheirGlobalsRestored(t *testing.T) {
+	e, _, _ := newTestEngine(t, Options{})
+	for _, name := range BuiltinNames() {
+		m := loadBuiltin(t, e, name)
+		if m.FreshReason() != "" || len(m.globals) == 0 {
+			t.Errorf("%s: fresh %q, %d restored globals; want pooled with its globals restored", name, m.FreshReason(), len(m.globals))
+		}
+	}
+	m, err := e.Load(context.Background(), "table", "", watModule(t, "table"))
+	if err != nil || m.FreshReason() == "" {
+		t.Fatalf("control: the table module loaded %v, fresh %q", err, m.FreshReason())
 	}
 }
