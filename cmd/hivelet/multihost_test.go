@@ -251,6 +251,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 		}
 		return code == 0 && strings.Contains(out, "version 1 written")
 	})
+	t.Logf("job update accepted %s after the kill", time.Since(killed).Round(time.Millisecond))
 	e2eEventually(t, 30*time.Second, "mock-demo v1 running on the two survivors", func() bool {
 		return runningVersion(agents[0], "mock-demo", 1) && runningVersion(agents[1], "mock-demo", 1) &&
 			agents[0].healthy() && agents[1].healthy()
@@ -259,4 +260,12 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	if code, out := agents[0].cli("job", "status", "mock-demo"); code != 0 {
 		t.Fatalf("job status through agent 1 after the kill: exit %d\n%s", code, out)
 	}
+
+	// Agent 3 started again from the same file rejoins and catches up.
+	agents[2].launch()
+	e2eEventually(t, 30*time.Second, "agent 3 back and running mock-demo v1", func() bool {
+		return agents[2].healthy() && runningVersion(agents[2], "mock-demo", 1)
+	})
+	agents[2].notePlugins()
+	t.Logf("agent 3 rejoined and runs v1 %s after the kill", time.Since(killed).Round(time.Millisecond))
 }
