@@ -237,7 +237,9 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		if l.done[k] || time.Now().Before(l.retryAt[k]) {
 			continue
 		}
-		err := l.ensure(ctx, r)
+		ectx, cancel := context.WithTimeout(ctx, time.Minute) // a fetch never hangs the loader
+		err := l.ensure(ectx, r)
+		cancel()
 		if _, fault := policies.AsFault(err); err == nil || fault {
 			// Loaded, or refused: either way the engine answers for it
 			// (a refused module makes every decision fall back, reported).
