@@ -15,6 +15,10 @@
 //     (TestAPassFailsClosedWhenTheStateStoreCannotBeRead).
 //   - Never two passes at once; a burst of changes makes one pass, not one
 //     per change. Every pass logs the same keys ("reconcile pass").
+//   - A view change made only of this agent's own writes coming back (its
+//     allocation status, a deployment creation a pass planned) makes no
+//     pass, and only when that is provable from revisions and content
+//     (TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites).
 //   - What diverged is measured against this node's own stored intent (its
 //     runners), never against the allocations bucket's copy.
 //   - Absence is not a deletion order: only a decoded stop = true, a group
