@@ -50,7 +50,7 @@ type EmbeddedConfig struct {
 // ClusterConfig makes an embedded server a member of a JetStream cluster.
 type ClusterConfig struct {
 	Name   string   // cluster name, the same on every member
-	Host   string   // route listen host; default Host
+	Host   string   // route listen host; default Host; loopback unless AllowNonLoopback
 	Port   int      // route listen port
 	Routes []string // nats-route://host:port of the members (may include itself)
 }
@@ -127,6 +127,10 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		opts.Cluster.Host = c.Host
 		if opts.Cluster.Host == "" {
 			opts.Cluster.Host = cfg.Host
+		}
+		if !cfg.AllowNonLoopback && !isLoopback(opts.Cluster.Host) {
+			lock.Close()
+			return nil, fmt.Errorf("starting embedded NATS: cluster host %q is not loopback", opts.Cluster.Host)
 		}
 		opts.Cluster.Port = c.Port
 		for _, r := range c.Routes {

@@ -50,3 +50,19 @@ func TestWaitJetStreamOnASingleServerAcceptsOnlyOneReplica(t *testing.T) {
 		t.Fatal("three replicas on a single server reported ready")
 	}
 }
+
+func TestANonLoopbackClusterListenerNeedsConsent(t *testing.T) {
+	cfg := EmbeddedConfig{StoreDir: t.TempDir(), Port: -1,
+		Cluster: &ClusterConfig{Name: "c", Host: "0.0.0.0", Port: freePort(t)}}
+	if e, err := StartEmbedded(context.Background(), cfg); err == nil {
+		e.Shutdown()
+		t.Fatal("a cluster listener on 0.0.0.0 started without AllowNonLoopback")
+	}
+	// Control: the same on loopback starts.
+	cfg.Cluster.Host = "127.0.0.1"
+	e, err := StartEmbedded(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Shutdown()
+}
