@@ -450,15 +450,15 @@ func (e *Engine) Load(ctx context.Context, name, digest string, wasm []byte) (*M
 // load verifies and compiles a custom module and registers it by digest,
 // without making it the current module of any name.
 func (e *Engine) load(ctx context.Context, name, digest string, wasm []byte) (*Module, error) {
-	if _, reserved := builtinKinds[name]; reserved {
-		f := &Fault{Kind: FaultLoad, Decision: "load", Policy: name, Digest: Digest(wasm),
-			Reason: fmt.Sprintf("%q is the name of a built-in policy, reserved for it: a custom module must have another name", name)}
-		e.refuse(name, f)
-		return nil, f
-	}
 	if got := Digest(wasm); digest != "" && !strings.EqualFold(strings.TrimPrefix(digest, "sha256:"), got) {
 		f := &Fault{Kind: FaultDigestMismatch, Decision: "load", Policy: name, Digest: got,
 			Reason: fmt.Sprintf("the module's SHA-256 is %s, pinned %s", got, digest)}
+		e.refuse(name, f)
+		return nil, f
+	}
+	if _, reserved := builtinKinds[name]; reserved {
+		f := &Fault{Kind: FaultLoad, Decision: "load", Policy: name, Digest: Digest(wasm),
+			Reason: fmt.Sprintf("%q is the name of a built-in policy, reserved for it: a custom module must have another name", name)}
 		e.refuse(name, f)
 		return nil, f
 	}
