@@ -112,8 +112,8 @@ type Cluster struct {
 	Name string `hcl:"name,optional" json:"name,omitempty"`
 	// Listen is host:port of this member's route listener (required).
 	Listen string `hcl:"listen,optional" json:"listen,omitempty"`
-	// Routes are host:port or nats-route://host:port of the members (this
-	// one may be included: every member can share one list).
+	// Routes are host:port or nats-route://host:port of the members
+	// (required; this one may be included: every member can share one list).
 	Routes []string `hcl:"routes,optional" json:"routes,omitempty"`
 }
 

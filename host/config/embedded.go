@@ -74,6 +74,11 @@ func validateEmbedded(n *NATS, pos func(attr string, blocks ...string) *hcl.Rang
 			bad("non-loopback listener", fmt.Sprintf("nats.embedded.cluster.listen = %q is not loopback: set nats.embedded.allow_non_loopback = true to route with other hosts", c.Listen), at("listen"))
 		}
 	}
+	if len(c.Routes) == 0 {
+		// A clustered server with no route never turns ready: every member
+		// lists the members, itself included if it likes.
+		bad("cluster without routes", "nats.embedded.cluster.routes lists the members' route addresses (the same list on every member; a route to itself is ignored)", at("routes"))
+	}
 	members := map[string]bool{}
 	if self != "" {
 		members[self] = true

@@ -105,6 +105,8 @@ func TestEmbeddedServerMistakesFailWithTheirPosition(t *testing.T) {
 			"nats {\n  urls = [\"nats://127.0.0.1:4222\"]\n  embedded {}\n}\n", "agent.hcl:2:3: embedded server with urls"},
 		{"two different ports",
 			"nats {\n  embedded_port = 4222\n  embedded {\n    port = 4223\n  }\n}\n", "agent.hcl:4:5: conflicting ports"},
+		{"cluster without routes",
+			"nats {\n  embedded {\n    cluster {\n      name = \"c\"\n      listen = \"127.0.0.1:6222\"\n    }\n  }\n}\n", "agent.hcl:3:5: cluster without routes"},
 		{"unknown attribute in cluster",
 			"nats {\n  embedded {\n    cluster {\n      peers = 3\n    }\n  }\n}\n", "agent.hcl:4:7"},
 	}
@@ -120,7 +122,7 @@ func TestEmbeddedServerMistakesFailWithTheirPosition(t *testing.T) {
 	for _, src := range []string{
 		"nats {\n  embedded {\n    host = \"0.0.0.0\"\n    allow_non_loopback = true\n    cluster {\n      name = \"c\"\n      listen = \"10.0.0.1:6222\"\n      routes = [\"10.0.0.2:6222\", \"10.0.0.3:6222\"]\n    }\n  }\n  replicas = 3\n}\n",
 		"nats {\n  embedded_port = 4223\n  embedded {\n    port = 4223\n  }\n}\n",
-		"nats {\n  replicas = 1\n  embedded {\n    cluster {\n      name = \"seed\"\n      listen = \"127.0.0.1:6222\"\n    }\n  }\n}\n",
+		"nats {\n  replicas = 1\n  embedded {\n    cluster {\n      name = \"seed\"\n      listen = \"127.0.0.1:6222\"\n      routes = [\"127.0.0.1:6222\"]\n    }\n  }\n}\n",
 	} {
 		if _, err := Parse([]byte(src), "agent.hcl"); err != nil {
 			t.Fatalf("valid form rejected: %v\n%s", err, src)

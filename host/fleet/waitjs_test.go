@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -52,8 +53,9 @@ func TestWaitJetStreamOnASingleServerAcceptsOnlyOneReplica(t *testing.T) {
 }
 
 func TestANonLoopbackClusterListenerNeedsConsent(t *testing.T) {
-	cfg := EmbeddedConfig{StoreDir: t.TempDir(), Port: -1,
-		Cluster: &ClusterConfig{Name: "c", Host: "0.0.0.0", Port: freePort(t)}}
+	port := freePort(t)
+	cfg := EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ReadyTimeout: 20 * time.Second,
+		Cluster: &ClusterConfig{Name: "c", Host: "0.0.0.0", Port: port, Routes: []string{fmt.Sprintf("nats-route://127.0.0.1:%d", port)}}}
 	if e, err := StartEmbedded(context.Background(), cfg); err == nil {
 		e.Shutdown()
 		t.Fatal("a cluster listener on 0.0.0.0 started without AllowNonLoopback")
@@ -65,4 +67,37 @@ func TestANonLoopbackClusterListenerNeedsConsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Shutdown()
+}
+
+func TestAClusterMemberStartedAloneWaitsForItsPeersThenJoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-server JetStream cluster")
+	}
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	start := func(i int) *Embedded {
+		e, err := StartEmbedded(context.Background(), EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ServerName: fmt.Sprintf("m%d", i),
+			Cluster: &ClusterConfig{Name: "alone", Port: ports[i], Routes: routes}})
+		if err != nil {
+			t.Fatalf("member %d alone: %v", i, err)
+		}
+		t.Cleanup(e.Shutdown)
+		return e
+	}
+	first := start(0) // its peers' ports are closed: it still accepts clients
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := first.WaitJetStream(ctx, 3); err == nil {
+		t.Fatal("a lone member reported a three-peer cluster")
+	}
+	start(1)
+	start(2)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	if err := first.WaitJetStream(ctx2, 3); err != nil {
+		t.Fatalf("after its peers started: %v", err)
+	}
 }
