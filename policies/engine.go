@@ -53,6 +53,12 @@ type Options struct {
 	// FreshInstances instantiates a module for every evaluation instead of
 	// reusing restored instances: slower, kept to measure the difference.
 	FreshInstances bool
+	// FollowInterval is how often the engine re-resolves the names it
+	// follows (name-only references a Store.Ensure loaded) against the
+	// object store, in the background, so that a name pushed again reaches
+	// every agent (Store.Refresh; the agent may also call that itself).
+	// Default 5 s; negative: never (only explicit Refresh calls).
+	FollowInterval time.Duration
 	// Logger receives faults and guest output. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer, if set, gets the engine's metrics.
@@ -77,6 +83,9 @@ func (o *Options) defaults() {
 	}
 	if o.ReserveBytes == 0 {
 		o.ReserveBytes = 512 << 10
+	}
+	if o.FollowInterval == 0 {
+		o.FollowInterval = 5 * time.Second
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = runtime.GOMAXPROCS(0)
@@ -107,6 +116,14 @@ type Engine struct {
 	follow   map[string]bool   // custom names that track the store's current digest
 
 	resets sync.WaitGroup
+	// The follower: a goroutine started by the first Store.Ensure of a
+	// name-only reference, refreshing followed names through the latest
+	// store every FollowInterval until Close.
+	followStore atomic.Pointer[Store]
+	followOnce  sync.Once
+	bgCtx       context.Context
+	bgStop      context.CancelFunc
+	bg          sync.WaitGroup
 	// bufs recycles input encoding buffers.
 	bufs sync.Pool
 }
@@ -126,6 +143,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		follow: map[string]bool{},
 	}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	e.bgCtx, e.bgStop = context.WithCancel(context.WithoutCancel(ctx))
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(opts.MemoryLimitPages)
@@ -163,6 +181,8 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 
 // Close waits for pending instance restores and releases every module.
 func (e *Engine) Close(ctx context.Context) error {
+	e.bgStop()
+	e.bg.Wait()
 	e.resets.Wait()
 	err := e.rt.Close(ctx)
 	if e.cache != nil {
@@ -516,6 +536,48 @@ func (e *Engine) Current(name string) string {
 		return m.Digest
 	}
 	return ""
+}
+
+// startFollowing makes s the store the background follower refreshes
+// through, and starts the follower once.
+func (e *Engine) startFollowing(s *Store) {
+	e.followStore.Store(s)
+	if e.opts.FollowInterval < 0 {
+		return
+	}
+	e.followOnce.Do(func() {
+		e.bg.Add(1)
+		go e.runFollower(e.bgCtx)
+	})
+}
+
+// runFollower refreshes the followed names every FollowInterval until ctx
+// ends. A failure is logged when it differs from the previous one (an
+// unreachable bucket is not logged every interval); the names keep their
+// current modules.
+func (e *Engine) runFollower(ctx context.Context) {
+	defer e.bg.Done()
+	t := time.NewTicker(e.opts.FollowInterval)
+	defer t.Stop()
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, max(e.opts.FollowInterval, 10*time.Second))
+		err := e.followStore.Load().Refresh(rctx, e)
+		cancel()
+		switch {
+		case err == nil && last != "":
+			e.log.Info("policy names refreshed again")
+			last = ""
+		case err != nil && ctx.Err() == nil && err.Error() != last:
+			e.log.Warn("refreshing policy names failed; they keep their current modules", "err", err)
+			last = err.Error()
+		}
+	}
 }
 
 // followed lists the names that track the object store, sorted.

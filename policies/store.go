@@ -210,8 +210,9 @@ func writeAtomic(path string, b []byte) error {
 //     engine then keeps following the name: Refresh moves it again.
 //
 // Modules are kept by digest: a version already loaded is not fetched or
-// compiled again. The agent calls Ensure when a job names a policy and
-// Refresh periodically, never on the decision path.
+// compiled again. The agent calls Ensure when a job names a policy, never
+// on the decision path; the engine then calls Refresh in the background
+// every Options.FollowInterval, through the last store given to Ensure.
 func (s *Store) Ensure(ctx context.Context, e *Engine, ref *model.PolicyRef) error {
 	if ref == nil {
 		return nil
@@ -251,6 +252,7 @@ func (s *Store) Ensure(ctx context.Context, e *Engine, ref *model.PolicyRef) err
 		_, err = e.load(ctx, ref.Name, digest, b)
 		return err
 	}
+	e.startFollowing(s)
 	return s.follow(ctx, e, ref.Name)
 }
 

@@ -172,7 +172,9 @@ func TestANamePushedAgainIsEvaluatedAtItsNewDigestAfterTheNextSync(t *testing.T)
 	if _, err := s.Push(ctx, "rollout", v1); err != nil {
 		t.Fatal(err)
 	}
-	e, faults, _ := newTestEngine(t, Options{})
+	// The background follower is off: the syncs are the explicit Refresh
+	// calls (TestTheEngineFollowsANamePushedAgainInTheBackground covers it).
+	e, faults, _ := newTestEngine(t, Options{FollowInterval: -1})
 	byName := &model.PolicyRef{Name: "rollout"}
 	pinned := &model.PolicyRef{Name: "rollout", Digest: "sha256:" + Digest(v1)}
 	decide := func(ref *model.PolicyRef) string {
@@ -278,5 +280,49 @@ func TestBuiltinNamesAreReservedAgainstPushedModules(t *testing.T) {
 	}
 	if _, err := e.Load(ctx, "quorum", "", raw); err == nil {
 		t.Fatal("a custom module loaded under a built-in's name")
+	}
+}
+
+// TestTheEngineFollowsANamePushedAgainInTheBackground: with no call from
+// the agent after Ensure, the engine's follower switches a name-only
+// reference to the version pushed next, within a few intervals; a job
+// pinned to v1 keeps v1. Control: before the push, the name answers v1.
+func TestTheEngineFollowsANamePushedAgainInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	js := embeddedJetStream(t)
+	s := NewStore(js, "", t.TempDir())
+	v1, v2 := watModule(t, "raw"), watModule(t, "immutable")
+	if _, err := s.Push(ctx, "rollout", v1); err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := newTestEngine(t, Options{FollowInterval: 20 * time.Millisecond})
+	byName := &model.PolicyRef{Name: "rollout"}
+	pinned := &model.PolicyRef{Name: "rollout", Digest: Digest(v1)}
+	for _, ref := range []*model.PolicyRef{byName, pinned} {
+		if err := s.Ensure(ctx, e, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide := func(ref *model.PolicyRef) string {
+		in := genCompletion(1, time.Unix(1_700_000_000, 0))
+		in.Policy = ref
+		d, _ := e.DecideCompletion(in)
+		return d.Reason
+	}
+	if got := decide(byName); got != "raw module says continue" {
+		t.Fatalf("control: v1 answered %q", got)
+	}
+	if _, err := s.Push(ctx, "rollout", v2); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for decide(byName) != "calls=1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the name still answers %q 10 s after the push", decide(byName))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := decide(pinned); got != "raw module says continue" {
+		t.Fatalf("pinned to v1: %q", got)
 	}
 }
