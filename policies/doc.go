@@ -25,6 +25,7 @@
 //     (isolation_test.go, TestAModuleCannotKeepStateBetweenEvaluations).
 //   - A module is loaded only when its bytes match its pinned SHA-256, and
 //     is kept by digest. A name-only reference resolves to the digest the
-//     name had in the object store at the last Store.Ensure/Refresh; a
+//     name had in the object store at the last Store.Ensure or Refresh
+//     (the engine refreshes in the background every FollowInterval); a
 //     pinned one to its digest. A built-in's bare name is reserved for it.
 package policies
