@@ -409,3 +409,50 @@ func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
 		t.Fatalf("passes that placed: %v, want one pass placing all %d", placing, burst)
 	}
 }
+
+// TestARolloutLongerThanItsProgressDeadlineSucceedsWhileItKeepsProgressing:
+// each allocation that turns healthy moves require-progress-by forward, so a
+// rollout paced by max_parallel is judged on progress, not on its length.
+// The rollout below cannot take less than 6 × min_healthy_time = 2.4 s
+// against a 1.5 s progress deadline.
+func TestARolloutLongerThanItsProgressDeadlineSucceedsWhileItKeepsProgressing(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-a", nil, "")
+	defer n.stop(true)
+	job := func(version uint64, out string) *model.Job {
+		j := mockJob("slow", version, map[string]any{"stdout_string": out})
+		j.Groups[0].Count = 6
+		j.Groups[0].Update.MinHealthyTime = model.Duration(400 * time.Millisecond)
+		j.Groups[0].Update.HealthyDeadline = model.Duration(time.Second)
+		j.Groups[0].Update.ProgressDeadline = model.Duration(1500 * time.Millisecond)
+		return j
+	}
+	w.putJob(job(1, "v1"))
+	eventually(t, 15*time.Second, "v1 successful", func() bool {
+		d := w.deployment("", "slow", 1)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	start := time.Now()
+	w.putJob(job(2, "v2"))
+	eventually(t, 30*time.Second, "v2 decided", func() bool {
+		d := w.deployment("", "slow", 2)
+		return d != nil && (d.Status == model.DeploymentSuccessful || d.Status == model.DeploymentFailed)
+	})
+	took := time.Since(start)
+	d := w.deployment("", "slow", 2)
+	if d.Status != model.DeploymentSuccessful {
+		t.Fatalf("a progressing rollout failed after %s: %s (%s)", took, d.Status, d.StatusDescription)
+	}
+	if took < 1500*time.Millisecond {
+		for _, a := range n.live("slow") {
+			t.Logf("alloc %s v%d %s healthy=%v", a.Name, a.JobVersion, a.ClientStatus, a.DeploymentStatus.IsHealthy())
+		}
+		t.Logf("deployment %+v %+v", d, d.TaskGroups["g"])
+		t.Fatalf("the rollout took %s, shorter than its progress deadline: the test proves nothing", took)
+	}
+	// The last allocation's health may be recorded by the success itself
+	// (the reconciler's status update), so at least five are.
+	if st := d.TaskGroups["g"]; st.HealthyAllocs < 5 || !st.RequireProgressBy.After(start.Add(1500*time.Millisecond)) {
+		t.Fatalf("progress not recorded: healthy %d, require progress by %s (rollout started %s)", st.HealthyAllocs, st.RequireProgressBy, start)
+	}
+}

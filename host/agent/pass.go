@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"time"
 
@@ -588,7 +589,9 @@ func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.A
 				busy++
 				continue
 			}
-			if al.JobVersion == job.Version && al.DeploymentID != "" && al.DeploymentStatus != nil && al.DeploymentStatus.Healthy == nil {
+			// A replacement whose health is not known yet holds its slot
+			// (a fresh one has no deployment status at all).
+			if al.JobVersion == job.Version && al.DeploymentID != "" && !al.DeploymentStatus.IsHealthy() && !al.DeploymentStatus.IsUnhealthy() {
 				busy++
 			}
 		}
@@ -814,27 +817,63 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 		}
 	}
 	groups := withTerminalHealth(plan.Health(), d.ID, allocs)
-	dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: d, Groups: groups, Policy: policy, Now: now})
-	if err != nil {
-		a.log.Warn("completion policy failed; using the default", "deployment_id", d.ID, "err", err)
-		dec = reconcile.DecideDefault(reconcile.CompletionInput{Deployment: d, Groups: groups, Now: now})
+	decide := func(cur *model.Deployment) reconcile.CompletionDecision {
+		dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: cur, Groups: groups, Policy: policy, Now: now})
+		if err != nil {
+			a.log.Warn("completion policy failed; using the default", "deployment_id", cur.ID, "err", err)
+			dec = reconcile.DecideDefault(reconcile.CompletionInput{Deployment: cur, Groups: groups, Now: now})
+		}
+		return dec
 	}
-	var status model.DeploymentStatus
-	switch dec.Decision {
-	case reconcile.DecisionSucceed:
-		status = model.DeploymentSuccessful
-	case reconcile.DecisionFail:
-		status = model.DeploymentFailed
-	case reconcile.DecisionPromote:
+	// Progress: each allocation newly healthy across the fleet moves the
+	// groups' require-progress-by to now + progress_deadline, so a rollout
+	// that keeps progressing is not failed for being long. Written before the
+	// decision, which then sees the extended deadline.
+	if progressed(d, groups) {
 		err := a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
-			if cur.Status != model.DeploymentRunning {
+			if cur.Status != model.DeploymentRunning || !progressed(&cur, groups) {
 				return nil
 			}
+			cur.TaskGroups = extendProgress(cur.TaskGroups, groups, now)
+			cur.ModifyTime = now
+			d = &cur
+			return &cur
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recording progress of deployment %s: %w", d.ID, err))
+		}
+	}
+	// Decide on this pass's snapshot; write only if the decision changes
+	// something, and then decide again on the record read back inside the
+	// compare-and-set, so a lost race re-reads and re-decides instead of
+	// writing a verdict about a record that has moved on.
+	if first := decide(d); first.Decision != reconcile.DecisionSucceed && first.Decision != reconcile.DecisionFail && first.Decision != reconcile.DecisionPromote {
+		return errs
+	}
+	var dec reconcile.CompletionDecision
+	var status model.DeploymentStatus
+	err := a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
+		status = ""
+		if cur.Status != model.DeploymentRunning {
+			return nil
+		}
+		dec = decide(&cur)
+		switch dec.Decision {
+		case reconcile.DecisionSucceed:
+			status = model.DeploymentSuccessful
+		case reconcile.DecisionFail:
+			status = model.DeploymentFailed
+		case reconcile.DecisionPromote:
+			cur.TaskGroups = maps.Clone(cur.TaskGroups)
 			changed := false
 			for name, st := range cur.TaskGroups {
 				if st.DesiredCanaries > 0 && !st.Promoted {
 					c := *st
 					c.Promoted = true
+					// The rest of the fleet now rolls: it gets a full deadline.
+					if c.ProgressDeadline > 0 {
+						c.RequireProgressBy = now.Add(c.ProgressDeadline.D())
+					}
 					cur.TaskGroups[name] = &c
 					changed = true
 				}
@@ -844,31 +883,54 @@ func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan
 			}
 			cur.StatusDescription, cur.ModifyTime = model.DescRunning, now
 			return &cur
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("promoting deployment %s: %w", d.ID, err))
-		}
-		return errs
-	default:
-		return errs
-	}
-	desc := dec.Reason
-	if desc == "" {
-		desc = string(status)
-	}
-	err = a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
-		if cur.Status != model.DeploymentRunning {
+		default:
 			return nil
+		}
+		desc := dec.Reason
+		if desc == "" {
+			desc = string(status)
 		}
 		cur.Status, cur.StatusDescription, cur.ModifyTime = status, desc, now
 		return &cur
 	})
-	if err != nil {
+	switch {
+	case err != nil && dec.Decision == reconcile.DecisionPromote:
+		errs = append(errs, fmt.Errorf("promoting deployment %s: %w", d.ID, err))
+	case err != nil:
 		errs = append(errs, fmt.Errorf("marking deployment %s %s: %w", d.ID, status, err))
-	} else {
-		a.log.Info("deployment decided", "deployment_id", d.ID, "job", job.ID, "status", status, "reason", desc, "revert_wanted", dec.Revert)
+	case status != "":
+		a.log.Info("deployment decided", "deployment_id", d.ID, "job", job.ID, "status", status, "reason", dec.Reason, "revert_wanted", dec.Revert)
 	}
 	return errs
+}
+
+// progressed reports whether some group of d has more healthy allocations
+// across the fleet than d records: progress that moves the deadline. Pure.
+func progressed(d *model.Deployment, groups map[string]reconcile.GroupHealth) bool {
+	for name, st := range d.TaskGroups {
+		if h, ok := groups[name]; ok && h.Healthy > st.HealthyAllocs {
+			return true
+		}
+	}
+	return false
+}
+
+// extendProgress returns a copy of the group states with the healthy counts
+// of groups and, for each group that gained healthy allocations and has a
+// progress deadline, require-progress-by moved to now + that deadline. Pure.
+func extendProgress(states map[string]*model.DeploymentState, groups map[string]reconcile.GroupHealth, now time.Time) map[string]*model.DeploymentState {
+	out := make(map[string]*model.DeploymentState, len(states))
+	for name, st := range states {
+		c := *st
+		if h, ok := groups[name]; ok && h.Healthy > c.HealthyAllocs {
+			c.HealthyAllocs = h.Healthy
+			if c.ProgressDeadline > 0 {
+				c.RequireProgressBy = now.Add(c.ProgressDeadline.D())
+			}
+		}
+		out[name] = &c
+	}
+	return out
 }
 
 // withTerminalHealth adds to the reconciler's group health (which counts
