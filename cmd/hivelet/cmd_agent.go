@@ -329,10 +329,12 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
 		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
+		PolicyPending: pol.Pending,
 	})
 	if err != nil {
 		return err
 	}
+	pol.setOnSettle(a.Kick)
 	health.onDiff = func() { hb.Poke(); a.Kick() }
 
 	// Restore and reattach before anything converges.

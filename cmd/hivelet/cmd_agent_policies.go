@@ -37,6 +37,56 @@ type lazyPolicies struct {
 	loaded map[string]bool // refKey → the engine can answer for it
 	start  func()          // asks for the engine to be loaded; nil when policies are off
 	once   sync.Once
+
+	// attempted holds the references the loader has tried at least once
+	// (loaded, refused, or fetch failed); off is set when no policy will
+	// ever load (-no-policies, engine failed). A job naming a reference not
+	// yet attempted is held by the agent (Pending), so no stand-in decides
+	// in its place while its module is on the way. onSettle kicks a pass.
+	attempted map[string]bool
+	off       bool
+	onSettle  func()
+}
+
+// Pending reports whether a policy the job names has not been tried by the
+// loader yet (agent.Config.PolicyPending).
+func (l *lazyPolicies) Pending(j *model.Job) (bool, string) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.off {
+		return false, ""
+	}
+	for _, r := range jobRefs(j) {
+		if !l.attempted[refKey(r)] {
+			return true, fmt.Sprintf("policy %q is loading", r.Name)
+		}
+	}
+	return false, ""
+}
+
+// settled records that the loader tried ref (nil: policies are off for
+// good) and kicks a pass so that jobs held on it go on.
+func (l *lazyPolicies) settled(ref *model.PolicyRef) {
+	l.mu.Lock()
+	if ref == nil {
+		l.off = true
+	} else {
+		if l.attempted == nil {
+			l.attempted = map[string]bool{}
+		}
+		l.attempted[refKey(ref)] = true
+	}
+	kick := l.onSettle
+	l.mu.Unlock()
+	if kick != nil {
+		kick()
+	}
+}
+
+func (l *lazyPolicies) setOnSettle(f func()) {
+	l.mu.Lock()
+	l.onSettle = f
+	l.mu.Unlock()
 }
 
 // refKey identifies a reference as loaded: its name and its pin.
@@ -110,28 +160,36 @@ func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile
 	return d, err
 }
 
-// jobPolicyRefs returns the distinct policy references the declared jobs of
-// a view name (job and group update blocks), sorted by key.
-func jobPolicyRefs(v *fleet.View) []*model.PolicyRef {
-	seen := map[string]*model.PolicyRef{}
+// jobRefs returns the policy references one job names.
+func jobRefs(j *model.Job) []*model.PolicyRef {
+	var out []*model.PolicyRef
 	add := func(u *model.UpdateStrategy) {
 		if u == nil {
 			return
 		}
 		for _, r := range []*model.PolicyRef{u.CanaryPolicy, u.CompletionPolicy} {
 			if r != nil && r.Name != "" {
-				seen[refKey(r)] = r
+				out = append(out, r)
 			}
 		}
 	}
+	add(j.Update)
+	for _, g := range j.Groups {
+		add(g.Update)
+	}
+	return out
+}
+
+// jobPolicyRefs returns the distinct policy references the declared jobs of
+// a view name (job and group update blocks), sorted by key.
+func jobPolicyRefs(v *fleet.View) []*model.PolicyRef {
+	seen := map[string]*model.PolicyRef{}
 	for _, st := range v.Jobs {
-		j := st.Value
-		if j == nil {
+		if st.Value == nil {
 			continue
 		}
-		add(j.Update)
-		for _, g := range j.Groups {
-			add(g.Update)
+		for _, r := range jobRefs(st.Value) {
+			seen[refKey(r)] = r
 		}
 	}
 	out := make([]*model.PolicyRef, 0, len(seen))
@@ -212,6 +270,7 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		return
 	}
 	if l.disabled {
+		l.pol.settled(nil)
 		for _, r := range refs {
 			l.quietOnce(r, wanted.QuietNotConfigured, "policies are disabled (-no-policies): the native defaults decide")
 		}
@@ -226,6 +285,7 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		if err != nil {
 			l.engFailed = true
 			l.log.Error("policy engine unavailable; the native defaults decide", "err", err)
+			l.pol.settled(nil)
 			return
 		}
 		l.eng = eng
@@ -240,11 +300,13 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		ectx, cancel := context.WithTimeout(ctx, time.Minute) // a fetch never hangs the loader
 		err := l.ensure(ectx, r)
 		cancel()
+
 		if _, fault := policies.AsFault(err); err == nil || fault {
 			// Loaded, or refused: either way the engine answers for it
 			// (a refused module makes every decision fall back, reported).
 			l.done[k] = true
 			l.pol.markLoaded(r)
+			l.pol.settled(r) // after markLoaded: a held job resumes on the module
 			if err == nil {
 				l.log.Info("policy module loaded", "policy", r.Name, "policy_digest", normDigest(r.Digest))
 			}
@@ -254,6 +316,10 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 			return
 		}
 		l.retryAt[k] = time.Now().Add(5 * time.Second)
+		// Not fetchable now (not pushed yet, NATS trouble): the job is no
+		// longer held; the native default decides, saying so, until a retry
+		// loads the module.
+		l.pol.settled(r)
 		switch {
 		case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
 			l.quietOnce(r, wanted.QuietNoBucket, "no policy module has been pushed (bucket "+policies.DefaultBucket+" does not exist); the native default decides until it is")

@@ -507,3 +507,34 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 		t.Errorf("fault metric %v", v)
 	}
 }
+
+// TestAJobNamingAPolicyIsPendingUntilTheLoaderHasTriedIt: the agent holds
+// such a job (agent.Config.PolicyPending) so no stand-in decides for the
+// policy; each attempt settles it and kicks a pass; with policies off for
+// good nothing is ever pending. Control: a job naming no policy never is.
+func TestAJobNamingAPolicyIsPendingUntilTheLoaderHasTriedIt(t *testing.T) {
+	pol := &lazyPolicies{}
+	kicks := 0
+	pol.setOnSettle(func() { kicks++ })
+	ref := &model.PolicyRef{Name: "spread"}
+	named := &model.Job{ID: "a", Groups: []*model.Group{{Name: "g", Update: &model.UpdateStrategy{CanaryPolicy: ref}}}}
+	plain := &model.Job{ID: "b", Groups: []*model.Group{{Name: "g", Update: &model.UpdateStrategy{}}}}
+	if p, why := pol.Pending(named); !p || !strings.Contains(why, "spread") {
+		t.Fatalf("before the loader tried: pending %v (%q), want true", p, why)
+	}
+	if p, _ := pol.Pending(plain); p {
+		t.Fatal("control: a job naming no policy is pending")
+	}
+	pol.settled(ref)
+	if p, _ := pol.Pending(named); p || kicks != 1 {
+		t.Fatalf("after an attempt: pending %v, kicks %d; want false, 1", p, kicks)
+	}
+	other := &model.Job{ID: "c", Groups: []*model.Group{{Name: "g", Update: &model.UpdateStrategy{CompletionPolicy: &model.PolicyRef{Name: "quorum"}}}}}
+	if p, _ := pol.Pending(other); !p {
+		t.Fatal("a second policy not tried yet is not pending")
+	}
+	pol.settled(nil) // -no-policies, or the engine failed
+	if p, _ := pol.Pending(other); p {
+		t.Fatal("with policies off for good a job is still held")
+	}
+}

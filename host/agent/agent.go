@@ -108,6 +108,13 @@ type Config struct {
 	// Resync is the period of a backstop pass when nothing changed
 	// (deadlines, retries); default 5s.
 	Resync time.Duration
+	// PolicyPending, when set, reports that a policy the job names is not
+	// loaded yet (and not known to have failed). Such a job is held: a pass
+	// plans and changes nothing for it, so no canary set and no completion
+	// verdict is ever made by a stand-in for the policy the job chose. Its
+	// running allocations are untouched. The loader kicks a pass once the
+	// policy settles.
+	PolicyPending func(*model.Job) (pending bool, why string)
 }
 
 // Agent is the reconcile loop of one node.
@@ -412,6 +419,9 @@ type Counts struct {
 	// Skipped counts jobs an incremental pass left alone: nothing they
 	// depend on changed since they last converged.
 	Skipped int `json:"skipped"`
+	// PolicyHeld counts jobs held because a policy they name is still
+	// loading (Config.PolicyPending).
+	PolicyHeld int `json:"policy_held"`
 	Errors  int `json:"errors"`
 }
 

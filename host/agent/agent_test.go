@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -455,4 +456,40 @@ func TestARolloutLongerThanItsProgressDeadlineSucceedsWhileItKeepsProgressing(t 
 	if st := d.TaskGroups["g"]; st.HealthyAllocs < 5 || !st.RequireProgressBy.After(start.Add(1500*time.Millisecond)) {
 		t.Fatalf("progress not recorded: healthy %d, require progress by %s (rollout started %s)", st.HealthyAllocs, st.RequireProgressBy, start)
 	}
+}
+
+// TestAJobWhosePolicyIsStillLoadingIsHeldNotDecidedByAStandIn: while the
+// canary or completion policy a job names is not loaded, the job is held (no
+// placement, no deployment, no verdict); once it settles the job rolls. A job
+// naming no policy on the same node (the control) runs at once.
+func TestAJobWhosePolicyIsStillLoadingIsHeldNotDecidedByAStandIn(t *testing.T) {
+	w := newWorld(t)
+	var loaded atomic.Bool
+	n := &node{w: w, id: "node-a", dir: t.TempDir(), mock: &countingDriver{Driver: mock.New()}, resync: 200 * time.Millisecond}
+	n.drivers = &drivers{m: map[string]driver.Driver{"mock": n.mock}, down: map[string]error{}}
+	n.pending = func(j *model.Job) (bool, string) {
+		for _, g := range j.Groups {
+			if g.Update != nil && g.Update.CanaryPolicy != nil && !loaded.Load() {
+				return true, "policy " + g.Update.CanaryPolicy.Name + " loading"
+			}
+		}
+		return false, ""
+	}
+	n.start()
+	defer n.stop(true)
+
+	named := mockJob("named", 1, nil)
+	named.Groups[0].Update.CanaryPolicy = &model.PolicyRef{Name: "spread"}
+	w.putJob(named)
+	w.putJob(mockJob("plain", 1, nil))
+	eventually(t, 10*time.Second, "the control job runs", func() bool { return onlyLive(t, n, "plain") != nil })
+	time.Sleep(600 * time.Millisecond) // several backstop passes
+	if l := n.live("named"); len(l) != 0 || w.deployment("", "named", 1) != nil {
+		t.Fatalf("a job whose policy is loading was acted on: %d allocations, deployment %v", len(l), w.deployment("", "named", 1))
+	}
+	if got := n.agent.Status().LastCounts.PolicyHeld; got != 1 {
+		t.Fatalf("policy_held = %d, want 1", got)
+	}
+	loaded.Store(true)
+	eventually(t, 10*time.Second, "the held job runs once its policy settles", func() bool { return onlyLive(t, n, "named") != nil })
 }

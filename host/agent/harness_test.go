@@ -147,6 +147,8 @@ type node struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	resync  time.Duration
+	// pending, when set before start, is the agent's PolicyPending.
+	pending func(*model.Job) (bool, string)
 }
 
 func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
@@ -193,16 +195,17 @@ func (n *node) start() {
 	}
 	wcancel()
 	a, err := New(Config{
-		Node:        func() *model.Node { return nodeRecord(n.id) },
-		Source:      n.src,
-		Allocs:      n.w.store.ForNode(n.id),
-		Deployments: n.w.store,
-		Store:       st,
-		Drivers:     n.drivers,
-		Validate:    driver.ValidateConfig,
-		AllocRoot:   n.dir + "/alloc",
-		Logger:      n.w.log,
-		Resync:      n.resync,
+		Node:          func() *model.Node { return nodeRecord(n.id) },
+		Source:        n.src,
+		Allocs:        n.w.store.ForNode(n.id),
+		Deployments:   n.w.store,
+		Store:         st,
+		Drivers:       n.drivers,
+		Validate:      driver.ValidateConfig,
+		AllocRoot:     n.dir + "/alloc",
+		Logger:        n.w.log,
+		Resync:        n.resync,
+		PolicyPending: n.pending,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -164,6 +164,14 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			continue
 		}
 		counts.Jobs++
+		if a.cfg.PolicyPending != nil && !job.Stop {
+			if pending, why := a.cfg.PolicyPending(job); pending {
+				counts.PolicyHeld++
+				a.log.Debug("job held until its policy is loaded", "job", job.ID, "why", why)
+				delete(a.lastSig, k)
+				continue
+			}
+		}
 		deps, overlaySig := a.withWritten(k, depsByJob[k])
 		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig[k]*5 ^ depsSig[k]*7 ^ allocsSig(ownByJob[k])
 		if stored != nil {
@@ -246,7 +254,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
-		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "skipped", counts.Skipped, "errors", counts.Errors, "orphaned", len(orphaned),
+		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "skipped", counts.Skipped, "policy_held", counts.PolicyHeld, "errors", counts.Errors, "orphaned", len(orphaned),
 		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
 }
 
