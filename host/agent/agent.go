@@ -422,7 +422,7 @@ type Counts struct {
 	// PolicyHeld counts jobs held because a policy they name is still
 	// loading (Config.PolicyPending).
 	PolicyHeld int `json:"policy_held"`
-	Errors  int `json:"errors"`
+	Errors     int `json:"errors"`
 }
 
 // Status returns the agent's status.
