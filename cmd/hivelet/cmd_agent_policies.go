@@ -68,17 +68,19 @@ func (l *lazyPolicies) Pending(j *model.Job) (bool, string) {
 // good) and kicks a pass so that jobs held on it go on.
 func (l *lazyPolicies) settled(ref *model.PolicyRef) {
 	l.mu.Lock()
+	changed := false
 	if ref == nil {
-		l.off = true
+		changed, l.off = !l.off, true
 	} else {
 		if l.attempted == nil {
 			l.attempted = map[string]bool{}
 		}
+		changed = !l.attempted[refKey(ref)]
 		l.attempted[refKey(ref)] = true
 	}
 	kick := l.onSettle
 	l.mu.Unlock()
-	if kick != nil {
+	if changed && kick != nil { // only a change can release a held job
 		kick()
 	}
 }
