@@ -66,18 +66,16 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) (*DecodeError, boo
 			if t != nil {
 				switch t.Kind() {
 				case reflect.Struct:
-					f, exact, ok := structField(t, key)
+					ft, f, exact, ok := jsonField(t, key)
 					if ok && !exact {
-						return &DecodeError{Path: childPath(path, key), Reason: fmt.Sprintf("field %q must be spelled %q", key, f)}, false
+						return &DecodeError{Path: joinPath(path, key), Reason: fmt.Sprintf("field %q must be spelled %q", key, f)}, false
 					}
-					if ok {
-						elem, _ = fieldByJSONName(t, f)
-					}
+					elem = ft
 				case reflect.Map:
 					elem = t.Elem()
 				}
 			}
-			if de, bad := walkKeys(dec, elem, childPath(path, key)); de != nil || bad {
+			if de, bad := walkKeys(dec, elem, joinPath(path, key)); de != nil || bad {
 				return de, bad
 			}
 		}
@@ -98,9 +96,10 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) (*DecodeError, boo
 	return nil, false
 }
 
-// structField finds the JSON name of the field key selects in t: exact
-// reports whether key is spelled exactly so.
-func structField(t reflect.Type, key string) (name string, exact, ok bool) {
+// jsonField finds the struct field of t that encoding/json decodes key into
+// (it matches names case-insensitively): its type, its JSON name, and
+// whether key spells that name exactly.
+func jsonField(t reflect.Type, key string) (ft reflect.Type, name string, exact, ok bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -114,18 +113,11 @@ func structField(t reflect.Type, key string) (name string, exact, ok bool) {
 			tag = f.Name
 		}
 		if tag == key {
-			return tag, true, true
+			return f.Type, tag, true, true
 		}
 		if strings.EqualFold(tag, key) {
-			name, ok = tag, true
+			ft, name, ok = f.Type, tag, true
 		}
 	}
-	return name, false, ok
-}
-
-func childPath(parent, key string) string {
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
+	return ft, name, false, ok
 }

@@ -34,7 +34,7 @@ func locate(data []byte, t reflect.Type) (path string, err error) {
 			return "", err
 		}
 		for _, name := range sortedKeys(fields) {
-			ft, ok := fieldByJSONName(t, name)
+			ft, _, _, ok := jsonField(t, name)
 			if !ok {
 				return "", err // an unknown field: the path is its parent's
 			}
@@ -72,11 +72,13 @@ func strictUnmarshal(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// joinPath appends sub (a key, or an index path such as "[2].x") to the
+// path name; either may be empty.
 func joinPath(name, sub string) string {
-	if sub == "" {
+	switch {
+	case sub == "":
 		return name
-	}
-	if strings.HasPrefix(sub, "[") {
+	case name == "" || strings.HasPrefix(sub, "["):
 		return name + sub
 	}
 	return name + "." + sub
@@ -87,28 +89,6 @@ func dot(sub string) string {
 		return sub
 	}
 	return "." + sub
-}
-
-// fieldByJSONName finds the type of the struct field encoded under name.
-// Embedded structs are not used in this package.
-func fieldByJSONName(t reflect.Type, name string) (reflect.Type, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" {
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		if strings.EqualFold(tag, name) { // as encoding/json matches keys
-			return f.Type, true
-		}
-	}
-	return nil, false
 }
 
 func sortedKeys[V any](m map[string]V) []string {
