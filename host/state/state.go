@@ -4,7 +4,8 @@
 // declaration of each job the node has converged on.
 //
 // Invariants:
-//   - Every change is written (and fsynced by bbolt) before the call returns:
+//   - Every change is written (and fsynced by bbolt) before the call returns
+//     (concurrent changes share one transaction: see committer):
 //     the store is the node's memory across a restart or a SIGKILL, and what
 //     "diverged" is measured against (spec/wanted-state.md).
 //   - The file is opened with a lock timeout, so a second agent on the same
@@ -70,9 +71,10 @@ type JobRecord struct {
 }
 
 // Store is the bbolt-backed state store. Its methods are safe for concurrent
-// use (bbolt serialises writers).
+// use; concurrent writes share transactions (see committer).
 type Store struct {
-	db *bolt.DB
+	db      *bolt.DB
+	commits committer
 }
 
 // Open opens (creating if needed) the store in dir, waiting at most timeout
@@ -124,12 +126,14 @@ func (s *Store) Close() error { return s.db.Close() }
 // Path is the store's file.
 func (s *Store) Path() string { return s.db.Path() }
 
-func put(tx *bolt.Tx, bucket []byte, key string, v any) error {
+// putOne encodes v outside any transaction (encoding is the caller's work,
+// not the shared commit's) and writes it under key.
+func (s *Store) putOne(bucket []byte, key string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encoding %s/%s: %w", bucket, key, err)
 	}
-	return tx.Bucket(bucket).Put([]byte(key), b)
+	return s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(key), b) })
 }
 
 // PutAlloc writes one allocation record.
@@ -137,7 +141,7 @@ func (s *Store) PutAlloc(r *AllocRecord) error {
 	if r == nil || r.Alloc == nil || r.Alloc.ID == "" {
 		return errors.New("putting allocation: record without an allocation ID")
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketAllocs, r.Alloc.ID, r) }); err != nil {
+	if err := s.putOne(bucketAllocs, r.Alloc.ID, r); err != nil {
 		return fmt.Errorf("storing allocation %s: %w", r.Alloc.ID, err)
 	}
 	return nil
@@ -145,7 +149,7 @@ func (s *Store) PutAlloc(r *AllocRecord) error {
 
 // DeleteAlloc removes an allocation and all of its task handles.
 func (s *Store) DeleteAlloc(id string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketAllocs).Delete([]byte(id)); err != nil {
 			return err
 		}
@@ -215,7 +219,7 @@ func handleKey(allocID, task string) string { return allocID + "/" + task }
 
 // PutHandle writes the driver handle of one task.
 func (s *Store) PutHandle(allocID, task string, h *driver.TaskHandle) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketHandles, handleKey(allocID, task), h) }); err != nil {
+	if err := s.putOne(bucketHandles, handleKey(allocID, task), h); err != nil {
 		return fmt.Errorf("storing handle of %s/%s: %w", allocID, task, err)
 	}
 	return nil
@@ -223,7 +227,7 @@ func (s *Store) PutHandle(allocID, task string, h *driver.TaskHandle) error {
 
 // DeleteHandle removes the handle of one task.
 func (s *Store) DeleteHandle(allocID, task string) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketHandles).Delete([]byte(handleKey(allocID, task)))
 	}); err != nil {
 		return fmt.Errorf("deleting handle of %s/%s: %w", allocID, task, err)
@@ -254,7 +258,7 @@ func (s *Store) Handles(allocID string) (map[string]*driver.TaskHandle, error) {
 
 // PutPluginReattach stores a plugin's reattach data (opaque to the store).
 func (s *Store) PutPluginReattach(name string, data []byte) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPlugins).Put([]byte(name), data)
 	}); err != nil {
 		return fmt.Errorf("storing reattach data of plugin %s: %w", name, err)
@@ -264,7 +268,7 @@ func (s *Store) PutPluginReattach(name string, data []byte) error {
 
 // DeletePluginReattach forgets a plugin's reattach data.
 func (s *Store) DeletePluginReattach(name string) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketPlugins).Delete([]byte(name))
 	}); err != nil {
 		return fmt.Errorf("deleting reattach data of plugin %s: %w", name, err)
@@ -291,7 +295,7 @@ func (s *Store) PutJob(r *JobRecord) error {
 	if r == nil || r.Job == nil || r.Job.ID == "" {
 		return errors.New("putting job: record without a job ID")
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return put(tx, bucketJobs, r.Job.ID, r) }); err != nil {
+	if err := s.putOne(bucketJobs, r.Job.ID, r); err != nil {
 		return fmt.Errorf("storing job %s: %w", r.Job.ID, err)
 	}
 	return nil
@@ -308,9 +312,18 @@ func (s *Store) PutJobs(rs []*JobRecord) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, r := range rs {
-			if err := put(tx, bucketJobs, r.Job.ID, r); err != nil {
+	enc := make([][]byte, len(rs))
+	for i, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encoding job %s: %w", r.Job.ID, err)
+		}
+		enc[i] = b
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		for i, r := range rs {
+			if err := b.Put([]byte(r.Job.ID), enc[i]); err != nil {
 				return fmt.Errorf("job %s: %w", r.Job.ID, err)
 			}
 		}
@@ -347,7 +360,7 @@ func (s *Store) Jobs() (map[string]*JobRecord, error) {
 // DeleteJob forgets a job's last good declaration (after a purge the node
 // acted on).
 func (s *Store) DeleteJob(id string) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Delete([]byte(id)) }); err != nil {
+	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Delete([]byte(id)) }); err != nil {
 		return fmt.Errorf("deleting job %s: %w", id, err)
 	}
 	return nil

@@ -1,0 +1,107 @@
+package state
+
+import (
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// committer joins concurrent writes into one bbolt transaction (a group
+// commit): a bbolt commit costs two fdatasyncs whatever it holds, and an
+// agent placing or stopping many allocations at once writes from as many
+// goroutines. Every write still returns only once it is on disk.
+//
+// No goroutine and no timer: the first writer to find no commit in flight
+// commits everything queued so far; writes arriving meanwhile queue, and
+// when the commit is done the oldest of them is handed the turn and commits
+// the whole queue. A lone write therefore commits at once, and under load
+// each commit carries what arrived during the previous one.
+type committer struct {
+	mu      sync.Mutex
+	busy    bool
+	pending []*write
+	commits uint64 // transactions committed or tried (tests read it)
+}
+
+// write is one caller's change. done receives true when the caller must
+// commit the queue itself, false when its change was committed (err set).
+type write struct {
+	fn   func(*bolt.Tx) error
+	err  error
+	done chan bool
+}
+
+// update runs fn in a write transaction, possibly shared with other
+// callers' changes. fn must change nothing but tx: when a shared
+// transaction fails, each change is run again in its own, so that one bad
+// write fails only its own caller.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	w := &write{fn: fn, done: make(chan bool, 1)}
+	c := &s.commits
+	c.mu.Lock()
+	c.pending = append(c.pending, w)
+	if c.busy {
+		c.mu.Unlock()
+		if lead := <-w.done; !lead {
+			return w.err
+		}
+		c.mu.Lock()
+	}
+	c.busy = true
+	batch := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+
+	s.commitBatch(batch)
+
+	c.mu.Lock()
+	if len(c.pending) > 0 {
+		c.pending[0].done <- true // its caller commits the queue
+	} else {
+		c.busy = false
+	}
+	c.mu.Unlock()
+	for _, o := range batch {
+		if o != w {
+			o.done <- false
+		}
+	}
+	return w.err
+}
+
+// commitBatch commits the batch's changes in one transaction, or, when that
+// fails, each in its own, setting every write's err.
+func (s *Store) commitBatch(batch []*write) {
+	s.commits.mu.Lock()
+	s.commits.commits++
+	s.commits.mu.Unlock()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, o := range batch {
+			if err := o.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(batch) == 1 {
+		for _, o := range batch {
+			o.err = err
+		}
+		return
+	}
+	for _, o := range batch {
+		o.err = s.db.Update(o.fn)
+	}
+}
+
+func (s *Store) commitCount() uint64 {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return s.commits.commits
+}
+
+func (s *Store) pendingCount() int {
+	s.commits.mu.Lock()
+	defer s.commits.mu.Unlock()
+	return len(s.commits.pending)
+}
