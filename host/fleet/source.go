@@ -46,6 +46,9 @@ type Source struct {
 	restart map[string]uint64
 	gen     uint64
 	snap    *View
+	prev    *View           // the last snapshot taken, kept for its unchanged maps
+	stale   map[string]bool // kinds changed since prev
+	changes changeLog
 
 	changed    chan struct{}
 	subs       map[int]chan struct{}
@@ -419,7 +422,8 @@ func (s *Source) markSynced(kind string) {
 		all = all && s.synced[k]
 	}
 	if first {
-		s.bumpLocked()
+		s.bumpLocked(kind)
+		s.changes.add(Change{Gen: s.gen, Kind: kind})
 	}
 	s.mu.Unlock()
 	if first {
@@ -468,6 +472,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	if e.Revision > s.revs[b.kind] {
 		s.revs[b.kind] = e.Revision
 	}
+	before := s.jobOfLocked(b.kind, e.Key)
 	var eff wanted.Effect
 	var rej *wanted.Rejection
 	switch b.kind {
@@ -496,11 +501,13 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			delete(s.deps, e.Key)
 		}
 	}
+	s.markStaleLocked(b.kind) // even a write with no effect replaced the record
 	if rej != nil {
 		rej.Bucket = b.name
 	}
 	if eff != wanted.EffectNone {
-		s.bumpLocked()
+		s.bumpLocked(b.kind)
+		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}})
 	}
 	s.mu.Unlock()
 
@@ -526,9 +533,19 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	s.notify()
 }
 
-func (s *Source) bumpLocked() {
+func (s *Source) bumpLocked(kind string) {
 	s.gen++
 	s.snap = nil
+	s.markStaleLocked(kind)
+}
+
+// markStaleLocked records that a kind's records were written: the next
+// snapshot copies them again.
+func (s *Source) markStaleLocked(kind string) {
+	if s.stale == nil {
+		s.stale = map[string]bool{}
+	}
+	s.stale[kind] = true
 }
 
 func (s *Source) notify() {
@@ -583,12 +600,41 @@ func (s *Source) View() *View {
 	for _, k := range s.kinds {
 		synced = synced && s.synced[k]
 	}
-	s.snap = &View{
-		Generation: s.gen, Synced: synced,
-		Jobs: maps.Clone(s.jobs), Nodes: maps.Clone(s.nodes), Intents: maps.Clone(s.intents),
-		Allocs: maps.Clone(s.allocs), Deployments: maps.Clone(s.deps), Revisions: maps.Clone(s.revs),
+	// A snapshot's maps are never written: a kind unchanged since the last
+	// snapshot shares that snapshot's map instead of being copied again
+	// (most changes touch one bucket, and an allocation status echo no
+	// longer copies the jobs and deployments).
+	v := &View{Generation: s.gen, Synced: synced, Revisions: maps.Clone(s.revs)}
+	p := s.prev
+	fresh := func(kind string) bool { return p == nil || s.stale[kind] }
+	if fresh(KindJobs) {
+		v.Jobs = maps.Clone(s.jobs)
+	} else {
+		v.Jobs = p.Jobs
 	}
-	return s.snap
+	if fresh(KindNodes) {
+		v.Nodes = maps.Clone(s.nodes)
+	} else {
+		v.Nodes = p.Nodes
+	}
+	if fresh(KindIntents) {
+		v.Intents = maps.Clone(s.intents)
+	} else {
+		v.Intents = p.Intents
+	}
+	if fresh(KindAllocs) {
+		v.Allocs = maps.Clone(s.allocs)
+	} else {
+		v.Allocs = p.Allocs
+	}
+	if fresh(KindDeployments) {
+		v.Deployments = maps.Clone(s.deps)
+	} else {
+		v.Deployments = p.Deployments
+	}
+	clear(s.stale)
+	s.snap, s.prev = v, v
+	return v
 }
 
 // Job returns the state of one job key.

@@ -1,0 +1,85 @@
+package fleet
+
+import "github.com/hivelet/hivelet/host/wanted"
+
+// maxChanges bounds the change log; a consumer that falls further behind is
+// told to rebuild from a View.
+const maxChanges = 16384
+
+// Change is one change the Source applied, for consumers that keep their
+// own indexes over the View (ChangesSince) instead of re-reading it whole.
+type Change struct {
+	// Gen is the View generation the change produced.
+	Gen uint64
+	// Kind is the bucket kind (KindJobs, ...).
+	Kind string
+	// Key is the KV key; empty for a change of the bucket as a whole (its
+	// first full pull).
+	Key string
+	// Jobs are the job keys the record belonged to before and after the
+	// change ("" for none): a job's own key, an allocation's or a
+	// deployment's job. Nodes and intents belong to no job.
+	Jobs [2]string
+}
+
+// changeLog keeps the newest changes, oldest first.
+type changeLog struct {
+	entries []Change
+	// floor is the generation up to which changes may have been dropped:
+	// the log is complete for any start at or after it.
+	floor uint64
+}
+
+func (l *changeLog) add(c Change) {
+	if len(l.entries) >= maxChanges {
+		drop := len(l.entries) / 2
+		l.floor = l.entries[drop-1].Gen
+		l.entries = append(l.entries[:0], l.entries[drop:]...)
+	}
+	l.entries = append(l.entries, c)
+}
+
+// ChangesSince returns the changes with from < Gen <= to, oldest first, and
+// whether that is all of them (false when the log no longer reaches back to
+// from: the caller must rebuild from a View).
+func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if from < s.changes.floor {
+		return nil, false
+	}
+	var out []Change
+	for i := len(s.changes.entries) - 1; i >= 0; i-- {
+		c := s.changes.entries[i]
+		if c.Gen <= from {
+			break
+		}
+		if c.Gen <= to {
+			out = append(out, c)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, true
+}
+
+// jobOfLocked is the job key the record under key currently belongs to, or
+// "".
+func (s *Source) jobOfLocked(kind, key string) string {
+	switch kind {
+	case KindJobs:
+		if _, ok := s.jobs[key]; ok {
+			return key
+		}
+	case KindAllocs:
+		if st, ok := s.allocs[key]; ok && st.Value != nil && !st.Absent {
+			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
+		}
+	case KindDeployments:
+		if st, ok := s.deps[key]; ok && st.Value != nil && !st.Absent {
+			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+func allocValue(t *testing.T, node, id, job string) []byte {
+	t.Helper()
+	b, err := json.Marshal(&model.Allocation{ID: id, Name: job + ".g[0]", Namespace: "default", JobID: job, TaskGroup: "g", NodeID: node,
+		DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The change log names every applied change with the jobs it touched,
+// before and after, and says when it no longer reaches back far enough.
+func TestChangesSinceNamesTheJobsEachChangeTouched(t *testing.T) {
+	s := NewSource(nil, SourceConfig{})
+	log := slog.New(slog.DiscardHandler)
+	allocs := bucketRef{kind: KindAllocs, name: "allocs"}
+	key := wanted.AllocKey("n1", "a1")
+	s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "web"), Revision: 1, Op: wanted.OpPut}, log)
+	g1 := s.View().Generation
+	// The same record moved to another job (a rewrite by hand), then deleted.
+	s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "api"), Revision: 2, Op: wanted.OpPut}, log)
+	s.apply(allocs, wanted.Entry{Key: key, Revision: 3, Op: wanted.OpDelete}, log)
+	// A malformed value changes nothing in force but is still a change
+	// (a rejection) of the same job.
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n2", "a2"), Value: []byte(`{"id":`), Revision: 4, Op: wanted.OpPut}, log)
+	g := s.View().Generation
+
+	all, ok := s.ChangesSince(0, g)
+	if !ok {
+		t.Fatal("the log does not reach back to generation 0")
+	}
+	if len(all) != 4 {
+		t.Fatalf("%d changes, want 4: %+v", len(all), all)
+	}
+	want := [][2]string{{"", "default.web"}, {"default.web", "default.api"}, {"default.api", ""}, {"", ""}}
+	for i, c := range all {
+		if c.Kind != KindAllocs || c.Jobs != want[i] {
+			t.Fatalf("change %d = %+v, want jobs %v", i, c, want[i])
+		}
+	}
+	since, ok := s.ChangesSince(g1, g)
+	if !ok || len(since) != 3 || since[0].Gen <= g1 {
+		t.Fatalf("changes since %d: %+v (complete %v)", g1, since, ok)
+	}
+	if none, ok := s.ChangesSince(g, g); !ok || len(none) != 0 {
+		t.Fatalf("changes since the newest generation: %+v", none)
+	}
+
+	// Overflow: a consumer left behind is told to rebuild.
+	for i := 0; i < maxChanges+10; i++ {
+		s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "web"), Revision: uint64(10 + i), Op: wanted.OpPut}, log)
+	}
+	if _, ok := s.ChangesSince(g1, s.View().Generation); ok {
+		t.Fatal("a log that dropped changes claimed to be complete")
+	}
+	latest := s.View().Generation
+	if cs, ok := s.ChangesSince(latest-5, latest); !ok || len(cs) != 5 {
+		t.Fatalf("recent changes after an overflow: %d (complete %v)", len(cs), ok)
+	}
+}
+
+// A snapshot shares the maps of the kinds that did not change since the
+// previous one, and copies those that did.
+func TestAViewCopiesOnlyTheKindsThatChanged(t *testing.T) {
+	s := NewSource(nil, SourceConfig{})
+	log := slog.New(slog.DiscardHandler)
+	allocs := bucketRef{kind: KindAllocs, name: "allocs"}
+	jobs := bucketRef{kind: KindJobs, name: "jobs"}
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "a1"), Value: allocValue(t, "n1", "a1", "web"), Revision: 1, Op: wanted.OpPut}, log)
+	v1 := s.View()
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "a2"), Value: allocValue(t, "n1", "a2", "web"), Revision: 2, Op: wanted.OpPut}, log)
+	v2 := s.View()
+	if len(v1.Allocs) != 1 || len(v2.Allocs) != 2 {
+		t.Fatalf("allocations in the snapshots: %d then %d, want 1 then 2", len(v1.Allocs), len(v2.Allocs))
+	}
+	same := func(a, b map[string]wanted.JobState) bool {
+		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	}
+	if !same(v1.Jobs, v2.Jobs) {
+		t.Fatal("the jobs map was copied though no job changed")
+	}
+	// Control: a job change copies the jobs, and the older snapshot keeps
+	// what it held.
+	s.apply(jobs, wanted.Entry{Key: "default.web", Value: []byte(`{"id":`), Revision: 3, Op: wanted.OpPut}, log)
+	v3 := s.View()
+	if same(v2.Jobs, v3.Jobs) || len(v3.Jobs) != 1 || len(v2.Jobs) != 0 {
+		t.Fatalf("after a job change: shared %v, jobs %d (older snapshot %d)", same(v2.Jobs, v3.Jobs), len(v3.Jobs), len(v2.Jobs))
+	}
+}
