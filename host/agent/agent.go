@@ -19,6 +19,12 @@
 //     allocation status, a deployment creation a pass planned) makes no
 //     pass, and only when that is provable from revisions and content
 //     (TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites).
+//   - An incremental pass looks again only at the jobs whose inputs changed
+//     since the last pass (the fleet's change log, this node's runners, the
+//     deployments it wrote) and at those that had not converged; its index
+//     of the view equals a rebuild (TestTheIndexKeptByChangesEqualsARebuild).
+//     Full passes, on the resync period, look at every job. A runner write
+//     that changes nothing a pass reads kicks no pass (planSig).
 //   - What diverged is measured against this node's own stored intent (its
 //     runners), never against the allocations bucket's copy.
 //   - Absence is not a deletion order: only a decoded stop = true, a group
@@ -123,21 +129,27 @@ type Agent struct {
 	log    *slog.Logger
 	nodeID string
 
-	mu          sync.Mutex
-	runners     map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
-	terminal    map[string]*model.Allocation   // finished allocations kept for the reconciler
-	stopping    map[string]bool                // stop requested by a pass
-	storedRev   map[string]uint64              // job key → revision of the stored last good job
-	lastGood    map[string]*state.JobRecord    // job key → last good job from the state store
-	jobsToSave  map[string]*state.JobRecord    // queued for the state store
-	saveJobs    chan struct{}
-	drivers     allocrunner.Drivers   // cfg.Drivers with config schemas cached
-	deployQueue map[string]deployWork // job key → newest deployment work
-	deployWake  chan struct{}
-	depWritten  map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
-	depCreates  map[string]createWork                   // deployment ID → to create
-	restoreErr  error
-	status      Status
+	mu            sync.Mutex
+	runners       map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal      map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping      map[string]bool                // stop requested by a pass
+	storedRev     map[string]uint64              // job key → revision of the stored last good job
+	lastGood      map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave    map[string]*state.JobRecord    // queued for the state store
+	saveJobs      chan struct{}
+	drivers       allocrunner.Drivers   // cfg.Drivers with config schemas cached
+	deployQueue   map[string]deployWork // job key → newest deployment work
+	deployWake    chan struct{}
+	depWritten    map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
+	allocKick     map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
+	driverUse     map[string]int                          // driver name → tasks of live runners using it
+	rejectionsGen uint64                                  // view generation status.Rejections was computed from
+	ownJobs       map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
+	ownDirty      map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
+	index         viewIndex                               // the pass's index of the view (under passMu)
+	depCreates    map[string]createWork                   // deployment ID → to create
+	restoreErr    error
+	status        Status
 
 	passMu  sync.Mutex
 	kick    chan struct{}
@@ -190,6 +202,10 @@ func New(cfg Config) (*Agent, error) {
 		deployQueue: map[string]deployWork{},
 		lastSig:     map[string]uint64{},
 		depWritten:  map[string]map[string]*model.Deployment{},
+		allocKick:   map[string]uint64{},
+		driverUse:   map[string]int{},
+		ownJobs:     map[string]map[string]struct{}{},
+		ownDirty:    map[string]bool{},
 		depCreates:  map[string]createWork{},
 		deployWake:  make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
@@ -232,7 +248,62 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 
 func (a *Agent) onAllocUpdate(al *model.Allocation) {
 	a.writer.enqueue(al)
-	a.Kick()
+	s := planSig(al)
+	a.mu.Lock()
+	prev, seen := a.allocKick[al.ID]
+	a.allocKick[al.ID] = s
+	a.ownDirty[wanted.JobKey(al.Namespace, al.JobID)] = true
+	a.mu.Unlock()
+	if !seen || prev != s {
+		a.Kick()
+	}
+}
+
+// useDriversLocked counts (delta 1) or uncounts (-1) the drivers of a
+// runner's tasks, so that the fail-closed check asks only the drivers in use
+// without walking every runner on every pass. A runner's drivers never
+// change: an in-place update keeps its tasks.
+func (a *Agent) useDriversLocked(job *model.Job, group string, delta int) {
+	g := groupOf(job, group)
+	if g == nil {
+		return
+	}
+	for _, t := range g.Tasks {
+		if a.driverUse[t.Driver] += delta; a.driverUse[t.Driver] <= 0 {
+			delete(a.driverUse, t.Driver)
+		}
+	}
+}
+
+// planSig summarises what of one of this node's allocations a reconcile
+// pass and the deployment worker read (its status, intent, deployment
+// standing, version, place). A runner write that changes none of it (a task
+// event, a restart count, a task's start time) kicks no pass: every pass
+// would find the same plan. Such a write still moves the allocation's
+// ModifyTime, so the next pass that runs for any reason reconciles the job.
+func planSig(al *model.Allocation) uint64 {
+	h := hashString(string(al.ClientStatus) + "|" + string(al.DesiredStatus) + "|" + al.DeploymentID + "|" + al.Name + "|" + al.TaskGroup + "|" + al.NodeID)
+	h ^= mix(al.JobVersion)
+	if ds := al.DeploymentStatus; ds != nil {
+		v := uint64(1)
+		if ds.Canary {
+			v |= 2
+		}
+		if ds.Healthy != nil {
+			v |= 4
+			if *ds.Healthy {
+				v |= 8
+			}
+		}
+		h ^= mix(v) * 3
+	}
+	if m := al.DesiredTransition.Migrate; m != nil {
+		h ^= mix(5) * 7
+		if *m {
+			h ^= mix(6) * 7
+		}
+	}
+	return h
 }
 
 // Restore loads every allocation from the state store and reattaches to the
@@ -274,6 +345,7 @@ func (a *Agent) Restore(ctx context.Context) error {
 		if al.ClientStatus.Terminal() || r.Job == nil {
 			a.mu.Lock()
 			a.terminal[al.ID] = al
+			a.ownJobAddLocked(wanted.JobKey(al.Namespace, al.JobID), al.ID)
 			a.mu.Unlock()
 			finished++
 			continue
@@ -288,6 +360,8 @@ func (a *Agent) Restore(ctx context.Context) error {
 		run := a.newRunner(al, r.Job, handles)
 		a.mu.Lock()
 		a.runners[al.ID] = run
+		a.useDriversLocked(r.Job, al.TaskGroup, 1)
+		a.ownJobAddLocked(wanted.JobKey(al.Namespace, al.JobID), al.ID)
 		a.mu.Unlock()
 		run.Run()
 		reattached++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
 	"sort"
 	"time"
 
@@ -61,9 +62,9 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	view := a.cfg.Source.View()
 
 	a.collectFinished()
-	own := a.ownAllocs()
 
-	if reason := a.mayAct(ctx, own); reason != "" {
+	if reason := a.mayAct(ctx); reason != "" {
+		a.index.built = false // changes read by no pass: the next one rebuilds
 		a.mu.Lock()
 		a.status.FailedClosed = reason
 		a.status.Passes = a.passSeq
@@ -77,55 +78,36 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 
 	a.echoes.passed(view)
 
-	// Index the view once per pass.
-	ownByJob := make(map[string][]*model.Allocation, len(own))
-	for _, al := range own {
-		k := wanted.JobKey(al.Namespace, al.JobID)
-		ownByJob[k] = append(ownByJob[k], al)
-	}
-	for _, l := range ownByJob {
-		if len(l) > 1 {
-			sort.Slice(l, func(i, j int) bool { return l[i].ID < l[j].ID })
-		}
-	}
-	othersByJob := map[string][]*model.Allocation{}
-	othersSig := map[string]uint64{}
-	for k, st := range view.Allocs {
-		n, _, ok := wanted.ParseAllocKey(k)
-		if !ok || n == a.nodeID || st.Value == nil || st.Absent {
-			continue
-		}
-		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
-		othersByJob[jk] = append(othersByJob[jk], st.Value)
-		othersSig[jk] += mix(st.Revision)
-	}
-	depsByJob := map[string][]*model.Deployment{}
-	depsSig := map[string]uint64{}
-	for _, st := range view.Deployments {
-		if st.Value == nil || st.Absent {
-			continue
-		}
-		jk := wanted.JobKey(st.Value.Namespace, st.Value.JobID)
-		depsByJob[jk] = append(depsByJob[jk], st.Value)
-		depsSig[jk] += mix(st.Revision)
-	}
+	// Which jobs to look at: on a full pass all of them; on an incremental
+	// one those whose view inputs changed since the last pass (the change
+	// log says which), whose allocations here changed, and those that had
+	// not converged. The others' plans cannot have changed: the reconciler
+	// is pure and the clock-driven rules are the full passes'.
 	baseSig := mix(view.Revisions[fleet.KindNodes]) ^ nodeSig(self)
+	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, baseSig, full)
+	ownDirty := a.takeOwnDirty()
 	if full {
 		a.lastSig = map[string]uint64{}
 	}
+	look := func(k string) bool { return full || all || viewDirty[k] || ownDirty[k] }
 	nodes := view.NodeList()
 
 	// Jobs with work come first: their starts must not wait for the
 	// reconciles of jobs in flight or the signature checks of every
 	// converged job. First the jobs this node runs nothing of and that did
 	// not converge (a new job), then the others that did not converge, then
-	// the converged ones; each part in key order.
-	var fresh, todo, converged []string
+	// the converged ones that changed; each part in key order. Converged
+	// jobs that did not change are only counted (and their orphan state
+	// kept).
+	var fresh, todo, converged, unchanged []string
 	add := func(k string) {
-		switch _, ok := a.lastSig[k]; {
+		_, ok := a.lastSig[k]
+		switch {
+		case ok && !look(k):
+			unchanged = append(unchanged, k)
 		case ok:
 			converged = append(converged, k)
-		case len(ownByJob[k]) == 0:
+		case !a.hasOwn(k):
 			fresh = append(fresh, k)
 		default:
 			todo = append(todo, k)
@@ -134,10 +116,16 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	for k := range view.Jobs {
 		add(k)
 	}
-	for k := range ownByJob {
+	a.mu.Lock()
+	var ownOnly []string
+	for k := range a.ownJobs {
 		if _, ok := view.Jobs[k]; !ok {
-			add(k)
+			ownOnly = append(ownOnly, k)
 		}
+	}
+	a.mu.Unlock()
+	for _, k := range ownOnly {
+		add(k)
 	}
 	sort.Strings(fresh)
 	sort.Strings(todo)
@@ -148,6 +136,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	var errs []error
 	replan := false
 	var orphaned []string
+	// Converged and unchanged: a job converges only where its order is to
+	// act (a kept or orphaned job never does), so each is one skipped job.
+	counts.Jobs += len(unchanged)
+	counts.Skipped += len(unchanged)
 	for _, k := range sorted {
 		a.mu.Lock()
 		stored := a.lastGood[k]
@@ -158,7 +150,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		case wanted.OrderNone:
 			continue
 		case wanted.OrderKeep:
-			if len(ownByJob[k]) > 0 {
+			if a.hasOwn(k) {
 				orphaned = append(orphaned, k)
 			}
 			continue
@@ -172,8 +164,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 				continue
 			}
 		}
-		deps, overlaySig := a.withWritten(k, depsByJob[k])
-		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig[k]*5 ^ depsSig[k]*7 ^ allocsSig(ownByJob[k])
+		own := a.ownOf(k)
+		others, othersSig := a.index.othersOf(view, k)
+		viewDeps, depsSig := a.index.depsOf(view, k)
+		deps, overlaySig := a.withWritten(k, viewDeps)
+		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own)
 		if stored != nil {
 			sig ^= mix(stored.Revision) * 11
 		}
@@ -181,8 +176,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		facts := fleetFacts{Nodes: nodes, OtherAllocs: othersByJob[k], Deployments: deps}
-		in := buildInput(job, self, ownByJob[k], facts, now, a.cfg.Canaries)
+		facts := fleetFacts{Nodes: nodes, OtherAllocs: others, Deployments: deps}
+		in := buildInput(job, self, own, facts, now, a.cfg.Canaries)
 		plan, err := reconcile.ReconcileNode(in, a.nodeID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
@@ -199,13 +194,21 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			a.mu.Unlock()
 		}
 		changes := counts.Place + counts.Update + counts.Stop + counts.Migrate
-		jobErrs := a.apply(ctx, job, plan, ownByJob[k], &counts)
+		startsBefore := counts.Place + counts.Update
+		jobErrs := a.apply(ctx, job, plan, own, &counts)
 		if plan.DeploymentCreated && counts.Place+counts.Update+counts.Stop+counts.Migrate == changes {
 			// The creation's echo makes no pass (ownEchoes), and no runner
 			// or stop of this plan will kick one: plan again against it.
 			replan = true
 		}
 		errs = append(errs, jobErrs...)
+		if counts.Place+counts.Update > startsBefore {
+			// Let the runners just started reach their drivers before this
+			// pass goes on through the other jobs: a new goroutine waits
+			// behind the running one on its processor, and with two cores
+			// the other is often busy (the watch, a commit, the collector).
+			runtime.Gosched()
+		}
 		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
 		} else {
@@ -234,7 +237,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.status.LastCounts = counts
 	a.status.Errors = msgs
 	a.status.Orphaned = orphaned
-	a.status.Rejections = view.Rejections()
+	if view.Generation != a.rejectionsGen {
+		a.status.Rejections = view.Rejections()
+		a.rejectionsGen = view.Generation
+	}
 	a.mu.Unlock()
 	outcome := "ok"
 	if len(errs) > 0 {
@@ -242,11 +248,13 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	}
 	a.cfg.Metrics.ObserveReconcile(outcome, el)
 	a.cfg.Metrics.SetEnumerationFailed(false)
-	byStatus := map[string]int{}
-	for _, al := range own {
-		byStatus[string(al.ClientStatus)]++
+	if full || len(ownDirty) > 0 {
+		byStatus := map[string]int{}
+		for _, al := range a.ownAllocs() {
+			byStatus[string(al.ClientStatus)]++
+		}
+		a.cfg.Metrics.SetAllocsByStatus(byStatus)
 	}
-	a.cfg.Metrics.SetAllocsByStatus(byStatus)
 	level := slog.LevelDebug // a pass that did nothing is not news
 	if counts.Place+counts.Update+counts.InPlace+counts.Stop+counts.Migrate+counts.Errors > 0 {
 		level = slog.LevelInfo
@@ -310,39 +318,18 @@ func allocsSig(own []*model.Allocation) uint64 {
 
 // mayAct is the fail-closed check: "" when the node can enumerate what it
 // runs, else the reason.
-func (a *Agent) mayAct(ctx context.Context, own []*model.Allocation) string {
+func (a *Agent) mayAct(ctx context.Context) string {
 	a.mu.Lock()
 	e := wanted.Enumeration{StoreErr: a.restoreErr, DriverErrs: map[string]error{}}
+	used := make([]string, 0, len(a.driverUse))
+	for name := range a.driverUse {
+		used = append(used, name)
+	}
 	a.mu.Unlock()
 	if e.StoreErr == nil {
 		e.StoreErr = a.cfg.Store.Check()
 	}
-	used := map[string]bool{}
-	type liveAlloc struct {
-		r     *allocrunner.Runner
-		group string
-	}
-	var live []liveAlloc
-	a.mu.Lock()
-	for _, al := range own {
-		if al.Terminal() {
-			continue
-		}
-		if r := a.runners[al.ID]; r != nil {
-			live = append(live, liveAlloc{r, al.TaskGroup})
-		}
-	}
-	a.mu.Unlock()
-	for _, l := range live {
-		if g := groupOf(l.r.Job(), l.group); g != nil {
-			for _, t := range g.Tasks {
-				if !used[t.Driver] {
-					used[t.Driver] = true
-				}
-			}
-		}
-	}
-	for name := range used {
+	for _, name := range used {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := a.cfg.Drivers.Driver(dctx, name)
 		cancel()
@@ -435,9 +422,12 @@ func (a *Agent) collectFinished() {
 		if !al.Terminal() {
 			continue // detached, not finished
 		}
+		job := r.Job()
 		a.mu.Lock()
 		delete(a.runners, al.ID)
 		delete(a.stopping, al.ID)
+		delete(a.allocKick, al.ID)
+		a.useDriversLocked(job, al.TaskGroup, -1)
 		var older []string
 		for id, t := range a.terminal {
 			if t.Name == al.Name && t.JobID == al.JobID && t.Namespace == al.Namespace && !t.ModifyTime.After(al.ModifyTime) {
@@ -446,6 +436,7 @@ func (a *Agent) collectFinished() {
 		}
 		for _, id := range older {
 			delete(a.terminal, id)
+			a.ownJobRemoveLocked(wanted.JobKey(al.Namespace, al.JobID), id)
 		}
 		a.terminal[al.ID] = al
 		a.mu.Unlock()
@@ -665,6 +656,9 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 		return false, nil
 	}
 	a.runners[id] = r
+	a.allocKick[id] = planSig(al) // this pass knows it: its first write is no news
+	a.useDriversLocked(job, e.Group, 1)
+	a.ownJobAddLocked(wanted.JobKey(job.Namespace, job.ID), id)
 	a.mu.Unlock()
 	r.Run()
 	return true, nil
@@ -1015,6 +1009,7 @@ func (a *Agent) written(d *model.Deployment) {
 		a.depWritten[k] = map[string]*model.Deployment{}
 	}
 	a.depWritten[k][d.ID] = d
+	a.ownDirty[k] = true
 	a.mu.Unlock()
 }
 

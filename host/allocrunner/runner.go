@@ -211,6 +211,9 @@ func (r *Runner) Run() {
 	}
 	tasks := g.Tasks
 	r.mu.Unlock()
+	// The task goroutines are started last: the newest goroutine is the one
+	// the scheduler runs next, and the starts are what a placement waits on.
+	//
 	// The first record is written alongside the start, not before it: the
 	// window in which a crash loses a started task is the one between
 	// StartTask and its handle's write, which no earlier write closes, so
@@ -220,10 +223,7 @@ func (r *Runner) Run() {
 		defer r.bgWG.Done()
 		r.persist()
 	}()
-
 	for _, t := range tasks {
-		r.tasksWG.Add(1)
-		go r.runTask(t, r.cfg.Handles[t.Name])
 		for i, svc := range t.Services {
 			for j, c := range svc.Checks {
 				r.bgWG.Add(1)
@@ -232,6 +232,7 @@ func (r *Runner) Run() {
 		}
 	}
 	r.startHealth()
+	r.tasksWG.Add(len(tasks))
 	go func() {
 		r.tasksWG.Wait()
 		r.cancel() // end the check and health goroutines
@@ -241,6 +242,9 @@ func (r *Runner) Run() {
 		r.bgWG.Wait()
 		r.closeDone()
 	}()
+	for _, t := range tasks {
+		go r.runTask(t, r.cfg.Handles[t.Name])
+	}
 }
 
 // Stop stops every task (kill_signal, then kill after kill_timeout), destroys

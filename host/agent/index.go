@@ -1,0 +1,239 @@
+package agent
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// changeSource is a ViewSource that can also list the changes between two
+// view generations (fleet.Source). With it, an incremental pass reads only
+// what changed; without it, every pass re-indexes the view.
+type changeSource interface {
+	ChangesSince(from, to uint64) ([]fleet.Change, bool)
+}
+
+// viewIndex is the pass's index of the fleet view by job: the other nodes'
+// allocations and the deployments of each job, as keys into the view.
+// Owned by the pass (under passMu).
+//
+// Invariant: when built, it holds exactly what a rebuild from the view of
+// generation gen would hold. It is rebuilt from the view on a full pass, when
+// the change log no longer reaches back to gen, and after a pass that
+// refused to act (whose changes were read but not acted on); otherwise it is
+// brought forward by the changes since gen, which also name the jobs an
+// incremental pass must look at again.
+type viewIndex struct {
+	built  bool
+	gen    uint64
+	base   uint64                         // the nodes revision and this node's record, as of gen
+	others map[string]map[string]struct{} // job key → other nodes' allocation keys
+	deps   map[string]map[string]struct{} // job key → deployment keys
+}
+
+func addKey(m map[string]map[string]struct{}, jk, key string) {
+	s := m[jk]
+	if s == nil {
+		s = map[string]struct{}{}
+		m[jk] = s
+	}
+	s[key] = struct{}{}
+}
+
+func removeKey(m map[string]map[string]struct{}, jk, key string) {
+	if s := m[jk]; s != nil {
+		delete(s, key)
+		if len(s) == 0 {
+			delete(m, jk)
+		}
+	}
+}
+
+// otherAllocJob is the job of another node's allocation under key, or ""
+// when the key is this node's, malformed, or holds nothing in force.
+func otherAllocJob(view *fleet.View, key, ownPrefix string) string {
+	if strings.HasPrefix(key, ownPrefix) {
+		return "" // this node's allocations come from its runners
+	}
+	st, ok := view.Allocs[key]
+	if !ok || st.Value == nil || st.Absent {
+		return ""
+	}
+	if _, _, ok := wanted.ParseAllocKey(key); !ok {
+		return ""
+	}
+	return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
+}
+
+// deploymentJob is the job of the deployment under key, or "".
+func deploymentJob(view *fleet.View, key string) string {
+	st, ok := view.Deployments[key]
+	if !ok || st.Value == nil || st.Absent {
+		return ""
+	}
+	// A deployment's key is its job's key and version (checked against the
+	// record when it was decoded): the job key is a prefix of it.
+	dot := strings.LastIndexByte(key, '.')
+	if dot < 0 {
+		return ""
+	}
+	return key[:dot]
+}
+
+// refresh brings the index to view. It returns the jobs whose view inputs
+// changed since the last pass, or all = true when every job must be looked
+// at (a rebuild, or a change that concerns every job: nodes, intents, this
+// node's own record, a bucket's first pull).
+func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, base uint64, full bool) (dirty map[string]bool, all bool) {
+	ownPrefix := nodeID + "."
+	var changes []fleet.Change
+	ok := false
+	if cs, isCS := src.(changeSource); isCS && ix.built && !full && view.Generation >= ix.gen {
+		changes, ok = cs.ChangesSince(ix.gen, view.Generation)
+	}
+	if !ok {
+		ix.others = map[string]map[string]struct{}{}
+		ix.deps = map[string]map[string]struct{}{}
+		for k := range view.Allocs {
+			if jk := otherAllocJob(view, k, ownPrefix); jk != "" {
+				addKey(ix.others, jk, k)
+			}
+		}
+		for k := range view.Deployments {
+			if jk := deploymentJob(view, k); jk != "" {
+				addKey(ix.deps, jk, k)
+			}
+		}
+		ix.built, ix.gen, ix.base = true, view.Generation, base
+		return nil, true
+	}
+	all = base != ix.base
+	dirty = map[string]bool{}
+	mark := func(c fleet.Change) {
+		for _, jk := range c.Jobs {
+			if jk != "" {
+				dirty[jk] = true
+			}
+		}
+	}
+	for _, c := range changes {
+		if c.Key == "" {
+			all = true // a bucket's first full pull
+			continue
+		}
+		switch c.Kind {
+		case fleet.KindNodes, fleet.KindIntents:
+			all = true
+		case fleet.KindJobs:
+			mark(c)
+		case fleet.KindAllocs:
+			if strings.HasPrefix(c.Key, ownPrefix) {
+				continue // this node's own writes: its runners are the truth
+			}
+			mark(c)
+			removeKey(ix.others, c.Jobs[0], c.Key)
+			removeKey(ix.others, c.Jobs[1], c.Key)
+			if jk := otherAllocJob(view, c.Key, ownPrefix); jk != "" {
+				addKey(ix.others, jk, c.Key)
+			}
+		case fleet.KindDeployments:
+			mark(c)
+			removeKey(ix.deps, c.Jobs[0], c.Key)
+			removeKey(ix.deps, c.Jobs[1], c.Key)
+			if jk := deploymentJob(view, c.Key); jk != "" {
+				addKey(ix.deps, jk, c.Key)
+			}
+		}
+	}
+	ix.gen, ix.base = view.Generation, base
+	return dirty, all
+}
+
+// othersOf returns another nodes' allocations of a job with the sum of
+// their revisions' mixes (the signature's share).
+func (ix *viewIndex) othersOf(view *fleet.View, jk string) ([]*model.Allocation, uint64) {
+	keys := ix.others[jk]
+	if len(keys) == 0 {
+		return nil, 0
+	}
+	out := make([]*model.Allocation, 0, len(keys))
+	var sig uint64
+	for k := range keys {
+		st := view.Allocs[k]
+		out = append(out, st.Value)
+		sig += mix(st.Revision)
+	}
+	return out, sig
+}
+
+// depsOf returns a job's deployments with their signature share.
+func (ix *viewIndex) depsOf(view *fleet.View, jk string) ([]*model.Deployment, uint64) {
+	keys := ix.deps[jk]
+	if len(keys) == 0 {
+		return nil, 0
+	}
+	out := make([]*model.Deployment, 0, len(keys))
+	var sig uint64
+	for k := range keys {
+		st := view.Deployments[k]
+		out = append(out, st.Value)
+		sig += mix(st.Revision)
+	}
+	return out, sig
+}
+
+// ownJobAddLocked records that allocation id of job key jk is this node's
+// (a runner or a finished allocation). a.mu must be held.
+func (a *Agent) ownJobAddLocked(jk, id string) { addKey(a.ownJobs, jk, id) }
+
+// ownJobRemoveLocked forgets it. a.mu must be held.
+func (a *Agent) ownJobRemoveLocked(jk, id string) { removeKey(a.ownJobs, jk, id) }
+
+// ownOf returns this node's allocations of a job (live runners' snapshots
+// and finished ones), sorted by ID.
+func (a *Agent) ownOf(jk string) []*model.Allocation {
+	a.mu.Lock()
+	ids := a.ownJobs[jk]
+	if len(ids) == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	out := make([]*model.Allocation, 0, len(ids))
+	var live []*allocrunner.Runner
+	for id := range ids {
+		if r := a.runners[id]; r != nil {
+			live = append(live, r)
+		} else if t := a.terminal[id]; t != nil {
+			out = append(out, t)
+		}
+	}
+	a.mu.Unlock()
+	for _, r := range live {
+		out = append(out, r.Snapshot())
+	}
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	}
+	return out
+}
+
+// hasOwn reports whether this node holds any allocation of a job.
+func (a *Agent) hasOwn(jk string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.ownJobs[jk]) > 0
+}
+
+// takeOwnDirty returns and clears the jobs whose allocations on this node
+// changed (or whose written deployments did) since the last call.
+func (a *Agent) takeOwnDirty() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.ownDirty
+	a.ownDirty = map[string]bool{}
+	return d
+}
