@@ -58,6 +58,7 @@ type ViewSource interface {
 	Changed() <-chan struct{}
 	Synced() <-chan struct{}
 	View() *fleet.View
+	echoSource
 }
 
 // AllocWriter writes this node's allocations' status (fleet.NodeWriter).
@@ -411,7 +412,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-a.kick:
 				break wait
 			case <-a.cfg.Source.Changed():
-				if a.echoes.onlyEchoes(a.cfg.Source.View()) {
+				if a.echoes.onlyEchoes(a.cfg.Source) {
 					continue // only this agent's own writes came back
 				}
 				break wait

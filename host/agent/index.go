@@ -10,13 +10,6 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// changeSource is a ViewSource that can also list the changes between two
-// view generations (fleet.Source). With it, an incremental pass reads only
-// what changed; without it, every pass re-indexes the view.
-type changeSource interface {
-	ChangesSince(from, to uint64) ([]fleet.Change, bool)
-}
-
 // viewIndex is the pass's index of the fleet view by job: the other nodes'
 // allocations and the deployments of each job, as keys into the view.
 // Owned by the pass (under passMu).
@@ -92,8 +85,8 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, ba
 	ownPrefix := nodeID + "."
 	var changes []fleet.Change
 	ok := false
-	if cs, isCS := src.(changeSource); isCS && ix.built && !full && view.Generation >= ix.gen {
-		changes, ok = cs.ChangesSince(ix.gen, view.Generation)
+	if ix.built && !full && view.Generation >= ix.gen {
+		changes, ok = src.ChangesSince(ix.gen, view.Generation)
 	}
 	if !ok {
 		ix.others = map[string]map[string]struct{}{}

@@ -21,6 +21,15 @@ type fakeChanges struct {
 func (f *fakeChanges) Changed() <-chan struct{} { return nil }
 func (f *fakeChanges) Synced() <-chan struct{}  { return nil }
 func (f *fakeChanges) View() *fleet.View        { return f.view }
+func (f *fakeChanges) Generation() uint64       { return f.view.Generation }
+func (f *fakeChanges) Alloc(k string) (wanted.AllocState, bool) {
+	st, ok := f.view.Allocs[k]
+	return st, ok
+}
+func (f *fakeChanges) Deployment(k string) (wanted.DeploymentState, bool) {
+	st, ok := f.view.Deployments[k]
+	return st, ok
+}
 func (f *fakeChanges) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
 	if from < f.floor {
 		return nil, false

@@ -6,15 +6,25 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// maxEchoGap bounds the revisions onlyEchoes walks; a larger jump is not
+// maxEchoGap bounds the changes onlyEchoes examines; a larger jump is not
 // examined (a pass runs).
 const maxEchoGap = 4096
 
 // maxCreatesRemembered bounds the deployment creations kept for echo
 // recognition (each is dropped once recognised or seen by a pass).
 const maxCreatesRemembered = 4096
+
+// echoSource is what onlyEchoes reads (fleet.Source): the changes since the
+// last pass and the records they left, without a snapshot of the view.
+type echoSource interface {
+	Generation() uint64
+	ChangesSince(from, to uint64) ([]fleet.Change, bool)
+	Alloc(key string) (wanted.AllocState, bool)
+	Deployment(key string) (wanted.DeploymentState, bool)
+}
 
 // ownEchoes recognises a view change made only of this agent's own writes
 // coming back through the watch, when a pass that would follow it could only
@@ -25,28 +35,27 @@ const maxCreatesRemembered = 4096
 //   - the creation of a deployment a pass planned: passes already plan
 //     against it (the overlay, withWritten) from the moment it was planned.
 //
-// Without this, every start was followed by two or three passes, each
-// O(jobs + allocations), that could find nothing to do, and the next job's
-// start queued behind them.
+// Without this, every start was followed by two or three passes that could
+// find nothing to do, and the next job's start queued behind them.
 //
-// The test is exact, never a guess: a change is an echo only if every
-// revision the allocations and deployments buckets advanced by since the
-// last pass read the view is accounted for (an allocation write of this
-// agent whose revision the put returned, or a key of this node at that
-// revision; a deployment this agent planned, at that revision, with the
-// planned record's ID and modify time), no other bucket's revision moved,
-// and the view's generation moved by no more than the revisions did. A
-// delete, another node's write, a deployment changed by anyone (this agent
-// included) or a revision already overwritten makes a pass, as before.
+// The test is exact, never a guess, and costs O(changes), not O(view): a
+// change is an echo only if every change since the last pass read the view
+// (the fleet's change log, one change per generation) is accounted for: an
+// allocation write of this agent whose revision the put returned, or this
+// node's key still at that revision; a deployment this agent planned, still
+// at that revision, with the planned record's ID, status, version and modify
+// time. Anything else (another bucket, another node's write, a delete, a
+// record overwritten since, a deployment changed by anyone, this agent
+// included, a log that no longer reaches back) makes a pass, as before.
 type ownEchoes struct {
 	nodePrefix string // this node's allocation key prefix, "<node>."
 
-	mu      sync.Mutex
-	revs    map[uint64]bool              // allocations-bucket revisions written by this agent, not yet read
-	created map[string]*model.Deployment // deployment ID → as planned, for a creation not yet read
-	seen    map[string]uint64            // bucket kind → revision the last pass (or skipped echo) read
-	seenGen uint64
-	primed  bool
+	mu           sync.Mutex
+	revs         map[uint64]bool              // allocations-bucket revisions written by this agent, not yet read
+	created      map[string]*model.Deployment // deployment ID → as planned, for a creation not yet read
+	seenGen      uint64                       // view generation the last pass (or skipped echo) read
+	seenAllocRev uint64                       // allocations-bucket revision it read
+	primed       bool
 }
 
 // add records the revision of one of this agent's allocation writes.
@@ -56,7 +65,7 @@ func (e *ownEchoes) add(rev uint64) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.primed && rev <= e.seen[fleet.KindAllocs] {
+	if e.primed && rev <= e.seenAllocRev {
 		return // its echo was already read by a pass
 	}
 	if e.revs == nil {
@@ -86,100 +95,77 @@ func (e *ownEchoes) forgetCreation(id string) {
 func (e *ownEchoes) passed(v *fleet.View) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.markLocked(v)
+	e.markLocked(v.Generation, v.Revisions[fleet.KindAllocs])
 }
 
-func (e *ownEchoes) markLocked(v *fleet.View) {
-	if e.seen == nil {
-		e.seen = map[string]uint64{}
+func (e *ownEchoes) markLocked(gen, allocRev uint64) {
+	e.seenGen = gen
+	if allocRev > e.seenAllocRev || !e.primed {
+		e.seenAllocRev = allocRev
 	}
-	clear(e.seen)
-	for k, r := range v.Revisions {
-		e.seen[k] = r
-	}
-	e.seenGen = v.Generation
 	e.primed = true
-	cur := v.Revisions[fleet.KindAllocs]
 	for r := range e.revs {
-		if r <= cur {
+		if r <= e.seenAllocRev {
 			delete(e.revs, r)
 		}
 	}
 }
 
-// onlyEchoes reports whether everything v holds beyond what the last pass
-// read is this agent's own writes (see ownEchoes); if so, v counts as read.
-func (e *ownEchoes) onlyEchoes(v *fleet.View) bool {
+// onlyEchoes reports whether every change src applied since the last pass
+// read the view is this agent's own writes (see ownEchoes); if so, they
+// count as read.
+func (e *ownEchoes) onlyEchoes(src echoSource) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.primed || v.Generation < e.seenGen {
+	gen := src.Generation()
+	if !e.primed || gen < e.seenGen || gen-e.seenGen > maxEchoGap {
 		return false
 	}
-	for k, r := range v.Revisions {
-		if k != fleet.KindAllocs && k != fleet.KindDeployments && r != e.seen[k] {
-			return false
-		}
+	if gen == e.seenGen {
+		return true // nothing applied since
 	}
-	for k := range e.seen {
-		if _, ok := v.Revisions[k]; !ok {
-			return false
-		}
-	}
-	aFrom, aTo := e.seen[fleet.KindAllocs], v.Revisions[fleet.KindAllocs]
-	dFrom, dTo := e.seen[fleet.KindDeployments], v.Revisions[fleet.KindDeployments]
-	if aTo < aFrom || dTo < dFrom || aTo-aFrom > maxEchoGap || dTo-dFrom > maxEchoGap ||
-		v.Generation-e.seenGen > (aTo-aFrom)+(dTo-dFrom) {
+	changes, complete := src.ChangesSince(e.seenGen, gen)
+	if !complete || uint64(len(changes)) != gen-e.seenGen {
 		return false
 	}
-	// Allocations: revisions the puts returned, then this node's keys.
-	var missing map[uint64]bool
-	for r := aFrom + 1; r <= aTo; r++ {
-		if !e.revs[r] {
-			if missing == nil {
-				missing = map[uint64]bool{}
-			}
-			missing[r] = true
-		}
-	}
-	if len(missing) > 0 {
-		if e.nodePrefix == "" {
-			return false
-		}
-		for k, st := range v.Allocs {
-			if missing[st.Revision] && strings.HasPrefix(k, e.nodePrefix) && !st.Absent {
-				delete(missing, st.Revision)
-			}
-		}
-		if len(missing) > 0 {
-			return false
-		}
-	}
-	// Deployments: only creations this agent planned, as planned.
+	allocRev := e.seenAllocRev
 	var matched []string
-	if dTo > dFrom {
-		left := dTo - dFrom
-		for _, st := range v.Deployments {
-			if st.Revision <= dFrom || st.Revision > dTo {
-				continue
+	for _, c := range changes {
+		if c.Key == "" {
+			return false // a bucket pulled whole
+		}
+		switch c.Kind {
+		case fleet.KindAllocs:
+			if !e.revs[c.Revision] {
+				// Not (yet) known from a put's reply: this node's key, still
+				// holding a record at that revision.
+				if e.nodePrefix == "" || !strings.HasPrefix(c.Key, e.nodePrefix) {
+					return false
+				}
+				st, ok := src.Alloc(c.Key)
+				if !ok || st.Absent || st.Value == nil || st.Revision != c.Revision {
+					return false
+				}
+			}
+			allocRev = max(allocRev, c.Revision)
+		case fleet.KindDeployments:
+			st, ok := src.Deployment(c.Key)
+			if !ok || st.Absent || st.Value == nil || st.Revision != c.Revision {
+				return false // deleted, or changed since: not provably ours
 			}
 			d := st.Value
-			if d == nil || st.Absent {
-				return false
-			}
 			w := e.created[d.ID]
 			if w == nil || !w.ModifyTime.Equal(d.ModifyTime) || w.Status != d.Status || w.JobVersion != d.JobVersion {
 				return false
 			}
 			matched = append(matched, d.ID)
-			left--
-		}
-		if left != 0 {
-			return false // a revision overwritten or deleted since: not provably ours
+		default:
+			return false
 		}
 	}
 	for _, id := range matched {
 		delete(e.created, id)
 	}
-	e.markLocked(v)
+	e.markLocked(gen, allocRev)
 	return true
 }

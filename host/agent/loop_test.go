@@ -9,51 +9,86 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-func view(gen uint64, revs map[string]uint64) *fleet.View {
-	return &fleet.View{Generation: gen, Revisions: revs}
+// echoWorld is a fake fleet source: a view whose generation is the number of
+// changes logged.
+type echoWorld struct{ fakeChanges }
+
+func newEchoWorld() *echoWorld {
+	return &echoWorld{fakeChanges{view: &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{},
+		Revisions: map[string]uint64{fleet.KindJobs: 10, fleet.KindNodes: 3, fleet.KindAllocs: 20, fleet.KindDeployments: 5}}}}
 }
 
-// TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites: a view change is
-// an echo only when every revision the allocations bucket moved by is one
-// this agent wrote and nothing else moved; each case states whether a pass
-// must run.
-func TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites(t *testing.T) {
-	base := map[string]uint64{fleet.KindJobs: 10, fleet.KindNodes: 3, fleet.KindAllocs: 20, fleet.KindDeployments: 5}
-	with := func(k string, r uint64) map[string]uint64 {
-		m := map[string]uint64{}
-		for kk, v := range base {
-			m[kk] = v
-		}
-		m[k] = r
-		return m
+// log appends one change (one generation) and leaves rec under its key in
+// the view (nil: no record, a delete).
+func (w *echoWorld) log(kind, key string, rev uint64, rec any) {
+	w.view.Generation++
+	w.changes = append(w.changes, fleet.Change{Gen: w.view.Generation, Kind: kind, Key: key, Revision: rev})
+	switch r := rec.(type) {
+	case *model.Allocation:
+		w.view.Allocs[key] = wanted.AllocState{Key: key, Revision: rev, Value: r}
+	case *model.Deployment:
+		w.view.Deployments[key] = wanted.DeploymentState{Key: key, Revision: rev, Value: r}
+	case nil:
+		delete(w.view.Allocs, key)
+		delete(w.view.Deployments, key)
 	}
+	if rev > w.view.Revisions[kind] {
+		w.view.Revisions[kind] = rev
+	}
+}
+
+// TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites: changes are an
+// echo only when every one of them is a write of this agent and nothing
+// else changed; each case states whether a pass must run.
+func TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites(t *testing.T) {
+	al := &model.Allocation{ID: "a"}
 	cases := []struct {
 		name   string
 		primed bool
 		own    []uint64
-		gen    uint64
-		revs   map[string]uint64
+		do     func(w *echoWorld)
 		echo   bool
 	}{
-		{"own writes 21 and 22 only", true, []uint64{21, 22}, 102, with(fleet.KindAllocs, 22), true},
-		{"control: 22 written by another node", true, []uint64{21}, 102, with(fleet.KindAllocs, 22), false},
-		{"control: own write, and a job changed", true, []uint64{21}, 102, func() map[string]uint64 { m := with(fleet.KindAllocs, 21); m[fleet.KindJobs] = 11; return m }(), false},
-		{"control: a deployment changed", true, nil, 101, with(fleet.KindDeployments, 6), false},
-		{"control: generation moved beyond the revisions", true, []uint64{21}, 105, with(fleet.KindAllocs, 21), false},
-		{"control: no pass read a view yet", false, []uint64{21}, 101, with(fleet.KindAllocs, 21), false},
-		{"nothing moved", true, nil, 100, with(fleet.KindAllocs, 20), true},
-		{"control: a bucket appeared", true, nil, 101, func() map[string]uint64 { m := with(fleet.KindAllocs, 20); m[fleet.KindIntents] = 1; return m }(), false},
+		{"own writes 21 and 22 only", true, []uint64{21, 22}, func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.x", 21, al)
+			w.log(fleet.KindAllocs, "n2.y", 22, al)
+		}, true},
+		{"control: 22 written by another node", true, []uint64{21}, func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.x", 21, al)
+			w.log(fleet.KindAllocs, "n2.y", 22, al)
+		}, false},
+		{"control: own write, and a job changed", true, []uint64{21}, func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.x", 21, al)
+			w.log(fleet.KindJobs, "default.web", 11, nil)
+		}, false},
+		{"control: a deployment changed", true, nil, func(w *echoWorld) {
+			w.log(fleet.KindDeployments, "default.web.1", 6, &model.Deployment{ID: "d9"})
+		}, false},
+		{"control: a generation the log does not account for", true, []uint64{21}, func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.x", 21, al)
+			w.view.Generation += 3
+		}, false},
+		{"control: no pass read a view yet", false, []uint64{21}, func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.x", 21, al)
+		}, false},
+		{"nothing moved", true, nil, func(w *echoWorld) {}, true},
+		{"control: a bucket pulled whole", true, nil, func(w *echoWorld) {
+			w.log(fleet.KindIntents, "", 1, nil)
+		}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			w := newEchoWorld()
+			w.view.Generation = 100
 			var e ownEchoes
 			if c.primed {
-				e.passed(view(100, base))
+				e.passed(w.view)
 			}
 			for _, r := range c.own {
 				e.add(r)
 			}
-			if got := e.onlyEchoes(view(c.gen, c.revs)); got != c.echo {
+			c.do(w)
+			if got := e.onlyEchoes(w); got != c.echo {
 				t.Fatalf("onlyEchoes = %v, want %v", got, c.echo)
 			}
 		})
@@ -64,21 +99,25 @@ func TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites(t *testing.T) {
 // recognised, the next change is judged from it; a write whose echo a pass
 // already read is not remembered.
 func TestAnEchoCountsAsReadAndOldRevisionsAreForgotten(t *testing.T) {
+	w := newEchoWorld()
+	w.view.Revisions[fleet.KindAllocs] = 5
 	var e ownEchoes
-	e.passed(view(1, map[string]uint64{fleet.KindAllocs: 5}))
+	e.passed(w.view)
 	e.add(4) // read by the pass already
 	if len(e.revs) != 0 {
 		t.Fatalf("a revision the pass read is remembered: %v", e.revs)
 	}
 	e.add(6)
-	if !e.onlyEchoes(view(2, map[string]uint64{fleet.KindAllocs: 6})) {
+	w.log(fleet.KindAllocs, "n2.x", 6, &model.Allocation{ID: "x"})
+	if !e.onlyEchoes(w) {
 		t.Fatal("own write 6 not recognised")
 	}
 	if len(e.revs) != 0 {
 		t.Fatalf("revisions up to the echo not forgotten: %v", e.revs)
 	}
 	// Control: 7 is someone else's; judged from 6, not from 5.
-	if e.onlyEchoes(view(3, map[string]uint64{fleet.KindAllocs: 7})) {
+	w.log(fleet.KindAllocs, "n2.y", 7, &model.Allocation{ID: "y"})
+	if e.onlyEchoes(w) {
 		t.Fatal("a foreign write 7 taken for an echo")
 	}
 }
@@ -89,43 +128,41 @@ func TestAnEchoCountsAsReadAndOldRevisionsAreForgotten(t *testing.T) {
 func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	planned := &model.Deployment{ID: "d1", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning, ModifyTime: t0}
-	base := map[string]uint64{fleet.KindJobs: 10, fleet.KindAllocs: 20, fleet.KindDeployments: 5}
-	type in struct {
-		allocs map[string]wanted.AllocState
-		deps   map[string]wanted.DeploymentState
-		revs   map[string]uint64
-		gen    uint64
-	}
-	revs := func(a, d uint64) map[string]uint64 {
-		return map[string]uint64{fleet.KindJobs: 10, fleet.KindAllocs: a, fleet.KindDeployments: d}
-	}
-	al := func(rev uint64) wanted.AllocState {
-		return wanted.AllocState{Revision: rev, Value: &model.Allocation{ID: "a"}}
-	}
-	dep := func(rev uint64, mod time.Time) wanted.DeploymentState {
+	al := &model.Allocation{ID: "a"}
+	dep := func(mod time.Time) *model.Deployment {
 		d := *planned
 		d.ModifyTime = mod
-		return wanted.DeploymentState{Revision: rev, Value: &d}
+		return &d
 	}
 	cases := []struct {
 		name string
-		in   in
+		do   func(w *echoWorld)
 		echo bool
 	}{
-		{"this node's key at the new revision", in{allocs: map[string]wanted.AllocState{"n1.a": al(21), "n2.b": al(19)}, revs: revs(21, 5), gen: 101}, true},
-		{"control: another node's key at the new revision", in{allocs: map[string]wanted.AllocState{"n1.a": al(20), "n2.b": al(21)}, revs: revs(21, 5), gen: 101}, false},
-		{"control: the revision is no key's any more (a delete)", in{allocs: map[string]wanted.AllocState{"n1.a": al(20)}, revs: revs(21, 5), gen: 101}, false},
-		{"the planned creation, as planned", in{deps: map[string]wanted.DeploymentState{"web.2": dep(6, t0)}, revs: revs(20, 6), gen: 101}, true},
-		{"control: the same deployment changed since", in{deps: map[string]wanted.DeploymentState{"web.2": dep(6, t0.Add(time.Second))}, revs: revs(20, 6), gen: 101}, false},
-		{"control: two revisions, one left", in{deps: map[string]wanted.DeploymentState{"web.2": dep(7, t0)}, revs: revs(20, 7), gen: 102}, false},
+		{"this node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.a", 21, al) }, true},
+		{"control: another node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n2.b", 21, al) }, false},
+		{"control: this node's key deleted", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.a", 21, nil) }, false},
+		{"control: this node's key overwritten since by a write not known", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n1.a", 21, al)
+			w.view.Allocs["n1.a"] = wanted.AllocState{Key: "n1.a", Revision: 30, Value: al}
+		}, false},
+		{"the planned creation, as planned", func(w *echoWorld) { w.log(fleet.KindDeployments, "default.web.2", 6, dep(t0)) }, true},
+		{"control: the same deployment changed since", func(w *echoWorld) {
+			w.log(fleet.KindDeployments, "default.web.2", 6, dep(t0.Add(time.Second)))
+		}, false},
+		{"control: two changes, the first one overwritten", func(w *echoWorld) {
+			w.log(fleet.KindDeployments, "default.web.2", 6, dep(t0))
+			w.log(fleet.KindDeployments, "default.web.2", 7, dep(t0))
+		}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			w := newEchoWorld()
 			e := ownEchoes{nodePrefix: "n1."}
-			e.passed(view(100, base))
+			e.passed(w.view)
 			e.creating(planned)
-			v := &fleet.View{Generation: c.in.gen, Revisions: c.in.revs, Allocs: c.in.allocs, Deployments: c.in.deps}
-			if got := e.onlyEchoes(v); got != c.echo {
+			c.do(w)
+			if got := e.onlyEchoes(w); got != c.echo {
 				t.Fatalf("onlyEchoes = %v, want %v", got, c.echo)
 			}
 		})

@@ -99,12 +99,13 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// the converged ones that changed; each part in key order. Converged
 	// jobs that did not change are only counted (and their orphan state
 	// kept).
-	var fresh, todo, converged, unchanged []string
+	var fresh, todo, converged []string
+	unchanged := 0
 	add := func(k string) {
 		_, ok := a.lastSig[k]
 		switch {
 		case ok && !look(k):
-			unchanged = append(unchanged, k)
+			unchanged++
 		case ok:
 			converged = append(converged, k)
 		case !a.hasOwn(k):
@@ -138,8 +139,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	var orphaned []string
 	// Converged and unchanged: a job converges only where its order is to
 	// act (a kept or orphaned job never does), so each is one skipped job.
-	counts.Jobs += len(unchanged)
-	counts.Skipped += len(unchanged)
+	counts.Jobs += unchanged
+	counts.Skipped += unchanged
 	for _, k := range sorted {
 		a.mu.Lock()
 		stored := a.lastGood[k]

@@ -53,6 +53,7 @@ func newFakeDriver() *fakeDriver {
 			"exit_code":   {Type: driver.TypeNumber},
 			"ignore_stop": {Type: driver.TypeBool},
 			"echo":        {Type: driver.TypeString},
+			"start_delay": {Type: driver.TypeString},
 		}}}
 }
 
@@ -93,6 +94,13 @@ func (f *fakeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*dr
 			return nil, fmt.Errorf("run_for: %w", err)
 		}
 		runFor = d
+	}
+	if s, _ := cfg.Config["start_delay"].(string); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("start_delay: %w", err)
+		}
+		time.Sleep(d)
 	}
 	code := 0
 	switch c := cfg.Config["exit_code"].(type) {

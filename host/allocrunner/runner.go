@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -92,6 +93,10 @@ type Runner struct {
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
+	persists  atomic.Uint64     // writes made
+
+	firstLeft atomic.Int32  // tasks whose first start (or reattach) attempt is still running
+	firstDone chan struct{} // closed when none is
 
 	stopOnce sync.Once
 	doneOnce sync.Once
@@ -130,6 +135,8 @@ func New(cfg Config) *Runner {
 		stopping: make(chan struct{}),
 		changed:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
+
+		firstDone: make(chan struct{}),
 	}
 	return r
 }
@@ -214,14 +221,31 @@ func (r *Runner) Run() {
 	// The task goroutines are started last: the newest goroutine is the one
 	// the scheduler runs next, and the starts are what a placement waits on.
 	//
-	// The first record is written alongside the start, not before it: the
+	// The first record (pending) is not written before the start: the
 	// window in which a crash loses a started task is the one between
-	// StartTask and its handle's write, which no earlier write closes, so
-	// waiting for an fsync here would only add latency.
+	// StartTask and its handle's write, which no earlier write closes. It is
+	// written once the first start attempts are over, unless they already
+	// wrote (a start that succeeds writes running), or after
+	// pendingWriteDelay if they take longer (an image pull): one write per
+	// fast start instead of two, and none competing with the start itself.
+	r.firstLeft.Store(int32(len(tasks)))
+	if len(tasks) == 0 {
+		close(r.firstDone)
+	}
+	before := r.persists.Load()
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
-		r.persist()
+		t := time.NewTimer(pendingWriteDelay)
+		defer t.Stop()
+		select {
+		case <-r.firstDone:
+		case <-t.C:
+		case <-r.ctx.Done():
+		}
+		if r.persists.Load() == before {
+			r.persist()
+		}
 	}()
 	for _, t := range tasks {
 		for i, svc := range t.Services {
@@ -331,6 +355,7 @@ func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
 // write never lands after a newer one.
 func (r *Runner) persist() {
 	r.persistMu.Lock()
+	r.persists.Add(1)
 	r.mu.Lock()
 	r.alloc.ModifyTime = r.now()
 	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
@@ -418,6 +443,14 @@ func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
 	r.recomputeLocked()
 	r.mu.Unlock()
 	r.persist()
+}
+
+// firstAttemptOver records that one task's first start (or reattach)
+// attempt returned.
+func (r *Runner) firstAttemptOver() {
+	if r.firstLeft.Add(-1) == 0 {
+		close(r.firstDone)
+	}
 }
 
 // closeDone closes Done once, whichever path ends the runner first.

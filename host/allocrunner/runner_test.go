@@ -18,9 +18,10 @@ import (
 
 // memStore records what the runner writes.
 type memStore struct {
-	mu      sync.Mutex
-	allocs  map[string]*state.AllocRecord
-	handles map[string]*driver.TaskHandle
+	mu       sync.Mutex
+	allocs   map[string]*state.AllocRecord
+	handles  map[string]*driver.TaskHandle
+	statuses []model.ClientStatus // client status of every allocation write, in order
 }
 
 func newMemStore() *memStore {
@@ -30,7 +31,14 @@ func (m *memStore) PutAlloc(r *state.AllocRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.allocs[r.Alloc.ID] = r
+	m.statuses = append(m.statuses, r.Alloc.ClientStatus)
 	return nil
+}
+
+func (m *memStore) written() []model.ClientStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]model.ClientStatus(nil), m.statuses...)
 }
 func (m *memStore) PutHandle(a, t string, h *driver.TaskHandle) error {
 	m.mu.Lock()
@@ -453,5 +461,37 @@ func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachab
 			t.Cleanup(r3.Detach)
 			eventually(t, 5*time.Second, "restarted after not found", func() bool { return f.drv.startCount("a1/t") == 2 })
 		})
+	}
+}
+
+// A start that returns quickly is recorded once, as running: the pending
+// record would only compete with it. A start that takes longer than
+// pendingWriteDelay (an image pull) is recorded as pending while it runs.
+func TestThePendingRecordIsWrittenOnlyWhileAStartIsSlow(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, nil)
+	r := f.runner(nil)
+	r.Run()
+	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	time.Sleep(2 * pendingWriteDelay)
+	if got := f.store.written(); len(got) != 1 || got[0] != model.ClientRunning {
+		t.Fatalf("a fast start wrote %v, want [running]", got)
+	}
+
+	slow := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
+	rs := slow.runner(nil)
+	rs.Run()
+	eventually(t, 3*time.Second, "pending written", func() bool { return len(slow.store.written()) > 0 })
+	if got := slow.store.written(); got[0] != model.ClientPending {
+		t.Fatalf("a slow start's first write was %v, want pending", got)
+	}
+	eventually(t, 3*time.Second, "running", func() bool { return rs.Alloc().ClientStatus == model.ClientRunning })
+	time.Sleep(2 * pendingWriteDelay)
+	if got := slow.store.written(); len(got) != 2 || got[1] != model.ClientRunning {
+		t.Fatalf("a slow start wrote %v, want [pending running]", got)
+	}
+	for _, x := range []*Runner{r, rs} {
+		if err := x.Stop(context.Background(), "test over"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -107,6 +107,14 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 	if h == nil {
 		r.event(t.Name, EventReceived, "task received by the node")
 	}
+	first := true
+	firstOver := func() {
+		if first {
+			first = false
+			r.firstAttemptOver()
+		}
+	}
+	defer firstOver()
 	for {
 		if r.isStopping() {
 			r.finishTask(t, h, false, "allocation stopped")
@@ -186,6 +194,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				})
 			}
 		}
+		firstOver()
 
 		var res *driver.ExitResult
 		if exitErr == "" && h != nil {
@@ -242,6 +251,10 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		}
 	}
 }
+
+// pendingWriteDelay is how long a start may take before the pending record
+// is written anyway (see Run).
+const pendingWriteDelay = 50 * time.Millisecond
 
 // Bounds of the wait between attempts to reach a restored task whose driver
 // is unreachable or answers its recovery with an error other than "not found".

@@ -16,6 +16,8 @@ type Change struct {
 	// Key is the KV key; empty for a change of the bucket as a whole (its
 	// first full pull).
 	Key string
+	// Revision is the KV revision of the entry applied.
+	Revision uint64
 	// Jobs are the job keys the record belonged to before and after the
 	// change ("" for none): a job's own key, an allocation's or a
 	// deployment's job. Nodes and intents belong to no job.
@@ -41,7 +43,8 @@ func (l *changeLog) add(c Change) {
 
 // ChangesSince returns the changes with from < Gen <= to, oldest first, and
 // whether that is all of them (false when the log no longer reaches back to
-// from: the caller must rebuild from a View).
+// from: the caller must rebuild from a View). Every generation is made by
+// exactly one change, so a complete answer holds to - from changes.
 func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -62,6 +65,32 @@ func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out, true
+}
+
+// Generation is the generation of the newest change applied (that of the
+// next View).
+func (s *Source) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// Alloc returns the record under an allocations-bucket key as it is now,
+// without taking a snapshot.
+func (s *Source) Alloc(key string) (wanted.AllocState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.allocs[key]
+	return st, ok
+}
+
+// Deployment returns the record under a deployments-bucket key as it is
+// now, without taking a snapshot.
+func (s *Source) Deployment(key string) (wanted.DeploymentState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.deps[key]
+	return st, ok
 }
 
 // jobOfLocked is the job key the record under key currently belongs to, or

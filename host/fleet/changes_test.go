@@ -41,7 +41,7 @@ func TestChangesSinceNamesTheJobsEachChangeTouched(t *testing.T) {
 	if !ok {
 		t.Fatal("the log does not reach back to generation 0")
 	}
-	if len(all) != 4 {
+	if len(all) != 4 || uint64(len(all)) != g {
 		t.Fatalf("%d changes, want 4: %+v", len(all), all)
 	}
 	want := [][2]string{{"", "default.web"}, {"default.web", "default.api"}, {"default.api", ""}, {"", ""}}
@@ -51,7 +51,7 @@ func TestChangesSinceNamesTheJobsEachChangeTouched(t *testing.T) {
 		}
 	}
 	since, ok := s.ChangesSince(g1, g)
-	if !ok || len(since) != 3 || since[0].Gen <= g1 {
+	if !ok || len(since) != 3 || since[0].Gen <= g1 || since[0].Revision != 2 {
 		t.Fatalf("changes since %d: %+v (complete %v)", g1, since, ok)
 	}
 	if none, ok := s.ChangesSince(g, g); !ok || len(none) != 0 {

@@ -507,7 +507,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	}
 	if eff != wanted.EffectNone {
 		s.bumpLocked(b.kind)
-		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}})
+		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}})
 	}
 	s.mu.Unlock()
 
