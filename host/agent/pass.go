@@ -498,7 +498,17 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 
 	var slots map[string]int
 	if len(plan.Update) > 0 {
-		slots = a.updateSlots(job, plan, own)
+		// The placements this plan makes below (replacements of allocations
+		// already stopped) are in flight too: without them, the pass right
+		// after a replaced allocation finished stopping gave its slot to
+		// the next update before placing its replacement (two in flight).
+		placing := map[string]int{}
+		for _, e := range plan.Place {
+			if !a.failedHere(e.PreviousAllocID, job.Version) {
+				placing[e.Group]++
+			}
+		}
+		slots = a.updateSlots(job, plan, own, placing)
 	}
 	for _, e := range plan.Update {
 		a.mu.Lock()
@@ -568,10 +578,11 @@ func (a *Agent) failedHere(id string, version uint64) bool {
 }
 
 // updateSlots is how many destructive updates each group may start on this
-// node now: max_parallel minus the replacements still stopping or not yet
-// healthy. 0 max_parallel means no limit. own is this pass's snapshot of the
-// job's allocations on this node.
-func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.Allocation) map[string]int {
+// node now: max_parallel minus the allocations still stopping, the
+// replacements not yet healthy, and the placements this pass is about to
+// make (placing, by group). 0 max_parallel means no limit. own is this
+// pass's snapshot of the job's allocations on this node.
+func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.Allocation, placing map[string]int) map[string]int {
 	slots := map[string]int{}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -580,7 +591,7 @@ func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.A
 			slots[g.Name] = 1 << 30
 			continue
 		}
-		busy := 0
+		busy := placing[g.Name]
 		for _, al := range own {
 			if al.TaskGroup != g.Name || al.ClientStatus.Terminal() {
 				continue
