@@ -20,6 +20,7 @@ import (
 	"github.com/hivelet/hivelet/host/api"
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/state"
@@ -348,6 +349,13 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err := a.Restore(ctx); err != nil {
 		log.Error("restore failed: passes will fail closed until it succeeds", "err", err)
 	}
+	// Task logs for `hivelet alloc logs` from any machine (host/logs), once
+	// the restored allocations are known.
+	logSrv, err := logs.Serve(conn.NATS(), rc.BucketPrefix, nodeID, a.AllocFiles, log)
+	if err != nil {
+		return err
+	}
+	defer logSrv.Stop()
 	bg.Add(2)
 	go func() { defer bg.Done(); _ = hb.Run(runCtx) }()
 	// Drain and eligibility (`hivelet node drain|eligibility`) reach the
@@ -388,6 +396,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	<-ctx.Done()
 	<-loopDone
 	log.Info("agent shutting down", "stop_tasks", o.dev)
+	logSrv.Stop() // followers are told at once; their CLI retries until the next start
 	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer scancel()
 	a.Shutdown(sctx, o.dev)

@@ -16,12 +16,13 @@ import (
 
 	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
 )
 
 // AttrAllocDir is the node attribute through which an agent publishes its
-// allocation directory, so that `alloc logs` on the same machine finds the
-// files (in dev mode the directory is temporary).
+// allocation directory (in dev mode a temporary one): what to pass to
+// `alloc logs -alloc-dir` on that machine when its agent is down.
 const AttrAllocDir = "unique.hivelet.alloc_dir"
 
 // newAllocCmd is `hivelet alloc`: status and logs of one allocation.
@@ -128,15 +129,25 @@ func newAllocLogsCmd() *cobra.Command {
 	var o clusterOpts
 	var followLogs, stderr bool
 	var allocDir string
+	var tail int64
 	cmd := &cobra.Command{
-		Use:   "logs [-f] ID [TASK]",
-		Short: "Print a task's stdout (or -stderr) from the allocation directory on this machine",
-		Long: "Print a task's output. The files are read from the allocation directory of the node\n" +
-			"that runs the allocation, which must be this machine (the agent publishes the directory\n" +
-			"in its node record; -alloc-dir overrides it). TASK may be left out when the group has one\n" +
-			"task. -f keeps printing new output until interrupted or the allocation finishes.",
+		Use:   "logs [-f] [-stderr] [-tail N] ID [TASK]",
+		Short: "Print a task's stdout (or -stderr), fetched over NATS from the agent of its node",
+		Long: "Print a task's output. The CLI asks the agent of the node that runs the allocation,\n" +
+			"over NATS (request/reply on <bucket-prefix>.logs.<node-id>), so it works from any machine\n" +
+			"that reaches the fleet's NATS. ID is an allocation ID or a unique prefix; TASK may be left\n" +
+			"out when the group has one task. -f keeps printing new output until interrupted or the\n" +
+			"allocation finishes; -tail N starts N bytes before the end.\n\n" +
+			"-alloc-dir DIR reads the files directly from DIR/<alloc-id>/alloc/logs on this machine\n" +
+			"instead, DIR being the agent's alloc_dir (for a node whose agent is down; each node\n" +
+			"publishes its alloc_dir as the attribute " + AttrAllocDir + ").\n\n" +
+			"Exit codes: 0 printed (or -f interrupted); 1 the agent did not answer, the file could not be\n" +
+			"read, NATS unreachable; 2 no such allocation or task, bad flags.",
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tail < 0 {
+				return badInput(fmt.Errorf("-tail %d: the number of bytes must not be negative", tail))
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			conn, st, err := o.openCluster(ctx)
@@ -144,7 +155,7 @@ func newAllocLogsCmd() *cobra.Command {
 				return failed("%v", err)
 			}
 			defer conn.Close()
-			a, n, err := findAlloc(ctx, st, args[0])
+			a, _, err := findAlloc(ctx, st, args[0])
 			if err != nil {
 				return err
 			}
@@ -167,29 +178,47 @@ func newAllocLogsCmd() *cobra.Command {
 			if _, ok := a.TaskStates[task]; !ok && len(a.TaskStates) > 0 {
 				return badInput(fmt.Errorf("allocation %s has no task %q", short(a.ID), task))
 			}
-			root := allocDir
-			if root == "" && n != nil {
-				root = n.Attributes[AttrAllocDir]
+			if allocDir != "" {
+				stdoutPath, stderrPath := allocrunner.LogPaths(filepath.Join(allocDir, a.ID), task)
+				path := stdoutPath
+				if stderr {
+					path = stderrPath
+				}
+				return printLog(ctx, cmd.OutOrStdout(), path, followLogs, tail)
 			}
-			if root == "" {
-				return failed("node %s does not publish its allocation directory: pass -alloc-dir", a.NodeID)
-			}
-			stdoutPath, stderrPath := allocrunner.LogPaths(filepath.Join(root, a.ID), task)
-			path := stdoutPath
-			if stderr {
-				path = stderrPath
-			}
-			return printLog(ctx, cmd.OutOrStdout(), path, followLogs)
+			req := logs.Request{AllocID: a.ID, Task: task, Stderr: stderr, Offset: -tail}
+			err = logs.Copy(ctx, conn.NATS(), o.prefix, a.NodeID, req, cmd.OutOrStdout(),
+				logs.CopyOptions{Follow: followLogs, Notices: cmd.ErrOrStderr(), Timeout: o.timeout})
+			return logsError(err, a)
 		},
 	}
 	o.register(cmd)
 	cmd.Flags().BoolVarP(&followLogs, "follow", "f", false, "keep printing new output")
 	cmd.Flags().BoolVar(&stderr, "stderr", false, "print stderr instead of stdout")
-	cmd.Flags().StringVar(&allocDir, "alloc-dir", "", "the agent's allocation directory (default: from the node record)")
+	cmd.Flags().Int64Var(&tail, "tail", 0, "start this many bytes before the end (0: from the start)")
+	cmd.Flags().StringVar(&allocDir, "alloc-dir", "", "the agent's alloc_dir on this machine: read the files there instead of asking the agent")
 	return cmd
 }
 
-func printLog(ctx context.Context, out io.Writer, path string, followLogs bool) error {
+// logsError gives a logs.Copy error its exit code: the agent refusing the
+// task or the request is bad input; everything else failed.
+func logsError(err error, a *model.Allocation) error {
+	var re *logs.RemoteError
+	var na *logs.NoAgentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &re) && (re.Code == logs.CodeUnknownTask || re.Code == logs.CodeBadRequest):
+		return badInput(err)
+	case errors.As(err, &na):
+		return failed("%v; on that machine, -alloc-dir DIR reads the files directly", err)
+	}
+	return failed("logs of allocation %s: %v", short(a.ID), err)
+}
+
+// printLog copies a log file of this machine (-alloc-dir): from tail bytes
+// before its end when tail > 0, and with follow, on until ctx ends.
+func printLog(ctx context.Context, out io.Writer, path string, followLogs bool, tail int64) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) && !followLogs {
 		if _, derr := os.Stat(filepath.Dir(path)); derr == nil {
@@ -207,9 +236,16 @@ func printLog(ctx context.Context, out io.Writer, path string, followLogs bool) 
 		}
 	}
 	if err != nil {
-		return failed("reading log %s (the allocation must run on this machine): %v", path, err)
+		return failed("reading log %s (-alloc-dir must be the allocation directory of this machine's agent): %v", path, err)
 	}
 	defer f.Close()
+	if tail > 0 {
+		if st, err := f.Stat(); err == nil && st.Size() > tail {
+			if _, err := f.Seek(st.Size()-tail, io.SeekStart); err != nil {
+				return failed("reading log %s: %v", path, err)
+			}
+		}
+	}
 	for {
 		if _, err := io.Copy(out, f); err != nil {
 			return failed("reading log %s: %v", path, err)

@@ -14,12 +14,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
@@ -534,5 +537,143 @@ func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("first agent health: %d", resp.StatusCode)
+	}
+}
+
+func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
+	hiveletBinary(t)
+	// NATS outside the agent, so that the CLI still reaches it once the
+	// agent is stopped.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ServerName: "e2e-logs"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Shutdown()
+	p := newAgent(t, emb.ClientURL())
+	p.start()
+	dir := t.TempDir()
+	job := `job "talker" {
+  type = "system"
+  update {
+    max_parallel     = 1
+    min_healthy_time = "200ms"
+  }
+  group "g" {
+    count = 1
+    task "s" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ >> ${NOMAD_ALLOC_DIR}/pids; echo hello-out; echo hello-err >&2; exec sleep 300"]
+      }
+      kill_timeout = "2s"
+    }
+  }
+}
+`
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "talker.hcl", job)); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	live := liveOf(p.allocs(), "talker")
+	if len(live) != 1 {
+		t.Fatalf("live: %+v", live)
+	}
+	alloc := live[0]
+	pidFile := filepath.Join(p.dir, "state", "alloc", alloc.ID, "pids")
+	e2eEventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
+	p.owned[readPIDs(t, pidFile)[0]] = true
+
+	// Watch the node's logs subject: the CLI's requests must go there.
+	nc, err := nats.Connect(emb.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	seen := make(chan *nats.Msg, 64)
+	monitor, err := nc.ChanSubscribe("hivelet.logs."+alloc.NodeID, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	e2eEventually(t, 10*time.Second, "stdout in alloc logs", func() bool {
+		code, out := p.cli("alloc", "logs", alloc.ID[:8])
+		return code == 0 && out == "hello-out\n"
+	})
+	select {
+	case m := <-seen:
+		if !strings.Contains(string(m.Data), alloc.ID) {
+			t.Fatalf("request on the logs subject: %s", m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("alloc logs sent no request on the node's logs subject")
+	}
+	// The monitor answers nothing: gone, so that a stopped agent leaves no
+	// subscriber at all.
+	if err := monitor.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := p.cli("alloc", "logs", "-stderr", alloc.ID); code != 0 || out != "hello-err\n" {
+		t.Fatalf("alloc logs -stderr: exit %d\n%q", code, out)
+	}
+	if code, out := p.cli("alloc", "logs", "-tail", "4", alloc.ID, "s"); code != 0 || out != "out\n" {
+		t.Fatalf("alloc logs -tail 4: exit %d\n%q", code, out)
+	}
+	if code, out := p.cli("alloc", "logs", alloc.ID, "nosuch"); code != 2 || !strings.Contains(out, `no task "nosuch"`) {
+		t.Fatalf("alloc logs of an unknown task: exit %d\n%s", code, out)
+	}
+
+	// A finished allocation: -f ends on its own once the output is complete.
+	batch := `job "batch" {
+  type = "sysbatch"
+  group "g" {
+    task "b" {
+      driver = "mock"
+      config {
+        stdout_string = "batch-out"
+        run_for       = "2s"
+      }
+    }
+  }
+}
+`
+	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "batch.hcl", batch)); code != 0 {
+		t.Fatalf("job run batch: exit %d\n%s", code, out)
+	}
+	var batchAlloc *model.Allocation
+	e2eEventually(t, 10*time.Second, "batch placed", func() bool {
+		for _, a := range p.allocs() {
+			if a.JobID == "batch" {
+				batchAlloc = a
+				return true
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	if code, out := p.cli("alloc", "logs", "-f", batchAlloc.ID, "b"); code != 0 || out != "batch-out" {
+		t.Fatalf("alloc logs -f of a batch allocation: exit %d\n%q", code, out)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("-f took %s to end after the allocation finished", d)
+	}
+	if l := p.allocs(); !slices.ContainsFunc(l, func(a *model.Allocation) bool { return a.ID == batchAlloc.ID && a.ClientStatus == model.ClientComplete }) {
+		t.Fatalf("-f ended before the allocation completed: %+v", l)
+	}
+
+	// With the agent stopped, the files are still on this disk but the
+	// default path does not read them: it asks the agent, which is gone.
+	p.signal(syscall.SIGTERM)
+	code, out := p.cli("alloc", "logs", alloc.ID)
+	if code != 1 || !strings.Contains(out, "the agent of node "+alloc.NodeID+" did not answer (is it running?)") || strings.Contains(out, "hello-out") {
+		t.Fatalf("alloc logs with the agent stopped: exit %d\n%s", code, out)
+	}
+	// Control: -alloc-dir reads this machine's files directly.
+	if code, out := p.cli("alloc", "logs", "-alloc-dir", filepath.Join(p.dir, "state", "alloc"), alloc.ID); code != 0 || out != "hello-out\n" {
+		t.Fatalf("alloc logs -alloc-dir: exit %d\n%q", code, out)
 	}
 }

@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"path/filepath"
+	"sort"
+)
+
+// AllocFiles tells where an allocation this node knows keeps its files: its
+// directory, its task names (the job group's tasks for a live runner, the
+// recorded task states for a finished one), and whether it is terminal (its
+// tasks have ended and its runner's goroutines returned, so its logs will
+// not grow). ok is false for an allocation this node does not know. It is
+// a logs.Resolver.
+func (a *Agent) AllocFiles(id string) (dir string, tasks []string, terminal bool, ok bool) {
+	a.mu.Lock()
+	r := a.runners[id]
+	t := a.terminal[id]
+	a.mu.Unlock()
+	switch {
+	case r != nil:
+		snap := r.Snapshot()
+		seen := map[string]bool{}
+		if job := r.Job(); job != nil {
+			if g := job.LookupGroup(snap.TaskGroup); g != nil {
+				for _, task := range g.Tasks {
+					seen[task.Name] = true
+				}
+			}
+		}
+		for name := range snap.TaskStates {
+			seen[name] = true
+		}
+		for name := range seen {
+			tasks = append(tasks, name)
+		}
+		sort.Strings(tasks)
+		done := false
+		select {
+		case <-r.Done():
+			done = true
+		default:
+		}
+		return r.AllocDir(), tasks, done && snap.ClientStatus.Terminal(), true
+	case t != nil:
+		for name := range t.TaskStates {
+			tasks = append(tasks, name)
+		}
+		sort.Strings(tasks)
+		return filepath.Join(a.cfg.AllocRoot, id), tasks, true, true
+	}
+	return "", nil, false, false
+}
