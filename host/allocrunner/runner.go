@@ -64,8 +64,10 @@ type Config struct {
 	// Handles are the stored handles of a restored allocation, by task name:
 	// those tasks are reattached, not started.
 	Handles map[string]*driver.TaskHandle
-	// OnUpdate receives a copy of the allocation after every change. It is
-	// called from the runner's goroutines and must not block for long.
+	// OnUpdate receives a copy of the allocation after every change, in the
+	// order of the changes. It is called from the runner's goroutines with
+	// the runner's write lock held: it must not block for long nor call the
+	// runner.
 	OnUpdate func(*model.Allocation)
 	Logger   *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
@@ -350,9 +352,10 @@ func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
 	}
 }
 
-// persist writes the allocation to the store and reports it. Writes are
+// persist writes the allocation to the store and reports it (OnUpdate,
+// which must not call back into the runner). Writes and reports are
 // ordered: each takes its snapshot under persistMu, so a slower earlier
-// write never lands after a newer one.
+// write never lands, nor is reported, after a newer one.
 func (r *Runner) persist() {
 	r.persistMu.Lock()
 	r.persists.Add(1)
@@ -366,10 +369,14 @@ func (r *Runner) persist() {
 			r.log.Error("storing allocation", "err", err)
 		}
 	}
-	r.persistMu.Unlock()
+	// Reported under persistMu, so reports arrive in the order the
+	// snapshots were taken: reported after the lock, a slower older write
+	// could report last and leave the fleet with a stale status (a pending
+	// record reported after running) until the next change.
 	if r.cfg.OnUpdate != nil {
 		r.cfg.OnUpdate(rec.Alloc)
 	}
+	r.persistMu.Unlock()
 	select {
 	case r.changed <- struct{}{}:
 	default:

@@ -495,3 +495,42 @@ func TestThePendingRecordIsWrittenOnlyWhileAStartIsSlow(t *testing.T) {
 		}
 	}
 }
+
+// Reports of a runner's writes arrive in the order of the writes, however
+// the writing goroutines interleave: the last report is the allocation as
+// last written. (Reported after the write lock, an older write's report
+// could arrive last and leave the fleet with a stale status.)
+func TestReportsArriveInTheOrderOfTheWrites(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		f := newFixture(t, map[string]any{}, nil, nil)
+		var mu sync.Mutex
+		var last *model.Allocation
+		r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1"}, Drivers: f.drv, Store: f.store, AllocRoot: f.root,
+			OnUpdate: func(a *model.Allocation) {
+				if len(a.ClientDescription)%2 == 1 {
+					time.Sleep(300 * time.Microsecond) // some reports take longer than others
+				}
+				mu.Lock()
+				last = a
+				mu.Unlock()
+			}})
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.mu.Lock()
+				r.alloc.ClientDescription += "x"
+				r.mu.Unlock()
+				r.persist()
+			}()
+		}
+		wg.Wait()
+		mu.Lock()
+		got := last.ClientDescription
+		mu.Unlock()
+		if want := r.Snapshot().ClientDescription; got != want {
+			t.Fatalf("round %d: last report %q, last write %q", round, got, want)
+		}
+	}
+}

@@ -4,7 +4,7 @@ import "github.com/hivelet/hivelet/host/wanted"
 
 // maxChanges bounds the change log; a consumer that falls further behind is
 // told to rebuild from a View.
-const maxChanges = 16384
+const maxChanges = 4096
 
 // Change is one change the Source applied, for consumers that keep their
 // own indexes over the View (ChangesSince) instead of re-reading it whole.
