@@ -149,30 +149,24 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, ba
 // othersOf returns another nodes' allocations of a job with the sum of
 // their revisions' mixes (the signature's share).
 func (ix *viewIndex) othersOf(view *fleet.View, jk string) ([]*model.Allocation, uint64) {
-	keys := ix.others[jk]
-	if len(keys) == 0 {
-		return nil, 0
-	}
-	out := make([]*model.Allocation, 0, len(keys))
-	var sig uint64
-	for k := range keys {
-		st := view.Allocs[k]
-		out = append(out, st.Value)
-		sig += mix(st.Revision)
-	}
-	return out, sig
+	return recordsOf(ix.others[jk], view.Allocs)
 }
 
 // depsOf returns a job's deployments with their signature share.
 func (ix *viewIndex) depsOf(view *fleet.View, jk string) ([]*model.Deployment, uint64) {
-	keys := ix.deps[jk]
+	return recordsOf(ix.deps[jk], view.Deployments)
+}
+
+// recordsOf returns the values of the view's records under keys, and the
+// sum of their revisions' mixes.
+func recordsOf[T any](keys map[string]struct{}, records map[string]wanted.Record[T]) ([]*T, uint64) {
 	if len(keys) == 0 {
 		return nil, 0
 	}
-	out := make([]*model.Deployment, 0, len(keys))
+	out := make([]*T, 0, len(keys))
 	var sig uint64
 	for k := range keys {
-		st := view.Deployments[k]
+		st := records[k]
 		out = append(out, st.Value)
 		sig += mix(st.Revision)
 	}

@@ -606,35 +606,26 @@ func (s *Source) View() *View {
 	// longer copies the jobs and deployments).
 	v := &View{Generation: s.gen, Synced: synced, Revisions: maps.Clone(s.revs)}
 	p := s.prev
-	fresh := func(kind string) bool { return p == nil || s.stale[kind] }
-	if fresh(KindJobs) {
-		v.Jobs = maps.Clone(s.jobs)
-	} else {
-		v.Jobs = p.Jobs
+	if p == nil {
+		p = &View{}
 	}
-	if fresh(KindNodes) {
-		v.Nodes = maps.Clone(s.nodes)
-	} else {
-		v.Nodes = p.Nodes
-	}
-	if fresh(KindIntents) {
-		v.Intents = maps.Clone(s.intents)
-	} else {
-		v.Intents = p.Intents
-	}
-	if fresh(KindAllocs) {
-		v.Allocs = maps.Clone(s.allocs)
-	} else {
-		v.Allocs = p.Allocs
-	}
-	if fresh(KindDeployments) {
-		v.Deployments = maps.Clone(s.deps)
-	} else {
-		v.Deployments = p.Deployments
-	}
+	v.Jobs = snapshotOf(s.stale[KindJobs] || s.prev == nil, s.jobs, p.Jobs)
+	v.Nodes = snapshotOf(s.stale[KindNodes] || s.prev == nil, s.nodes, p.Nodes)
+	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, s.intents, p.Intents)
+	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, s.allocs, p.Allocs)
+	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
 	clear(s.stale)
 	s.snap, s.prev = v, v
 	return v
+}
+
+// snapshotOf is a snapshot's map of one bucket: a copy of cur when it
+// changed since the previous snapshot, else the previous snapshot's map.
+func snapshotOf[V any](changed bool, cur, prev map[string]V) map[string]V {
+	if changed {
+		return maps.Clone(cur)
+	}
+	return prev
 }
 
 // Job returns the state of one job key.
