@@ -23,7 +23,8 @@ import (
 type viewIndex struct {
 	built  bool
 	gen    uint64
-	base   uint64                         // the nodes revision and this node's record, as of gen
+	self   uint64                         // this node's record (nodeSig), as of gen
+	nodes  uint64                         // counts the changes of the node set a reconcile reads (heartbeats are not)
 	others map[string]map[string]struct{} // job key → other nodes' allocation keys
 	deps   map[string]map[string]struct{} // job key → deployment keys
 }
@@ -79,9 +80,10 @@ func deploymentJob(view *fleet.View, key string) string {
 
 // refresh brings the index to view. It returns the jobs whose view inputs
 // changed since the last pass, or all = true when every job must be looked
-// at (a rebuild, or a change that concerns every job: nodes, intents, this
-// node's own record, a bucket's first pull).
-func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, base uint64, full bool) (dirty map[string]bool, all bool) {
+// at (a rebuild, or a change that concerns every job: a node record other
+// than a heartbeat, an intent, this node's own record, a bucket's first
+// pull).
+func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, self uint64, full bool) (dirty map[string]bool, all bool) {
 	ownPrefix := nodeID + "."
 	var changes []fleet.Change
 	ok := false
@@ -101,10 +103,11 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, ba
 				addKey(ix.deps, jk, k)
 			}
 		}
-		ix.built, ix.gen, ix.base = true, view.Generation, base
+		ix.built, ix.gen, ix.self = true, view.Generation, self
+		ix.nodes++
 		return nil, true
 	}
-	all = base != ix.base
+	all = self != ix.self
 	dirty = map[string]bool{}
 	mark := func(c fleet.Change) {
 		for _, jk := range c.Jobs {
@@ -119,7 +122,12 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, ba
 			continue
 		}
 		switch c.Kind {
-		case fleet.KindNodes, fleet.KindIntents:
+		case fleet.KindNodes:
+			if !c.HeartbeatOnly {
+				ix.nodes++
+				all = true
+			}
+		case fleet.KindIntents:
 			all = true
 		case fleet.KindJobs:
 			mark(c)
@@ -142,9 +150,14 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, ba
 			}
 		}
 	}
-	ix.gen, ix.base = view.Generation, base
+	ix.gen, ix.self = view.Generation, self
 	return dirty, all
 }
+
+// baseSig is the share of every job's signature that the node set and this
+// node's record make: it moves with any change a reconcile reads of them,
+// not with heartbeats.
+func (ix *viewIndex) baseSig() uint64 { return mix(ix.nodes) ^ ix.self }
 
 // othersOf returns another nodes' allocations of a job with the sum of
 // their revisions' mixes (the signature's share).

@@ -36,7 +36,10 @@ type echoSource interface {
 //     against it (the overlay, withWritten) from the moment it was planned.
 //
 // Without this, every start was followed by two or three passes that could
-// find nothing to do, and the next job's start queued behind them.
+// find nothing to do, and the next job's start queued behind them. Node
+// records that changed only in their heartbeat time count too: a pass reads
+// nothing of them, and a fleet's heartbeats would otherwise make passes
+// without end.
 //
 // The test is exact, never a guess, and costs O(changes), not O(view): a
 // change is an echo only if every change since the last pass read the view
@@ -148,6 +151,12 @@ func (e *ownEchoes) onlyEchoes(src echoSource) bool {
 				}
 			}
 			allocRev = max(allocRev, c.Revision)
+		case fleet.KindNodes:
+			if !c.HeartbeatOnly {
+				return false
+			}
+			// A heartbeat (this node's or another's) changes nothing a
+			// pass reads.
 		case fleet.KindDeployments:
 			st, ok := src.Deployment(c.Key)
 			if !ok || st.Absent || st.Value == nil || st.Revision != c.Revision {

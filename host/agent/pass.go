@@ -83,8 +83,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// log says which), whose allocations here changed, and those that had
 	// not converged. The others' plans cannot have changed: the reconciler
 	// is pure and the clock-driven rules are the full passes'.
-	baseSig := mix(view.Revisions[fleet.KindNodes]) ^ nodeSig(self)
-	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, baseSig, full)
+	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, nodeSig(self), full)
+	baseSig := a.index.baseSig()
 	ownDirty := a.takeOwnDirty()
 	if full {
 		a.lastSig = map[string]uint64{}

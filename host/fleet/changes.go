@@ -1,6 +1,11 @@
 package fleet
 
-import "github.com/hivelet/hivelet/host/wanted"
+import (
+	"reflect"
+	"time"
+
+	"github.com/hivelet/hivelet/host/wanted"
+)
 
 // maxChanges bounds the change log; a consumer that falls further behind is
 // told to rebuild from a View.
@@ -22,6 +27,21 @@ type Change struct {
 	// change ("" for none): a job's own key, an allocation's or a
 	// deployment's job. Nodes and intents belong to no job.
 	Jobs [2]string
+	// HeartbeatOnly marks a node record that changed in nothing but its
+	// heartbeat time: what a fleet of agents sees most, and nothing a
+	// reconcile reads.
+	HeartbeatOnly bool
+}
+
+// heartbeatOnly reports whether a node record differs from the previous one
+// in its heartbeat time alone (both in force, neither rejected).
+func heartbeatOnly(prev, cur wanted.NodeState) bool {
+	if prev.Value == nil || cur.Value == nil || prev.Absent || cur.Absent || prev.Rejection != nil || cur.Rejection != nil {
+		return false
+	}
+	a, b := *prev.Value, *cur.Value
+	a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
 
 // changeLog keeps the newest changes, oldest first.

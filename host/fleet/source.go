@@ -473,6 +473,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.revs[b.kind] = e.Revision
 	}
 	before := s.jobOfLocked(b.kind, e.Key)
+	prevNode, hadNode := s.nodes[e.Key]
 	var eff wanted.Effect
 	var rej *wanted.Rejection
 	switch b.kind {
@@ -507,7 +508,11 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	}
 	if eff != wanted.EffectNone {
 		s.bumpLocked(b.kind)
-		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}})
+		c := Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}}
+		if b.kind == KindNodes && hadNode {
+			c.HeartbeatOnly = heartbeatOnly(prevNode, s.nodes[e.Key])
+		}
+		s.changes.add(c)
 	}
 	s.mu.Unlock()
 
