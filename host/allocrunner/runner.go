@@ -9,6 +9,9 @@
 //   - Every change of the allocation or of a task handle is written to the
 //     state store before it is reported (OnUpdate), so a restarted agent
 //     reattaches to exactly what was running (TestARestoredRunnerReattachesWithoutStarting).
+//     A task's handle is never on disk without a record of its allocation
+//     (which is what a restore enumerates): with a store that can, both are
+//     one write (TestATaskHandleIsNeverOnDiskWithoutItsAllocationRecord).
 //   - A runner built with restored handles calls RecoverTask, never
 //     StartTask, for those tasks; a task that cannot be recovered goes
 //     through the restart policy like any other exit.
@@ -40,6 +43,16 @@ type Store interface {
 	PutAlloc(*state.AllocRecord) error
 	PutHandle(allocID, task string, h *driver.TaskHandle) error
 	DeleteHandle(allocID, task string) error
+}
+
+// handleStore is a Store that can write an allocation record and a task's
+// handle in one transaction (state.Store can). A runner with one writes each
+// new handle together with the record that marks its task running, so no
+// crash leaves a handle without its allocation's record (a restore reads
+// the handles of the allocations it finds, and would never find that task).
+// Without it, the handle is written first, then the record.
+type handleStore interface {
+	PutAllocAndHandle(r *state.AllocRecord, task string, h *driver.TaskHandle) error
 }
 
 // Drivers finds a task's driver by name (the plugin manager).
@@ -225,9 +238,11 @@ func (r *Runner) Run() {
 	//
 	// The first record (pending) is not written before the start: the
 	// window in which a crash loses a started task is the one between
-	// StartTask and its handle's write, which no earlier write closes. It is
-	// written once the first start attempts are over, unless they already
-	// wrote (a start that succeeds writes running), or after
+	// StartTask and its handle's write, which no earlier write closes, and
+	// the handle is written together with the allocation's record
+	// (taskStarted), so it is never on disk without one. The pending record
+	// is written once the first start attempts are over, unless they
+	// already wrote (a start that succeeds writes running), or after
 	// pendingWriteDelay if they take longer (an image pull): one write per
 	// fast start instead of two, and none competing with the start itself.
 	r.firstLeft.Store(int32(len(tasks)))
@@ -356,7 +371,11 @@ func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
 // which must not call back into the runner). Writes and reports are
 // ordered: each takes its snapshot under persistMu, so a slower earlier
 // write never lands, nor is reported, after a newer one.
-func (r *Runner) persist() {
+func (r *Runner) persist() { r.persistWith(nil, "", nil) }
+
+// persistWith is persist, writing task's handle h in the same transaction
+// when hs is set (see handleStore).
+func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) {
 	r.persistMu.Lock()
 	r.persists.Add(1)
 	r.mu.Lock()
@@ -364,7 +383,11 @@ func (r *Runner) persist() {
 	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
 	r.snap = rec.Alloc
 	r.mu.Unlock()
-	if r.cfg.Store != nil {
+	if hs != nil {
+		if err := hs.PutAllocAndHandle(rec, task, h); err != nil {
+			r.log.Error("storing allocation with a task handle", "task", task, "err", err)
+		}
+	} else if r.cfg.Store != nil {
 		if err := r.cfg.Store.PutAlloc(rec); err != nil {
 			r.log.Error("storing allocation", "err", err)
 		}
@@ -439,7 +462,14 @@ func (r *Runner) event(task, typ, msg string) {
 }
 
 func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
+	r.changeTask(task, f)
+	r.persist()
+}
+
+// changeTask applies f to a task's state in memory (setTask persists).
+func (r *Runner) changeTask(task string, f func(ts *model.TaskState)) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	ts := r.alloc.TaskStates[task]
 	if ts == nil {
 		ts = &model.TaskState{}
@@ -448,8 +478,28 @@ func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
 	f(ts)
 	r.running[task] = ts.State == "running"
 	r.recomputeLocked()
-	r.mu.Unlock()
-	r.persist()
+}
+
+// taskStarted records a task the driver just started: its handle, and the task
+// running. With a handleStore both are one write; otherwise the handle is
+// written first (a record saying running must not be on disk without it).
+// Either way no crash leaves the handle without a record of its allocation
+// as long as one was written before (a slow start's pending record); a fast
+// start writes none before its handle, which only handleStore makes safe.
+func (r *Runner) taskStarted(task string, h *driver.TaskHandle) {
+	hs, _ := r.cfg.Store.(handleStore)
+	if hs == nil && r.cfg.Store != nil {
+		if err := r.cfg.Store.PutHandle(r.alloc.ID, task, h); err != nil {
+			r.log.Error("storing task handle", "task", task, "err", err)
+		}
+	}
+	r.event(task, EventStarted, "task started by the driver")
+	r.changeTask(task, func(ts *model.TaskState) {
+		ts.State = "running"
+		ts.StartedAt = r.now()
+		ts.FinishedAt = time.Time{}
+	})
+	r.persistWith(hs, task, h)
 }
 
 // firstAttemptOver records that one task's first start (or reattach)

@@ -181,17 +181,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				r.event(t.Name, EventDriverFailure, exitErr)
 			} else {
 				h = nh
-				if r.cfg.Store != nil {
-					if err := r.cfg.Store.PutHandle(r.alloc.ID, t.Name, h); err != nil {
-						r.log.Error("storing task handle", "task", t.Name, "err", err)
-					}
-				}
-				r.event(t.Name, EventStarted, "task started by the driver")
-				r.setTask(t.Name, func(ts *model.TaskState) {
-					ts.State = "running"
-					ts.StartedAt = r.now()
-					ts.FinishedAt = time.Time{}
-				})
+				r.taskStarted(t.Name, h)
 			}
 		}
 		firstOver()

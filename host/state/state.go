@@ -225,6 +225,38 @@ func (s *Store) PutHandle(allocID, task string, h *driver.TaskHandle) error {
 	return nil
 }
 
+// PutAllocAndHandle writes an allocation record and the handle of one of its
+// tasks in one transaction. A restore reads the handles of the allocations
+// it finds: a handle stored without its allocation's record would never be
+// read back, and its task would run on untracked. Written together, a crash
+// leaves both or neither.
+func (s *Store) PutAllocAndHandle(r *AllocRecord, task string, h *driver.TaskHandle) error {
+	if r == nil || r.Alloc == nil || r.Alloc.ID == "" {
+		return errors.New("putting allocation and handle: record without an allocation ID")
+	}
+	if task == "" || h == nil {
+		return fmt.Errorf("putting allocation %s and handle: no task name or no handle", r.Alloc.ID)
+	}
+	rb, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encoding allocation %s: %w", r.Alloc.ID, err)
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encoding handle of %s/%s: %w", r.Alloc.ID, task, err)
+	}
+	err = s.update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketAllocs).Put([]byte(r.Alloc.ID), rb); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketHandles).Put([]byte(handleKey(r.Alloc.ID, task)), hb)
+	})
+	if err != nil {
+		return fmt.Errorf("storing allocation %s with the handle of task %s: %w", r.Alloc.ID, task, err)
+	}
+	return nil
+}
+
 // DeleteHandle removes the handle of one task.
 func (s *Store) DeleteHandle(allocID, task string) error {
 	if err := s.update(func(tx *bolt.Tx) error {

@@ -1,0 +1,124 @@
+package allocrunner
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// journalStore is a Store that checks, at every write, what a crash right
+// after it would leave on disk. A restore enumerates allocation records and
+// reads the handles of each: a task handle stored while its allocation has
+// no record is never read back, and its task runs on untracked while the
+// node places the allocation again.
+type journalStore struct {
+	mu       sync.Mutex
+	allocs   map[string]*state.AllocRecord
+	handles  map[string]*driver.TaskHandle
+	orphaned []string // handles written while their allocation had no record
+	together int      // handles written in one write with their record
+}
+
+func newJournalStore() *journalStore {
+	return &journalStore{allocs: map[string]*state.AllocRecord{}, handles: map[string]*driver.TaskHandle{}}
+}
+
+func (s *journalStore) PutAlloc(r *state.AllocRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allocs[r.Alloc.ID] = r
+	return nil
+}
+
+func (s *journalStore) PutHandle(allocID, task string, h *driver.TaskHandle) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.allocs[allocID] == nil {
+		s.orphaned = append(s.orphaned, allocID+"/"+task)
+	}
+	s.handles[allocID+"/"+task] = h
+	return nil
+}
+
+func (s *journalStore) DeleteHandle(allocID, task string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.handles, allocID+"/"+task)
+	return nil
+}
+
+// PutAllocAndHandle is the one-transaction write state.Store offers.
+func (s *journalStore) PutAllocAndHandle(r *state.AllocRecord, task string, h *driver.TaskHandle) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allocs[r.Alloc.ID] = r
+	s.handles[r.Alloc.ID+"/"+task] = h
+	s.together++
+	return nil
+}
+
+func (s *journalStore) report() (orphaned []string, together int, handle *driver.TaskHandle, rec *state.AllocRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.orphaned...), s.together, s.handles["a1/t"], s.allocs["a1"]
+}
+
+// A started task's handle is never on disk without a record of its
+// allocation. A fast start writes no pending record before it (the slow
+// start, which does, is the control).
+func TestATaskHandleIsNeverOnDiskWithoutItsAllocationRecord(t *testing.T) {
+	// Control: the journal does see a handle written ahead of its record.
+	ctl := newJournalStore()
+	if err := ctl.PutHandle("x", "t", &driver.TaskHandle{TaskID: "x/t"}); err != nil {
+		t.Fatal(err)
+	}
+	if o, _, _, _ := ctl.report(); len(o) != 1 {
+		t.Fatalf("the journal saw %v orphaned handles, want [x/t]", o)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cfg  map[string]any
+	}{
+		{"fast start", map[string]any{}},
+		{"slow start", map[string]any{"start_delay": (2 * pendingWriteDelay).String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newJournalStore()
+			job := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Groups: []*model.Group{{
+				Name: "g", Count: 1,
+				Tasks: []*model.Task{{Name: "t", Driver: "fake", Config: tc.cfg, KillTimeout: model.Duration(150 * time.Millisecond)}},
+			}}}
+			alloc := &model.Allocation{ID: "a1", Name: "web.g[0]", JobID: "web", JobVersion: 1, TaskGroup: "g", NodeID: "n1", DesiredStatus: model.DesiredRun}
+			r := New(Config{Alloc: alloc, Job: job, Node: &model.Node{ID: "n1"}, Drivers: newFakeDriver(), Store: st, AllocRoot: t.TempDir()})
+			r.Run()
+			defer func() {
+				if err := r.Stop(context.Background(), "test over"); err != nil {
+					t.Error(err)
+				}
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for r.Alloc().ClientStatus != model.ClientRunning {
+				if time.Now().After(deadline) {
+					t.Fatalf("the allocation never ran: %s", r.Alloc().ClientStatus)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			orphaned, together, h, rec := st.report()
+			if len(orphaned) > 0 {
+				t.Fatalf("handles %v were stored while their allocation had no record: a crash there leaks the task", orphaned)
+			}
+			if h == nil {
+				t.Fatalf("no handle stored for the running task (%d written with their record)", together)
+			}
+			if rec == nil || rec.Alloc.ClientStatus != model.ClientRunning || rec.Alloc.TaskStates["t"].State != "running" {
+				t.Fatalf("the record written with the handle is %+v, want the allocation running", rec)
+			}
+		})
+	}
+}
