@@ -252,7 +252,13 @@ func (a *Agent) onAllocUpdate(al *model.Allocation) {
 	s := planSig(al)
 	a.mu.Lock()
 	prev, seen := a.allocKick[al.ID]
-	a.allocKick[al.ID] = s
+	if _, live := a.runners[al.ID]; live {
+		// Only while it is a runner: a stopped runner reports once more
+		// after its goroutines end, and a pass may have collected it
+		// meanwhile (collectFinished drops its record; kept here, the
+		// record would stay for the agent's life).
+		a.allocKick[al.ID] = s
+	}
 	a.ownDirty[wanted.JobKey(al.Namespace, al.JobID)] = true
 	a.mu.Unlock()
 	if !seen || prev != s {
