@@ -3,12 +3,14 @@ package policies
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported runs one real
@@ -250,8 +252,8 @@ func TestADecisionNamingAnUnloadedOrWrongKindPolicyFallsBack(t *testing.T) {
 // lines gets its first OutputLimit bytes logged with its digest, and the
 // rest reported as dropped; the control prints nothing.
 func TestGuestOutputIsLoggedSizeLimitedAndTagged(t *testing.T) {
-	var logs strings.Builder
-	e, _, _ := newTestEngine(t, Options{OutputLimit: 256, Logger: newTextLogger(&logs)})
+	var logs testutil.SyncBuffer
+	e, _, _ := newTestEngine(t, Options{OutputLimit: 256, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	wasm := goGuest(t, "testdata/hostile")
 	m, err := e.Load(context.Background(), "hostile", "", wasm)
 	if err != nil {

@@ -136,21 +136,6 @@ func genCompletion(groups int, now time.Time) reconcile.CompletionInput {
 	return in
 }
 
-func newTextLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&syncWriter{w: w}, nil))
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 // counterValue reads a counter from a registry (so the test also proves
 // the metric is registered where the caller said).
 func counterValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {

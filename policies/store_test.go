@@ -13,21 +13,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
-// embeddedJetStream starts an in-process NATS server with JetStream (no
-// listener) and returns a JetStream context on it.
+// embeddedJetStream starts an in-process NATS server with JetStream and
+// returns a JetStream context on an in-process connection to it.
 func embeddedJetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), NoSigs: true, DontListen: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testutil.StartNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	nc, err := nats.Connect("", nats.InProcessServer(srv))
 	if err != nil {
 		t.Fatal(err)

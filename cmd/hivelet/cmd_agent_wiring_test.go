@@ -25,6 +25,7 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/policies"
 )
@@ -162,7 +163,7 @@ func (p *agentProc) startWith(flags ...string) {
 	}
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	e2eEventually(p.t, 30*time.Second, "agent API up", func() bool {
+	testutil.Eventually(p.t, 30*time.Second, "agent API up", func() bool {
 		resp, err := http.Get("http://" + p.apiAddr + "/v1/health")
 		if err != nil {
 			return false
@@ -276,7 +277,7 @@ func (p *agentProc) pluginPIDs() map[string]int {
 
 func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 	hiveletBinary(t)
-	port := e2eFreePort(t)
+	port := testutil.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: port, ServerName: "wiring-nats"})
 	cancel()
@@ -292,15 +293,15 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 	p.startWith("-no-policies")
 
 	// 1. NATS connection state and heartbeats are observed.
-	e2eEventually(t, 10*time.Second, "connection state metric", func() bool {
+	testutil.Eventually(t, 10*time.Second, "connection state metric", func() bool {
 		return p.metric(`hivelet_nats_connection_state{state="connected"}`) == 1
 	})
-	e2eEventually(t, 10*time.Second, "heartbeat metric", func() bool {
+	testutil.Eventually(t, 10*time.Second, "heartbeat metric", func() bool {
 		return p.metric(`hivelet_node_heartbeats_total{outcome="ok"}`) >= 1
 	})
 
 	// 2. The quiet case of an empty jobs bucket has its own info line.
-	e2eEventually(t, 10*time.Second, "the no-key line", func() bool { return p.logHas("level=INFO", "quiet=no_key") })
+	testutil.Eventually(t, 10*time.Second, "the no-key line", func() bool { return p.logHas("level=INFO", "quiet=no_key") })
 
 	// 3. Operator intent reaches the node record promptly, both ways.
 	id := p.nodeID()
@@ -316,7 +317,7 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 			t.Fatalf("node eligibility %s: %d %s", step.flag, code, out)
 		}
 		start := time.Now()
-		e2eEventually(t, 5*time.Second, "the node record to show "+string(step.want), func() bool {
+		testutil.Eventually(t, 5*time.Second, "the node record to show "+string(step.want), func() bool {
 			return p.recordEligibility(id) == step.want
 		})
 		t.Logf("eligibility %s reached the node record in %v", step.flag, time.Since(start).Round(time.Millisecond))
@@ -333,7 +334,7 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 	if err := syscall.Kill(pids["mock"], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e2eEventually(t, 15*time.Second, "the mock plugin's restart counted", func() bool {
+	testutil.Eventually(t, 15*time.Second, "the mock plugin's restart counted", func() bool {
 		return p.metric(`hivelet_plugin_restarts_total{plugin="mock"}`) == 1
 	})
 	p.pluginPIDs() // the relaunched one, for cleanup
@@ -349,7 +350,7 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "p.hcl", canaryJobHCL("web", "one", "spread"))); code != 0 {
 		t.Fatalf("job run: %d %s", code, out)
 	}
-	e2eEventually(t, 10*time.Second, "the not-configured line", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the not-configured line", func() bool {
 		return p.logHas("level=INFO", "quiet=not_configured", "policy=spread")
 	})
 	if p.logHas("policy engine ready") {
@@ -358,7 +359,7 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 
 	// 6. The connection state follows the server going away.
 	emb.Shutdown()
-	e2eEventually(t, 10*time.Second, "connection state leaving connected", func() bool {
+	testutil.Eventually(t, 10*time.Second, "connection state leaving connected", func() bool {
 		return p.metric(`hivelet_nats_connection_state{state="connected"}`) == 0 &&
 			p.metric(`hivelet_nats_connection_state{state="reconnecting"}`) == 1
 	})
@@ -419,10 +420,10 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "v1.hcl", canaryJobHCL("web", "one", "trap"))); code != 0 {
 		t.Fatalf("job run v1: %d %s", code, out)
 	}
-	e2eEventually(t, 60*time.Second, "the engine and the no-bucket line", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the engine and the no-bucket line", func() bool {
 		return p.logHas("policy engine ready") && p.logHas("level=INFO", "quiet=no_bucket", "policy=trap")
 	})
-	e2eEventually(t, 30*time.Second, "v1 running", func() bool {
+	testutil.Eventually(t, 30*time.Second, "v1 running", func() bool {
 		l := liveOf(p.allocs(), "web")
 		return len(l) == 1 && l[0].ClientStatus == model.ClientRunning
 	})
@@ -435,7 +436,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 	if code, out := p.cli("policy", "push", rawPath, "--name", "pinned"); code != 0 {
 		t.Fatalf("policy push: %d %s", code, out)
 	}
-	e2eEventually(t, 30*time.Second, "trap loaded", func() bool { return p.logHas("policy module loaded", "policy=trap") })
+	testutil.Eventually(t, 30*time.Second, "trap loaded", func() bool { return p.logHas("policy module loaded", "policy=trap") })
 	if _, err := os.Stat(filepath.Join(cache, "modules", policies.Digest(trap)+".wasm")); err != nil {
 		t.Errorf("the fetched module is not cached under policy.cache_dir: %v", err)
 	}
@@ -443,7 +444,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "other.hcl", canaryJobHCL("other", "x", "pinned"))); code != 0 {
 		t.Fatalf("job run other: %d %s", code, out)
 	}
-	e2eEventually(t, 30*time.Second, "the pinned module refused", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the pinned module refused", func() bool {
 		return p.logHas("policy module refused", "policy=pinned", "pinned="+wrongPin)
 	})
 
@@ -452,7 +453,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "v2.hcl", canaryJobHCL("web", "two", "trap"))); code != 0 {
 		t.Fatalf("job run v2: %d %s", code, out)
 	}
-	e2eEventually(t, 30*time.Second, "a v2 canary placed by the fallback", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a v2 canary placed by the fallback", func() bool {
 		for _, a := range liveOf(p.allocs(), "web") {
 			if a.JobVersion == 1 {
 				return true
@@ -471,7 +472,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 	}
 	var ev *model.DeploymentEvent
 	var v1Events int
-	e2eEventually(t, 30*time.Second, "the fault event on the v2 deployment", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the fault event on the v2 deployment", func() bool {
 		ds, _, err := st.ListDeployments(context.Background())
 		if err != nil {
 			return false

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -93,11 +94,7 @@ func TestPluginListShowsBuiltinsAndExternalsWithTheirSHA256(t *testing.T) {
 func TestBuiltinsAreServedByTheHiveletBinaryReexecuted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "hvc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := testutil.ShortTempDir(t, "hvc")
 	bin := filepath.Join(dir, "hivelet")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building hivelet: %v\n%s", err, out)

@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // runPolicyCLI runs the CLI in-process and returns its exit code and output.
@@ -139,15 +140,7 @@ func TestPolicyEvalReportsAFaultWithExitCode1(t *testing.T) {
 }
 
 func TestPolicyPushAndListUseTheObjectStore(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
+	srv := testutil.StartNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
 	url := srv.ClientURL()
 	code, out := runPolicyCLI(t, "policy", "push", "../../policies/testdata/wat/raw.wasm", "--name", "first-nodes", "--nats", url)
 	if code != 0 || !strings.Contains(out, "pushed first-nodes") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	dockerdrv "github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/runtime/docker/dockertest"
 )
@@ -98,7 +99,7 @@ func TestEndToEndDockerContainersRunAreReplacedAndGone(t *testing.T) {
 	if len(live) != 1 {
 		t.Fatalf("live allocations: %+v", live)
 	}
-	e2eEventually(t, 10*time.Second, "container output in the alloc logs", func() bool {
+	testutil.Eventually(t, 10*time.Second, "container output in the alloc logs", func() bool {
 		code, out := p.cli("alloc", "logs", live[0].ID)
 		return code == 0 && strings.Contains(out, "web [v1")
 	})
@@ -114,5 +115,5 @@ func TestEndToEndDockerContainersRunAreReplacedAndGone(t *testing.T) {
 	if code, out := p.cli("job", "stop", jobID); code != 0 {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
 	}
-	e2eEventually(t, 30*time.Second, "no container running", func() bool { return len(running()) == 0 })
+	testutil.Eventually(t, 30*time.Second, "no container running", func() bool { return len(running()) == 0 })
 }

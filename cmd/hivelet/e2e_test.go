@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 var (
@@ -69,16 +69,6 @@ func hiveletBinary(t *testing.T) string {
 	return binPath
 }
 
-func e2eFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // agentProc is one agent subprocess.
 type agentProc struct {
 	t       *testing.T
@@ -99,15 +89,11 @@ type agentProc struct {
 // means an embedded server on a free port.
 func newAgent(t *testing.T, natsURL string) *agentProc {
 	bin := hiveletBinary(t)
-	dir, err := os.MkdirTemp("", "hv-e2e-") // short: plugin socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &agentProc{t: t, bin: bin, dir: dir, apiAddr: fmt.Sprintf("127.0.0.1:%d", e2eFreePort(t)), owned: map[int]bool{}}
+	dir := testutil.ShortTempDir(t, "hv-e2e-") // short: plugin socket paths are limited
+	p := &agentProc{t: t, bin: bin, dir: dir, apiAddr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), owned: map[int]bool{}}
 	var cfg string
 	if natsURL == "" {
-		port := e2eFreePort(t)
+		port := testutil.FreePort(t)
 		p.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
 		cfg = fmt.Sprintf("http {\n  address = %q\n}\nnats {\n  embedded_port = %d\n}\n", p.apiAddr, port)
 	} else {
@@ -137,7 +123,7 @@ func (p *agentProc) start() {
 	}
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	e2eEventually(p.t, 30*time.Second, "agent API up", func() bool {
+	testutil.Eventually(p.t, 30*time.Second, "agent API up", func() bool {
 		resp, err := http.Get("http://" + p.apiAddr + "/v1/health")
 		if err != nil {
 			return false
@@ -262,18 +248,6 @@ func liveOf(allocs []*model.Allocation, job string) []*model.Allocation {
 		}
 	}
 	return out
-}
-
-func e2eEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
 func e2eFile(t *testing.T, dir, name, text string) string {
@@ -427,7 +401,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 	}
 	alloc := live[0]
 	pidFile := filepath.Join(p.dir, "state", "alloc", alloc.ID, "pids")
-	e2eEventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
+	testutil.Eventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
 	pid := readPIDs(t, pidFile)[0]
 	p.owned[pid] = true
 
@@ -436,7 +410,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 		t.Fatal("the task died with the agent")
 	}
 	p.start()
-	e2eEventually(t, 30*time.Second, "reattached and running", func() bool {
+	testutil.Eventually(t, 30*time.Second, "reattached and running", func() bool {
 		l := liveOf(p.allocs(), "sleeper")
 		if len(l) != 1 || l[0].ID != alloc.ID || l[0].ClientStatus != model.ClientRunning {
 			return false
@@ -466,7 +440,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 	if code, out := p.cli("job", "run", e2eFile(t, dir, "s2.hcl", execJobHCL("b"))); code != 0 {
 		t.Fatalf("job run v2: exit %d\n%s", code, out)
 	}
-	e2eEventually(t, 10*time.Second, "old process stopped", func() bool { return !alive(pid) })
+	testutil.Eventually(t, 10*time.Second, "old process stopped", func() bool { return !alive(pid) })
 	if code, out := p.cli("job", "stop", "sleeper"); code != 0 {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
 	}
@@ -475,7 +449,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testing.T) {
 	hiveletBinary(t)
 	storeDir := t.TempDir()
-	port := e2eFreePort(t)
+	port := testutil.FreePort(t)
 	startNATS := func() *fleet.Embedded {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -505,7 +479,7 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 		t.Fatalf("job run after the restart: exit %d\n%s", code, out)
 	}
 	// Well under the ~19 s a watch left alone stays silent after a restart.
-	e2eEventually(t, 10*time.Second, "v1 replaced by v2 after the NATS restart", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v1 replaced by v2 after the NATS restart", func() bool {
 		l := liveOf(p.allocs(), "web")
 		return len(l) == 1 && l[0].JobVersion == 1 && l[0].ClientStatus == model.ClientRunning
 	})
@@ -514,7 +488,7 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
 	p := newAgent(t, "")
 	p.start()
-	cfg := e2eFile(t, t.TempDir(), "b.hcl", fmt.Sprintf("http {\n  address = \"127.0.0.1:%d\"\n}\nnats {\n  embedded_port = %d\n}\n", e2eFreePort(t), e2eFreePort(t)))
+	cfg := e2eFile(t, t.TempDir(), "b.hcl", fmt.Sprintf("http {\n  address = \"127.0.0.1:%d\"\n}\nnats {\n  embedded_port = %d\n}\n", testutil.FreePort(t), testutil.FreePort(t)))
 	cmd := exec.Command(p.bin, "agent", "-state-dir", filepath.Join(p.dir, "state"), "-config", cfg, "-no-policies")
 	done := make(chan struct{})
 	var out []byte
@@ -582,7 +556,7 @@ func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
 	}
 	alloc := live[0]
 	pidFile := filepath.Join(p.dir, "state", "alloc", alloc.ID, "pids")
-	e2eEventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
+	testutil.Eventually(t, 10*time.Second, "pid written", func() bool { return len(readPIDs(t, pidFile)) == 1 })
 	p.owned[readPIDs(t, pidFile)[0]] = true
 
 	// Watch the node's logs subject: the CLI's requests must go there.
@@ -600,7 +574,7 @@ func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e2eEventually(t, 10*time.Second, "stdout in alloc logs", func() bool {
+	testutil.Eventually(t, 10*time.Second, "stdout in alloc logs", func() bool {
 		code, out := p.cli("alloc", "logs", alloc.ID[:8])
 		return code == 0 && out == "hello-out\n"
 	})
@@ -645,7 +619,7 @@ func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
 		t.Fatalf("job run batch: exit %d\n%s", code, out)
 	}
 	var batchAlloc *model.Allocation
-	e2eEventually(t, 10*time.Second, "batch placed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "batch placed", func() bool {
 		for _, a := range p.allocs() {
 			if a.JobID == "batch" {
 				batchAlloc = a

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // examplePorts are the ports the example files use: HTTP, NATS clients,
@@ -108,15 +109,11 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	bin := hiveletBinary(t)
 	ports := map[int]int{}
 	for _, old := range examplePorts {
-		ports[old] = e2eFreePort(t)
+		ports[old] = testutil.FreePort(t)
 	}
 	var agents []*agentProc
 	for i := 1; i <= 3; i++ {
-		dir, err := os.MkdirTemp("", "hv-mh-") // short: plugin socket paths are limited
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
+		dir := testutil.ShortTempDir(t, "hv-mh-") // short: plugin socket paths are limited
 		cfg := multihostConfig(t, i, ports, filepath.Join(dir, "state"))
 		p := &agentProc{t: t, bin: bin, dir: dir, owned: map[int]bool{},
 			cfgPath: e2eFile(t, dir, "agent.hcl", cfg),
@@ -142,7 +139,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	for _, p := range agents {
 		p.launch()
 	}
-	e2eEventually(t, 45*time.Second, "three agents serving from an R3 cluster", func() bool {
+	testutil.Eventually(t, 45*time.Second, "three agents serving from an R3 cluster", func() bool {
 		for _, p := range agents {
 			select {
 			case <-p.done:
@@ -171,7 +168,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	}
 
 	// Every agent sees the others' node records through the shared buckets.
-	e2eEventually(t, 20*time.Second, "three nodes listed through each server", func() bool {
+	testutil.Eventually(t, 20*time.Second, "three nodes listed through each server", func() bool {
 		for _, p := range agents {
 			code, out := p.cli("node", "status")
 			if code != 0 || !strings.Contains(out, "agent-1") || !strings.Contains(out, "agent-2") || !strings.Contains(out, "agent-3") {
@@ -186,7 +183,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	if code != 0 {
 		t.Fatalf("job run: exit %d\n%s", code, out)
 	}
-	e2eEventually(t, 20*time.Second, "mock-demo v0 running on every node", func() bool {
+	testutil.Eventually(t, 20*time.Second, "mock-demo v0 running on every node", func() bool {
 		for _, p := range agents {
 			if !runningVersion(p, "mock-demo", 0) {
 				return false
@@ -217,13 +214,13 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	if code, out := agents[0].cli("node", "drain", "-enable", "-deadline", "10s", "-wait", "20s", "agent-2"); code != 0 {
 		t.Fatalf("node drain: exit %d\n%s", code, out)
 	}
-	e2eEventually(t, 20*time.Second, "agent 2 drained, agents 1 and 3 still running", func() bool {
+	testutil.Eventually(t, 20*time.Second, "agent 2 drained, agents 1 and 3 still running", func() bool {
 		return len(liveOf(agents[1].allocs(), "mock-demo")) == 0 && runningVersion(agents[0], "mock-demo", 0) && runningVersion(agents[2], "mock-demo", 0)
 	})
 	if code, out := agents[0].cli("node", "drain", "-disable", "-wait", "20s", "agent-2"); code != 0 {
 		t.Fatalf("node drain -disable: exit %d\n%s", code, out)
 	}
-	e2eEventually(t, 20*time.Second, "agent 2 running mock-demo again", func() bool { return runningVersion(agents[1], "mock-demo", 0) })
+	testutil.Eventually(t, 20*time.Second, "agent 2 running mock-demo again", func() bool { return runningVersion(agents[1], "mock-demo", 0) })
 
 	// Lose agent 3 and its NATS server at once.
 	if err := agents[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -244,7 +241,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 		t.Fatal("mock.hcl: no stdout_string to change")
 	}
 	v1Path := e2eFile(t, t.TempDir(), "mock-v1.hcl", v1)
-	e2eEventually(t, 30*time.Second, "job update accepted by agent 2's server", func() bool {
+	testutil.Eventually(t, 30*time.Second, "job update accepted by agent 2's server", func() bool {
 		code, out := agents[1].cli("job", "run", "-detach", v1Path)
 		if code != 0 {
 			t.Logf("job run after the kill: exit %d: %s", code, strings.TrimSpace(out))
@@ -252,7 +249,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 		return code == 0 && strings.Contains(out, "version 1 written")
 	})
 	t.Logf("job update accepted %s after the kill", time.Since(killed).Round(time.Millisecond))
-	e2eEventually(t, 30*time.Second, "mock-demo v1 running on the two survivors", func() bool {
+	testutil.Eventually(t, 30*time.Second, "mock-demo v1 running on the two survivors", func() bool {
 		return runningVersion(agents[0], "mock-demo", 1) && runningVersion(agents[1], "mock-demo", 1) &&
 			agents[0].healthy() && agents[1].healthy()
 	})
@@ -263,7 +260,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 
 	// Agent 3 started again from the same file rejoins and catches up.
 	agents[2].launch()
-	e2eEventually(t, 30*time.Second, "agent 3 back and running mock-demo v1", func() bool {
+	testutil.Eventually(t, 30*time.Second, "agent 3 back and running mock-demo v1", func() bool {
 		return agents[2].healthy() && runningVersion(agents[2], "mock-demo", 1)
 	})
 	agents[2].notePlugins()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/mock"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -34,11 +35,11 @@ func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t 
 
 	w.putJob(mockJob("web", 1, map[string]any{"stdout_string": "v1"}))
 	var first *model.Allocation
-	eventually(t, 10*time.Second, "v1 running and healthy", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v1 running and healthy", func() bool {
 		first = onlyLive(t, n, "web")
 		return first != nil && first.ClientStatus == model.ClientRunning && first.DeploymentStatus.IsHealthy()
 	})
-	eventually(t, 10*time.Second, "deployment v1 successful", func() bool {
+	testutil.Eventually(t, 10*time.Second, "deployment v1 successful", func() bool {
 		d := w.deployment("", "web", 1)
 		return d != nil && d.Status == model.DeploymentSuccessful
 	})
@@ -46,14 +47,14 @@ func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t 
 	// A task change replaces the allocation.
 	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "v2"}))
 	var second *model.Allocation
-	eventually(t, 10*time.Second, "v2 replaced v1", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v2 replaced v1", func() bool {
 		second = onlyLive(t, n, "web")
 		return second != nil && second.JobVersion == 2 && second.ID != first.ID && second.ClientStatus == model.ClientRunning
 	})
 	if second.PreviousAllocation != first.ID {
 		t.Fatalf("replacement's previous allocation = %q, want %q", second.PreviousAllocation, first.ID)
 	}
-	eventually(t, 10*time.Second, "deployment v2 successful", func() bool {
+	testutil.Eventually(t, 10*time.Second, "deployment v2 successful", func() bool {
 		d := w.deployment("", "web", 2)
 		return d != nil && d.Status == model.DeploymentSuccessful
 	})
@@ -65,7 +66,7 @@ func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t 
 	v3 := mockJob("web", 3, map[string]any{"stdout_string": "v2"})
 	v3.Groups[0].Restart.Attempts = 5
 	w.putJob(v3)
-	eventually(t, 10*time.Second, "v3 in place", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v3 in place", func() bool {
 		a := onlyLive(t, n, "web")
 		return a != nil && a.ID == second.ID && a.JobVersion == 3
 	})
@@ -77,10 +78,10 @@ func TestAJobRunsIsReplacedOnATaskChangeUpdatedInPlaceOtherwiseAndStopsOnStop(t 
 	v4 := mockJob("web", 4, map[string]any{"stdout_string": "v2"})
 	v4.Stop = true
 	w.putJob(v4)
-	eventually(t, 10*time.Second, "stopped", func() bool { return len(n.live("web")) == 0 })
+	testutil.Eventually(t, 10*time.Second, "stopped", func() bool { return len(n.live("web")) == 0 })
 	// The allocations bucket shows this node's final status, and forgets
 	// the older finished allocation of the same name (the local store too).
-	eventually(t, 5*time.Second, "KV status complete, older allocation forgotten", func() bool {
+	testutil.Eventually(t, 5*time.Second, "KV status complete, older allocation forgotten", func() bool {
 		complete, older := false, false
 		for _, a := range n.src.View().AllocsOf("node-a") {
 			complete = complete || (a.ID == second.ID && a.ClientStatus == model.ClientComplete)
@@ -99,13 +100,13 @@ func TestAMalformedJobIsRejectedAndThePreviousVersionKeepsRunning(t *testing.T) 
 	defer n.stop(true)
 	w.putJob(mockJob("web", 1, nil))
 	var first *model.Allocation
-	eventually(t, 10*time.Second, "v1 running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v1 running", func() bool {
 		first = onlyLive(t, n, "web")
 		return first != nil && first.ClientStatus == model.ClientRunning
 	})
 	bad := strings.Replace(string(mustJSON(mockJob("web", 2, map[string]any{"stdout_string": "x"}))), `"type":"system"`, `"type":"system","colour":"red"`, 1)
 	w.putRaw(jobKey("web"), []byte(bad))
-	eventually(t, 10*time.Second, "rejection visible", func() bool {
+	testutil.Eventually(t, 10*time.Second, "rejection visible", func() bool {
 		for _, r := range n.agent.Status().Rejections {
 			if r.Key == jobKey("web") && strings.Contains(r.Reason, "colour") {
 				return true
@@ -119,7 +120,7 @@ func TestAMalformedJobIsRejectedAndThePreviousVersionKeepsRunning(t *testing.T) 
 	}
 	// Control: a well-formed v2 is applied.
 	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "x"}))
-	eventually(t, 10*time.Second, "v2 applied", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v2 applied", func() bool {
 		a := onlyLive(t, n, "web")
 		return a != nil && a.JobVersion == 2
 	})
@@ -131,7 +132,7 @@ func TestADeletedJobKeyIsNotADeletionOrder(t *testing.T) {
 	defer n.stop(true)
 	w.putJob(mockJob("web", 1, nil))
 	w.putJob(mockJob("api", 1, nil))
-	eventually(t, 10*time.Second, "both running", func() bool { return len(n.live("web")) == 1 && len(n.live("api")) == 1 })
+	testutil.Eventually(t, 10*time.Second, "both running", func() bool { return len(n.live("web")) == 1 && len(n.live("api")) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := w.store.Jobs.Purge(ctx, jobKey("web")); err != nil {
@@ -141,8 +142,8 @@ func TestADeletedJobKeyIsNotADeletionOrder(t *testing.T) {
 	stop := mockJob("api", 2, nil)
 	stop.Stop = true
 	w.putJob(stop)
-	eventually(t, 10*time.Second, "api stopped", func() bool { return len(n.live("api")) == 0 })
-	eventually(t, 5*time.Second, "web reported orphaned", func() bool {
+	testutil.Eventually(t, 10*time.Second, "api stopped", func() bool { return len(n.live("api")) == 0 })
+	testutil.Eventually(t, 5*time.Second, "web reported orphaned", func() bool {
 		for _, k := range n.agent.Status().Orphaned {
 			if k == jobKey("web") {
 				return true
@@ -161,7 +162,7 @@ func TestARestartedAgentReattachesAndStartsNothing(t *testing.T) {
 	n := w.newNode("node-a", nil, dir)
 	w.putJob(mockJob("web", 1, nil))
 	var first *model.Allocation
-	eventually(t, 10*time.Second, "running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "running", func() bool {
 		first = onlyLive(t, n, "web")
 		return first != nil && first.ClientStatus == model.ClientRunning
 	})
@@ -171,7 +172,7 @@ func TestARestartedAgentReattachesAndStartsNothing(t *testing.T) {
 		t.Fatal("a normal shutdown stopped a task")
 	}
 	n2 := w.newNode("node-a", drv, dir)
-	eventually(t, 10*time.Second, "reattached", func() bool {
+	testutil.Eventually(t, 10*time.Second, "reattached", func() bool {
 		a := onlyLive(t, n2, "web")
 		return a != nil && a.ID == first.ID && a.ClientStatus == model.ClientRunning && drv.recovers.Load() == 1
 	})
@@ -192,7 +193,7 @@ func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
 	defer n.stop(true)
 	w.putJob(mockJob("web", 1, nil))
 	var first *model.Allocation
-	eventually(t, 10*time.Second, "running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "running", func() bool {
 		first = onlyLive(t, n, "web")
 		return first != nil && first.ClientStatus == model.ClientRunning
 	})
@@ -200,7 +201,7 @@ func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
 	n.drivers.down["mock"] = context.DeadlineExceeded
 	n.drivers.mu.Unlock()
 	w.putJob(mockJob("web", 2, map[string]any{"stdout_string": "v2"}))
-	eventually(t, 10*time.Second, "failed closed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "failed closed", func() bool {
 		return strings.Contains(n.agent.Status().FailedClosed, "driver mock")
 	})
 	time.Sleep(300 * time.Millisecond)
@@ -211,7 +212,7 @@ func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
 	n.drivers.mu.Lock()
 	delete(n.drivers.down, "mock")
 	n.drivers.mu.Unlock()
-	eventually(t, 10*time.Second, "v2 after recovery", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v2 after recovery", func() bool {
 		a := onlyLive(t, n, "web")
 		return a != nil && a.JobVersion == 2 && n.agent.Status().FailedClosed == ""
 	})
@@ -257,7 +258,7 @@ func TestAPassFailsClosedWhenTheStateStoreCannotBeRead(t *testing.T) {
 	}
 	w.putJob(mockJob("web", 1, nil))
 	<-src.Synced()
-	eventually(t, 5*time.Second, "job in view", func() bool { _, ok := src.View().Jobs[jobKey("web")]; return ok })
+	testutil.Eventually(t, 5*time.Second, "job in view", func() bool { _, ok := src.View().Jobs[jobKey("web")]; return ok })
 	a.Pass(ctx)
 	if s := a.Status(); !strings.Contains(s.FailedClosed, "state store unreadable") {
 		t.Fatalf("status after a pass on an unreadable store: %+v", s)
@@ -271,7 +272,7 @@ func TestAPassFailsClosedWhenTheStateStoreCannotBeRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Pass(ctx) // a full pass retries the restore
-	eventually(t, 5*time.Second, "placed after recovery", func() bool { return drv.starts.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, "placed after recovery", func() bool { return drv.starts.Load() == 1 })
 	a.Shutdown(context.Background(), true)
 }
 
@@ -282,7 +283,7 @@ func TestACanaryRolloutIsPromotedWhenAutoPromoteAndWaitsForAnOperatorOtherwise(t
 			n := w.newNode("node-a", nil, "")
 			defer n.stop(true)
 			w.putJob(mockJob("web", 1, nil))
-			eventually(t, 10*time.Second, "v1 successful", func() bool {
+			testutil.Eventually(t, 10*time.Second, "v1 successful", func() bool {
 				d := w.deployment("", "web", 1)
 				return d != nil && d.Status == model.DeploymentSuccessful
 			})
@@ -290,18 +291,18 @@ func TestACanaryRolloutIsPromotedWhenAutoPromoteAndWaitsForAnOperatorOtherwise(t
 			v2.Groups[0].Update.Canary = 100
 			v2.Groups[0].Update.AutoPromote = auto
 			w.putJob(v2)
-			eventually(t, 10*time.Second, "the canary runs v2", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the canary runs v2", func() bool {
 				a := onlyLive(t, n, "web")
 				return a != nil && a.JobVersion == 2 && a.DeploymentStatus.IsCanary() && a.DeploymentStatus.IsHealthy()
 			})
 			if auto {
-				eventually(t, 10*time.Second, "v2 promoted and successful", func() bool {
+				testutil.Eventually(t, 10*time.Second, "v2 promoted and successful", func() bool {
 					d := w.deployment("", "web", 2)
 					return d != nil && d.Status == model.DeploymentSuccessful && d.TaskGroups["g"].Promoted
 				})
 				return
 			}
-			eventually(t, 10*time.Second, "v2 waits for promotion", func() bool {
+			testutil.Eventually(t, 10*time.Second, "v2 waits for promotion", func() bool {
 				d := w.deployment("", "web", 2)
 				return d != nil && d.Status == model.DeploymentRunning && d.StatusDescription == model.DescNeedsPromotion
 			})
@@ -333,14 +334,14 @@ func TestASysbatchJobRunsOnceAndAgainOnlyForANewVersion(t *testing.T) {
 		return out
 	}
 	w.putJob(job(1, "one"))
-	eventually(t, 10*time.Second, "v1 complete", func() bool { return len(done()) == 1 })
+	testutil.Eventually(t, 10*time.Second, "v1 complete", func() bool { return len(done()) == 1 })
 	time.Sleep(700 * time.Millisecond) // passes come and go (resync 500 ms): nothing re-runs
 	if s := n.mock.starts.Load(); s != 1 {
 		t.Fatalf("a finished sysbatch allocation ran %d times", s)
 	}
 	// Control: a new version runs again.
 	w.putJob(job(2, "two"))
-	eventually(t, 10*time.Second, "v2 complete", func() bool {
+	testutil.Eventually(t, 10*time.Second, "v2 complete", func() bool {
 		for _, a := range done() {
 			if a.JobVersion == 2 {
 				return true
@@ -383,7 +384,7 @@ func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
 	w.log = slog.New(pl)
 	n := w.newNodeResync("node-a", nil, "", time.Hour)
 	defer n.stop(true)
-	eventually(t, 5*time.Second, "first pass", func() bool { return n.agent.Status().Passes > 0 })
+	testutil.Eventually(t, 5*time.Second, "first pass", func() bool { return n.agent.Status().Passes > 0 })
 
 	n.agent.passMu.Lock() // a long pass in progress
 	const burst = 20
@@ -392,11 +393,11 @@ func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
 		j.Groups[0].Update.MaxParallel = 0
 		w.putJob(j)
 	}
-	eventually(t, 5*time.Second, "the burst in the view", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the burst in the view", func() bool {
 		return len(n.src.View().Jobs) == burst
 	})
 	n.agent.passMu.Unlock()
-	eventually(t, 10*time.Second, "all started", func() bool { return n.mock.starts.Load() == burst })
+	testutil.Eventually(t, 10*time.Second, "all started", func() bool { return n.mock.starts.Load() == burst })
 
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -429,13 +430,13 @@ func TestARolloutLongerThanItsProgressDeadlineSucceedsWhileItKeepsProgressing(t 
 		return j
 	}
 	w.putJob(job(1, "v1"))
-	eventually(t, 15*time.Second, "v1 successful", func() bool {
+	testutil.Eventually(t, 15*time.Second, "v1 successful", func() bool {
 		d := w.deployment("", "slow", 1)
 		return d != nil && d.Status == model.DeploymentSuccessful
 	})
 	start := time.Now()
 	w.putJob(job(2, "v2"))
-	eventually(t, 30*time.Second, "v2 decided", func() bool {
+	testutil.Eventually(t, 30*time.Second, "v2 decided", func() bool {
 		d := w.deployment("", "slow", 2)
 		return d != nil && (d.Status == model.DeploymentSuccessful || d.Status == model.DeploymentFailed)
 	})
@@ -482,7 +483,7 @@ func TestAJobWhosePolicyIsStillLoadingIsHeldNotDecidedByAStandIn(t *testing.T) {
 	named.Groups[0].Update.CanaryPolicy = &model.PolicyRef{Name: "spread"}
 	w.putJob(named)
 	w.putJob(mockJob("plain", 1, nil))
-	eventually(t, 10*time.Second, "the control job runs", func() bool { return onlyLive(t, n, "plain") != nil })
+	testutil.Eventually(t, 10*time.Second, "the control job runs", func() bool { return onlyLive(t, n, "plain") != nil })
 	time.Sleep(600 * time.Millisecond) // several backstop passes
 	if l := n.live("named"); len(l) != 0 || w.deployment("", "named", 1) != nil {
 		t.Fatalf("a job whose policy is loading was acted on: %d allocations, deployment %v", len(l), w.deployment("", "named", 1))
@@ -491,5 +492,5 @@ func TestAJobWhosePolicyIsStillLoadingIsHeldNotDecidedByAStandIn(t *testing.T) {
 		t.Fatalf("policy_held = %d, want 1", got)
 	}
 	loaded.Store(true)
-	eventually(t, 10*time.Second, "the held job runs once its policy settles", func() bool { return onlyLive(t, n, "named") != nil })
+	testutil.Eventually(t, 10*time.Second, "the held job runs once its policy settles", func() bool { return onlyLive(t, n, "named") != nil })
 }

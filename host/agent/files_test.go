@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 func TestAllocFilesKnowsLiveAndFinishedAllocationsOnly(t *testing.T) {
@@ -20,7 +21,7 @@ func TestAllocFilesKnowsLiveAndFinishedAllocationsOnly(t *testing.T) {
 
 	// A running allocation: its directory and its group's tasks, not terminal.
 	w.putJob(mockJob("web", 1, map[string]any{"stdout_string": "hi"}))
-	eventually(t, 10*time.Second, "web running", func() bool {
+	testutil.Eventually(t, 10*time.Second, "web running", func() bool {
 		l := n.live("web")
 		return len(l) == 1 && l[0].ClientStatus == model.ClientRunning
 	})
@@ -36,7 +37,7 @@ func TestAllocFilesKnowsLiveAndFinishedAllocationsOnly(t *testing.T) {
 	batch.Groups[0].Update = nil
 	w.putJob(batch)
 	var done *model.Allocation
-	eventually(t, 10*time.Second, "batch complete", func() bool {
+	testutil.Eventually(t, 10*time.Second, "batch complete", func() bool {
 		for _, a := range n.agent.Allocs() {
 			if a.JobID == "batch" && a.ClientStatus == model.ClientComplete {
 				done = a
@@ -45,7 +46,7 @@ func TestAllocFilesKnowsLiveAndFinishedAllocationsOnly(t *testing.T) {
 		}
 		return false
 	})
-	eventually(t, 10*time.Second, "the finished allocation terminal", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the finished allocation terminal", func() bool {
 		_, _, terminal, ok := n.agent.AllocFiles(done.ID)
 		return ok && terminal
 	})

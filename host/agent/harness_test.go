@@ -241,18 +241,6 @@ func (n *node) live(job string) []*model.Allocation {
 	return out
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
-}
-
 func mockJob(id string, version uint64, cfg map[string]any) *model.Job {
 	return &model.Job{ID: id, Type: model.JobTypeSystem, Version: version, Datacenters: []string{"dc1"}, Groups: []*model.Group{{
 		Name: "g", Count: 1,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -97,18 +98,6 @@ func (f *fixture) runner(handles map[string]*driver.TaskHandle) *Runner {
 		Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root, Handles: handles})
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func fastUpdate(minHealthy, deadline time.Duration) *model.UpdateStrategy {
 	return &model.UpdateStrategy{MaxParallel: 1, MinHealthyTime: model.Duration(minHealthy), HealthyDeadline: model.Duration(deadline)}
 }
@@ -120,7 +109,7 @@ func TestARunningTaskBecomesHealthyAfterMinHealthyTimeAndACrashLoopingOneDoesNot
 	r := f.runner(nil)
 	start := time.Now()
 	r.Run()
-	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	testutil.Eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
 	if el := time.Since(start); el < 100*time.Millisecond {
 		t.Fatalf("healthy after %s, before min_healthy_time", el)
 	}
@@ -132,7 +121,7 @@ func TestARunningTaskBecomesHealthyAfterMinHealthyTimeAndACrashLoopingOneDoesNot
 	f2 := newFixture(t, map[string]any{"run_for": "30ms"}, pol, fastUpdate(200*time.Millisecond, 600*time.Millisecond))
 	r2 := f2.runner(nil)
 	r2.Run()
-	eventually(t, 3*time.Second, "unhealthy", func() bool { return r2.Alloc().DeploymentStatus.IsUnhealthy() })
+	testutil.Eventually(t, 3*time.Second, "unhealthy", func() bool { return r2.Alloc().DeploymentStatus.IsUnhealthy() })
 	if f2.drv.startCount("a1/t") < 3 {
 		t.Fatalf("crash loop restarted only %d times", f2.drv.startCount("a1/t"))
 	}
@@ -173,7 +162,7 @@ func TestRestartPolicyModeDelayKeepsRestartingAfterTheInterval(t *testing.T) {
 	r := f.runner(nil)
 	r.Run()
 	// Mode fail would stop at 2 starts; delay waits out the interval and goes on.
-	eventually(t, 5*time.Second, "a fourth start", func() bool { return f.drv.startCount("a1/t") >= 4 })
+	testutil.Eventually(t, 5*time.Second, "a fourth start", func() bool { return f.drv.startCount("a1/t") >= 4 })
 	if s := r.Alloc().ClientStatus; s.Terminal() {
 		t.Fatalf("delay mode made the allocation terminal: %s", s)
 	}
@@ -188,7 +177,7 @@ func TestStopSendsKillSignalAndKillsAfterKillTimeout(t *testing.T) {
 	f := newFixture(t, map[string]any{"ignore_stop": true}, nil, nil)
 	r := f.runner(nil)
 	r.Run()
-	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -219,7 +208,7 @@ func TestDetachLeavesTasksRunningAndStopStopsThem(t *testing.T) {
 	f := newFixture(t, map[string]any{}, nil, nil)
 	r := f.runner(nil)
 	r.Run()
-	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
 	r.Detach()
 	if f.drv.live() != 1 || f.store.handleCount() != 1 {
 		t.Fatalf("detach: %d live tasks, %d handles", f.drv.live(), f.store.handleCount())
@@ -244,13 +233,13 @@ func TestARestoredRunnerReattachesWithoutStarting(t *testing.T) {
 	f := newFixture(t, map[string]any{}, nil, fastUpdate(50*time.Millisecond, time.Second))
 	r := f.runner(nil)
 	r.Run()
-	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	testutil.Eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
 	r.Detach()
 	rec := f.store.allocs["a1"]
 	f.alloc = rec.Alloc
 	r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
 	r2.Run()
-	eventually(t, 3*time.Second, "reattached", func() bool { return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning })
+	testutil.Eventually(t, 3*time.Second, "reattached", func() bool { return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning })
 	time.Sleep(50 * time.Millisecond)
 	if n := f.drv.startCount("a1/t"); n != 1 {
 		t.Fatalf("%d starts after a reattach, want 1", n)
@@ -268,7 +257,7 @@ func TestARestoredRunnerReattachesWithoutStarting(t *testing.T) {
 	f.job.Groups[0].Restart = pol
 	r3 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
 	r3.Run()
-	eventually(t, 3*time.Second, "restarted", func() bool { return f.drv.startCount("a1/t") == 2 })
+	testutil.Eventually(t, 3*time.Second, "restarted", func() bool { return f.drv.startCount("a1/t") == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = r3.Stop(ctx, "x")
@@ -291,7 +280,7 @@ func TestAConfigTheDriverSchemaRefusesFailsWithoutStarting(t *testing.T) {
 	f2 := newFixture(t, map[string]any{"echo": "x"}, nil, nil)
 	r2 := f2.runner(nil)
 	r2.Run()
-	eventually(t, 3*time.Second, "start", func() bool { return f2.drv.startCount("a1/t") == 1 })
+	testutil.Eventually(t, 3*time.Second, "start", func() bool { return f2.drv.startCount("a1/t") == 1 })
 	r2.Detach()
 }
 
@@ -327,7 +316,7 @@ func TestHTTPAndTCPChecksGateHealth(t *testing.T) {
 			f.job.Groups[0].Tasks[0].Services = []model.Service{{Name: "web", Checks: []model.Check{c.check}}}
 			r := f.runner(nil)
 			r.Run()
-			eventually(t, 3*time.Second, "health decided", func() bool { return r.Alloc().DeploymentStatus != nil && r.Alloc().DeploymentStatus.Healthy != nil })
+			testutil.Eventually(t, 3*time.Second, "health decided", func() bool { return r.Alloc().DeploymentStatus != nil && r.Alloc().DeploymentStatus.Healthy != nil })
 			if got := r.Alloc().DeploymentStatus.IsHealthy(); got != c.healthy {
 				t.Fatalf("healthy = %v, want %v", got, c.healthy)
 			}
@@ -343,7 +332,7 @@ func TestInPlaceUpdateRestartsNoTaskAndRetracksHealthForANewDeployment(t *testin
 	f.alloc.DeploymentID = "d1"
 	r := f.runner(nil)
 	r.Run()
-	eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	testutil.Eventually(t, 3*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
 	job2 := *f.job
 	job2.Version = 2
 	a2 := r.Alloc()
@@ -352,7 +341,7 @@ func TestInPlaceUpdateRestartsNoTaskAndRetracksHealthForANewDeployment(t *testin
 	if got := r.Alloc(); got.JobVersion != 2 || got.DeploymentStatus.IsHealthy() {
 		t.Fatalf("after in-place update: version %d, health %+v", got.JobVersion, got.DeploymentStatus)
 	}
-	eventually(t, 3*time.Second, "healthy again", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	testutil.Eventually(t, 3*time.Second, "healthy again", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
 	if n := f.drv.startCount("a1/t"); n != 1 {
 		t.Fatalf("in-place update started the task %d times", n)
 	}
@@ -368,7 +357,7 @@ func TestTaskConfigAndEnvAreInterpolatedAtRunTime(t *testing.T) {
 		Node:    &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1", Attributes: map[string]string{"kernel.name": "linux"}, Meta: map[string]string{"rack": "r7"}},
 		Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root})
 	r.Run()
-	eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
+	testutil.Eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
 	f.drv.mu.Lock()
 	cfg := f.drv.tasks["a1/t"].cfg
 	f.drv.mu.Unlock()
@@ -405,7 +394,7 @@ func TestARunnerNeverStartedCanBeStoppedAndDetachedInAnyOrder(t *testing.T) {
 	// Control: a started runner does start its task.
 	r2 := f.runner(nil)
 	r2.Run()
-	eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
+	testutil.Eventually(t, 3*time.Second, "start", func() bool { return f.drv.startCount("a1/t") == 1 })
 	_ = r2.Stop(ctx, "x")
 }
 
@@ -428,7 +417,7 @@ func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachab
 			f := newFixture(t, map[string]any{}, nil, nil)
 			r := f.runner(nil)
 			r.Run()
-			eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+			testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
 			r.Detach()
 			f.drv.mu.Lock()
 			f.drv.driverErrs, f.drv.recoverErrs = c.driverErrs, c.recoverErrs
@@ -437,12 +426,12 @@ func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachab
 			r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
 			r2.Run()
 			t.Cleanup(r2.Detach)
-			eventually(t, 10*time.Second, "reattached", func() bool {
+			testutil.Eventually(t, 10*time.Second, "reattached", func() bool {
 				f.drv.mu.Lock()
 				defer f.drv.mu.Unlock()
 				return f.drv.driverErrs == 0 && f.drv.recoverErrs == 0 && f.drv.recovers["a1/t"] == c.recoverErrs+1
 			})
-			eventually(t, 3*time.Second, "running", func() bool { return r2.Alloc().ClientStatus == model.ClientRunning })
+			testutil.Eventually(t, 3*time.Second, "running", func() bool { return r2.Alloc().ClientStatus == model.ClientRunning })
 			f.drv.mu.Lock()
 			starts, destroys := f.drv.starts["a1/t"], f.drv.destroys
 			f.drv.mu.Unlock()
@@ -459,7 +448,7 @@ func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachab
 			r3 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
 			r3.Run()
 			t.Cleanup(r3.Detach)
-			eventually(t, 5*time.Second, "restarted after not found", func() bool { return f.drv.startCount("a1/t") == 2 })
+			testutil.Eventually(t, 5*time.Second, "restarted after not found", func() bool { return f.drv.startCount("a1/t") == 2 })
 		})
 	}
 }
@@ -471,7 +460,7 @@ func TestThePendingRecordIsWrittenOnlyWhileAStartIsSlow(t *testing.T) {
 	f := newFixture(t, map[string]any{}, nil, nil)
 	r := f.runner(nil)
 	r.Run()
-	eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
 	time.Sleep(2 * pendingWriteDelay)
 	if got := f.store.written(); len(got) != 1 || got[0] != model.ClientRunning {
 		t.Fatalf("a fast start wrote %v, want [running]", got)
@@ -480,11 +469,11 @@ func TestThePendingRecordIsWrittenOnlyWhileAStartIsSlow(t *testing.T) {
 	slow := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
 	rs := slow.runner(nil)
 	rs.Run()
-	eventually(t, 3*time.Second, "pending written", func() bool { return len(slow.store.written()) > 0 })
+	testutil.Eventually(t, 3*time.Second, "pending written", func() bool { return len(slow.store.written()) > 0 })
 	if got := slow.store.written(); got[0] != model.ClientPending {
 		t.Fatalf("a slow start's first write was %v, want pending", got)
 	}
-	eventually(t, 3*time.Second, "running", func() bool { return rs.Alloc().ClientStatus == model.ClientRunning })
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return rs.Alloc().ClientStatus == model.ClientRunning })
 	time.Sleep(2 * pendingWriteDelay)
 	if got := slow.store.written(); len(got) != 2 || got[1] != model.ClientRunning {
 		t.Fatalf("a slow start wrote %v, want [pending running]", got)

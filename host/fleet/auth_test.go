@@ -18,23 +18,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
-)
 
-// startRaw starts a bare nats-server with the given options on loopback.
-func startRaw(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
+	"github.com/hivelet/hivelet/internal/testutil"
+)
 
 func TestConnectAuthenticatesWithAnNKeySeedFile(t *testing.T) {
 	user, err := nkeys.CreateUser()
@@ -47,7 +33,7 @@ func TestConnectAuthenticatesWithAnNKeySeedFile(t *testing.T) {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startRaw(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+	s := testutil.StartNATS(t, &server.Options{Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	ctx := context.Background()
 	// Control: without the seed the server refuses.
 	if c, err := Connect(ctx, ConnConfig{URLs: []string{s.ClientURL()}, FailFast: true, RequestTimeout: time.Second}, nil, nil); err == nil {
@@ -112,7 +98,7 @@ func TestConnectVerifiesTheServerAndPresentsAClientCertificate(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	s := startRaw(t, &server.Options{TLS: true, TLSVerify: true, TLSTimeout: 2,
+	s := testutil.StartNATS(t, &server.Options{TLS: true, TLSVerify: true, TLSTimeout: 2,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}})
 	url := s.ClientURL()
 	ctx := context.Background()

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // startCluster starts three JetStream servers routed together on loopback
 // and waits until the cluster has a meta leader.
 func startCluster(t *testing.T) []*Embedded {
 	t.Helper()
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -28,7 +30,7 @@ func startCluster(t *testing.T) []*Embedded {
 		t.Cleanup(e.Shutdown)
 		srvs = append(srvs, e)
 	}
-	eventually(t, 30*time.Second, "a JetStream meta leader", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a JetStream meta leader", func() bool {
 		for _, s := range srvs {
 			if s.Server().JetStreamIsLeader() {
 				return true
@@ -48,7 +50,7 @@ func TestAThreeServerClusterWithR3BucketsPullsWatchesAndCASes(t *testing.T) {
 	// Each client talks to a different server.
 	url := func(i int) string { return srvs[i].ClientURL() }
 	var a *Store
-	eventually(t, 30*time.Second, "R3 buckets created", func() bool {
+	testutil.Eventually(t, 30*time.Second, "R3 buckets created", func() bool {
 		c := connect(t, url(0), log, nil)
 		st, err := EnsureBuckets(context.Background(), c, Names("t"), BucketOptions{Replicas: 3})
 		if err != nil {
@@ -72,25 +74,25 @@ func TestAThreeServerClusterWithR3BucketsPullsWatchesAndCASes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sc.Close)
-	eventually(t, 10*time.Second, "source connected", func() bool { return sc.State() == StateConnected })
+	testutil.Eventually(t, 10*time.Second, "source connected", func() bool { return sc.State() == StateConnected })
 	src := runSource(t, mustEnsure(t, sc, BucketOptions{Replicas: 3}), SourceConfig{Log: log})
 	waitSynced(t, src)
 	if !hasJob(src, "web", 1)() {
 		t.Fatal("boot pull through another server missed web v1")
 	}
 	putRaw(t, b, "default.web", jobJSON("web", 2, ""))
-	eventually(t, 10*time.Second, "live put through another server", hasJob(src, "web", 2))
+	testutil.Eventually(t, 10*time.Second, "live put through another server", hasJob(src, "web", 2))
 
 	// The source's server dies: it moves to another one, its watchers resume,
 	// and writes made meanwhile (once the stream has a leader again) arrive.
 	srvs[2].Shutdown()
-	eventually(t, 30*time.Second, "a write accepted after the server died", func() bool {
+	testutil.Eventually(t, 30*time.Second, "a write accepted after the server died", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := a.Jobs.Put(ctx, "default.web", jobJSON("web", 3, ""))
 		return err == nil
 	})
-	took := eventually(t, 15*time.Second, "the source resumed on a surviving server", hasJob(src, "web", 3))
+	took := testutil.Eventually(t, 15*time.Second, "the source resumed on a surviving server", hasJob(src, "web", 3))
 	t.Logf("resumed %s after the write was accepted", took)
 }
 

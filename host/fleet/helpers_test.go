@@ -1,11 +1,9 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,28 +11,11 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testLog(t *testing.T) (*slog.Logger, *syncBuf) {
-	buf := &syncBuf{}
+func testLog(t *testing.T) (*slog.Logger, *testutil.SyncBuffer) {
+	buf := &testutil.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -74,16 +55,6 @@ func (o *countingObserver) get(m func(*countingObserver) map[string]int, k strin
 	return m(o)[k]
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startServer(t testing.TB, dir string, port int) *Embedded {
 	t.Helper()
 	e, err := StartEmbedded(context.Background(), EmbeddedConfig{StoreDir: dir, Port: port, ServerName: "test-" + fmt.Sprint(port)})
@@ -102,19 +73,6 @@ func connect(t testing.TB, url string, log *slog.Logger, obs Observer) *Conn {
 	}
 	t.Cleanup(c.Close)
 	return c
-}
-
-// eventually polls cond every 5 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 func jobJSON(id string, version int, extra string) []byte {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 func TestBootPullSeesWhatWasPutBeforeTheAgentStarted(t *testing.T) {
@@ -66,19 +67,19 @@ func TestTheWatchSeesLivePuts(t *testing.T) {
 			t.Fatal("a consumer got no change signal")
 		}
 	}
-	eventually(t, 5*time.Second, "web v1 in view", hasJob(src, "web", 1))
+	testutil.Eventually(t, 5*time.Second, "web v1 in view", hasJob(src, "web", 1))
 	if src.View().Generation <= gen {
 		t.Fatal("generation did not advance")
 	}
 	for i := 2; i <= 50; i++ {
 		putRaw(t, writer, "default.web", jobJSON("web", i, ""))
 	}
-	eventually(t, 5*time.Second, "web v50 in view", hasJob(src, "web", 50))
+	testutil.Eventually(t, 5*time.Second, "web v50 in view", hasJob(src, "web", 50))
 }
 
 func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	srv := startServer(t, dir, port)
 	log, logs := testLog(t)
 	obs := newObs()
@@ -94,7 +95,7 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	defer wc.Close()
 	writer := mustEnsure(t, wc, BucketOptions{})
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
-	eventually(t, 5*time.Second, "web v1 before restart", hasJob(src, "web", 1))
+	testutil.Eventually(t, 5*time.Second, "web v1 before restart", hasJob(src, "web", 1))
 
 	// For comparison only: a raw watcher left to nats.go alone.
 	rawKV, err := connect(t, srv.ClientURL(), log, nil).JetStream().KeyValue(context.Background(), "t_jobs")
@@ -115,7 +116,7 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	// the resumed watch must deliver them all.
 	ctx := context.Background()
 	var put2 bool
-	eventually(t, 10*time.Second, "writer reconnected and wrote", func() bool {
+	testutil.Eventually(t, 10*time.Second, "writer reconnected and wrote", func() bool {
 		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		if !put2 {
@@ -132,7 +133,7 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 		id := fmt.Sprintf("burst-%02d", i)
 		putRaw(t, writer, "default."+id, jobJSON(id, 1, ""))
 	}
-	took := eventually(t, 10*time.Second, "every write after the restart seen", func() bool {
+	took := testutil.Eventually(t, 10*time.Second, "every write after the restart seen", func() bool {
 		if !hasJob(src, "web", 2)() || !hasJob(src, "api", 1)() {
 			return false
 		}
@@ -172,7 +173,7 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	late.mu.Unlock()
 	// And the live path keeps working after the resume.
 	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
-	eventually(t, 5*time.Second, "web v3 after the resume", hasJob(src, "web", 3))
+	testutil.Eventually(t, 5*time.Second, "web v3 after the resume", hasJob(src, "web", 3))
 }
 
 func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
@@ -197,7 +198,7 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	go func() { defer close(done); _ = src.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	waitSynced(t, src)
-	eventually(t, 5*time.Second, "boot pull", hasJob(src, "old", 1))
+	testutil.Eventually(t, 5*time.Second, "boot pull", hasJob(src, "old", 1))
 
 	// End the watch under the source, then change the bucket while no watch
 	// listens: only a repair pull can learn these.
@@ -211,8 +212,8 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	if err := writer.Jobs.Purge(context.Background(), "default.old"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "repair pull saw the put made while the watch was down", hasJob(src, "web", 2))
-	eventually(t, 5*time.Second, "purged job orphaned, not stopped", func() bool {
+	testutil.Eventually(t, 10*time.Second, "repair pull saw the put made while the watch was down", hasJob(src, "web", 2))
+	testutil.Eventually(t, 5*time.Second, "purged job orphaned, not stopped", func() bool {
 		st := src.View().Jobs["default.old"]
 		return wanted.OrderFor(st) == wanted.OrderKeep
 	})
@@ -230,7 +231,7 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	}
 	// The replacement watches live.
 	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
-	eventually(t, 5*time.Second, "live put on the replacement", hasJob(src, "web", 3))
+	testutil.Eventually(t, 5*time.Second, "live put on the replacement", hasJob(src, "web", 3))
 }
 
 func TestAbsenceInTheBucketIsNotADeletionOrder(t *testing.T) {
@@ -251,7 +252,7 @@ func TestAbsenceInTheBucketIsNotADeletionOrder(t *testing.T) {
 	}
 	// Control: an explicit stop = true does stop.
 	putRaw(t, writer, "default.stopped", jobJSON("stopped", 2, `,"stop":true`))
-	eventually(t, 5*time.Second, "all three changes applied", func() bool {
+	testutil.Eventually(t, 5*time.Second, "all three changes applied", func() bool {
 		v := src.View()
 		return v.Jobs["default.deleted"].Absent && v.Jobs["default.purged"].Absent && hasJob(src, "stopped", 2)()
 	})
@@ -295,7 +296,7 @@ func TestAMissingBucketIsQuietAndNotADeletionOrder(t *testing.T) {
 	// Control: once the bucket appears, its job is seen.
 	writer := mustEnsure(t, c, BucketOptions{})
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
-	eventually(t, 15*time.Second, "job seen once the bucket exists", hasJob(src, "web", 1))
+	testutil.Eventually(t, 15*time.Second, "job seen once the bucket exists", hasJob(src, "web", 1))
 }
 
 func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T) {
@@ -306,9 +307,9 @@ func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T)
 	src := runSource(t, mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{}), SourceConfig{Log: log, Observer: obs})
 	waitSynced(t, src)
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
-	eventually(t, 5*time.Second, "web v1", hasJob(src, "web", 1))
+	testutil.Eventually(t, 5*time.Second, "web v1", hasJob(src, "web", 1))
 	rev := putRaw(t, writer, "default.web", jobJSON("web", 2, `,"groups_extra":[]`))
-	eventually(t, 5*time.Second, "rejection visible", func() bool { return len(src.View().Rejections()) == 1 })
+	testutil.Eventually(t, 5*time.Second, "rejection visible", func() bool { return len(src.View().Rejections()) == 1 })
 	v := src.View()
 	r := v.Rejections()[0]
 	if r.Key != "default.web" || r.Revision != rev || r.Bucket != "t_jobs" || !strings.Contains(r.Reason, "unknown field") {
@@ -320,7 +321,7 @@ func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T)
 	if wanted.OrderFor(v.Jobs["default.web"]) != wanted.OrderRun {
 		t.Fatal("the last good version is not in force")
 	}
-	eventually(t, 5*time.Second, "rejection counted", func() bool {
+	testutil.Eventually(t, 5*time.Second, "rejection counted", func() bool {
 		return obs.get(func(o *countingObserver) map[string]int { return o.rejected }, KindJobs+"/default.web") == 1
 	})
 	if !strings.Contains(logs.String(), "declaration rejected") {
@@ -328,7 +329,7 @@ func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T)
 	}
 	// Control: a good version clears it.
 	putRaw(t, writer, "default.web", jobJSON("web", 3, ""))
-	eventually(t, 5*time.Second, "web v3 clears the rejection", func() bool {
+	testutil.Eventually(t, 5*time.Second, "web v3 clears the rejection", func() bool {
 		return hasJob(src, "web", 3)() && len(src.View().Rejections()) == 0
 	})
 }
@@ -463,12 +464,12 @@ func TestAnExpiredHeartbeatIsSeenDownByAnotherWatcher(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
-	eventually(t, 5*time.Second, "both nodes ready", func() bool {
+	testutil.Eventually(t, 5*time.Second, "both nodes ready", func() bool {
 		v := src.View()
 		n1, n2 := v.Node("n1"), v.Node("n2")
 		return n1 != nil && n2 != nil && n1.Status == model.NodeStatusReady && n2.Status == model.NodeStatusReady
 	})
-	took := eventually(t, 10*time.Second, "n1 down after its heartbeat expired", func() bool {
+	took := testutil.Eventually(t, 10*time.Second, "n1 down after its heartbeat expired", func() bool {
 		return src.View().Node("n1").Status == model.NodeStatusDown
 	})
 	t.Logf("n1 seen down %s after being seen ready (TTL 1s)", took)
@@ -505,11 +506,11 @@ func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T)
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 5*time.Second, "two allocations", func() bool { return len(src.View().AllocsOf("n1")) == 2 })
+	testutil.Eventually(t, 5*time.Second, "two allocations", func() bool { return len(src.View().AllocsOf("n1")) == 2 })
 	if err := w.DeleteAlloc(ctx, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "a1 forgotten", func() bool {
+	testutil.Eventually(t, 5*time.Second, "a1 forgotten", func() bool {
 		as := src.View().AllocsOf("n1")
 		return len(as) == 1 && as[0].ID == "a2"
 	})
@@ -521,7 +522,7 @@ func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T)
 	if err != nil || !created {
 		t.Fatal(created, err)
 	}
-	eventually(t, 5*time.Second, "deployment in view", func() bool { _, r, ok := src.View().Deployment("", "web", 4); return ok && r == rev })
+	testutil.Eventually(t, 5*time.Second, "deployment in view", func() bool { _, r, ok := src.View().Deployment("", "web", 4); return ok && r == rev })
 	d, vrev, _ := src.View().Deployment("", "web", 4)
 	next := *d
 	next.Status = model.DeploymentSuccessful
@@ -533,7 +534,7 @@ func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T)
 	if _, err := st.UpdateDeployment(ctx, &next, vrev); !errors.Is(err, ErrLostRace) {
 		t.Fatalf("stale revision: %v", err)
 	}
-	eventually(t, 5*time.Second, "updated deployment in view", func() bool {
+	testutil.Eventually(t, 5*time.Second, "updated deployment in view", func() bool {
 		d, r, ok := src.View().Deployment("", "web", 4)
 		return ok && r == nrev && d.Status == model.DeploymentSuccessful
 	})
@@ -567,7 +568,7 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 		putRaw(t, writer, "default.web", jobJSON("web", v, ""))
 	}
 	putRaw(t, writer, "default.old", jobJSON("old", 1, ""))
-	eventually(t, 5*time.Second, "web v5", hasJob(src, "web", 5))
+	testutil.Eventually(t, 5*time.Second, "web v5", hasJob(src, "web", 5))
 
 	// The bucket is deleted and created again: revisions restart at 1.
 	if err := wc.JetStream().DeleteKeyValue(context.Background(), "t_jobs"); err != nil {
@@ -581,7 +582,7 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 	mu.Lock()
 	_ = watchers[len(watchers)-1].Stop()
 	mu.Unlock()
-	eventually(t, 10*time.Second, "web v6 at revision 1 of the new bucket", hasJob(src, "web", 6))
+	testutil.Eventually(t, 10*time.Second, "web v6 at revision 1 of the new bucket", hasJob(src, "web", 6))
 	if st := src.View().Jobs["default.old"]; wanted.OrderFor(st) != wanted.OrderKeep {
 		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
 	}
@@ -590,7 +591,7 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 	}
 	// And live puts keep arriving.
 	putRaw(t, writer, "default.web", jobJSON("web", 7, ""))
-	eventually(t, 5*time.Second, "web v7", hasJob(src, "web", 7))
+	testutil.Eventually(t, 5*time.Second, "web v7", hasJob(src, "web", 7))
 }
 
 // TestTwoOperatorsChangingOneNodesIntentBothLand: drain and eligibility are

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 func TestWaitJetStreamWaitsForEveryPeerOfTheCluster(t *testing.T) {
@@ -22,7 +24,7 @@ func TestWaitJetStreamWaitsForEveryPeerOfTheCluster(t *testing.T) {
 	}
 	// One member down: two peers remain online, three are no longer there.
 	srvs[2].Shutdown()
-	eventually(t, 30*time.Second, "the stopped member seen offline", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the stopped member seen offline", func() bool {
 		n, _ := srvs[0].jetStreamPeers()
 		return n == 2
 	})
@@ -53,7 +55,7 @@ func TestWaitJetStreamOnASingleServerAcceptsOnlyOneReplica(t *testing.T) {
 }
 
 func TestANonLoopbackClusterListenerNeedsConsent(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	cfg := EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ReadyTimeout: 20 * time.Second,
 		Cluster: &ClusterConfig{Name: "c", Host: "0.0.0.0", Port: port, Routes: []string{fmt.Sprintf("nats-route://127.0.0.1:%d", port)}}}
 	if e, err := StartEmbedded(context.Background(), cfg); err == nil {
@@ -73,7 +75,7 @@ func TestAClusterMemberStartedAloneWaitsForItsPeersThenJoins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-server JetStream cluster")
 	}
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 const (
@@ -27,25 +28,6 @@ const (
 	nodeID  = "node-a"
 	allocID = "0b6b1c2e-5d8a-4b51-9a8e-3f1b2c4d5e6f"
 )
-
-// startNATS starts a bare NATS server (JetStream off) on loopback.
-func startNATS(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	if opts == nil {
-		opts = &server.Options{}
-	}
-	opts.Host, opts.Port, opts.NoSigs, opts.NoLog = "127.0.0.1", -1, true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
 
 func connect(t *testing.T, s *server.Server) *nats.Conn {
 	t.Helper()
@@ -120,7 +102,7 @@ type rig struct {
 // "web" and "side", and a client connection of its own.
 func newRig(t *testing.T, lim limits) *rig {
 	t.Helper()
-	s := startNATS(t, nil)
+	s := testutil.StartNATS(t, nil)
 	a := &alloc{dir: filepath.Join(t.TempDir(), allocID), tasks: []string{"web", "side"}}
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -228,7 +210,7 @@ func TestAFileBiggerThanTheChunkLimitComesInChunks(t *testing.T) {
 }
 
 func TestAServerWithASmallMaxPayloadSendsSmallerChunks(t *testing.T) {
-	s := startNATS(t, &server.Options{MaxPayload: 64 << 10})
+	s := testutil.StartNATS(t, &server.Options{MaxPayload: 64 << 10})
 	a := &alloc{dir: filepath.Join(t.TempDir(), allocID), tasks: []string{"web"}}
 	big := strings.Repeat("0123456789abcdef", 20<<10) // 320 KiB
 	a.write(t, "web", false, big)
@@ -291,47 +273,17 @@ func TestALongPollReturnsEarlyWhenDataArrives(t *testing.T) {
 	}
 }
 
-// syncBuf is a goroutine-safe writer.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", d, what)
-}
-
 func TestFollowSeesAppendedDataAndEndsWhenTheAllocationIsDone(t *testing.T) {
 	r := newRig(t, defaultLimits)
 	r.alloc.write(t, "web", false, "a\n")
-	var out syncBuf
+	var out testutil.SyncBuffer
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Copy(context.Background(), r.client, prefix, nodeID, Request{AllocID: allocID, Task: "web"}, &out, CopyOptions{Follow: true})
 	}()
-	eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "a\n" })
+	testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "a\n" })
 	r.alloc.write(t, "web", false, "b\n")
-	eventually(t, 5*time.Second, "the appended line", func() bool { return out.String() == "a\nb\n" })
+	testutil.Eventually(t, 5*time.Second, "the appended line", func() bool { return out.String() == "a\nb\n" })
 	select {
 	case err := <-errc:
 		t.Fatalf("follow ended while the allocation runs: %v", err)
@@ -353,12 +305,12 @@ func TestFollowEndsWithoutErrorWhenItsContextEnds(t *testing.T) {
 	r := newRig(t, defaultLimits)
 	r.alloc.write(t, "web", false, "a\n")
 	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuf
+	var out testutil.SyncBuffer
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Copy(ctx, r.client, prefix, nodeID, Request{AllocID: allocID, Task: "web"}, &out, CopyOptions{Follow: true})
 	}()
-	eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "a\n" })
+	testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "a\n" })
 	time.Sleep(200 * time.Millisecond) // now in a long poll
 	cancel()
 	select {
@@ -406,19 +358,19 @@ func TestARotatedOrTruncatedFileIsAReset(t *testing.T) {
 	}
 
 	// Copy with follow prints a notice and continues from the new start.
-	var out, notices syncBuf
+	var out, notices testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Copy(ctx, r.client, prefix, nodeID, Request{AllocID: allocID, Task: "web"}, &out, CopyOptions{Follow: true, Notices: &notices})
 	}()
-	eventually(t, 5*time.Second, "the current file", func() bool { return strings.HasSuffix(out.String(), "new file\n") })
+	testutil.Eventually(t, 5*time.Second, "the current file", func() bool { return strings.HasSuffix(out.String(), "new file\n") })
 	if err := os.Rename(p, p+".2"); err != nil {
 		t.Fatal(err)
 	}
 	r.alloc.write(t, "web", false, "rotated again, and longer than before\n")
-	eventually(t, 5*time.Second, "the rotated file", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the rotated file", func() bool {
 		return strings.HasSuffix(out.String(), "new file\nrotated again, and longer than before\n")
 	})
 	if !strings.Contains(notices.String(), "rotated or truncated") {
@@ -597,24 +549,24 @@ func TestNoAgentIsAClearError(t *testing.T) {
 func TestFollowRidesOutAnAgentRestart(t *testing.T) {
 	r := newRig(t, defaultLimits)
 	r.alloc.write(t, "web", false, "before\n")
-	var out, notices syncBuf
+	var out, notices testutil.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Copy(ctx, r.client, prefix, nodeID, Request{AllocID: allocID, Task: "web"}, &out, CopyOptions{Follow: true, Notices: &notices})
 	}()
-	eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "before\n" })
+	testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "before\n" })
 	r.srv.Stop()
 	r.alloc.write(t, "web", false, "during\n")
-	eventually(t, 5*time.Second, "the outage notice", func() bool { return strings.Contains(notices.String(), "did not answer") })
+	testutil.Eventually(t, 5*time.Second, "the outage notice", func() bool { return strings.Contains(notices.String(), "did not answer") })
 	srv, err := Serve(connect(t, r.nats), prefix, nodeID, r.alloc.resolve, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
 	r.alloc.write(t, "web", false, "after\n")
-	eventually(t, 10*time.Second, "the lines written while away and after", func() bool { return out.String() == "before\nduring\nafter\n" })
+	testutil.Eventually(t, 10*time.Second, "the lines written while away and after", func() bool { return out.String() == "before\nduring\nafter\n" })
 	if !strings.Contains(notices.String(), "answers again") {
 		t.Fatalf("notices: %q", notices.String())
 	}
@@ -633,7 +585,7 @@ func TestALongPollDoesNotBlockOtherRequests(t *testing.T) {
 		_, _ = r.fetch(t, Request{AllocID: allocID, Task: "web", Offset: 2, WaitMS: 3000})
 		polled <- time.Since(start)
 	}()
-	eventually(t, 5*time.Second, "the long poll in flight", func() bool { return len(r.srv.slots) == 1 })
+	testutil.Eventually(t, 5*time.Second, "the long poll in flight", func() bool { return len(r.srv.slots) == 1 })
 	start := time.Now()
 	if rep := r.mustFetch(t, Request{AllocID: allocID, Task: "web"}); string(rep.Data) != "x\n" {
 		t.Fatalf("second request: %+v", rep)
@@ -665,7 +617,7 @@ func TestOverTheBoundARequestIsToldBusy(t *testing.T) {
 			polls <- result{rep, err, time.Since(start)}
 		}()
 	}
-	eventually(t, 5*time.Second, "two long polls in flight", func() bool { return len(r.srv.slots) == 2 })
+	testutil.Eventually(t, 5*time.Second, "two long polls in flight", func() bool { return len(r.srv.slots) == 2 })
 	start := time.Now()
 	_, err := r.fetch(t, Request{AllocID: allocID, Task: "web"})
 	var re *RemoteError
@@ -683,7 +635,7 @@ func TestOverTheBoundARequestIsToldBusy(t *testing.T) {
 			t.Fatalf("long poll: %+v", res)
 		}
 	}
-	eventually(t, 5*time.Second, "the slots free", func() bool { return len(r.srv.slots) == 0 })
+	testutil.Eventually(t, 5*time.Second, "the slots free", func() bool { return len(r.srv.slots) == 0 })
 	if rep := r.mustFetch(t, Request{AllocID: allocID, Task: "web"}); string(rep.Data) != "x\ny\n" {
 		t.Fatalf("after the polls: %+v", rep)
 	}
@@ -701,7 +653,7 @@ func TestStopAnswersLongPollsAtOnce(t *testing.T) {
 		rep, err := r.fetch(t, Request{AllocID: allocID, Task: "web", Offset: 2, WaitMS: 9000})
 		res <- result{rep, err}
 	}()
-	eventually(t, 5*time.Second, "the long poll in flight", func() bool { return len(r.srv.slots) == 1 })
+	testutil.Eventually(t, 5*time.Second, "the long poll in flight", func() bool { return len(r.srv.slots) == 1 })
 	start := time.Now()
 	r.srv.Stop()
 	if d := time.Since(start); d > 2*time.Second {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	docker "github.com/hivelet/hivelet/plugins/docker"
 	engine "github.com/hivelet/hivelet/runtime/docker"
 	"github.com/hivelet/hivelet/runtime/docker/dockertest"
@@ -208,20 +209,10 @@ func TestExitCodesAreReportedAsTheContainerEnded(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestAPublishedPortAnswersOnTheHost(t *testing.T) {
 	c := env.Client(t)
 	d := newDriver(t, docker.Config{})
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	tc := task(t, c, "serve", "8080")
 	tc.Config["ports"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
 	start(t, d, tc)

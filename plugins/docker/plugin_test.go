@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	docker "github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -29,17 +30,6 @@ func servePluginIfAsked() bool {
 	return true
 }
 
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	// Unix socket paths are limited to 107 bytes: stay out of t.TempDir().
-	dir, err := os.MkdirTemp("", "hvd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) {
 	c := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -47,7 +37,7 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 	m, err := manager.New(manager.Config{
 		SelfExe:    os.Args[0],
 		Builtins:   []string{docker.Name},
-		StateDir:   shortTempDir(t),
+		StateDir:   testutil.ShortTempDir(t, "hvd"), // Unix socket paths are limited to 107 bytes
 		MinBackoff: 10 * time.Millisecond,
 		Logger:     slog.New(slog.NewTextHandler(testLog{t}, nil)),
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/manager"
 )
 
@@ -59,7 +60,7 @@ func TestOnRestartIsCalledOncePerRelaunchAfterASIGKILL(t *testing.T) {
 		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the relaunch", 10*time.Second, func() bool {
+		testutil.Eventually(t, 10*time.Second, "the relaunch", func() bool {
 			pid, up := m.PID("mock")
 			return up && pid != old && count("mock") == round
 		})

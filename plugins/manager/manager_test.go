@@ -1,7 +1,6 @@
 package manager_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/plugins/manager"
@@ -99,35 +99,6 @@ func runHost(stateDir, storeDir, marker string) int {
 	return 0 // no Close: the host just goes away
 }
 
-// shortTempDir returns a short directory (Unix socket paths are limited to
-// 107 bytes, and t.TempDir's names are long).
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "hvm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 	t.Helper()
 	if cfg.SelfExe == "" {
@@ -137,7 +108,7 @@ func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 		cfg.Builtins = []string{"mock", "exec", "mock-v99"}
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = shortTempDir(t)
+		cfg.StateDir = testutil.ShortTempDir(t, "hvm")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -185,21 +156,10 @@ func taskPID(t *testing.T, ctx context.Context, d driver.Driver, id string) int 
 	return pid
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func TestABuiltinDriverRunsOutOfProcessInItsOwnSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	m := newManager(t, manager.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	d, err := m.Driver(ctx, "mock")
 	if err != nil {
@@ -233,7 +193,7 @@ func TestABuiltinDriverRunsOutOfProcessInItsOwnSession(t *testing.T) {
 		t.Fatalf("exit %+v", r)
 	}
 	// The plugin's own log line reaches the host's log with its name.
-	waitFor(t, "the plugin's log line in the host log", 5*time.Second, func() bool {
+	testutil.Eventually(t, 5*time.Second, "the plugin's log line in the host log", func() bool {
 		return strings.Contains(logs.String(), `"msg":"mock task started","plugin":"mock"`) ||
 			strings.Contains(logs.String(), `"msg":"mock task started"`) && strings.Contains(logs.String(), `"plugin":"mock"`)
 	})
@@ -289,7 +249,7 @@ func TestAPinIsCheckedAgainWhenReattaching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, store := shortTempDir(t), manager.NewMemoryStore()
+	state, store := testutil.ShortTempDir(t, "hvm"), manager.NewMemoryStore()
 	m1 := newManager(t, manager.Config{StateDir: state, Store: store, Checksums: map[string]string{"mock": real}})
 	if _, err := m1.Driver(ctx, "mock"); err != nil {
 		t.Fatal(err)
@@ -306,13 +266,13 @@ func TestAPinIsCheckedAgainWhenReattaching(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), real) {
 		t.Fatalf("reattach with a mismatching pin: %v", err)
 	}
-	waitFor(t, "the unpinned plugin to be killed", 5*time.Second, func() bool { return !proc.Same(pid, start) })
+	testutil.Eventually(t, 5*time.Second, "the unpinned plugin to be killed", func() bool { return !proc.Same(pid, start) })
 }
 
 func TestASecondManagerReattachesToTheRunningPlugin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	state, store := shortTempDir(t), manager.NewMemoryStore()
+	state, store := testutil.ShortTempDir(t, "hvm"), manager.NewMemoryStore()
 	marker := filepath.Join(state, "marker")
 	m1 := newManager(t, manager.Config{StateDir: state, Store: store})
 	d1, err := m1.Driver(ctx, "exec")
@@ -367,7 +327,7 @@ func TestASecondManagerReattachesToTheRunningPlugin(t *testing.T) {
 func TestAPluginOutlivesTheHostProcessThatStartedIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	state := shortTempDir(t)
+	state := testutil.ShortTempDir(t, "hvm")
 	storeDir := filepath.Join(state, "store")
 	marker := filepath.Join(state, "marker")
 	host := osexecCommand(os.Args[0], "host", state, storeDir, marker)
@@ -422,7 +382,7 @@ func TestAPluginOutlivesTheHostProcessThatStartedIt(t *testing.T) {
 func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	state := shortTempDir(t)
+	state := testutil.ShortTempDir(t, "hvm")
 	m := newManager(t, manager.Config{StateDir: state, MinBackoff: 10 * time.Millisecond})
 	d, err := m.Driver(ctx, "exec")
 	if err != nil {
@@ -437,7 +397,7 @@ func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 		if _, err := d.StartTask(ctx, execTask(id, markers[id])); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "task start", 5*time.Second, func() bool { _, err := os.Stat(markers[id]); return err == nil })
+		testutil.Eventually(t, 5*time.Second, "task start", func() bool { _, err := os.Stat(markers[id]); return err == nil })
 		pids[id] = taskPID(t, ctx, d, id)
 	}
 	t.Cleanup(func() {
@@ -455,7 +415,7 @@ func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a relaunched plugin", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, "a relaunched plugin", func() bool {
 		pid, up := m.PID("exec")
 		return up && pid != old
 	})
@@ -494,7 +454,7 @@ func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 func TestAPluginThatCannotRelaunchIsRetriedWithBackoff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := shortTempDir(t)
+	dir := testutil.ShortTempDir(t, "hvm")
 	exe := filepath.Join(dir, "hivelet-copy")
 	b, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -533,7 +493,7 @@ func TestAPluginThatCannotRelaunchIsRetriedWithBackoff(t *testing.T) {
 }
 
 func TestSocketDirectoryIsPrivate(t *testing.T) {
-	state := shortTempDir(t)
+	state := testutil.ShortTempDir(t, "hvm")
 	if err := os.MkdirAll(filepath.Join(state, "sockets"), 0o777); err != nil {
 		t.Fatal(err)
 	}
