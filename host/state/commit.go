@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,7 +35,9 @@ type write struct {
 // update runs fn in a write transaction, possibly shared with other
 // callers' changes. fn must change nothing but tx: when a shared
 // transaction fails, each change is run again in its own, so that one bad
-// write fails only its own caller.
+// write fails only its own caller. A change that panics fails the others
+// of its transaction (errPanicked) and panics in the goroutine that ran the
+// transaction; no writer is left waiting.
 func (s *Store) update(fn func(*bolt.Tx) error) error {
 	w := &write{fn: fn, done: make(chan bool, 1)}
 	c := &s.commits
@@ -52,8 +55,33 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	c.pending = nil
 	c.mu.Unlock()
 
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// A change panicked inside the shared transaction (bbolt rolled it
+		// back): fail the others and pass the turn on before the panic goes
+		// on, so that no writer waits for ever.
+		for _, o := range batch {
+			o.err = errPanicked
+		}
+		s.handOff(batch, w)
+	}()
 	s.commitBatch(batch)
+	committed = true
+	s.handOff(batch, w)
+	return w.err
+}
 
+// errPanicked is the error of the writes that shared a transaction with a
+// change that panicked.
+var errPanicked = errors.New("state store: not written: another change in the same transaction panicked")
+
+// handOff gives the turn to the oldest queued write, if any, and tells the
+// batch's other writers their result.
+func (s *Store) handOff(batch []*write, self *write) {
+	c := &s.commits
 	c.mu.Lock()
 	if len(c.pending) > 0 {
 		c.pending[0].done <- true // its caller commits the queue
@@ -62,11 +90,10 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	}
 	c.mu.Unlock()
 	for _, o := range batch {
-		if o != w {
+		if o != self {
 			o.done <- false
 		}
 	}
-	return w.err
 }
 
 // commitBatch commits the batch's changes in one transaction, or, when that
