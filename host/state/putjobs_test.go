@@ -29,7 +29,7 @@ func TestPutJobsStoresABurstInOneTransactionOrNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got["web"].Revision != 11 || got["api"].Job.Version != 2 {
+	if len(got) != 2 || got["default.web"].Revision != 11 || got["default.api"].Job.Version != 2 {
 		t.Fatalf("stored jobs = %v, want web and api only", got)
 	}
 }

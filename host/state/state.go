@@ -30,6 +30,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -322,16 +323,13 @@ func (s *Store) PluginReattach(name string) (data []byte, ok bool, err error) {
 	return data, ok, nil
 }
 
+// jobKey is the key of a job's record: its namespace and ID (wanted.JobKey).
+// Records of an older layout were keyed by the job ID alone; they are still
+// read, and replaced on the job's next write.
+func jobKey(j *model.Job) string { return wanted.JobKey(j.Namespace, j.ID) }
+
 // PutJob stores the last good declaration of a job.
-func (s *Store) PutJob(r *JobRecord) error {
-	if r == nil || r.Job == nil || r.Job.ID == "" {
-		return errors.New("putting job: record without a job ID")
-	}
-	if err := s.putOne(bucketJobs, r.Job.ID, r); err != nil {
-		return fmt.Errorf("storing job %s: %w", r.Job.ID, err)
-	}
-	return nil
-}
+func (s *Store) PutJob(r *JobRecord) error { return s.PutJobs([]*JobRecord{r}) }
 
 // PutJobs stores several last good declarations in one transaction (one
 // fsync for a burst).
@@ -355,7 +353,10 @@ func (s *Store) PutJobs(rs []*JobRecord) error {
 	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
 		for i, r := range rs {
-			if err := b.Put([]byte(r.Job.ID), enc[i]); err != nil {
+			if err := b.Put([]byte(jobKey(r.Job)), enc[i]); err != nil {
+				return fmt.Errorf("job %s: %w", r.Job.ID, err)
+			}
+			if err := deleteLegacyJob(b, r.Job); err != nil {
 				return fmt.Errorf("job %s: %w", r.Job.ID, err)
 			}
 		}
@@ -367,7 +368,23 @@ func (s *Store) PutJobs(rs []*JobRecord) error {
 	return nil
 }
 
-// Jobs reads every stored last-good job declaration, by job ID.
+// deleteLegacyJob removes the record an older layout kept under the job ID
+// alone, if it is this job's.
+func deleteLegacyJob(b *bolt.Bucket, j *model.Job) error {
+	v := b.Get([]byte(j.ID))
+	if v == nil || j.ID == jobKey(j) {
+		return nil
+	}
+	var old JobRecord
+	if json.Unmarshal(v, &old) == nil && old.Job != nil && jobKey(old.Job) != jobKey(j) {
+		return nil // another namespace's job that happens to sit there
+	}
+	return b.Delete([]byte(j.ID))
+}
+
+// Jobs reads every stored last-good job declaration, by job key
+// (namespace and ID). Where an older layout's record and a newer one hold
+// the same job, the one with the higher revision is returned.
 func (s *Store) Jobs() (map[string]*JobRecord, error) {
 	out := map[string]*JobRecord{}
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -379,7 +396,10 @@ func (s *Store) Jobs() (map[string]*JobRecord, error) {
 			if r.Job == nil {
 				return fmt.Errorf("decoding job %s: record has no job", k)
 			}
-			out[string(k)] = r
+			key := jobKey(r.Job)
+			if prev, ok := out[key]; !ok || r.Revision > prev.Revision {
+				out[key] = r
+			}
 			return nil
 		})
 	})
@@ -391,8 +411,15 @@ func (s *Store) Jobs() (map[string]*JobRecord, error) {
 
 // DeleteJob forgets a job's last good declaration (after a purge the node
 // acted on).
-func (s *Store) DeleteJob(id string) error {
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobs).Delete([]byte(id)) }); err != nil {
+func (s *Store) DeleteJob(namespace, id string) error {
+	j := &model.Job{Namespace: namespace, ID: id}
+	if err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		if err := b.Delete([]byte(jobKey(j))); err != nil {
+			return err
+		}
+		return deleteLegacyJob(b, j)
+	}); err != nil {
 		return fmt.Errorf("deleting job %s: %w", id, err)
 	}
 	return nil

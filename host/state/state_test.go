@@ -74,7 +74,7 @@ func TestEveryRecordKindSurvivesACloseAndReopen(t *testing.T) {
 		t.Fatal("reattach data for a plugin never stored")
 	}
 	jobs, err := s.Jobs()
-	if err != nil || jobs["web"].Revision != 9 {
+	if err != nil || jobs["default.web"].Revision != 9 {
 		t.Fatalf("jobs: %+v %v", jobs, err)
 	}
 
