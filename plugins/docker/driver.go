@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	engine "github.com/hivelet/hivelet/runtime/docker"
@@ -121,12 +122,46 @@ type task struct {
 	state       handleState
 	startedAt   time.Time
 
+	// stopping is set once StopTask was asked for the task: a SIGKILL exit
+	// (137) is then ours, not the OOM killer's.
+	stopping atomic.Bool
+
 	// done is closed once result is set.
 	done   chan struct{}
 	result *driver.ExitResult
 	// stopLogs ends the log streamer; logsDone is closed when it returned.
 	stopLogs context.CancelFunc
 	logsDone chan struct{}
+}
+
+// lateOOMWait is how long an exit by SIGKILL that the driver did not ask for
+// waits for the engine to record an OOM kill.
+const lateOOMWait = time.Second
+
+// lateOOM reports whether the engine records an OOM kill of a container that
+// exited by SIGKILL, looking again for up to lateOOMWait. On cgroup v2 the
+// engine can process the container's exit before its OOM event and set
+// State.OOMKilled only afterwards (seen here as a flaky OOM test; also
+// reported upstream, moby/moby#38352, hashicorp/nomad#13119).
+func (d *Driver) lateOOM(containerID string) bool {
+	deadline := time.Now().Add(lateOOMWait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.life.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+		ctx, cancel := context.WithTimeout(d.life, 5*time.Second)
+		st, err := d.engine.InspectContainer(ctx, containerID)
+		cancel()
+		if err != nil {
+			return false
+		}
+		if st.OOMKilled {
+			return true
+		}
+	}
+	return false
 }
 
 // handleState is the driver's part of a task handle.
@@ -541,6 +576,9 @@ func (d *Driver) wait(t *task) {
 		case st.Running:
 			continue // a restart by someone else: keep waiting
 		default:
+			if st.ExitCode == 137 && !st.OOMKilled && !t.stopping.Load() {
+				st.OOMKilled = d.lateOOM(t.containerID)
+			}
 			res = &driver.ExitResult{ExitCode: st.ExitCode, OOMKilled: st.OOMKilled}
 			if st.Error != "" {
 				res.Err = st.Error
@@ -655,6 +693,7 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 	if t.exited() {
 		return nil
 	}
+	t.stopping.Store(true)
 	if signal == "" || strings.EqualFold(signal, t.stopSignal) || (t.stopSignal == "" && strings.EqualFold(signal, "SIGTERM")) {
 		if err := d.engine.StopContainer(ctx, t.containerID, timeout); err != nil && !errors.Is(err, engine.ErrNotFound) {
 			return fmt.Errorf("stopping task %s: %w", taskID, err)

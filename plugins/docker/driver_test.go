@@ -3,6 +3,7 @@ package docker_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -814,5 +815,49 @@ func TestAStartThatFailsLeavesNoContainerBehind(t *testing.T) {
 	start(t, d, tc)
 	if left, _ := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID}); len(left) != 1 {
 		t.Fatalf("after the port was freed: %d containers, want 1", len(left))
+	}
+}
+
+// A container killed by SIGKILL from outside (not by the OOM killer, not by
+// StopTask) is not reported as OOM killed: the driver's second look for a
+// late OOM record finds none. Its exit is reported after that look
+// (lateOOMWait); a StopTask's kill is not delayed by it.
+func TestASIGKILLFromOutsideIsNotAnOOMKill(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	tc := task(t, c, "run")
+	tc.Resources.MemoryMB = 32
+	h := start(t, d, tc)
+	var st struct {
+		ContainerID string `json:"container_id"`
+	}
+	if err := json.Unmarshal(h.DriverState, &st); err != nil || st.ContainerID == "" {
+		t.Fatalf("handle state %s: %v", h.DriverState, err)
+	}
+	killed := time.Now()
+	if err := c.KillContainer(context.Background(), st.ContainerID, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	r := wait(t, d, tc.ID, 30*time.Second)
+	if r.ExitCode != 137 || r.OOMKilled {
+		t.Fatalf("killed from outside: %+v, want exit 137 and not OOM killed", r)
+	}
+	if el := time.Since(killed); el < docker.LateOOMWait {
+		t.Fatalf("reported %s after the kill: the late OOM record was not looked for", el)
+	}
+
+	// Control: StopTask's own kill is reported without that wait.
+	tc2 := task(t, c, "run", "-ignore", "SIGTERM", "-exit", "SIGINT")
+	start(t, d, tc2)
+	if err := d.StopTask(context.Background(), tc2.ID, 100*time.Millisecond, ""); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now() // the engine's stop returns once the container is gone
+	r2 := wait(t, d, tc2.ID, 30*time.Second)
+	if r2.ExitCode != 137 || r2.OOMKilled {
+		t.Fatalf("a StopTask kill (SIGTERM ignored): %+v, want exit 137 and not OOM killed", r2)
+	}
+	if el := time.Since(stopped); el >= docker.LateOOMWait/2 {
+		t.Fatalf("a StopTask kill reported %s after the stop: it waited for a late OOM record", el)
 	}
 }

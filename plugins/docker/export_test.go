@@ -1,0 +1,4 @@
+package docker
+
+// LateOOMWait is lateOOMWait, for the external tests.
+const LateOOMWait = lateOOMWait
