@@ -97,8 +97,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// converged job. First the jobs this node runs nothing of and that did
 	// not converge (a new job), then the others that did not converge, then
 	// the converged ones that changed; each part in key order. Converged
-	// jobs that did not change are only counted (and their orphan state
-	// kept).
+	// jobs that did not change are only counted.
 	var fresh, todo, converged []string
 	unchanged := 0
 	add := func(k string) {
