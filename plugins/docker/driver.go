@@ -106,8 +106,7 @@ type Driver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	tasks map[string]*task
+	tasks *driver.Tasks[*task]
 
 	events *broadcaster
 }
@@ -126,9 +125,8 @@ type task struct {
 	// (137) is then ours, not the OOM killer's.
 	stopping atomic.Bool
 
-	// done is closed once result is set.
-	done   chan struct{}
-	result *driver.ExitResult
+	// exit is finished once the container's exit was read.
+	exit driver.Exit
 	// stopLogs ends the log streamer; logsDone is closed when it returned.
 	stopLogs context.CancelFunc
 	logsDone chan struct{}
@@ -191,7 +189,7 @@ func New(cfg Config) (*Driver, error) {
 		log:    cfg.Logger.With("driver", Name),
 		life:   life,
 		cancel: cancel,
-		tasks:  map[string]*task{},
+		tasks:  driver.NewTasks[*task]("task"),
 		events: newBroadcaster(),
 	}, nil
 }
@@ -286,12 +284,9 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
 	log := d.log.With("alloc_id", tc.AllocID, "task", tc.TaskName, "job", tc.JobID)
-	d.mu.Lock()
-	if t, ok := d.tasks[tc.ID]; ok && !t.exited() {
-		d.mu.Unlock()
+	if t, err := d.tasks.Get(tc.ID); err == nil && !t.exit.Exited() {
 		return nil, fmt.Errorf("starting task %s: it is already running in container %s", tc.ID, short(t.containerID))
 	}
-	d.mu.Unlock()
 
 	if err := d.ensureImage(ctx, tc, p); err != nil {
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
@@ -429,13 +424,10 @@ func (d *Driver) track(id string, hs handleState, startedAt time.Time) *task {
 		stopSignal:  hs.StopSignal,
 		state:       hs,
 		startedAt:   startedAt,
-		done:        make(chan struct{}),
 		stopLogs:    stopLogs,
 		logsDone:    make(chan struct{}),
 	}
-	d.mu.Lock()
-	d.tasks[id] = t
-	d.mu.Unlock()
+	d.tasks.Put(id, t)
 	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
@@ -447,15 +439,6 @@ func (d *Driver) track(id string, hs handleState, startedAt time.Time) *task {
 		d.wait(t)
 	}()
 	return t
-}
-
-func (t *task) exited() bool {
-	select {
-	case <-t.done:
-		return true
-	default:
-		return false
-	}
 }
 
 // positionPath is where a task's log position is kept: beside its stdout.
@@ -595,10 +578,7 @@ func (d *Driver) wait(t *task) {
 		d.emit(t.id, t.allocID, t.name, "OOM killed: the container exceeded its memory limit", map[string]string{"oom_killed": "true"})
 	}
 	log.Info("container exited", "container_id", short(t.containerID), "exit_code", res.ExitCode, "oom_killed", res.OOMKilled)
-	d.mu.Lock()
-	t.result = res
-	close(t.done)
-	d.mu.Unlock()
+	t.exit.Finish(res)
 }
 
 // RecoverTask reattaches to the task's container from its handle. The
@@ -615,12 +595,9 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
 	if err := json.Unmarshal(h.DriverState, &hs); err != nil {
 		return fmt.Errorf("recovering task %s: decoding handle: %w", h.TaskID, err)
 	}
-	d.mu.Lock()
-	if t, ok := d.tasks[h.TaskID]; ok && t.containerID == hs.ContainerID {
-		d.mu.Unlock()
+	if t, err := d.tasks.Get(h.TaskID); err == nil && t.containerID == hs.ContainerID {
 		return nil
 	}
-	d.mu.Unlock()
 
 	st, err := d.engine.InspectContainer(ctx, hs.ContainerID)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -649,19 +626,9 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driver.TaskHandle) error {
 	return nil
 }
 
-func (d *Driver) lookup(id string) (*task, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("task %s: %w", id, driver.ErrTaskNotFound)
-	}
-	return t, nil
-}
-
 // WaitTask yields the task's exit result once it exited.
 func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *driver.ExitResult, error) {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -669,11 +636,8 @@ func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *driver.Ex
 	go func() {
 		defer close(out)
 		select {
-		case <-t.done:
-			d.mu.Lock()
-			r := *t.result
-			d.mu.Unlock()
-			out <- &r
+		case <-t.exit.Done():
+			out <- t.exit.Result()
 		case <-ctx.Done():
 		case <-d.life.Done():
 		}
@@ -686,11 +650,11 @@ func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *driver.Ex
 // timeout; another signal is sent with a kill call, and SIGKILL follows
 // after timeout.
 func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Duration, signal string) error {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return err
 	}
-	if t.exited() {
+	if t.exit.Exited() {
 		return nil
 	}
 	t.stopping.Store(true)
@@ -701,7 +665,7 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 		return nil
 	}
 	if err := d.engine.KillContainer(ctx, t.containerID, signal); err != nil && !errors.Is(err, engine.ErrNotFound) {
-		if t.exited() {
+		if t.exit.Exited() {
 			return nil
 		}
 		return fmt.Errorf("stopping task %s: %w", taskID, err)
@@ -709,13 +673,13 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-t.done:
+	case <-t.exit.Done():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stopping task %s: %w", taskID, ctx.Err())
 	case <-timer.C:
 	}
-	if err := d.engine.KillContainer(ctx, t.containerID, "SIGKILL"); err != nil && !errors.Is(err, engine.ErrNotFound) && !t.exited() {
+	if err := d.engine.KillContainer(ctx, t.containerID, "SIGKILL"); err != nil && !errors.Is(err, engine.ErrNotFound) && !t.exit.Exited() {
 		return fmt.Errorf("stopping task %s: %w", taskID, err)
 	}
 	return nil
@@ -724,11 +688,11 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 // DestroyTask removes the container (killing it first with force) and
 // forgets the task. A running task without force is refused.
 func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) error {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return err
 	}
-	if !force && !t.exited() {
+	if !force && !t.exit.Exited() {
 		st, err := d.engine.InspectContainer(ctx, t.containerID)
 		if err == nil && st.Running {
 			return fmt.Errorf("destroying task %s: container %s is running; stop it first or force", taskID, short(t.containerID))
@@ -738,17 +702,13 @@ func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) err
 		return fmt.Errorf("destroying task %s: %w", taskID, err)
 	}
 	t.stopLogs()
-	d.mu.Lock()
-	if d.tasks[taskID] == t {
-		delete(d.tasks, taskID)
-	}
-	d.mu.Unlock()
+	d.tasks.DeleteIf(taskID, t)
 	return nil
 }
 
 // InspectTask reports the container's state.
 func (d *Driver) InspectTask(ctx context.Context, taskID string) (*driver.TaskStatus, error) {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -795,7 +755,7 @@ func (d *Driver) InspectTask(ctx context.Context, taskID string) (*driver.TaskSt
 // TaskStats samples the container's usage every interval until ctx ends
 // or the container is gone.
 func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -843,7 +803,7 @@ func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, erro
 
 // SignalTask sends signal to the container's main process.
 func (d *Driver) SignalTask(ctx context.Context, taskID string, signal string) error {
-	t, err := d.lookup(taskID)
+	t, err := d.tasks.Get(taskID)
 	if err != nil {
 		return err
 	}

@@ -82,41 +82,22 @@ type task struct {
 	startTicks uint64
 	startedAt  time.Time
 	killSignal string
-	done       chan struct{} // closed when the main process exited
-
-	mu      sync.Mutex
-	result  *driver.ExitResult
-	endedAt time.Time
-}
-
-func (t *task) finish(r *driver.ExitResult) {
-	t.mu.Lock()
-	t.result, t.endedAt = r, time.Now()
-	t.mu.Unlock()
-	close(t.done)
-}
-
-func (t *task) exited() bool {
-	select {
-	case <-t.done:
-		return true
-	default:
-		return false
-	}
+	exit       driver.Exit // finished when the main process exited
 }
 
 // Driver is the exec driver. Use New.
 type Driver struct {
-	mu    sync.Mutex
-	tasks map[string]*task
-	subs  map[chan *driver.TaskEvent]struct{}
+	tasks *driver.Tasks[*task]
+
+	mu   sync.Mutex // guards subs
+	subs map[chan *driver.TaskEvent]struct{}
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns an exec driver with no tasks.
 func New() *Driver {
-	return &Driver{tasks: map[string]*task{}, subs: map[chan *driver.TaskEvent]struct{}{}}
+	return &Driver{tasks: driver.NewTasks[*task]("exec task"), subs: map[chan *driver.TaskEvent]struct{}{}}
 }
 
 // Info names the exec driver.
@@ -173,12 +154,9 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if err := driver.DecodeConfig(cfg.Config, &c); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if old, ok := d.tasks[cfg.ID]; ok && !old.exited() {
-		d.mu.Unlock()
+	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
 		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
 	}
-	d.mu.Unlock()
 
 	cmd := osexec.Command(c.Command, c.Args...)
 	cmd.Dir = c.WorkDir
@@ -233,19 +211,17 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	}
 	now := time.Now()
 	t := &task{id: cfg.ID, cfg: cfg, pid: pid, startTicks: st.StartTicks, startedAt: now,
-		killSignal: cfg.KillSignal, done: make(chan struct{})}
+		killSignal: cfg.KillSignal}
 	raw, err := json.Marshal(state{PID: pid, StartTicks: st.StartTicks})
 	if err != nil {
 		return nil, fmt.Errorf("encoding handle of exec task %s: %w", cfg.ID, err)
 	}
-	d.mu.Lock()
-	d.tasks[cfg.ID] = t
-	d.mu.Unlock()
+	d.tasks.Put(cfg.ID, t)
 	go func() {
 		err := cmd.Wait()
 		// Nothing the task spawned outlives it.
 		_ = unix.Kill(-pid, unix.SIGKILL)
-		t.finish(exitResult(cmd.ProcessState, err))
+		t.exit.Finish(exitResult(cmd.ProcessState, err))
 		d.emit(t, "exited")
 	}()
 	d.emit(t, "started")
@@ -279,55 +255,33 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if err := json.Unmarshal(h.DriverState, &st); err != nil || st.PID <= 0 {
 		return fmt.Errorf("recovering exec task %s: bad handle state %q", h.TaskID, h.DriverState)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.tasks[h.TaskID]; ok {
+	if _, err := d.tasks.Get(h.TaskID); err == nil {
 		return nil
 	}
 	if !proc.Same(st.PID, st.StartTicks) {
 		return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
 			h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
 	}
-	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt, done: make(chan struct{})}
-	d.tasks[h.TaskID] = t
+	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt}
+	if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
+		return nil // a concurrent RecoverTask took it back
+	}
 	go func() {
 		_ = proc.WaitExit(context.Background(), t.pid, t.startTicks)
 		_ = unix.Kill(-t.pid, unix.SIGKILL)
-		t.finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
+		t.exit.Finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
 		d.emit(t, "exited")
 	}()
 	return nil
 }
 
-func (d *Driver) get(id string) (*task, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("exec task %s: %w", id, driver.ErrTaskNotFound)
-	}
-	return t, nil
-}
-
 // WaitTask yields the task's exit once it has exited.
 func (d *Driver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *driver.ExitResult, 1)
-	go func() {
-		defer close(ch)
-		select {
-		case <-t.done:
-			t.mu.Lock()
-			r := *t.result
-			t.mu.Unlock()
-			ch <- &r
-		case <-ctx.Done():
-		}
-	}()
-	return ch, nil
+	return t.exit.WaitChan(ctx), nil
 }
 
 func parseSignal(name, def string) (unix.Signal, error) {
@@ -347,7 +301,7 @@ func parseSignal(name, def string) (unix.Signal, error) {
 // signalGroup signals the task's process group, after checking (for a
 // recovered task) that its PID is still the task's.
 func (t *task) signalGroup(sig unix.Signal) error {
-	if t.exited() {
+	if t.exit.Exited() {
 		return nil
 	}
 	if t.cfg == nil && !proc.Same(t.pid, t.startTicks) {
@@ -362,7 +316,7 @@ func (t *task) signalGroup(sig unix.Signal) error {
 // StopTask signals the task's process group, waits up to timeout, then
 // SIGKILLs the group, and returns once the main process has exited.
 func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration, signal string) error {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return err
 	}
@@ -376,7 +330,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-t.done:
+	case <-t.exit.Done():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stopping exec task %s: %w", id, ctx.Err())
@@ -386,7 +340,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 		return fmt.Errorf("stopping exec task %s: killing group %d: %w", id, t.pid, err)
 	}
 	select {
-	case <-t.done:
+	case <-t.exit.Done():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stopping exec task %s after SIGKILL: %w", id, ctx.Err())
@@ -395,11 +349,11 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 
 // DestroyTask forgets an exited task; force SIGKILLs a running one first.
 func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return err
 	}
-	if !t.exited() {
+	if !t.exit.Exited() {
 		if !force {
 			return fmt.Errorf("destroying exec task %s: still running", id)
 		}
@@ -407,20 +361,18 @@ func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 			return fmt.Errorf("destroying exec task %s: %w", id, err)
 		}
 		select {
-		case <-t.done:
+		case <-t.exit.Done():
 		case <-ctx.Done():
 			return fmt.Errorf("destroying exec task %s: %w", id, ctx.Err())
 		}
 	}
-	d.mu.Lock()
-	delete(d.tasks, id)
-	d.mu.Unlock()
+	d.tasks.Delete(id)
 	return nil
 }
 
 // InspectTask reports the task's state, with its PID as attribute "pid".
 func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -429,11 +381,8 @@ func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, 
 	if t.cfg != nil {
 		s.Name = t.cfg.TaskName
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.result != nil {
-		r := *t.result
-		s.State, s.CompletedAt, s.ExitResult = driver.TaskStateExited, t.endedAt, &r
+	if r := t.exit.Result(); r != nil {
+		s.State, s.CompletedAt, s.ExitResult = driver.TaskStateExited, t.exit.ExitedAt(), r
 	}
 	return s, nil
 }
@@ -456,7 +405,7 @@ func (t *task) usage() (ticks uint64, rss uint64) {
 // TaskStats samples CPU and resident memory of the task's process group
 // from /proc every interval.
 func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -475,7 +424,7 @@ func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duratio
 			case <-tick.C:
 			case <-ctx.Done():
 				return
-			case <-t.done:
+			case <-t.exit.Done():
 				return
 			}
 			ticks, rss := t.usage()
@@ -531,7 +480,7 @@ func (d *Driver) emit(t *task, msg string) {
 // SignalTask sends a signal (by name, e.g. "SIGHUP") to the task's process
 // group.
 func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
-	t, err := d.get(id)
+	t, err := d.tasks.Get(id)
 	if err != nil {
 		return err
 	}
@@ -539,7 +488,7 @@ func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 	if err != nil {
 		return fmt.Errorf("signalling exec task %s: %w", id, err)
 	}
-	if t.exited() {
+	if t.exit.Exited() {
 		return fmt.Errorf("signalling exec task %s: it has exited", id)
 	}
 	if err := t.signalGroup(sig); err != nil {

@@ -93,26 +93,30 @@ type task struct {
 	id      string
 	cfg     *driver.TaskConfig // nil for a recovered task
 	st      state
-	done    chan struct{} // closed when the task has exited
-	mu      sync.Mutex
-	result  *driver.ExitResult
-	endedAt time.Time
+	exited  driver.Exit
+	done    <-chan struct{} // exited.Done(), kept for selects
+	mu      sync.Mutex      // guards timer and signals
 	timer   *time.Timer
 	signals []string
 }
 
-// exit records the task's exit once; later calls do nothing.
-func (t *task) exit(r *driver.ExitResult, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.result != nil {
+func newTask(id string, cfg *driver.TaskConfig, st state) *task {
+	t := &task{id: id, cfg: cfg, st: st}
+	t.done = t.exited.Done()
+	return t
+}
+
+// exit records the task's exit once and stops its timer; later calls do
+// nothing. It reports whether this call recorded the exit.
+func (t *task) exit(r *driver.ExitResult) bool {
+	if !t.exited.Finish(r) {
 		return false
 	}
-	t.result, t.endedAt = r, now
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	close(t.done)
 	return true
 }
 
@@ -120,16 +124,17 @@ func (t *task) exit(r *driver.ExitResult, now time.Time) bool {
 type Driver struct {
 	now func() time.Time
 
-	mu    sync.Mutex
-	tasks map[string]*task
-	subs  map[chan *driver.TaskEvent]struct{}
+	table *driver.Tasks[*task]
+
+	mu   sync.Mutex // guards subs
+	subs map[chan *driver.TaskEvent]struct{}
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns a mock driver with no tasks.
 func New() *Driver {
-	return &Driver{now: time.Now, tasks: map[string]*task{}, subs: map[chan *driver.TaskEvent]struct{}{}}
+	return &Driver{now: time.Now, table: driver.NewTasks[*task]("mock task"), subs: map[chan *driver.TaskEvent]struct{}{}}
 }
 
 // Info names the mock driver.
@@ -214,21 +219,20 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 	if err != nil {
 		return nil, fmt.Errorf("encoding handle of mock task %s: %w", cfg.ID, err)
 	}
-	d.mu.Lock()
-	if old, ok := d.tasks[cfg.ID]; ok && old.result == nil {
-		d.mu.Unlock()
+	t := newTask(cfg.ID, cfg, st)
+	if _, added := d.table.Add(cfg.ID, t, func(old *task) bool { return !old.exited.Exited() }); !added {
 		return nil, fmt.Errorf("starting mock task %s: a task with this ID is already running", cfg.ID)
 	}
-	t := &task{id: cfg.ID, cfg: cfg, st: st, done: make(chan struct{})}
-	d.tasks[cfg.ID] = t
 	d.arm(t)
-	d.mu.Unlock()
 	d.emit(cfg.ID, "started")
 	slog.Info("mock task started", "task_id", cfg.ID, "alloc_id", cfg.AllocID)
 	return &driver.TaskHandle{Version: handleVersion, TaskID: cfg.ID, Driver: Name, DriverState: raw, StartedAt: now}, nil
 }
 
-// arm schedules a task's own end. Called with d.mu held.
+// tasks yields the tasks the driver holds (a snapshot; see Tasks.All).
+func (d *Driver) tasks(yield func(string, *task) bool) { d.table.All()(yield) }
+
+// arm schedules a task's own end.
 func (d *Driver) arm(t *task) {
 	if t.st.EndAt == 0 {
 		return
@@ -237,7 +241,7 @@ func (d *Driver) arm(t *task) {
 	wait := time.Until(time.Unix(0, t.st.EndAt))
 	t.mu.Lock()
 	t.timer = time.AfterFunc(max(wait, 0), func() {
-		if t.exit(r, d.now()) {
+		if t.exit(r) {
 			d.emit(t.id, "exited")
 		}
 	})
@@ -265,46 +269,20 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if err := json.Unmarshal(h.DriverState, &st); err != nil {
 		return fmt.Errorf("recovering mock task %s: decoding handle: %w", h.TaskID, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.tasks[h.TaskID]; ok {
-		return nil
+	t := newTask(h.TaskID, nil, st)
+	if _, added := d.table.Add(h.TaskID, t, nil); added {
+		d.arm(t)
 	}
-	t := &task{id: h.TaskID, st: st, done: make(chan struct{})}
-	d.tasks[h.TaskID] = t
-	d.arm(t)
 	return nil
-}
-
-func (d *Driver) get(id string) (*task, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("mock task %s: %w", id, driver.ErrTaskNotFound)
-	}
-	return t, nil
 }
 
 // WaitTask yields the task's exit once it has exited.
 func (d *Driver) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *driver.ExitResult, 1)
-	go func() {
-		defer close(ch)
-		select {
-		case <-t.done:
-			t.mu.Lock()
-			r := *t.result
-			t.mu.Unlock()
-			ch <- &r
-		case <-ctx.Done():
-		}
-	}()
-	return ch, nil
+	return t.exited.WaitChan(ctx), nil
 }
 
 // signalNumber maps the signal names the mock understands.
@@ -331,7 +309,7 @@ func signalNumber(name string) (int, error) {
 // StopTask blocks until the task has exited: after kill_after if that is
 // shorter than timeout (exit by the stop signal), else at timeout (SIGKILL).
 func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration, signal string) error {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return err
 	}
@@ -364,7 +342,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 	case <-ctx.Done():
 		return fmt.Errorf("stopping mock task %s: %w", id, ctx.Err())
 	}
-	if t.exit(r, d.now()) {
+	if t.exit(r) {
 		d.emit(id, "stopped")
 	}
 	return nil
@@ -372,47 +350,43 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 
 // DestroyTask forgets an exited task; force ends a running one first.
 func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-t.done:
-	default:
+	if !t.exited.Exited() {
 		if !force {
 			return fmt.Errorf("destroying mock task %s: still running", id)
 		}
-		t.exit(&driver.ExitResult{Signal: int(syscall.SIGKILL)}, d.now())
+		t.exit(&driver.ExitResult{Signal: int(syscall.SIGKILL)})
 	}
-	d.mu.Lock()
-	delete(d.tasks, id)
-	d.mu.Unlock()
+	d.table.Delete(id)
 	return nil
 }
 
 // InspectTask reports the task's state and how many signals it received.
 func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	signals := len(t.signals)
+	t.mu.Unlock()
 	s := &driver.TaskStatus{ID: id, State: driver.TaskStateRunning, StartedAt: time.Unix(0, t.st.StartedAt),
-		Attributes: map[string]string{"signals": fmt.Sprint(len(t.signals))}}
+		Attributes: map[string]string{"signals": fmt.Sprint(signals)}}
 	if t.cfg != nil {
 		s.Name = t.cfg.TaskName
 	}
-	if t.result != nil {
-		r := *t.result
-		s.State, s.CompletedAt, s.ExitResult = driver.TaskStateExited, t.endedAt, &r
+	if r := t.exited.Result(); r != nil {
+		s.State, s.CompletedAt, s.ExitResult = driver.TaskStateExited, t.exited.ExitedAt(), r
 	}
 	return s, nil
 }
 
 // TaskStats streams a constant usage sample every interval.
 func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return nil, err
 	}
@@ -461,12 +435,12 @@ func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, erro
 // emit sends an event to every subscriber without blocking (a slow
 // subscriber loses events rather than stalling tasks).
 func (d *Driver) emit(id, msg string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	e := &driver.TaskEvent{TaskID: id, Timestamp: d.now(), Message: msg}
-	if t, ok := d.tasks[id]; ok && t.cfg != nil {
+	if t, err := d.table.Get(id); err == nil && t.cfg != nil {
 		e.AllocID, e.TaskName = t.cfg.AllocID, t.cfg.TaskName
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for ch := range d.subs {
 		select {
 		case ch <- e:
@@ -477,7 +451,7 @@ func (d *Driver) emit(id, msg string) {
 
 // SignalTask records a signal; SIGKILL ends the task.
 func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
-	t, err := d.get(id)
+	t, err := d.table.Get(id)
 	if err != nil {
 		return err
 	}
@@ -488,7 +462,7 @@ func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 	t.mu.Lock()
 	t.signals = append(t.signals, signal)
 	t.mu.Unlock()
-	if sig == int(syscall.SIGKILL) && t.exit(&driver.ExitResult{Signal: sig}, d.now()) {
+	if sig == int(syscall.SIGKILL) && t.exit(&driver.ExitResult{Signal: sig}) {
 		d.emit(id, "killed")
 	}
 	return nil

@@ -10,6 +10,11 @@
 // recognisable with errors.Is on the host side
 // (TestEveryCallCrossesTheBoundaryIntact,
 // TestUnknownTaskIsErrTaskNotFoundOnTheHostSide).
+//
+// It also offers, for driver authors, the bookkeeping every driver repeats
+// (tasks.go): Tasks, a table of tasks by ID whose Get of an unknown ID wraps
+// ErrTaskNotFound, and Exit, a task's exit latch that is finished once and
+// wakes every waiter (TestFirstFinishWinsAndEveryWaiterWakes).
 package driver
 
 import (

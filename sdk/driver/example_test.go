@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -47,4 +48,34 @@ func ExampleDecodeConfig() {
 	}
 	fmt.Println(cfg.Command, cfg.Args)
 	// Output: /bin/server [-v]
+}
+
+// A driver keeps its tasks in a Tasks table and gives each an Exit latch:
+// the code that sees the task end calls Finish once, WaitTask is the latch's
+// WaitChan, and an unknown ID is ErrTaskNotFound.
+func ExampleTasks() {
+	type task struct {
+		exit driver.Exit
+	}
+	tasks := driver.NewTasks[*task]("demo task")
+	if _, added := tasks.Add("web", &task{}, func(old *task) bool { return !old.exit.Exited() }); !added {
+		panic("web is already running")
+	}
+
+	// WaitTask:
+	t, _ := tasks.Get("web")
+	results := t.exit.WaitChan(context.Background())
+
+	// The task's own goroutine, when it ends:
+	fmt.Println("first finish:", t.exit.Finish(&driver.ExitResult{ExitCode: 2}))
+	fmt.Println("second finish:", t.exit.Finish(&driver.ExitResult{ExitCode: 0}))
+
+	fmt.Println("exit code:", (<-results).ExitCode)
+	_, err := tasks.Get("db")
+	fmt.Println(err, errors.Is(err, driver.ErrTaskNotFound))
+	// Output:
+	// first finish: true
+	// second finish: false
+	// exit code: 2
+	// demo task db: task not found true
 }

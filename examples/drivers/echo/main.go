@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -40,17 +39,17 @@ var schema = &driver.Schema{Fields: map[string]*driver.Field{
 
 type task struct {
 	cancel context.CancelFunc
-	done   chan struct{}
-	result *driver.ExitResult // set before done is closed
+	exit   driver.Exit // finished once the task's goroutine returns
 	start  time.Time
 }
 
+// echo keeps its tasks in a driver.Tasks table, whose Get answers
+// ErrTaskNotFound for an unknown ID as the contract asks.
 type echo struct {
-	mu    sync.Mutex
-	tasks map[string]*task
+	tasks *driver.Tasks[*task]
 }
 
-func newEcho() *echo { return &echo{tasks: map[string]*task{}} }
+func newEcho() *echo { return &echo{tasks: driver.NewTasks[*task]("echo task")} }
 
 func (e *echo) Info(context.Context) (driver.PluginInfo, error) {
 	return driver.PluginInfo{Name: "echo", Version: "1.0.0"}, nil
@@ -89,78 +88,59 @@ func (e *echo) StartTask(_ context.Context, tc *driver.TaskConfig) (*driver.Task
 		return nil, fmt.Errorf("opening stdout: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &task{cancel: cancel, done: make(chan struct{}), start: time.Now()}
-	e.mu.Lock()
-	if _, ok := e.tasks[tc.ID]; ok {
-		e.mu.Unlock()
+	t := &task{cancel: cancel, start: time.Now()}
+	if _, added := e.tasks.Add(tc.ID, t, nil); !added {
 		cancel()
 		out.Close()
 		return nil, fmt.Errorf("task %s already exists", tc.ID)
 	}
-	e.tasks[tc.ID] = t
-	e.mu.Unlock()
 	go func() {
 		defer out.Close()
-		defer close(t.done)
-		t.result = &driver.ExitResult{ExitCode: c.ExitCode}
-		for i := 0; i < c.Count; i++ {
-			if i > 0 {
-				select {
-				case <-time.After(interval):
-				case <-ctx.Done():
-					t.result = &driver.ExitResult{ExitCode: 130, Signal: 2}
-					return
-				}
-			}
-			fmt.Fprintln(out, c.Message)
-		}
+		t.exit.Finish(run(ctx, out, c, interval))
 	}()
 	slog.Info("echo task started", "task_id", tc.ID)
 	return &driver.TaskHandle{Version: 1, TaskID: tc.ID, Driver: "echo", StartedAt: t.start}, nil
 }
 
-func (e *echo) get(id string) (*task, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.tasks[id]
-	if !ok {
-		return nil, fmt.Errorf("echo task %s: %w", id, driver.ErrTaskNotFound)
+// run writes the task's lines and returns its exit: exit_code once done,
+// or 130 (SIGINT) if stopped first.
+func run(ctx context.Context, out *os.File, c config, interval time.Duration) *driver.ExitResult {
+	for i := 0; i < c.Count; i++ {
+		if i > 0 {
+			select {
+			case <-time.After(interval):
+			case <-ctx.Done():
+				return &driver.ExitResult{ExitCode: 130, Signal: 2}
+			}
+		}
+		fmt.Fprintln(out, c.Message)
 	}
-	return t, nil
+	return &driver.ExitResult{ExitCode: c.ExitCode}
 }
 
 // RecoverTask: the task was a goroutine; it is recoverable only if this
 // very process still runs it.
 func (e *echo) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
-	_, err := e.get(h.TaskID)
+	_, err := e.tasks.Get(h.TaskID)
 	return err
 }
 
 func (e *echo) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
-	t, err := e.get(id)
+	t, err := e.tasks.Get(id)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *driver.ExitResult, 1)
-	go func() {
-		defer close(ch)
-		select {
-		case <-t.done:
-			ch <- t.result
-		case <-ctx.Done():
-		}
-	}()
-	return ch, nil
+	return t.exit.WaitChan(ctx), nil
 }
 
 func (e *echo) StopTask(ctx context.Context, id string, timeout time.Duration, _ string) error {
-	t, err := e.get(id)
+	t, err := e.tasks.Get(id)
 	if err != nil {
 		return err
 	}
 	t.cancel()
 	select {
-	case <-t.done:
+	case <-t.exit.Done():
 		return nil
 	case <-time.After(timeout):
 		return fmt.Errorf("echo task %s did not stop within %v", id, timeout)
@@ -170,13 +150,11 @@ func (e *echo) StopTask(ctx context.Context, id string, timeout time.Duration, _
 }
 
 func (e *echo) DestroyTask(ctx context.Context, id string, force bool) error {
-	t, err := e.get(id)
+	t, err := e.tasks.Get(id)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-t.done:
-	default:
+	if !t.exit.Exited() {
 		if !force {
 			return fmt.Errorf("echo task %s is running", id)
 		}
@@ -184,28 +162,24 @@ func (e *echo) DestroyTask(ctx context.Context, id string, force bool) error {
 			return err
 		}
 	}
-	e.mu.Lock()
-	delete(e.tasks, id)
-	e.mu.Unlock()
+	e.tasks.Delete(id)
 	return nil
 }
 
 func (e *echo) InspectTask(_ context.Context, id string) (*driver.TaskStatus, error) {
-	t, err := e.get(id)
+	t, err := e.tasks.Get(id)
 	if err != nil {
 		return nil, err
 	}
 	s := &driver.TaskStatus{ID: id, State: driver.TaskStateRunning, StartedAt: t.start}
-	select {
-	case <-t.done:
-		s.State, s.ExitResult = driver.TaskStateExited, t.result
-	default:
+	if r := t.exit.Result(); r != nil {
+		s.State, s.ExitResult = driver.TaskStateExited, r
 	}
 	return s, nil
 }
 
 func (e *echo) TaskStats(ctx context.Context, id string, _ time.Duration) (<-chan *driver.TaskResourceUsage, error) {
-	if _, err := e.get(id); err != nil {
+	if _, err := e.tasks.Get(id); err != nil {
 		return nil, err
 	}
 	ch := make(chan *driver.TaskResourceUsage)
@@ -220,7 +194,7 @@ func (e *echo) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error)
 }
 
 func (e *echo) SignalTask(_ context.Context, id string, _ string) error {
-	if _, err := e.get(id); err != nil {
+	if _, err := e.tasks.Get(id); err != nil {
 		return err
 	}
 	return fmt.Errorf("echo tasks take no signals")
