@@ -216,11 +216,16 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			s.watchHook(b.kind, w)
 		}
 		quietLogged = false
-		reason, loaded := s.consume(ctx, b, w, full, reconnect, log)
+		reason, loaded := s.consume(ctx, b, kv, w, full, reconnect, log)
 		stop()
 		switch reason {
 		case endCtx:
 			return
+		case endStalled:
+			full = full && !loaded
+			s.countRestart(b.kind)
+			s.obs.WatchRestarted(b.kind, "stalled")
+			log.Warn("watcher stalled behind the bucket; re-creating it", "resume_revision", s.revision(b.kind)+1)
 		case endReconnect:
 			// Resume after the last applied revision: the watch is re-created
 			// at once instead of staying silent after a server restart. A
@@ -278,6 +283,7 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 	case KindDeployments:
 		forgetApplied(s.deps)
 	}
+	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
 }
 
@@ -294,24 +300,65 @@ const (
 	endCtx endReason = iota
 	endReconnect
 	endClosed
+	endStalled
+)
+
+// A new watcher is checked against its bucket for stallWindow after it is
+// created, every stallCheck: a watcher whose bucket holds revisions it has
+// not delivered, at two checks in a row without progress, is re-created.
+// After a server of a cluster dies, a watcher re-created on a survivor can
+// be made while the stream has no leader yet, and then stay silent for
+// ~20 s (seen here: TestAThreeServerClusterWithR3BucketsPullsWatchesAndCASes
+// failed 2 runs in 6 under load). The window keeps the check's requests to
+// the moments that need it (start, reconnects, errors), not steady state.
+const (
+	stallWindow = 30 * time.Second
+	stallCheck  = time.Second
 )
 
 // consume applies a watcher's entries until it ends. On a full pull it
 // records the keys seen, and when the initial state is loaded marks every
 // held key the pull did not find as absent.
 // It also reports whether the initial state was loaded.
-func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
+func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
 	var seen map[string]bool
 	if full {
 		seen = map[string]bool{}
 	}
 	initial := true
+	check := time.NewTicker(stallCheck)
+	defer check.Stop()
+	checkUntil := time.Now().Add(stallWindow)
+	behind := 0
+	var behindAt uint64 // our revision at the last check that found us behind
 	for {
 		select {
 		case <-ctx.Done():
 			return endCtx, !initial
 		case <-reconnect:
 			return endReconnect, !initial
+		case <-check.C:
+			if time.Now().After(checkUntil) {
+				check.Stop()
+				continue
+			}
+			if initial {
+				continue // the pull is still being delivered
+			}
+			have := s.revision(b.kind)
+			last, err := s.lastRevision(ctx, kv)
+			switch {
+			case err != nil || last <= have:
+				behind = 0
+			case behind > 0 && have == behindAt:
+				behind++
+			default:
+				behind, behindAt = 1, have
+			}
+			if behind >= 2 {
+				log.Debug("watcher behind its bucket", "applied_revision", have, "bucket_revision", last)
+				return endStalled, true
+			}
 		case e, ok := <-w.Updates():
 			if !ok {
 				return endClosed, !initial
@@ -337,6 +384,22 @@ func (s *Source) consume(ctx context.Context, b bucketRef, w jetstream.KeyWatche
 			s.apply(b, toEntry(e), log)
 		}
 	}
+}
+
+// lastRevision is the newest revision the bucket holds (its stream's last
+// sequence).
+func (s *Source) lastRevision(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+	rctx, cancel := s.st.conn.withTimeout(ctx)
+	defer cancel()
+	st, err := kv.Status(rctx)
+	if err != nil {
+		return 0, err
+	}
+	b, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || b.StreamInfo() == nil {
+		return 0, errors.New("bucket status without stream info")
+	}
+	return b.StreamInfo().State.LastSeq, nil
 }
 
 func toEntry(e jetstream.KeyValueEntry) wanted.Entry {
