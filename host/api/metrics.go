@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hivelet_allocations", Help: "This node's allocations by client status.",
 		}, []string{"status"}),
 		KVWatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hivelet_kv_watch_restarts_total", Help: "KV watchers re-created, by bucket and reason (reconnect, ended, error).",
+			Name: "hivelet_kv_watch_restarts_total", Help: "KV watchers re-created, by bucket and reason (reconnect, ended, error, stalled).",
 		}, []string{"bucket", "reason"}),
 		PluginRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hivelet_plugin_restarts_total", Help: "Driver plugin restarts by plugin.",
