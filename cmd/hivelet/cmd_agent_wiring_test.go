@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -145,34 +144,6 @@ func TestJobPolicyRefsCollectsJobAndGroupPoliciesOnce(t *testing.T) {
 }
 
 // ---- end-to-end: the agent binary ----
-
-// startWith starts the agent like agentProc.start, with its own flags.
-func (p *agentProc) startWith(flags ...string) {
-	p.t.Helper()
-	f, err := os.OpenFile(filepath.Join(p.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.logf = f
-	args := append([]string{"agent", "-state-dir", filepath.Join(p.dir, "state"), "-config", p.cfgPath, "-log-level", "debug"}, flags...)
-	p.cmd = exec.Command(p.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.done = make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	testutil.Eventually(p.t, 30*time.Second, "agent API up", func() bool {
-		resp, err := http.Get("http://" + p.apiAddr + "/v1/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	p.notePlugins()
-}
 
 func (p *agentProc) writeConfig(text string) {
 	p.t.Helper()

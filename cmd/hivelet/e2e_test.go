@@ -108,14 +108,18 @@ func newAgent(t *testing.T, natsURL string) *agentProc {
 	return p
 }
 
-func (p *agentProc) start() {
+func (p *agentProc) start() { p.startWith("-no-policies") }
+
+// spawn runs the agent binary with args, its output appended to agent.log,
+// without waiting for it to serve.
+func (p *agentProc) spawn(args ...string) {
 	p.t.Helper()
 	f, err := os.OpenFile(filepath.Join(p.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	p.logf = f
-	p.cmd = exec.Command(p.bin, "agent", "-state-dir", filepath.Join(p.dir, "state"), "-config", p.cfgPath, "-no-policies", "-log-level", "debug")
+	p.cmd = exec.Command(p.bin, append([]string{"agent"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -123,6 +127,13 @@ func (p *agentProc) start() {
 	}
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
+}
+
+// startWith spawns the agent on its state directory and config with extra
+// flags and waits for its API, then notes its plugins.
+func (p *agentProc) startWith(flags ...string) {
+	p.t.Helper()
+	p.spawn(append([]string{"-state-dir", filepath.Join(p.dir, "state"), "-config", p.cfgPath, "-log-level", "debug"}, flags...)...)
 	testutil.Eventually(p.t, 30*time.Second, "agent API up", func() bool {
 		resp, err := http.Get("http://" + p.apiAddr + "/v1/health")
 		if err != nil {

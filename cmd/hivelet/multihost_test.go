@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -55,19 +54,7 @@ func multihostConfig(t *testing.T, i int, ports map[int]int, dir string) string 
 // its peers before it serves).
 func (p *agentProc) launch() {
 	p.t.Helper()
-	f, err := os.OpenFile(filepath.Join(p.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.logf = f
-	p.cmd = exec.Command(p.bin, "agent", "-config", p.cfgPath, "-no-policies", "-log-level", "debug")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.done = make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	p.spawn("-config", p.cfgPath, "-no-policies", "-log-level", "debug")
 }
 
 func (p *agentProc) healthy() bool {
