@@ -520,19 +520,7 @@ func (a *Agent) Status() Status {
 // finished ones), sorted by ID. The values are shared snapshots: callers
 // must not modify them.
 func (a *Agent) Allocs() []*model.Allocation {
-	a.mu.Lock()
-	out := make([]*model.Allocation, 0, len(a.runners)+len(a.terminal))
-	runners := make([]*allocrunner.Runner, 0, len(a.runners))
-	for _, r := range a.runners {
-		runners = append(runners, r)
-	}
-	for _, t := range a.terminal {
-		out = append(out, t)
-	}
-	a.mu.Unlock()
-	for _, r := range runners {
-		out = append(out, r.Snapshot())
-	}
+	out := a.ownAllocs()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -737,12 +738,7 @@ func (a *Agent) deployLoop(ctx context.Context) {
 				a.mu.Unlock()
 			}
 		}
-		keys := make([]string, 0, len(batch))
-		for k := range batch {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(batch)) {
 			w := batch[k]
 			for _, err := range a.deploy(ctx, w.job, w.plan, w.known, w.allocs, w.now) {
 				a.log.Error("deployment write", "job", w.job.ID, "err", err)

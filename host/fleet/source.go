@@ -536,16 +536,18 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.revs[b.kind] = e.Revision
 	}
 	before := s.jobOfLocked(b.kind, e.Key)
-	prevNode, hadNode := s.nodes[e.Key]
 	var eff wanted.Effect
+	heartbeat := false // a node record changed in its heartbeat time alone
 	var rej *wanted.Rejection
 	switch b.kind {
 	case KindJobs:
 		st, ef := wanted.ApplyJob(s.jobs[e.Key], e)
 		s.jobs[e.Key], eff, rej = st, ef, st.Rejection
 	case KindNodes:
-		st, ef := wanted.ApplyNode(s.nodes[e.Key], e)
+		prev, had := s.nodes[e.Key]
+		st, ef := wanted.ApplyNode(prev, e)
 		s.nodes[e.Key], eff, rej = st, ef, st.Rejection
+		heartbeat = had && heartbeatOnly(prev, st)
 	case KindIntents:
 		st, ef := wanted.ApplyIntent(s.intents[e.Key], e)
 		s.intents[e.Key], eff, rej = st, ef, st.Rejection
@@ -571,11 +573,8 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	}
 	if eff != wanted.EffectNone {
 		s.bumpLocked(b.kind)
-		c := Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision, Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}}
-		if b.kind == KindNodes && hadNode {
-			c.HeartbeatOnly = heartbeatOnly(prevNode, s.nodes[e.Key])
-		}
-		s.changes.add(c)
+		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision,
+			Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}, HeartbeatOnly: heartbeat})
 	}
 	s.mu.Unlock()
 

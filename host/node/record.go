@@ -2,7 +2,7 @@ package node
 
 import (
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,12 +44,7 @@ func Build(id string, cfg Config, attrs map[string]string, drivers map[string]mo
 	n.Attributes["unique.hivelet.node_id"] = id
 	if len(drivers) > 0 {
 		n.Drivers = map[string]model.DriverInfo{}
-		names := make([]string, 0, len(drivers))
-		for name := range drivers {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(drivers)) {
 			d := drivers[name]
 			n.Drivers[name] = d
 			if !d.Detected {
