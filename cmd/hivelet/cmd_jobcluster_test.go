@@ -15,7 +15,7 @@ func progressNode(id string) wanted.NodeState {
 }
 
 func progressAlloc(id, node string, version uint64, st model.ClientStatus) wanted.AllocState {
-	return wanted.AllocState{Key: wanted.AllocKey(node, id), Value: &model.Allocation{ID: id, NodeID: node, JobID: "web", JobVersion: version,
+	return wanted.AllocState{Key: wanted.AllocKey(node, "", "web", id), Value: &model.Allocation{ID: id, NodeID: node, JobID: "web", JobVersion: version,
 		TaskGroup: "g", DesiredStatus: model.DesiredRun, ClientStatus: st}}
 }
 

@@ -66,7 +66,7 @@ type AllocWriter interface {
 	PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error)
 	// DeleteAlloc removes the key of an allocation this node forgot (an
 	// older finished allocation of a name that finished again since).
-	DeleteAlloc(ctx context.Context, allocID string) error
+	DeleteAlloc(ctx context.Context, namespace, jobID, allocID string) error
 }
 
 // DeploymentWriter creates and changes deployment records by compare-and-set

@@ -74,7 +74,7 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 			switch rng.Intn(4) {
 			case 0, 1: // an allocation of some node, possibly this one, put or moved
 				node := []string{"self", "n1", "n2"}[rng.Intn(3)]
-				k := wanted.AllocKey(node, fmt.Sprintf("a%d", rng.Intn(20)))
+				k := wanted.AllocKey(node, "default", job, fmt.Sprintf("a%d", rng.Intn(20)))
 				before := jobOfAlloc(k)
 				allocs := copyAllocs(src.view.Allocs)
 				allocs[k] = wanted.AllocState{Key: k, Revision: gen, Value: &model.Allocation{ID: k, Namespace: "default", JobID: job, NodeID: node}}
@@ -84,7 +84,7 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 					touched[before], touched[jobOfAlloc(k)] = true, true
 				}
 			case 2: // an allocation deleted
-				k := wanted.AllocKey([]string{"self", "n1", "n2"}[rng.Intn(3)], fmt.Sprintf("a%d", rng.Intn(20)))
+				k := wanted.AllocKey([]string{"self", "n1", "n2"}[rng.Intn(3)], "default", job, fmt.Sprintf("a%d", rng.Intn(20)))
 				before := jobOfAlloc(k)
 				allocs := copyAllocs(src.view.Allocs)
 				delete(allocs, k)

@@ -445,7 +445,7 @@ func (a *Agent) collectFinished() {
 			if err := a.cfg.Store.DeleteAlloc(id); err != nil {
 				a.log.Error("forgetting an old allocation", "alloc_id", id, "err", err)
 			}
-			a.writer.forget(id)
+			a.writer.forget(allocRef{namespace: al.Namespace, job: al.JobID, id: id})
 		}
 	}
 }

@@ -23,14 +23,14 @@ type statusWriter struct {
 
 	mu      sync.Mutex
 	pending map[string]*model.Allocation
-	deletes map[string]bool // keys to remove (older finished allocations)
+	deletes map[string]allocRef // keys to remove (older finished allocations), by allocation ID
 	wake    chan struct{}
 	idle    *sync.Cond
 	busy    bool
 }
 
 func newStatusWriter(w AllocWriter, log *slog.Logger) *statusWriter {
-	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, deletes: map[string]bool{}, wake: make(chan struct{}, 1)}
+	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, deletes: map[string]allocRef{}, wake: make(chan struct{}, 1)}
 	s.idle = sync.NewCond(&s.mu)
 	return s
 }
@@ -50,13 +50,13 @@ func (s *statusWriter) enqueue(a *model.Allocation) {
 
 // forget queues the removal of an allocation's key (after any pending
 // write of it).
-func (s *statusWriter) forget(id string) {
+func (s *statusWriter) forget(ref allocRef) {
 	if s.w == nil {
 		return
 	}
 	s.mu.Lock()
-	delete(s.pending, id)
-	s.deletes[id] = true
+	delete(s.pending, ref.id)
+	s.deletes[ref.id] = ref
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -90,17 +90,17 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 	batch := s.pending
 	s.pending = map[string]*model.Allocation{}
 	deletes := s.deletes
-	s.deletes = map[string]bool{}
+	s.deletes = map[string]allocRef{}
 	s.busy = true
 	s.mu.Unlock()
-	for id := range deletes {
+	for id, ref := range deletes {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.w.DeleteAlloc(wctx, id)
+		err := s.w.DeleteAlloc(wctx, ref.namespace, ref.job, id)
 		cancel()
 		if err != nil {
 			failed = true
 			s.mu.Lock()
-			s.deletes[id] = true
+			s.deletes[id] = ref
 			s.mu.Unlock()
 			s.log.Warn("removing an old allocation's status; will retry", "alloc_id", id, "err", err)
 		}
@@ -141,3 +141,7 @@ func (s *statusWriter) flush(ctx context.Context) {
 	s.mu.Unlock()
 	s.writeAll(ctx)
 }
+
+// allocRef names an allocation's key: the allocations bucket's keys carry
+// the job.
+type allocRef struct{ namespace, job, id string }

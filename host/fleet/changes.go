@@ -129,6 +129,10 @@ func (s *Source) jobOfLocked(kind, key string) string {
 		if st, ok := s.deps[key]; ok && st.Value != nil && !st.Absent {
 			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		}
+	case KindRollout:
+		if ns, job, _, _, ok := wanted.ParseSlotKey(key); ok {
+			return wanted.JobKey(ns, job)
+		}
 	}
 	return ""
 }

@@ -26,15 +26,16 @@ func TestChangesSinceNamesTheJobsEachChangeTouched(t *testing.T) {
 	s := NewSource(nil, SourceConfig{})
 	log := slog.New(slog.DiscardHandler)
 	allocs := bucketRef{kind: KindAllocs, name: "allocs"}
-	key := wanted.AllocKey("n1", "a1")
+	key := wanted.AllocKey("n1", "default", "web", "a1")
 	s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "web"), Revision: 1, Op: wanted.OpPut}, log)
 	g1 := s.View().Generation
-	// The same record moved to another job (a rewrite by hand), then deleted.
+	// A rewrite by hand that moves the record to another job is refused
+	// (the key names the job): still a change of the same job. Then deleted.
 	s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "api"), Revision: 2, Op: wanted.OpPut}, log)
 	s.apply(allocs, wanted.Entry{Key: key, Revision: 3, Op: wanted.OpDelete}, log)
 	// A malformed value changes nothing in force but is still a change
 	// (a rejection) of the same job.
-	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n2", "a2"), Value: []byte(`{"id":`), Revision: 4, Op: wanted.OpPut}, log)
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n2", "default", "web", "a2"), Value: []byte(`{"id":`), Revision: 4, Op: wanted.OpPut}, log)
 	g := s.View().Generation
 
 	all, ok := s.ChangesSince(0, g)
@@ -44,7 +45,7 @@ func TestChangesSinceNamesTheJobsEachChangeTouched(t *testing.T) {
 	if len(all) != 4 || uint64(len(all)) != g {
 		t.Fatalf("%d changes, want 4: %+v", len(all), all)
 	}
-	want := [][2]string{{"", "default.web"}, {"default.web", "default.api"}, {"default.api", ""}, {"", ""}}
+	want := [][2]string{{"", "default.web"}, {"default.web", "default.web"}, {"default.web", ""}, {"", ""}}
 	for i, c := range all {
 		if c.Kind != KindAllocs || c.Jobs != want[i] {
 			t.Fatalf("change %d = %+v, want jobs %v", i, c, want[i])
@@ -78,9 +79,9 @@ func TestAViewCopiesOnlyTheKindsThatChanged(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	allocs := bucketRef{kind: KindAllocs, name: "allocs"}
 	jobs := bucketRef{kind: KindJobs, name: "jobs"}
-	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "a1"), Value: allocValue(t, "n1", "a1", "web"), Revision: 1, Op: wanted.OpPut}, log)
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "default", "web", "a1"), Value: allocValue(t, "n1", "a1", "web"), Revision: 1, Op: wanted.OpPut}, log)
 	v1 := s.View()
-	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "a2"), Value: allocValue(t, "n1", "a2", "web"), Revision: 2, Op: wanted.OpPut}, log)
+	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "default", "web", "a2"), Value: allocValue(t, "n1", "a2", "web"), Revision: 2, Op: wanted.OpPut}, log)
 	v2 := s.View()
 	if len(v1.Allocs) != 1 || len(v2.Allocs) != 2 {
 		t.Fatalf("allocations in the snapshots: %d then %d, want 1 then 2", len(v1.Allocs), len(v2.Allocs))

@@ -40,6 +40,7 @@ type Source struct {
 	intents map[string]wanted.IntentState
 	allocs  map[string]wanted.AllocState
 	deps    map[string]wanted.DeploymentState
+	slots   map[string]wanted.SlotState
 	revs    map[string]uint64
 	epochs  map[string]time.Time
 	synced  map[string]bool
@@ -68,13 +69,13 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	}
 	kinds := cfg.Kinds
 	if len(kinds) == 0 {
-		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments}
+		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments, KindRollout}
 	}
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds,
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
+		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
 		synced: map[string]bool{}, restart: map[string]uint64{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -282,6 +283,8 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 		forgetApplied(s.allocs)
 	case KindDeployments:
 		forgetApplied(s.deps)
+	case KindRollout:
+		forgetApplied(s.slots)
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
@@ -410,7 +413,7 @@ func toEntry(e jetstream.KeyValueEntry) wanted.Entry {
 	case jetstream.KeyValuePurge:
 		op = wanted.OpPurge
 	}
-	return wanted.Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Op: op}
+	return wanted.Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Op: op, Time: e.Created()}
 }
 
 func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume uint64) (jetstream.KeyWatcher, func(), error) {
@@ -511,6 +514,8 @@ func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.L
 		keys = unseen(s.allocs, seen)
 	case KindDeployments:
 		keys = unseen(s.deps, seen)
+	case KindRollout:
+		keys = unseen(s.slots, seen)
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -565,6 +570,12 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.deps[e.Key], eff, rej = st, ef, st.Rejection
 		if ef == wanted.EffectAbsent {
 			delete(s.deps, e.Key)
+		}
+	case KindRollout:
+		st, ef := wanted.ApplySlot(s.slots[e.Key], e)
+		s.slots[e.Key], eff, rej = st, ef, st.Rejection
+		if ef == wanted.EffectAbsent {
+			delete(s.slots, e.Key) // released, reclaimed or expired
 		}
 	}
 	s.markStaleLocked(b.kind) // even a write with no effect replaced the record
@@ -651,6 +662,8 @@ type View struct {
 	Intents     map[string]wanted.IntentState
 	Allocs      map[string]wanted.AllocState
 	Deployments map[string]wanted.DeploymentState
+	// Slots are the update slots held now (rollout bucket), by key.
+	Slots map[string]wanted.SlotState
 	// Revisions is the last revision applied per bucket kind.
 	Revisions map[string]uint64
 }
@@ -681,6 +694,7 @@ func (s *Source) View() *View {
 	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, s.intents, p.Intents)
 	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, s.allocs, p.Allocs)
 	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
+	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.slots, p.Slots)
 	clear(s.stale)
 	s.snap, s.prev = v, v
 	return v
@@ -772,6 +786,9 @@ func (v *View) Rejections() []wanted.Rejection {
 		add(st.Rejection)
 	}
 	for _, st := range v.Deployments {
+		add(st.Rejection)
+	}
+	for _, st := range v.Slots {
 		add(st.Rejection)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -507,7 +507,7 @@ func TestTheViewCarriesAllocationsAndDeploymentsWithTheirRevisions(t *testing.T)
 		}
 	}
 	testutil.Eventually(t, 5*time.Second, "two allocations", func() bool { return len(src.View().AllocsOf("n1")) == 2 })
-	if err := w.DeleteAlloc(ctx, "a1"); err != nil {
+	if err := w.DeleteAlloc(ctx, "", "web", "a1"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "a1 forgotten", func() bool {

@@ -27,11 +27,13 @@ const (
 	KindIntents     = "node_intents"
 	KindAllocs      = "allocs"
 	KindDeployments = "deployments"
+	KindRollout     = "rollout"
+	KindJobVersions = "job_versions"
 )
 
-// BucketNames are the names of the five buckets.
+// BucketNames are the names of the buckets.
 type BucketNames struct {
-	Jobs, Nodes, Intents, Allocs, Deployments string
+	Jobs, Nodes, Intents, Allocs, Deployments, Rollout, JobVersions string
 }
 
 // Names derives the bucket names from a prefix: <prefix>_jobs,
@@ -47,6 +49,8 @@ func Names(prefix string) BucketNames {
 		Intents:     prefix + "_node_intents",
 		Allocs:      prefix + "_allocs",
 		Deployments: prefix + "_deployments",
+		Rollout:     prefix + "_rollout",
+		JobVersions: prefix + "_job_versions",
 	}
 }
 
@@ -65,7 +69,10 @@ type Store struct {
 	names BucketNames
 	// The buckets; nil when OpenStore found one missing.
 	Jobs, Nodes, Intents, Allocs, Deployments jetstream.KeyValue
-	nodeTTL                                   time.Duration
+	// Rollout holds the update slots (per-key TTL); JobVersions every
+	// version of every job as submitted (immutable; reverts read it).
+	Rollout, JobVersions jetstream.KeyValue
+	nodeTTL              time.Duration
 }
 
 // EnsureBuckets opens the five buckets, creating any that is absent (the
@@ -90,6 +97,10 @@ func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOpti
 		{&st.Intents, jetstream.KeyValueConfig{Bucket: names.Intents, History: 4, Description: "hivelet operator intents per node (drain, eligibility)"}},
 		{&st.Allocs, jetstream.KeyValueConfig{Bucket: names.Allocs, History: 1, Description: "hivelet allocation status, written by the owning node"}},
 		{&st.Deployments, jetstream.KeyValueConfig{Bucket: names.Deployments, History: 8, Description: "hivelet deployments, changed by compare-and-set"}},
+		// Per-key TTLs (slots) need LimitMarkerTTL; an expired slot reaches
+		// every watcher as a marker.
+		{&st.Rollout, jetstream.KeyValueConfig{Bucket: names.Rollout, History: 1, LimitMarkerTTL: time.Minute, Description: "hivelet rollout slots (per-key TTL)"}},
+		{&st.JobVersions, jetstream.KeyValueConfig{Bucket: names.JobVersions, History: 1, Description: "hivelet job versions as submitted (immutable)"}},
 	}
 	for _, b := range cfgs {
 		b.cfg.Replicas = o.Replicas
@@ -133,7 +144,8 @@ func OpenStore(ctx context.Context, c *Conn, names BucketNames) (*Store, error) 
 	for _, b := range []struct {
 		dst  *jetstream.KeyValue
 		name string
-	}{{&st.Jobs, names.Jobs}, {&st.Nodes, names.Nodes}, {&st.Intents, names.Intents}, {&st.Allocs, names.Allocs}, {&st.Deployments, names.Deployments}} {
+	}{{&st.Jobs, names.Jobs}, {&st.Nodes, names.Nodes}, {&st.Intents, names.Intents}, {&st.Allocs, names.Allocs}, {&st.Deployments, names.Deployments},
+		{&st.Rollout, names.Rollout}, {&st.JobVersions, names.JobVersions}} {
 		rctx, cancel := c.withTimeout(ctx)
 		kv, err := c.js.KeyValue(rctx, b.name)
 		cancel()
@@ -180,6 +192,8 @@ func (s *Store) buckets() []bucketRef {
 		{KindIntents, s.names.Intents, s.Intents},
 		{KindAllocs, s.names.Allocs, s.Allocs},
 		{KindDeployments, s.names.Deployments, s.Deployments},
+		{KindRollout, s.names.Rollout, s.Rollout},
+		{KindJobVersions, s.names.JobVersions, s.JobVersions},
 	}
 }
 
@@ -532,7 +546,7 @@ func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error)
 
 // PutAlloc writes one allocation's status. a.NodeID must be the writer's node.
 func (w *NodeWriter) PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error) {
-	key := wanted.AllocKey(a.NodeID, a.ID)
+	key := wanted.AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID)
 	if !wanted.OwnsAllocKey(w.nodeID, key) {
 		return 0, fmt.Errorf("writing allocation %s as node %s: %w", key, w.nodeID, wanted.ErrNotOwner)
 	}
@@ -545,8 +559,8 @@ func (w *NodeWriter) PutAlloc(ctx context.Context, a *model.Allocation) (uint64,
 
 // DeleteAlloc removes one of this node's allocation keys (garbage
 // collection of an allocation this node destroyed).
-func (w *NodeWriter) DeleteAlloc(ctx context.Context, allocID string) error {
-	key := wanted.AllocKey(w.nodeID, allocID)
+func (w *NodeWriter) DeleteAlloc(ctx context.Context, namespace, jobID, allocID string) error {
+	key := wanted.AllocKey(w.nodeID, namespace, jobID, allocID)
 	if w.s.Allocs == nil {
 		return ErrNoBucket
 	}

@@ -19,6 +19,56 @@ type Deployment struct {
 	// fault and its fallback, ...), oldest first, at most MaxDeploymentEvents:
 	// AppendDeploymentEvent drops the oldest.
 	Events []DeploymentEvent `json:"events,omitempty"`
+
+	// Protocol is the fleet rollout protocol level the record was created
+	// at (see host/rollout): the lowest level every eligible node
+	// advertised. An agent that does not know it holds the job.
+	Protocol int `json:"protocol,omitempty"`
+	// CreatedBy is the node that created the record.
+	CreatedBy string `json:"created_by,omitempty"`
+	// Nonce identifies the last write: a writer whose compare-and-set timed
+	// out re-reads the record and recognises its own write by it.
+	Nonce string `json:"nonce,omitempty"`
+	// PausedAt is the server time of the pause in force (zero while not
+	// paused); PausedTotal sums the earlier pauses.
+	PausedAt    time.Time `json:"paused_at,omitzero"`
+	PausedTotal Duration  `json:"paused_total,omitempty"`
+	// RevertOf, when set, says this deployment rolls out a revert to the
+	// stable version RevertOf (its canary phase is skipped).
+	RevertOf *uint64 `json:"revert_of,omitempty"`
+	// Revert is the auto-revert bookkeeping of a failed deployment.
+	Revert *DeploymentRevert `json:"revert,omitempty"`
+}
+
+// RevertStatus is the state of an auto-revert.
+type RevertStatus string
+
+const (
+	// RevertPending: the deployment failed with auto_revert and a stable
+	// version to go back to; the new job version is not written yet.
+	RevertPending RevertStatus = "pending"
+	// RevertDone: the job was written again with the stable spec.
+	RevertDone RevertStatus = "done"
+	// RevertAbandoned: an operator pushed a newer version first (the human wins).
+	RevertAbandoned RevertStatus = "abandoned"
+	// RevertNone: auto_revert was asked for but there is nothing to go
+	// back to; Reason says why.
+	RevertNone RevertStatus = "none"
+)
+
+// RevertStatuses lists every RevertStatus value.
+var RevertStatuses = []RevertStatus{RevertPending, RevertDone, RevertAbandoned, RevertNone}
+
+func (s *RevertStatus) UnmarshalJSON(b []byte) error { return decodeEnum(b, s, RevertStatuses) }
+
+// DeploymentRevert records an auto-revert.
+type DeploymentRevert struct {
+	Status RevertStatus `json:"status"`
+	// ToVersion is the stable version whose spec is written again.
+	ToVersion uint64 `json:"to_version,omitempty"`
+	// AsVersion is the job version the revert was written as (RevertDone).
+	AsVersion uint64 `json:"as_version,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // MaxDeploymentEvents caps Deployment.Events.
@@ -37,6 +87,15 @@ const (
 	// EventPolicyFault: a policy module faulted (or could not be loaded)
 	// and the native default decided instead.
 	EventPolicyFault = "policy_fault"
+	// EventPromoted, EventPaused, EventResumed, EventFailed, EventReclaimed,
+	// EventRevert: the rollout's transitions (host/rollout).
+	EventPromoted  = "promoted"
+	EventPaused    = "paused"
+	EventResumed   = "resumed"
+	EventFailed    = "failed"
+	EventReclaimed = "slot_reclaimed"
+	EventRevert    = "revert"
+	EventCanary    = "canary_set"
 )
 
 // AppendDeploymentEvent returns events with ev appended, keeping only the
@@ -66,6 +125,19 @@ type DeploymentState struct {
 	HealthyAllocs     int       `json:"healthy_allocs,omitempty"`
 	UnhealthyAllocs   int       `json:"unhealthy_allocs,omitempty"`
 	RequireProgressBy time.Time `json:"require_progress_by,omitzero"`
+
+	// MaxParallel is the group's update.max_parallel at creation: the
+	// number of update slots (host/rollout).
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// CanaryPolicy names the canary policy that chose CanaryNodes, and
+	// CanaryReason is what it said (always set when it chose fewer than
+	// asked, so a rollout that picks nobody says why).
+	CanaryPolicy string `json:"canary_policy,omitempty"`
+	CanaryReason string `json:"canary_reason,omitempty"`
+	// PromotedAt (server time) and PromotedBy ("cli" or the steward node)
+	// record the promotion.
+	PromotedAt time.Time `json:"promoted_at,omitzero"`
+	PromotedBy string    `json:"promoted_by,omitempty"`
 }
 
 // DeploymentStatusUpdate is a status change the reconciler asks for.
@@ -88,4 +160,27 @@ const (
 	DescFailedAllocations    = "Failed due to unhealthy allocations"
 	DescProgressDeadline     = "Failed due to progress deadline"
 	DescPaused               = "Deployment is paused"
+	DescFailedByUser         = "Deployment marked as failed"
+	DescPromoted             = "Deployment is running (promoted)"
 )
+
+// Slot is one max_parallel update slot of a job group (spec/rollout.md,
+// I5): whoever holds it may replace one outdated allocation. It lives in
+// the rollout bucket under a key that names the job, group and index but
+// not the version, so that a new version of a job never exceeds
+// max_parallel across versions; it expires with its TTL.
+type Slot struct {
+	Namespace    string `json:"namespace,omitempty"`
+	JobID        string `json:"job_id"`
+	JobVersion   uint64 `json:"job_version"`
+	DeploymentID string `json:"deployment_id"`
+	Group        string `json:"group"`
+	Index        int    `json:"index"`
+	// Holder is the node replacing OldAlloc by NewAlloc; BootID the boot of
+	// its agent that took the slot.
+	Holder   string `json:"holder"`
+	BootID   string `json:"boot_id,omitempty"`
+	OldAlloc string `json:"old_alloc"`
+	NewAlloc string `json:"new_alloc"`
+	Nonce    string `json:"nonce"`
+}

@@ -26,6 +26,9 @@ type Job struct {
 	// SubmitTime is stamped by the CLI when the job is written; the
 	// reconciler never reads it.
 	SubmitTime time.Time `json:"submit_time,omitzero"`
+	// RevertOf, when set, marks a version written by a revert: it carries
+	// the spec of the stable version RevertOf (its rollout skips canaries).
+	RevertOf *uint64 `json:"revert_of,omitempty"`
 }
 
 // Group is a task group: Count copies of its tasks on every eligible node.

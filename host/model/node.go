@@ -18,6 +18,11 @@ type Node struct {
 	Drivers     map[string]DriverInfo `json:"drivers,omitempty"`
 	// HeartbeatAt is the time of the node's last heartbeat, as the node saw it.
 	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
+	// RolloutProtocol is the highest fleet rollout protocol level the
+	// node's agent speaks (0: before fleet rollouts); BootID changes with
+	// every start of the agent.
+	RolloutProtocol int    `json:"rollout_protocol,omitempty"`
+	BootID          string `json:"boot_id,omitempty"`
 }
 
 // DrainStrategy records that a node is being drained.

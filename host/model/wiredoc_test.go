@@ -44,7 +44,7 @@ func TestWireFormatDocNamesEveryField(t *testing.T) {
 		}
 	}
 	for _, root := range []reflect.Type{reflect.TypeFor[Job](), reflect.TypeFor[Node](), reflect.TypeFor[Allocation](),
-		reflect.TypeFor[Deployment](), reflect.TypeFor[DeploymentStatusUpdate]()} {
+		reflect.TypeFor[Deployment](), reflect.TypeFor[DeploymentStatusUpdate](), reflect.TypeFor[Slot]()} {
 		visit(root)
 	}
 	if len(seen) < 20 {
@@ -54,7 +54,7 @@ func TestWireFormatDocNamesEveryField(t *testing.T) {
 		"JobType": strs(JobTypes), "ConstraintOperator": strs(ConstraintOperators), "RestartMode": strs(RestartModes),
 		"ReconcileMode": strs(ReconcileModes), "CheckType": strs(CheckTypes), "NodeStatus": strs(NodeStatuses),
 		"Eligibility": strs(Eligibilities), "DesiredStatus": strs(DesiredStatuses), "ClientStatus": strs(ClientStatuses),
-		"AllocStateField": strs(AllocStateFields), "DeploymentStatus": strs(DeploymentStatuses),
+		"AllocStateField": strs(AllocStateFields), "DeploymentStatus": strs(DeploymentStatuses), "RevertStatus": strs(RevertStatuses),
 	}
 	for name, values := range enums {
 		row := ""

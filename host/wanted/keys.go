@@ -18,8 +18,10 @@ import (
 //	jobs:         <namespace>.<job_id>
 //	nodes:        <node_id>                (bucket-wide TTL: the heartbeat)
 //	node intents: <node_id>                (operator's drain/eligibility)
-//	allocs:       <node_id>.<alloc_id>
+//	allocs:       <node_id>.<namespace>.<job_id>.<alloc_id>   (a watch can filter by node or job)
 //	deployments:  <namespace>.<job_id>.<job_version>
+//	job_versions: <namespace>.<job_id>.<job_version>           (immutable specs, for reverts)
+//	rollout:      slot.<namespace>.<job_id>.<group>.<index>     (per-key TTL: update slots)
 
 // ValidToken reports whether s can be one token of a key.
 func ValidToken(s string) bool {
@@ -69,20 +71,85 @@ func ParseJobKey(key string) (namespace, jobID string, ok bool) {
 // NodeKey is the nodes-bucket (and node-intents-bucket) key of a node.
 func NodeKey(nodeID string) string { return nodeID }
 
-// AllocKey is the allocations-bucket key of an allocation.
-func AllocKey(nodeID, allocID string) string { return nodeID + "." + allocID }
+// AllocKey is the allocations-bucket key of an allocation: it carries the
+// node and the job, so a watch can take one node's allocations
+// (AllocKeyPrefix) or one job's (AllocJobFilter) by subject filter.
+func AllocKey(nodeID, namespace, jobID, allocID string) string {
+	return nodeID + "." + namespaceOr(namespace) + "." + jobID + "." + allocID
+}
 
-// ParseAllocKey splits an allocations-bucket key.
+// ParseAllocKey splits an allocations-bucket key into its node and
+// allocation.
 func ParseAllocKey(key string) (nodeID, allocID string, ok bool) {
-	n, a, ok := strings.Cut(key, ".")
-	if !ok || !ValidToken(n) || !ValidToken(a) {
-		return "", "", false
+	n, _, _, a, ok := ParseAllocKeyFull(key)
+	return n, a, ok
+}
+
+// ParseAllocKeyFull splits an allocations-bucket key into all its parts.
+func ParseAllocKeyFull(key string) (nodeID, namespace, jobID, allocID string, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 4 {
+		return "", "", "", "", false
 	}
-	return n, a, true
+	for _, p := range parts {
+		if !ValidToken(p) {
+			return "", "", "", "", false
+		}
+	}
+	return parts[0], parts[1], parts[2], parts[3], true
 }
 
 // AllocKeyPrefix is the watch filter of one node's allocations.
 func AllocKeyPrefix(nodeID string) string { return nodeID + ".>" }
+
+// AllocJobFilter is the watch filter of one job's allocations, on every node.
+func AllocJobFilter(namespace, jobID string) string {
+	return "*." + namespaceOr(namespace) + "." + jobID + ".*"
+}
+
+// JobVersionKey is the job_versions-bucket key of one version of a job.
+func JobVersionKey(namespace, jobID string, version uint64) string {
+	return DeploymentKey(namespace, jobID, version)
+}
+
+// SlotKey is the rollout-bucket key of update slot index of a job group.
+// The version is not in the key: a job's versions share its slots.
+func SlotKey(namespace, jobID, group string, index int) string {
+	return "slot." + namespaceOr(namespace) + "." + jobID + "." + GroupToken(group) + "." + strconv.Itoa(index)
+}
+
+// SlotPrefix is the rollout-bucket filter of every slot of a job.
+func SlotPrefix(namespace, jobID string) string {
+	return "slot." + namespaceOr(namespace) + "." + jobID + "."
+}
+
+// ParseSlotKey splits a rollout-bucket slot key.
+func ParseSlotKey(key string) (namespace, jobID, groupToken string, index int, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 5 || parts[0] != "slot" {
+		return "", "", "", 0, false
+	}
+	for _, p := range parts[1:] {
+		if !ValidToken(p) {
+			return "", "", "", 0, false
+		}
+	}
+	i, err := strconv.Atoi(parts[4])
+	if err != nil || i < 0 {
+		return "", "", "", 0, false
+	}
+	return parts[1], parts[2], parts[3], i, true
+}
+
+// GroupToken is a group name as one key token: the name itself when it is
+// a valid token that does not start with '=', else '=' and the hex of its
+// bytes (so the two forms never collide).
+func GroupToken(group string) string {
+	if ValidToken(group) && !strings.HasPrefix(group, "=") {
+		return group
+	}
+	return "=" + fmt.Sprintf("%x", group)
+}
 
 // DeploymentKey is the deployments-bucket key of a job version's deployment:
 // one per job version, so that two hosts creating it race on Create.
@@ -110,6 +177,7 @@ func OwnsNodeKey(nodeID, key string) bool { return nodeID != "" && key == NodeKe
 // OwnsAllocKey reports whether the host with nodeID may write key in the
 // allocations bucket: only its own allocations.
 func OwnsAllocKey(nodeID, key string) bool {
+	// (the node is the first token of every allocation key)
 	n, _, ok := ParseAllocKey(key)
 	return ok && n == nodeID
 }

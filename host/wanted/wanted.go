@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hivelet/hivelet/host/model"
 )
@@ -48,6 +49,9 @@ type Entry struct {
 	Value    []byte
 	Revision uint64
 	Op       Op
+	// Time is the NATS server's timestamp of the entry (zero for a
+	// synthetic one): the clock every cross-machine comparison uses.
+	Time time.Time
 }
 
 // Rejection records why a value put under a key was refused. The record it
@@ -94,6 +98,9 @@ type Record[T any] struct {
 	// Absent is set while the key is deleted, purged or expired. Absence
 	// never clears Value.
 	Absent bool `json:"absent,omitempty"`
+	// Time is the server timestamp of the newest entry applied (a put, or
+	// the delete, purge or expiry marker while Absent); zero when unknown.
+	Time time.Time `json:"time,omitzero"`
 }
 
 // Decoder turns the value put under a key into a T, or says why it cannot.
@@ -111,6 +118,9 @@ func Apply[T any](prev Record[T], e Entry, decode Decoder[T]) (Record[T], Effect
 	next := prev
 	next.Key = e.Key
 	next.Applied = max(prev.Applied, e.Revision)
+	if !e.Time.IsZero() {
+		next.Time = e.Time
+	}
 	switch e.Op {
 	case OpDelete, OpPurge:
 		if prev.Absent {
@@ -143,6 +153,9 @@ type AllocState = Record[model.Allocation]
 
 // DeploymentState is what a host holds for one deployment key.
 type DeploymentState = Record[model.Deployment]
+
+// SlotState is what a host holds for one update slot key.
+type SlotState = Record[model.Slot]
 
 // ErrOversize is wrapped by decode errors for values above MaxValueSize.
 var ErrOversize = errors.New("value exceeds the size limit")
@@ -203,7 +216,7 @@ func DecodeNode(key string, value []byte) (*model.Node, error) {
 }
 
 // DecodeAlloc decodes an allocation status record, closed; its key must be
-// AllocKey(node_id, id).
+// AllocKey(node_id, namespace, job_id, id).
 func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	if err := checkSize(value); err != nil {
 		return nil, err
@@ -212,7 +225,7 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	if err := model.Decode(value, &a); err != nil {
 		return nil, fmt.Errorf("decoding allocation: %w", err)
 	}
-	if want := AllocKey(a.NodeID, a.ID); want != key {
+	if want := AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID); want != key {
 		return nil, fmt.Errorf("allocation belongs under key %q, not %q", want, key)
 	}
 	return &a, nil
@@ -233,6 +246,25 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	}
 	return &d, nil
 }
+
+// DecodeSlot decodes an update slot, closed; its key must be
+// SlotKey(namespace, job_id, group, index).
+func DecodeSlot(key string, value []byte) (*model.Slot, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var sl model.Slot
+	if err := model.Decode(value, &sl); err != nil {
+		return nil, fmt.Errorf("decoding slot: %w", err)
+	}
+	if want := SlotKey(sl.Namespace, sl.JobID, sl.Group, sl.Index); want != key {
+		return nil, fmt.Errorf("slot belongs under key %q, not %q", want, key)
+	}
+	return &sl, nil
+}
+
+// ApplySlot applies a rollout-bucket slot entry.
+func ApplySlot(prev SlotState, e Entry) (SlotState, Effect) { return Apply(prev, e, DecodeSlot) }
 
 // ApplyJob applies a jobs-bucket entry.
 func ApplyJob(prev JobState, e Entry) (JobState, Effect) { return Apply(prev, e, DecodeJob) }

@@ -184,8 +184,10 @@ func TestAHostWritesOnlyItsOwnKeys(t *testing.T) {
 		node bool
 		own  bool
 	}{
-		{"n1.a1", false, true},
-		{"n2.a1", false, false},
+		{"n1.default.web.a1", false, true},
+		{"n2.default.web.a1", false, false},
+		{"n1.a1", false, false}, // the layout before jobs were in the key
+		{"n1.default.web.", false, false},
 		{"n1", false, false},
 		{"n1.", false, false},
 		{"n1", true, true},
@@ -206,8 +208,20 @@ func TestKeysRoundTrip(t *testing.T) {
 	if ns, id, ok := ParseJobKey(JobKey("", "web")); !ok || ns != "default" || id != "web" {
 		t.Fatalf("job key: %s %s %v", ns, id, ok)
 	}
-	if n, a, ok := ParseAllocKey(AllocKey("n1", "a-1")); !ok || n != "n1" || a != "a-1" {
-		t.Fatalf("alloc key: %s %s %v", n, a, ok)
+	if n, ns, j, a, ok := ParseAllocKeyFull(AllocKey("n1", "", "web", "a-1")); !ok || n != "n1" || ns != "default" || j != "web" || a != "a-1" {
+		t.Fatalf("alloc key: %s %s %s %s %v", n, ns, j, a, ok)
+	}
+	if k := AllocKey("n1", "prod", "web", "a-1"); k != "n1.prod.web.a-1" || AllocJobFilter("prod", "web") != "*.prod.web.*" {
+		t.Fatalf("alloc key %q, filter %q", k, AllocJobFilter("prod", "web"))
+	}
+	for _, g := range []string{"g", "web api", "=x", "a.b"} {
+		ns, j, gt, i, ok := ParseSlotKey(SlotKey("", "web", g, 3))
+		if !ok || ns != "default" || j != "web" || gt != GroupToken(g) || i != 3 {
+			t.Fatalf("slot key of group %q: %s %s %s %d %v", g, ns, j, gt, i, ok)
+		}
+	}
+	if GroupToken("=x") == "=x" || GroupToken("g") != "g" || GroupToken("web api") == GroupToken("web_api") {
+		t.Fatal("group tokens collide")
 	}
 	if ns, j, v, ok := ParseDeploymentKey(DeploymentKey("prod", "web", 7)); !ok || ns != "prod" || j != "web" || v != 7 {
 		t.Fatalf("deployment key: %s %s %d %v", ns, j, v, ok)
