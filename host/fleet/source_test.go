@@ -279,7 +279,7 @@ func TestAMissingBucketIsQuietAndNotADeletionOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Missing()) != 5 {
+	if len(st.Missing()) != 7 {
 		t.Fatalf("missing = %v", st.Missing())
 	}
 	if _, _, err := st.GetJob(context.Background(), "", "web"); !errors.Is(err, ErrNoBucket) {

@@ -26,6 +26,12 @@ func (DefaultCanaryChooser) ChooseCanaries(req CanaryRequest) (CanaryChoice, err
 	return CanaryChoice{NodeIDs: ids}, nil
 }
 
+// ValidateCanaryChoice checks a canary policy's answer against its
+// request: "" for a valid answer, else why it is refused (more nodes than
+// asked, a node that is not eligible, a node twice, fewer than asked
+// without a reason).
+func ValidateCanaryChoice(req CanaryRequest, c CanaryChoice) string { return validateChoice(req, c) }
+
 // validateChoice checks a chooser's answer against its request. It returns
 // "" for a valid answer, else why it is refused.
 func validateChoice(req CanaryRequest, c CanaryChoice) string {

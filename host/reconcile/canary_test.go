@@ -99,13 +99,22 @@ func TestRecordedCanaryNodesAreReusedWithoutAskingAgain(t *testing.T) {
 	if len(r.reqs) != 0 || strings.Join(canaryOf(t, p).Nodes, ",") != "n2,n4" || p.DeploymentChanged {
 		t.Errorf("asked %d times; decision %+v; changed %v", len(r.reqs), canaryOf(t, p), p.DeploymentChanged)
 	}
-	// Control: a partly recorded set asks only for the rest.
+	// A recorded set smaller than the target (a node joined since, or the
+	// policy chose fewer) is never extended: the set is chosen once
+	// (spec/rollout.md, I4), so promotion still waits for exactly the
+	// recorded canaries.
 	in.Deployment.TaskGroups["web"].CanaryNodes = []string{"n4"}
+	in.Deployment.TaskGroups["web"].DesiredCanaries = 1
+	p = mustFleet(t, in)
+	if len(r.reqs) != 0 || strings.Join(canaryOf(t, p).Nodes, ",") != "n4" || p.Deployment.TaskGroups["web"].DesiredCanaries != 1 {
+		t.Errorf("partly recorded: asked %d times; decision %+v; desired %d", len(r.reqs), canaryOf(t, p), p.Deployment.TaskGroups["web"].DesiredCanaries)
+	}
+	// Control: a group recorded with no canary decision at all asks.
+	in.Deployment.TaskGroups["web"].CanaryNodes, in.Deployment.TaskGroups["web"].DesiredCanaries = nil, 0
 	r.err, r.useDefault = nil, true
 	p = mustFleet(t, in)
-	if len(r.reqs) != 1 || r.reqs[0].Count != 1 || strings.Join(r.reqs[0].Existing, ",") != "n4" ||
-		strings.Join(canaryOf(t, p).Nodes, ",") != "n1,n4" || !p.DeploymentChanged {
-		t.Errorf("requests %+v; decision %+v", r.reqs, canaryOf(t, p))
+	if len(r.reqs) != 1 || r.reqs[0].Count != 2 || strings.Join(canaryOf(t, p).Nodes, ",") != "n1,n2" || !p.DeploymentChanged {
+		t.Errorf("control: requests %+v; decision %+v", r.reqs, canaryOf(t, p))
 	}
 }
 

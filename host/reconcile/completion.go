@@ -61,7 +61,7 @@ func DecideDefault(in CompletionInput) CompletionDecision {
 		if h.Unhealthy > 0 {
 			unhealthy = append(unhealthy, n)
 			revert = revert || s.AutoRevert
-		} else if !s.RequireProgressBy.IsZero() && s.RequireProgressBy.Before(in.Now) && !done(n) {
+		} else if !s.RequireProgressBy.IsZero() && s.RequireProgressBy.Before(in.Now) && !done(n) && !awaitingManual(s, h) {
 			late = append(late, n)
 			revert = revert || s.AutoRevert
 		}
@@ -100,4 +100,12 @@ func DecideDefault(in CompletionInput) CompletionDecision {
 		}
 	}
 	return CompletionDecision{Decision: DecisionSucceed, Reason: model.DescSuccessful}
+}
+
+// awaitingManual reports whether a group waits for its promotion with every
+// canary healthy: the progress deadline does not fail it (a manual
+// promotion waits for the operator, not for the rollout; an automatic one
+// is decided below).
+func awaitingManual(s model.DeploymentState, h GroupHealth) bool {
+	return s.DesiredCanaries > 0 && !s.Promoted && h.CanariesHealthy >= s.DesiredCanaries
 }

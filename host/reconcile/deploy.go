@@ -121,6 +121,21 @@ func (f *fleet) create(p *Plan) {
 	if len(d.TaskGroups) == 0 {
 		return
 	}
+	// A deployment created needing promotion says so in the round that
+	// creates it (the new record carries the description).
+	needs, auto := false, true
+	for _, st := range d.TaskGroups {
+		if st.DesiredCanaries > 0 && !st.Promoted {
+			needs = true
+			auto = auto && st.AutoPromote
+		}
+	}
+	if needs {
+		d.StatusDescription = model.DescNeedsPromotion
+		if auto {
+			d.StatusDescription = model.DescAutoPromotionPending
+		}
+	}
 	p.Deployment, p.DeploymentCreated = d, true
 }
 
@@ -167,7 +182,9 @@ func (f *fleet) refresh() bool {
 			continue
 		}
 		st.DesiredTotal = gr.sum.DesiredTotal
-		f.recordCanaries(gr, st)
+		if st.DesiredCanaries == 0 && len(st.CanaryNodes) == 0 {
+			f.recordCanaries(gr, st) // a recorded canary set is never changed (I4)
+		}
 	}
 	changed := !maps.EqualFunc(before.TaskGroups, f.dep.TaskGroups, func(a, b *model.DeploymentState) bool {
 		return a.DesiredTotal == b.DesiredTotal && a.DesiredCanaries == b.DesiredCanaries &&

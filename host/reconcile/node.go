@@ -14,6 +14,17 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 	allocs := ni.live
 	f.stamp++
 	for i, a := range allocs {
+		if ni.ready == nil {
+			// A tainted, not-ready or not-ready-listed node: every live
+			// allocation goes through the table on its own (a drain
+			// migrates each of them, a down node marks each of them lost).
+			gr, idx := f.required(a.Name)
+			if gr != nil {
+				gr.stamps[idx] = f.stamp
+			}
+			f.alloc(a, gr, ni, c)
+			continue
+		}
 		// allocs are sorted by name then ID: a run of equal names is a
 		// duplicate set, of which one is kept and the others stopped.
 		if i > 0 && allocs[i-1].Name == a.Name {
@@ -24,7 +35,8 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 			if b.Name != a.Name {
 				break
 			}
-			if b.JobVersion > keep.JobVersion {
+			// The newest job version stays; ties: the one created last.
+			if b.JobVersion > keep.JobVersion || (b.JobVersion == keep.JobVersion && b.CreateTime.After(keep.CreateTime)) {
 				keep = b
 			}
 		}

@@ -426,7 +426,10 @@ func (f *fleet) settleCanaries() {
 		if f.dep != nil {
 			req.DeploymentID = f.dep.ID
 		}
-		gr.decision = settleCanaries(chooser, req, target, f.held == "")
+		// A recorded group's canary set is settled (I4 of spec/rollout.md):
+		// it is never chosen again, only read.
+		settled := st != nil && (len(st.CanaryNodes) > 0 || st.DesiredCanaries > 0 || st.CanaryPolicy != "")
+		gr.decision = settleCanaries(chooser, req, target, f.held == "" && !settled)
 		gr.canaryNodes = make(map[string]bool, len(gr.decision.Nodes))
 		for _, id := range gr.decision.Nodes {
 			gr.canaryNodes[id] = true

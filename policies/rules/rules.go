@@ -223,7 +223,7 @@ func decide(in policy.CompletionInput, failed func(g *policy.Group) bool, failRe
 		switch {
 		case failed(g):
 			failedGroups = append(failedGroups, g.Name)
-		case !g.RequireProgressBy.IsZero() && g.RequireProgressBy.Before(in.Now) && !done(g):
+		case !g.RequireProgressBy.IsZero() && g.RequireProgressBy.Before(in.Now) && !done(g) && !canariesReady(g):
 			lateGroups = append(lateGroups, g.Name)
 		default:
 			continue
@@ -265,6 +265,13 @@ func decide(in policy.CompletionInput, failed func(g *policy.Group) bool, failRe
 		}
 	}
 	return policy.CompletionOutput{Decision: policy.Succeed, Reason: descSuccessful}
+}
+
+// canariesReady reports whether a group waits only for its promotion, every
+// canary healthy: the progress deadline does not fail it (a manual
+// promotion waits for the operator; an automatic one is decided below).
+func canariesReady(g *policy.Group) bool {
+	return g.DesiredCanaries > 0 && !g.Promoted && g.CanariesHealthy >= g.DesiredCanaries
 }
 
 // CompletionDefault is the spec's completion rule: fail on an unhealthy

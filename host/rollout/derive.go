@@ -1,0 +1,226 @@
+package rollout
+
+import (
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// Rendezvous is the rendezvous hash of (key, node): the order of nodes for
+// a deployment's steward and deputies, a node's loss steward, the creator's
+// rank and slot admission. Every agent computes the same order.
+func Rendezvous(key, node string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write([]byte(node))
+	x := h.Sum64()
+	// splitmix64's finaliser: FNV alone orders similar names similarly.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// RankedNodes returns ids ordered by Rendezvous(key, id) (ties by ID).
+func RankedNodes(key string, ids []string) []string {
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b string) int {
+		ha, hb := Rendezvous(key, a), Rendezvous(key, b)
+		switch {
+		case ha < hb:
+			return -1
+		case ha > hb:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}
+
+// rankOf is id's position in RankedNodes(key, ids), or -1.
+func rankOf(key string, ids []string, id string) int {
+	return slices.Index(RankedNodes(key, ids), id)
+}
+
+// liveEligible returns the IDs of the live eligible nodes, sorted.
+func (f *Facts) liveEligible() []string {
+	var out []string
+	for _, n := range f.Nodes {
+		if n.Live && n.Eligible {
+			out = append(out, n.ID)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (f *Facts) node(id string) (Node, bool) {
+	for _, n := range f.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// live reports whether node id's heartbeat key is present. A node this
+// round knows nothing of is not live.
+func (f *Facts) live(id string) bool {
+	n, ok := f.node(id)
+	return ok && n.Live
+}
+
+// Disruption reports whether the disruption guard holds: more than
+// DisruptionPercent of the job's eligible nodes expired within one node
+// TTL of now, or this agent reconnected within one TTL. While it holds
+// nobody writes a loss verdict, reclaims a slot, or fails a deployment
+// (the default completion pauses rather than fails).
+func (f *Facts) Disruption() (bool, string) {
+	ttl := f.NodeTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	if !f.ReconnectedAt.IsZero() && f.Now.Sub(f.ReconnectedAt) < ttl {
+		return true, "this agent reconnected to NATS within one node TTL"
+	}
+	eligible, recent := 0, 0
+	for _, n := range f.Nodes {
+		if !n.Eligible {
+			continue
+		}
+		eligible++
+		if !n.Live && !n.DownSince.IsZero() && f.Now.Sub(n.DownSince) < ttl {
+			recent++
+		}
+	}
+	if eligible > 0 && recent*100 > DisruptionPercent*eligible {
+		return true, "many nodes expired at once (" + itoa(recent) + " of " + itoa(eligible) + " within one TTL)"
+	}
+	return false, ""
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// groupOf returns the job's group named name, or nil.
+func groupOf(job *model.Job, name string) *model.Group {
+	if job == nil {
+		return nil
+	}
+	for _, g := range job.Groups {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// canaryNode reports whether id is a canary node of st.
+func canaryNode(st *model.DeploymentState, id string) bool {
+	return st != nil && slices.Contains(st.CanaryNodes, id)
+}
+
+// canarying reports whether st still waits for promotion.
+func canarying(st *model.DeploymentState) bool {
+	return st != nil && st.DesiredCanaries > 0 && !st.Promoted
+}
+
+// Derive counts each group of the record d from the facts: what the CLI
+// shows, what the completion policy is given, and what admission and the
+// steward decide on. Only allocations of d's job count; "healthy" is the
+// health verdict their own node wrote.
+func Derive(d *model.Deployment, f *Facts) map[string]Counts {
+	out := map[string]Counts{}
+	if d == nil {
+		return out
+	}
+	nodes := f.liveEligible()
+	isCounted := map[string]bool{}
+	for _, id := range nodes {
+		isCounted[id] = true
+	}
+	held := map[string]bool{} // old allocations a slot is replacing
+	for _, s := range f.Slots {
+		held[s.Slot.OldAlloc] = true
+	}
+	for name, st := range d.TaskGroups {
+		if st == nil {
+			continue
+		}
+		c := Counts{DesiredCanaries: st.DesiredCanaries, Canarying: canarying(st), MaxParallel: st.MaxParallel}
+		if g := groupOf(f.Job, name); g != nil && f.Job.Version == d.JobVersion {
+			c.Desired = g.Count * len(nodes)
+		} else {
+			c.Desired = st.DesiredTotal
+		}
+		unhealthyNodes := map[string]bool{}
+		for _, a := range f.Allocs {
+			if a.TaskGroup != name || a.JobID != d.JobID || a.Namespace != d.Namespace {
+				continue
+			}
+			if a.Terminal() {
+				if a.DeploymentID == d.ID && a.DeploymentStatus.IsUnhealthy() {
+					c.Unhealthy++
+					unhealthyNodes[a.NodeID] = true
+				}
+				continue
+			}
+			switch {
+			case a.JobVersion == d.JobVersion:
+				if !isCounted[a.NodeID] {
+					continue
+				}
+				c.Placed++
+				switch {
+				case a.DeploymentStatus.IsHealthy():
+					c.Healthy++
+					if canaryNode(st, a.NodeID) {
+						c.CanariesHealthy++
+					}
+				case a.DeploymentStatus.IsUnhealthy():
+					c.Unhealthy++
+					unhealthyNodes[a.NodeID] = true
+				default:
+					c.Pending++
+				}
+			case a.JobVersion < d.JobVersion && f.live(a.NodeID):
+				c.Outdated++
+				if !held[a.ID] && (!c.Canarying || canaryNode(st, a.NodeID)) {
+					c.Waiting++
+				}
+			}
+		}
+		var holders []Slot
+		for _, s := range f.Slots {
+			if s.Slot.Group != name || s.Slot.JobID != d.JobID || s.Slot.Namespace != d.Namespace {
+				continue
+			}
+			c.InFlight++
+			if !f.live(s.Slot.Holder) {
+				c.LostInFlight++
+			}
+			holders = append(holders, s)
+		}
+		slices.SortFunc(holders, func(a, b Slot) int { return a.Slot.Index - b.Slot.Index })
+		for _, s := range holders {
+			c.Holders = append(c.Holders, s.Slot.Holder)
+		}
+		c.UnhealthyNodes = slices.Sorted(func(yield func(string) bool) {
+			for id := range unhealthyNodes {
+				if !yield(id) {
+					return
+				}
+			}
+		})
+		c.Complete = c.Outdated == 0 && c.InFlight-c.LostInFlight == 0 && !c.Canarying &&
+			c.Desired > 0 && c.Healthy >= c.Desired
+		out[name] = c
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+)
+
+// Protocol is the fleet rollout protocol level this package implements.
+// A record of a higher level holds the job (the agent cannot follow it).
+const Protocol = 1
+
+// Defaults of the protocol (spec/rollout.md).
+const (
+	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
+	CreateStep = 20 * time.Millisecond
+	CreateMax  = time.Second
+	// DeputyStep: deputy k acts on a decision overdue for k×step.
+	DeputyStep = 2 * time.Second
+	// SlotGrace is added to kill_timeout + healthy_deadline for a slot's TTL.
+	SlotGrace = 30 * time.Second
+	// DisruptionPercent: no verdicts and no reclaims while more than this
+	// share of the job's eligible nodes expired within one node TTL.
+	DisruptionPercent = 30
+)
+
+// Record is a stored deployment record and its KV revision.
+type Record struct {
+	D        *model.Deployment `json:"deployment"`
+	Revision uint64            `json:"revision"`
+	// Rejected is set when the newest value under the key could not be
+	// decoded: the agent cannot follow it and holds the job.
+	Rejected string `json:"rejected,omitempty"`
+}
+
+// Node is what the protocol needs to know of one node.
+type Node struct {
+	ID string `json:"id"`
+	// Live: its heartbeat key is present (its expiry is decided by the NATS
+	// server).
+	Live bool `json:"live"`
+	// Eligible: in the job's scope and not made ineligible or drained by
+	// an operator. Eligible live nodes make up the desired totals, the
+	// steward's candidates and the disruption guard's base. A node that is
+	// merely not ready (a driver briefly unhealthy, initializing) stays
+	// eligible: it still owes the rollout its allocations.
+	Eligible bool `json:"eligible"`
+	// Ready: it may receive placements now (the canary policy's candidates).
+	Ready bool `json:"ready"`
+	// DownSince is the server time its heartbeat key expired (not Live).
+	DownSince time.Time `json:"down_since,omitzero"`
+	Protocol  int       `json:"protocol,omitempty"`
+	// Record is the node's record (the canary policy reads its
+	// attributes); optional in fixtures.
+	Record *model.Node `json:"record,omitempty"`
+}
+
+// Slot is a held update slot with its KV revision and the server time of
+// its take.
+type Slot struct {
+	Key      string     `json:"key"`
+	Revision uint64     `json:"revision"`
+	Time     time.Time  `json:"time,omitzero"`
+	Slot     model.Slot `json:"slot"`
+}
+
+// Facts are the inputs of one decision for one job on one node. The loop
+// builds them from its view of the buckets and its own memory; Decide reads
+// them and never modifies them.
+type Facts struct {
+	// Self is this node's ID; BootID its agent's boot.
+	Self   string `json:"self"`
+	BootID string `json:"boot_id,omitempty"`
+	// Job is the job in force on this node (its version is what this node
+	// believes is current).
+	Job *model.Job `json:"job"`
+	// Records are the job's deployment records, every version held.
+	Records []Record `json:"records"`
+	// Allocs are the job's allocations on every node (this node's from its
+	// own memory, the others' as they reported them).
+	Allocs []*model.Allocation `json:"allocs"`
+	// Nodes are the nodes in the job's scope and those carrying its
+	// allocations.
+	Nodes []Node `json:"nodes"`
+	// Slots are the job's held update slots (any version).
+	Slots []Slot `json:"slots"`
+	// Plan is the reconciler's plan for this node, made with the record of
+	// the job's version as its deployment (or none).
+	Plan *reconcile.Plan `json:"plan"`
+	// InPlace names the allocations of Plan.Update this node can update
+	// without restarting their tasks (no slot needed).
+	InPlace map[string]bool `json:"in_place,omitempty"`
+	// FailedHere names allocations whose restart policy gave up on this
+	// node at the job's version: their names are not placed again here.
+	FailedHere map[string]bool `json:"failed_here,omitempty"`
+	// Now is the server time (estimated by the loop from the server
+	// timestamps of the entries it receives).
+	Now time.Time `json:"now"`
+	// NodeTTL is the nodes bucket's TTL (the disruption guard's window).
+	NodeTTL time.Duration `json:"node_ttl,omitempty"`
+	// ReconnectedAt is the server time of this agent's last reconnect to
+	// NATS (or of a leader change it saw); the disruption guard holds for
+	// one TTL after it.
+	ReconnectedAt time.Time `json:"reconnected_at,omitzero"`
+	// SinceSeen is how long this agent has seen the job's version without a
+	// record (the creator's rank delay counts from it).
+	SinceSeen time.Duration `json:"since_seen,omitempty"`
+	// Overdue is how long each steward duty (by Duty.Key) has been due on
+	// this agent; a deputy acts once it is overdue long enough.
+	Overdue map[string]time.Duration `json:"overdue,omitempty"`
+	// Nonce is a fresh random token for the writes of this decision.
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// Counts are a group's rollout counts, derived from the allocations and
+// slots (never stored as shared counters).
+type Counts struct {
+	// Desired is count × the eligible live nodes.
+	Desired int `json:"desired"`
+	// Placed, Healthy, Unhealthy, Pending: live allocations of the
+	// deployment's version (Unhealthy also counts finished ones of the
+	// deployment that ended unhealthy).
+	Placed    int `json:"placed"`
+	Healthy   int `json:"healthy"`
+	Unhealthy int `json:"unhealthy"`
+	Pending   int `json:"pending"`
+	// Outdated counts live allocations of older versions on live nodes.
+	Outdated int `json:"outdated"`
+	// DesiredCanaries is the record's; CanariesHealthy are healthy
+	// allocations of the version on the canary nodes.
+	DesiredCanaries int `json:"desired_canaries"`
+	CanariesHealthy int `json:"canaries_healthy"`
+	// InFlight counts the job group's held slots (every version);
+	// LostInFlight those whose holder's node expired. Holders are their
+	// nodes, sorted by slot index.
+	InFlight     int      `json:"in_flight"`
+	LostInFlight int      `json:"lost_in_flight"`
+	Holders      []string `json:"holders,omitempty"`
+	MaxParallel  int      `json:"max_parallel"`
+	// Waiting counts outdated allocations that may take a slot now
+	// (canary nodes only, before promotion).
+	Waiting int `json:"waiting"`
+	// Canarying: the group has canaries and is not promoted.
+	Canarying bool `json:"canarying"`
+	// Complete is positive evidence that the group is done: nothing
+	// outdated left on any live node, nothing in flight, not canarying, and
+	// at least Desired (> 0) healthy allocations of the version.
+	Complete bool `json:"complete"`
+	// UnhealthyNodes names the nodes of unhealthy allocations (sorted).
+	UnhealthyNodes []string `json:"unhealthy_nodes,omitempty"`
+}

@@ -1,0 +1,333 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+func (f *Facts) alloc(id string) *model.Allocation {
+	if id == "" {
+		return nil
+	}
+	for _, a := range f.Allocs {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// verdictKnown reports whether the allocation's health is decided: a
+// verdict written by its node, or the allocation finished.
+func verdictKnown(a *model.Allocation) bool {
+	return a != nil && (a.Terminal() || a.DeploymentStatus.IsHealthy() || a.DeploymentStatus.IsUnhealthy())
+}
+
+func (f *Facts) recordOf(version uint64) *model.Deployment {
+	for _, r := range f.Records {
+		if r.D != nil && r.D.JobVersion == version {
+			return r.D
+		}
+	}
+	return nil
+}
+
+// releases lists this node's own slots that are done (T7): the
+// replacement's health verdict is written, or there is nothing left to do
+// (the record is no longer running and the old allocation was never
+// stopped; the old allocation is gone and no replacement will come).
+func (f *Facts) releases(dec *Decision, rec *Record) {
+	for _, s := range f.Slots {
+		if s.Slot.Holder != f.Self {
+			continue
+		}
+		nw, old := f.alloc(s.Slot.NewAlloc), f.alloc(s.Slot.OldAlloc)
+		d := f.recordOf(s.Slot.JobVersion)
+		switch {
+		case verdictKnown(nw):
+			dec.Releases = append(dec.Releases, s)
+		case nw == nil && old != nil && !old.Terminal() && (d == nil || d.Status != model.DeploymentRunning):
+			// Taken, not acted on, and the record stopped running: release
+			// without acting (T5).
+			dec.Releases = append(dec.Releases, s)
+		case nw == nil && (old == nil || old.Terminal()) && !f.placing(old):
+			dec.Releases = append(dec.Releases, s)
+		}
+	}
+}
+
+// placing reports whether this round's plan places the name old had.
+func (f *Facts) placing(old *model.Allocation) bool {
+	if old == nil {
+		return false
+	}
+	for _, e := range f.Plan.Place {
+		if e.Name == old.Name && !f.FailedHere[e.PreviousAllocID] {
+			return true
+		}
+	}
+	return false
+}
+
+// waiter is an outdated allocation that may take a slot.
+type waiter struct {
+	node, name, id string
+	hash           uint64
+}
+
+// nodeActions licenses this node's plan entries for the running (or
+// paused, or settled) record d.
+func (f *Facts) nodeActions(dec *Decision, d *model.Deployment, counts map[string]Counts) {
+	stable := StableVersion(f.Records, d.JobVersion)
+	for _, e := range f.Plan.Place {
+		st := d.TaskGroups[e.Group]
+		if d.Status.Active() && canarying(st) && !canaryNode(st, f.Self) && stable != nil && d.RevertOf == nil {
+			// A node that joined during the canary phase: no unvetted
+			// version reaches a node that is not a canary.
+			if f.FailedHere[e.PreviousAllocID] {
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "the restart policy gave up on this name here"})
+				continue
+			}
+			dec.PlaceStable = append(dec.PlaceStable, e)
+			dec.StableVersion = *stable
+			continue
+		}
+		f.place(dec, e)
+	}
+	mine := map[string]Slot{} // old allocation → this node's slot
+	for _, s := range f.Slots {
+		if s.Slot.Holder == f.Self {
+			mine[s.Slot.OldAlloc] = s
+		}
+	}
+	var pending []reconcile.Entry // destructive updates without a slot
+	for _, e := range f.Plan.Update {
+		switch {
+		case f.InPlace[e.AllocID]:
+			dec.InPlace = append(dec.InPlace, e)
+		case !d.Status.Active():
+			if d.Status == model.DeploymentSuccessful {
+				// A node that comes back after the rollout finished.
+				dec.Stop = append(dec.Stop, e)
+			} else {
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "deployment is " + string(d.Status)})
+			}
+		default:
+			if _, ok := mine[e.AllocID]; ok {
+				if d.Status == model.DeploymentRunning {
+					dec.Stop = append(dec.Stop, e)
+				} else {
+					dec.Held = append(dec.Held, Held{Entry: e, Reason: "holds a slot; deployment is " + string(d.Status)})
+				}
+				continue
+			}
+			if d.Status != model.DeploymentRunning {
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "update held: deployment is " + string(d.Status)})
+				continue
+			}
+			pending = append(pending, e)
+		}
+	}
+	f.admit(dec, d, counts, pending)
+}
+
+// admit decides which of this node's destructive updates try a slot now
+// (spec/rollout.md, "Admission"): the waiting allocations of the group are
+// ordered by hash(deployment ‖ node); the one at rank r tries the r-th free
+// index only if r < free. Every held slot of the job group counts, of any
+// version (I5).
+func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Counts, pending []reconcile.Entry) {
+	byGroup := map[string][]reconcile.Entry{}
+	for _, e := range pending {
+		byGroup[e.Group] = append(byGroup[e.Group], e)
+	}
+	for _, name := range slices.Sorted(mapsKeys(byGroup)) {
+		entries := byGroup[name]
+		st := d.TaskGroups[name]
+		g := groupOf(f.Job, name)
+		if st == nil || g == nil {
+			for _, e := range entries {
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "group " + name + " is not in the deployment"})
+			}
+			continue
+		}
+		maxP := st.MaxParallel
+		if maxP <= 0 && g.Update != nil {
+			maxP = g.Update.MaxParallel
+		}
+		if maxP <= 0 {
+			maxP = 1
+		}
+		held := map[int]bool{}
+		holding := map[string]bool{}
+		for _, s := range f.Slots {
+			if s.Slot.Group == name {
+				held[s.Slot.Index] = true
+				holding[s.Slot.OldAlloc] = true
+			}
+		}
+		var free []int
+		for i := 0; i < maxP; i++ {
+			if !held[i] {
+				free = append(free, i)
+			}
+		}
+		nfree := max(maxP-len(held), 0) // a slot beyond max_parallel (an older version's) still counts
+		nfree = min(nfree, len(free))
+		var ws []waiter
+		for _, a := range f.Allocs {
+			if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.live(a.NodeID) {
+				continue
+			}
+			if canarying(st) && !canaryNode(st, a.NodeID) {
+				continue
+			}
+			if a.NodeID == f.Self && f.InPlace[a.ID] {
+				continue
+			}
+			ws = append(ws, waiter{node: a.NodeID, name: a.Name, id: a.ID, hash: Rendezvous(d.ID, a.NodeID)})
+		}
+		slices.SortFunc(ws, func(a, b waiter) int {
+			switch {
+			case a.hash < b.hash:
+				return -1
+			case a.hash > b.hash:
+				return 1
+			}
+			if c := strings.Compare(a.node, b.node); c != 0 {
+				return c
+			}
+			if c := strings.Compare(a.name, b.name); c != 0 {
+				return c
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		c := counts[name]
+		for _, e := range entries {
+			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
+			if r < 0 || r >= nfree {
+				why := fmt.Sprintf("waiting for an update slot (%d/%d in flight", len(held), maxP)
+				if len(c.Holders) > 0 {
+					why += ": " + strings.Join(c.Holders, ", ")
+				}
+				why += ")"
+				if r >= 0 {
+					why += fmt.Sprintf(", rank %d among %d waiting", r, len(ws))
+				}
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: why})
+				continue
+			}
+			idx := free[r]
+			dec.Takes = append(dec.Takes, Take{
+				Key: wanted.SlotKey(d.Namespace, d.JobID, name, idx),
+				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,
+					Group: name, Index: idx, Holder: f.Self, BootID: f.BootID, OldAlloc: e.AllocID, NewAlloc: e.NewAllocID, Nonce: f.Nonce},
+				TTL: SlotTTL(g), Entry: e, Rank: r,
+			})
+		}
+	}
+}
+
+// steward does the fleet-level duties of the record's steward (or of an
+// overdue deputy): reclaim slots, start the progress clock, record
+// progress, ask for the completion verdict, fail a group whose canary node
+// was lost, and write a pending revert.
+func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
+	d := rec.D
+	cands := f.liveEligible()
+	ranked := RankedNodes(d.ID, cands)
+	if len(ranked) > 0 {
+		dec.Steward = ranked[0]
+	}
+	dec.StewardRank = slices.Index(ranked, f.Self)
+	if dec.StewardRank < 0 {
+		return
+	}
+	disrupted, why := f.Disruption()
+	if disrupted {
+		dec.Disruption = why
+	}
+	act := func(key string) bool {
+		k := dec.StewardRank
+		if k == 0 || f.Overdue[key] >= DeputyStepFor(k) {
+			return true
+		}
+		dec.Due = append(dec.Due, key)
+		return false
+	}
+	nonce, now := f.Nonce, f.Now
+	// T8: reclaim the job's slots whose holder expired (not during a
+	// disruption) or whose replacement already has its verdict.
+	for _, s := range f.Slots {
+		lost := !f.live(s.Slot.Holder) && !disrupted
+		done := verdictKnown(f.alloc(s.Slot.NewAlloc)) && s.Slot.Holder != f.Self
+		if (lost || done) && act("reclaim:"+s.Key) {
+			dec.Reclaims = append(dec.Reclaims, s)
+		}
+	}
+	switch d.Status {
+	case model.DeploymentRunning:
+	case model.DeploymentFailed:
+		if d.Revert != nil && d.Revert.Status == model.RevertPending && f.Job.Version == d.JobVersion && act("revert:"+d.ID) {
+			dec.Revert = &RevertWork{FailedVersion: d.JobVersion, ToVersion: d.Revert.ToVersion}
+		}
+		return
+	default:
+		return
+	}
+	// T6: the progress clock starts at the first slot taken.
+	for name, st := range d.TaskGroups {
+		if st.ProgressDeadline <= 0 || !st.RequireProgressBy.IsZero() {
+			continue
+		}
+		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+d.ID) {
+			slots := f.Slots
+			dec.Transitions = append(dec.Transitions, Transition{Kind: "start_clock", Version: d.JobVersion,
+				Apply: func(cur model.Deployment) (*model.Deployment, error) { return StartClock(cur, slots, now, nonce) }})
+			break
+		}
+	}
+	// T9: progress above the watermark.
+	for name, st := range d.TaskGroups {
+		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+d.ID) {
+			dec.Transitions = append(dec.Transitions, Transition{Kind: "progress", Version: d.JobVersion,
+				Apply: func(cur model.Deployment) (*model.Deployment, error) { return Progress(cur, counts, now, nonce) }})
+			break
+		}
+	}
+	// A canary node lost before promotion fails the group.
+	if !disrupted {
+		for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
+			st := d.TaskGroups[name]
+			if !canarying(st) {
+				continue
+			}
+			for _, id := range st.CanaryNodes {
+				if n, ok := f.node(id); (ok && !n.Live) || !ok {
+					reason := fmt.Sprintf("canary node %s of group %s lost before promotion", id, name)
+					revert := st.AutoRevert
+					stable := StableVersion(f.Records, d.JobVersion)
+					if act("canary_lost:" + d.ID) {
+						dec.Transitions = append(dec.Transitions, Transition{Kind: "fail", Version: d.JobVersion, Reason: reason,
+							Apply: func(cur model.Deployment) (*model.Deployment, error) {
+								return Fail(cur, reason, revert, stable, now, nonce)
+							}})
+					}
+					return
+				}
+			}
+		}
+	}
+	if act("verdict:" + d.ID) {
+		dec.Verdict = true
+	}
+}
+
+// DeputyStepFor is how long a decision must be overdue before deputy k acts.
+func DeputyStepFor(k int) time.Duration { return time.Duration(k) * DeputyStep }
