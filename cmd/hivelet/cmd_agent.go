@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +25,7 @@ import (
 	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
+	fleetrollout "github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
@@ -318,9 +321,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	}
 	ncfg := node.Config{Name: rc.Name, Datacenter: rc.Datacenter, NodePool: rc.NodePool, Class: rc.NodeClass, Meta: rc.Meta, Hostname: hostname()}
 	health := &driverHealth{infos: map[string]model.DriverInfo{}}
+	bootID := newBootID()
 	buildNode := func() *model.Node {
 		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
 		n.Attributes[AttrAllocDir] = allocRoot
+		n.RolloutProtocol, n.BootID = fleetrollout.Protocol, bootID
 		return n
 	}
 	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult},
@@ -331,6 +336,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
+		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), BootID: bootID,
 	})
 	if err != nil {
 		return err
@@ -452,3 +458,10 @@ func goStyleFlags(args []string) []string {
 }
 
 func isLetter(b byte) bool { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') }
+
+// newBootID is a random ID for this start of the agent.
+func newBootID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -69,14 +69,6 @@ type AllocWriter interface {
 	DeleteAlloc(ctx context.Context, namespace, jobID, allocID string) error
 }
 
-// DeploymentWriter creates and changes deployment records by compare-and-set
-// (fleet.Store).
-type DeploymentWriter interface {
-	CreateDeployment(ctx context.Context, d *model.Deployment) (*model.Deployment, uint64, bool, error)
-	ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
-		decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error)
-}
-
 // Metrics receives the loop's figures (*api.Metrics implements it). Every
 // method must be cheap and safe for concurrent use.
 type Metrics interface {
@@ -122,6 +114,14 @@ type Config struct {
 	// running allocations are untouched. The loader kicks a pass once the
 	// policy settles.
 	PolicyPending func(*model.Job) (pending bool, why string)
+	// ServerNow estimates the NATS server's clock from a local time
+	// (fleet.Source.ServerNow); nil: the local clock. Every time the
+	// rollout protocol compares across machines is the server's.
+	ServerNow func(time.Time) time.Time
+	// NodeTTL is the nodes bucket's TTL (the disruption guard's window).
+	NodeTTL time.Duration
+	// BootID identifies this start of the agent (recorded in its slots).
+	BootID string
 }
 
 // Agent is the reconcile loop of one node.
@@ -138,9 +138,16 @@ type Agent struct {
 	lastGood      map[string]*state.JobRecord    // job key → last good job from the state store
 	jobsToSave    map[string]*state.JobRecord    // queued for the state store
 	saveJobs      chan struct{}
-	drivers       allocrunner.Drivers   // cfg.Drivers with config schemas cached
-	deployQueue   map[string]deployWork // job key → newest deployment work
-	deployWake    chan struct{}
+	drivers       allocrunner.Drivers    // cfg.Drivers with config schemas cached
+	rolloutQueue  map[string]rolloutWork // job key → newest rollout work
+	rolloutWake   chan struct{}
+	slotsHeld     map[string]heldSlot   // slot key → a slot this agent took that the view may not show yet
+	slotsGone     map[string]uint64     // slot key → revision this agent released (hidden until the view catches up)
+	firstSeen     map[string]time.Time  // "<job key>@<version>" → when first planned (the creator's rank delay)
+	dueSince      map[string]time.Time  // steward duty → when first due here (deputies)
+	versions      map[string]*model.Job // job_versions key → recorded version (immutable, cached)
+	reconnectedAt time.Time             // server time of the last reconnect to NATS (the disruption guard)
+	bootID        string
 	depWritten    map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
 	allocKick     map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
 	driverUse     map[string]int                          // driver name → tasks of live runners using it
@@ -148,7 +155,6 @@ type Agent struct {
 	ownJobs       map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
 	ownDirty      map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
 	index         viewIndex                               // the pass's index of the view (under passMu)
-	depCreates    map[string]createWork                   // deployment ID → to create
 	restoreErr    error
 	status        Status
 
@@ -190,28 +196,33 @@ func New(cfg Config) (*Agent, error) {
 	}
 	opCtx, opStop := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:         cfg,
-		log:         cfg.Logger.With("node_id", n.ID),
-		nodeID:      n.ID,
-		runners:     map[string]*allocrunner.Runner{},
-		terminal:    map[string]*model.Allocation{},
-		stopping:    map[string]bool{},
-		storedRev:   map[string]uint64{},
-		lastGood:    map[string]*state.JobRecord{},
-		jobsToSave:  map[string]*state.JobRecord{},
-		saveJobs:    make(chan struct{}, 1),
-		deployQueue: map[string]deployWork{},
-		lastSig:     map[string]uint64{},
-		depWritten:  map[string]map[string]*model.Deployment{},
-		allocKick:   map[string]uint64{},
-		driverUse:   map[string]int{},
-		ownJobs:     map[string]map[string]struct{}{},
-		ownDirty:    map[string]bool{},
-		depCreates:  map[string]createWork{},
-		deployWake:  make(chan struct{}, 1),
-		kick:        make(chan struct{}, 1),
-		opCtx:       opCtx,
-		opStop:      opStop,
+		cfg:          cfg,
+		log:          cfg.Logger.With("node_id", n.ID),
+		nodeID:       n.ID,
+		runners:      map[string]*allocrunner.Runner{},
+		terminal:     map[string]*model.Allocation{},
+		stopping:     map[string]bool{},
+		storedRev:    map[string]uint64{},
+		lastGood:     map[string]*state.JobRecord{},
+		jobsToSave:   map[string]*state.JobRecord{},
+		saveJobs:     make(chan struct{}, 1),
+		rolloutQueue: map[string]rolloutWork{},
+		slotsHeld:    map[string]heldSlot{},
+		slotsGone:    map[string]uint64{},
+		firstSeen:    map[string]time.Time{},
+		dueSince:     map[string]time.Time{},
+		versions:     map[string]*model.Job{},
+		bootID:       cfg.BootID,
+		lastSig:      map[string]uint64{},
+		depWritten:   map[string]map[string]*model.Deployment{},
+		allocKick:    map[string]uint64{},
+		driverUse:    map[string]int{},
+		ownJobs:      map[string]map[string]struct{}{},
+		ownDirty:     map[string]bool{},
+		rolloutWake:  make(chan struct{}, 1),
+		kick:         make(chan struct{}, 1),
+		opCtx:        opCtx,
+		opStop:       opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.writer.written = a.echoes.add
@@ -393,7 +404,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer a.bg.Done()
-		a.deployLoop(a.opCtx)
+		a.rolloutLoop(a.opCtx)
 	}()
 	go func() {
 		defer a.bg.Done()
@@ -497,6 +508,9 @@ type Counts struct {
 	// Held counts placements not made because the previous allocation of
 	// the same version failed here (its restart policy gave up).
 	Held int `json:"held"`
+	// FenceHeld counts jobs this node plans nothing for: a deployment
+	// record newer than its job view, or one it cannot follow (rollout.md I3).
+	FenceHeld int `json:"fence_held"`
 	// Skipped counts jobs an incremental pass left alone: nothing they
 	// depend on changed since they last converged.
 	Skipped int `json:"skipped"`

@@ -173,7 +173,7 @@ func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, re
 func nodeRecord(id string) *model.Node {
 	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
 		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
-		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}}
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: 1}
 }
 
 func (n *node) start() {
@@ -206,6 +206,9 @@ func (n *node) start() {
 		Logger:        n.w.log,
 		Resync:        n.resync,
 		PolicyPending: n.pending,
+		ServerNow:     n.src.ServerNow,
+		NodeTTL:       n.w.store.NodeTTL(),
+		BootID:        fmt.Sprintf("%s-%d", n.id, time.Now().UnixNano()),
 	})
 	if err != nil {
 		t.Fatal(err)

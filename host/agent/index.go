@@ -141,6 +141,8 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, se
 			if jk := otherAllocJob(view, c.Key, ownPrefix); jk != "" {
 				addKey(ix.others, jk, c.Key)
 			}
+		case fleet.KindRollout:
+			mark(c) // a slot taken or released: its job's admission moved
 		case fleet.KindDeployments:
 			mark(c)
 			removeKey(ix.deps, c.Jobs[0], c.Key)

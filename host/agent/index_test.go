@@ -8,7 +8,6 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
-	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
@@ -196,22 +195,5 @@ func TestPlanSigMovesOnlyWithWhatAPassReads(t *testing.T) {
 		if planSig(a) == ref {
 			t.Fatalf("change %d did not move the signature", i)
 		}
-	}
-}
-
-// A placement the same plan is about to make (the replacement of an
-// allocation that finished stopping) holds a max_parallel slot: the next
-// update waits for it to turn healthy. Control: without it, the slot is
-// free.
-func TestAReplacementAboutToBePlacedHoldsItsUpdateSlot(t *testing.T) {
-	a := &Agent{stopping: map[string]bool{}}
-	job := &model.Job{ID: "web", Version: 2}
-	plan := &reconcile.Plan{Groups: []reconcile.GroupSummary{{Name: "g", MaxParallel: 1}}}
-	old := &model.Allocation{ID: "b", TaskGroup: "g", JobVersion: 1, ClientStatus: model.ClientRunning}
-	if got := a.updateSlots(job, plan, []*model.Allocation{old}, map[string]int{"g": 1})["g"]; got != 0 {
-		t.Fatalf("slots with a replacement being placed = %d, want 0", got)
-	}
-	if got := a.updateSlots(job, plan, []*model.Allocation{old}, nil)["g"]; got != 1 {
-		t.Fatalf("control: slots with nothing in flight = %d, want 1", got)
 	}
 }

@@ -90,12 +90,11 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 			add(a)
 		}
 	}
-	// The job's current deployment: the newest version's.
+	// The job's deployment: the stored record of the version in force here,
+	// never an older one (its cancellation is the rollout core's, I3) nor a
+	// newer one (a stale job view: the core holds the job).
 	for _, d := range facts.Deployments {
-		if d.JobID != job.ID || d.Namespace != job.Namespace {
-			continue
-		}
-		if in.Deployment == nil || d.JobVersion > in.Deployment.JobVersion {
+		if d.JobID == job.ID && d.Namespace == job.Namespace && d.JobVersion == job.Version {
 			in.Deployment = d
 		}
 	}

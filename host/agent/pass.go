@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime"
-	"slices"
 	"sort"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
 )
@@ -135,7 +134,6 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 
 	var counts Counts
 	var errs []error
-	replan := false
 	var orphaned []string
 	// Converged and unchanged: a job converges only where its order is to
 	// act (a kept or orphaned job never does), so each is one skipped job.
@@ -169,7 +167,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		others, othersSig := a.index.othersOf(view, k)
 		viewDeps, depsSig := a.index.depsOf(view, k)
 		deps, overlaySig := a.withWritten(k, viewDeps)
-		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own)
+		slots, slotsSig := a.slotsOf(view, job.Namespace, job.ID)
+		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17
 		if stored != nil {
 			sig ^= mix(stored.Revision) * 11
 		}
@@ -178,39 +177,36 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			continue
 		}
 		facts := fleetFacts{Nodes: nodes, OtherAllocs: others, Deployments: deps}
-		in := buildInput(job, self, own, facts, now, a.cfg.Canaries)
+		in := buildInput(job, self, own, facts, now, nil)
 		plan, err := reconcile.ReconcileNode(in, a.nodeID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
 		}
-		if plan.DeploymentCreated && plan.Deployment != nil && a.cfg.Deployments != nil {
-			// Remembered now, written by the deployment worker: the next
-			// pass plans against it even before the KV write and the watch
-			// deliver it (a canary placement must see its deployment).
-			a.written(plan.Deployment)
-			a.echoes.creating(plan.Deployment)
-			a.mu.Lock()
-			a.depCreates[plan.Deployment.ID] = createWork{job: job, d: plan.Deployment}
-			a.mu.Unlock()
+		// The rollout core licenses what the plan may do now and says which
+		// shared writes to attempt; policies are asked by the worker.
+		rf := a.rolloutFacts(job, self, view, own, others, deps, slots, plan, now)
+		dec := rollout.Decide(rf)
+		a.noteDecision(dec, now, k)
+		if dec.Hold != "" {
+			counts.FenceHeld++
+			a.log.Warn("job held: planning and writing nothing for it", "job", k, "why", dec.Hold)
+			delete(a.lastSig, k)
+			continue
 		}
-		changes := counts.Place + counts.Update + counts.Stop + counts.Migrate
 		startsBefore := counts.Place + counts.Update
-		jobErrs := a.apply(ctx, job, plan, own, &counts)
-		if plan.DeploymentCreated && counts.Place+counts.Update+counts.Stop+counts.Migrate == changes {
-			// The creation's echo makes no pass (ownEchoes), and no runner
-			// or stop of this plan will kick one: plan again against it.
-			replan = true
-		}
+		jobErrs := a.apply(ctx, job, plan, &dec, &counts)
 		errs = append(errs, jobErrs...)
 		if counts.Place+counts.Update > startsBefore {
 			// Let the runners just started reach their drivers before this
-			// pass goes on through the other jobs: a new goroutine waits
-			// behind the running one on its processor, and with two cores
-			// the other is often busy (the watch, a commit, the collector).
+			// pass goes on through the other jobs: a new goroutine runs only
+			// when a processor is free, and the pass holds one.
 			runtime.Gosched()
 		}
-		if len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 {
+		work := rolloutWork{job: job, jobRev: st.Revision, dec: dec, facts: rf}
+		converged := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
+			len(dec.Held) == 0 && work.empty()
+		if converged {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
 		} else {
 			delete(a.lastSig, k)
@@ -218,10 +214,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if st.Value != nil && st.Revision > 0 {
 			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync
 		}
-		a.queueDeploy(k, deployWork{job: job, plan: plan, known: deps, allocs: append(in.LiveAllocs, in.TerminalAllocs...), now: now})
-	}
-	if replan {
-		a.Kick()
+		a.queueRollout(k, work)
 	}
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
@@ -469,18 +462,23 @@ func (a *Agent) ownAllocs() []*model.Allocation {
 	return out
 }
 
-// apply carries out this node's part of a plan. Errors are per allocation.
-func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan, own []*model.Allocation, c *Counts) []error {
+// apply carries out this node's part of a plan, as the rollout core
+// licensed it (dec): stops of allocations no longer required and migrations
+// are the plan's own; placements, in-place updates and destructive updates
+// (a stop, then the replacement's placement) are dec's. Errors are per
+// allocation.
+func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan, dec *rollout.Decision, c *Counts) []error {
 	var errs []error
 	c.Ignore += len(plan.Ignore)
 	c.Awaiting += len(plan.AwaitingPromotion)
 	c.Lost += len(plan.Lost)
 	c.Disconnecting += len(plan.Disconnecting)
 	c.Reconnecting += len(plan.Reconnecting)
+	c.Held += len(dec.Held)
 
 	depID := ""
-	if d := plan.Deployment; d != nil && d.JobVersion == job.Version && d.Status.Active() {
-		depID = d.ID
+	if r := dec.Record; r != nil && r.D.JobVersion == job.Version && r.D.Status.Active() {
+		depID = r.D.ID
 	}
 	for _, e := range plan.Stop {
 		if a.stopEntry(e, "not required by the job any more ("+e.Rule+")") {
@@ -496,21 +494,24 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 	// (this node is never tainted to itself): their status has one writer,
 	// their node, so they are only counted here.
 
-	var slots map[string]int
-	if len(plan.Update) > 0 {
-		// The placements this plan makes below (replacements of allocations
-		// already stopped) are in flight too: without them, the pass right
-		// after a replaced allocation finished stopping gave its slot to
-		// the next update before placing its replacement (two in flight).
-		placing := map[string]int{}
-		for _, e := range plan.Place {
-			if !a.failedHere(e.PreviousAllocID, job.Version) {
-				placing[e.Group]++
-			}
+	for _, e := range dec.InPlace {
+		a.mu.Lock()
+		r := a.runners[e.AllocID]
+		a.mu.Unlock()
+		if r == nil {
+			continue
 		}
-		slots = a.updateSlots(job, plan, own, placing)
+		al := r.Alloc()
+		al.JobVersion = job.Version
+		al.DeploymentID = depID
+		if al.DeploymentStatus == nil {
+			al.DeploymentStatus = &model.AllocDeploymentStatus{}
+		}
+		al.DeploymentStatus.Canary = e.Canary
+		r.UpdateInPlace(al, job)
+		c.InPlace++
 	}
-	for _, e := range plan.Update {
+	for _, e := range dec.Stop {
 		a.mu.Lock()
 		r := a.runners[e.AllocID]
 		a.mu.Unlock()
@@ -523,39 +524,32 @@ func (a *Agent) apply(ctx context.Context, job *model.Job, plan *reconcile.Plan,
 			}
 			continue
 		}
-		oldJob := r.Job()
-		if tasksEqual(groupOf(oldJob, e.Group), groupOf(job, e.Group)) {
-			al := r.Alloc()
-			al.JobVersion = job.Version
-			al.DeploymentID = depID
-			if al.DeploymentStatus == nil {
-				al.DeploymentStatus = &model.AllocDeploymentStatus{}
-			}
-			al.DeploymentStatus.Canary = e.Canary
-			r.UpdateInPlace(al, job)
-			c.InPlace++
-			continue
-		}
-		if slots[e.Group] <= 0 {
-			continue // max_parallel reached on this node: the next pass takes it
-		}
 		if a.stopEntry(e, fmt.Sprintf("replaced by job version %d", job.Version)) {
-			slots[e.Group]--
 			c.Update++
 		}
 	}
-	for _, e := range plan.Place {
-		if a.failedHere(e.PreviousAllocID, job.Version) {
-			// The restart policy gave up on this version here: a crash is
-			// the runner's business, not a new placement (wanted-state.md,
-			// "what diverged is measured against"). A new version places.
-			c.Held++
-			continue
-		}
+	for _, e := range dec.Place {
 		if started, err := a.place(job, e, e.AllocID, e.PreviousAllocID, depID); err != nil {
 			errs = append(errs, err)
 		} else if started {
 			c.Place++
+		}
+	}
+	if len(dec.PlaceStable) > 0 {
+		// A node that joined during an unpromoted canary phase runs the
+		// last stable version (rollout.md, "Semantics chosen").
+		stable, err := a.stableJob(ctx, job.Namespace, job.ID, dec.StableVersion)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("placing stable version %d of job %s: %w", dec.StableVersion, job.ID, err))
+		} else {
+			for _, e := range dec.PlaceStable {
+				id := reconcile.AllocID(job.Namespace, job.ID, stable.Version, a.nodeID, e.Name, e.PreviousAllocID)
+				if started, err := a.place(stable, e, id, e.PreviousAllocID, ""); err != nil {
+					errs = append(errs, err)
+				} else if started {
+					c.Place++
+				}
+			}
 		}
 	}
 	return errs
@@ -575,40 +569,6 @@ func (a *Agent) failedHere(id string, version uint64) bool {
 		t, ok = r.Snapshot(), true
 	}
 	return ok && t.ClientStatus == model.ClientFailed && t.JobVersion == version
-}
-
-// updateSlots is how many destructive updates each group may start on this
-// node now: max_parallel minus the allocations still stopping, the
-// replacements not yet healthy, and the placements this pass is about to
-// make (placing, by group). 0 max_parallel means no limit. own is this
-// pass's snapshot of the job's allocations on this node.
-func (a *Agent) updateSlots(job *model.Job, plan *reconcile.Plan, own []*model.Allocation, placing map[string]int) map[string]int {
-	slots := map[string]int{}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, g := range plan.Groups {
-		if g.MaxParallel <= 0 {
-			slots[g.Name] = 1 << 30
-			continue
-		}
-		busy := placing[g.Name]
-		for _, al := range own {
-			if al.TaskGroup != g.Name || al.ClientStatus.Terminal() {
-				continue
-			}
-			if a.stopping[al.ID] {
-				busy++
-				continue
-			}
-			// A replacement whose health is not known yet holds its slot
-			// (a fresh one has no deployment status at all).
-			if al.JobVersion == job.Version && al.DeploymentID != "" && !al.DeploymentStatus.IsHealthy() && !al.DeploymentStatus.IsUnhealthy() {
-				busy++
-			}
-		}
-		slots[g.Name] = g.MaxParallel - busy
-	}
-	return slots
 }
 
 // stopEntry stops the allocation of an entry if this node runs it; it
@@ -676,303 +636,6 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 	return true, nil
 }
 
-// deployWork is one job's deployment decisions from one pass.
-type deployWork struct {
-	job    *model.Job
-	plan   *reconcile.Plan
-	known  []*model.Deployment
-	allocs []*model.Allocation
-	now    time.Time
-}
-
-// createWork is a deployment to create (if absent).
-type createWork struct {
-	job *model.Job
-	d   *model.Deployment
-}
-
-// queueDeploy hands a job's deployment writes to the deployment worker,
-// replacing any older work for the job not yet done: the writes are KV
-// round trips (compare-and-set, re-read on a lost race) and must not hold
-// up the starts of the next pass.
-func (a *Agent) queueDeploy(k string, w deployWork) {
-	if a.cfg.Deployments == nil {
-		return
-	}
-	if w.plan.Deployment == nil && len(w.plan.DeploymentUpdates) == 0 && !w.plan.DeploymentCreated {
-		return
-	}
-	a.mu.Lock()
-	a.deployQueue[k] = w
-	a.mu.Unlock()
-	select {
-	case a.deployWake <- struct{}{}:
-	default:
-	}
-}
-
-// deployLoop applies queued deployment work until ctx ends. Its errors are
-// logged with the job and reported in the next status.
-func (a *Agent) deployLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.deployWake:
-		}
-		a.mu.Lock()
-		batch := a.deployQueue
-		a.deployQueue = map[string]deployWork{}
-		creates := a.depCreates
-		a.depCreates = map[string]createWork{}
-		a.mu.Unlock()
-		var msgs []string
-		for id, c := range creates {
-			if err := a.createDeployment(ctx, c.job, c.d); err != nil {
-				a.log.Error("deployment write", "job", c.job.ID, "deployment_id", id, "err", err)
-				msgs = append(msgs, err.Error())
-				a.mu.Lock()
-				if _, again := a.depCreates[id]; !again {
-					a.depCreates[id] = c // retried on the next wake
-				}
-				a.mu.Unlock()
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(batch)) {
-			w := batch[k]
-			for _, err := range a.deploy(ctx, w.job, w.plan, w.known, w.allocs, w.now) {
-				a.log.Error("deployment write", "job", w.job.ID, "err", err)
-				msgs = append(msgs, err.Error())
-			}
-		}
-		a.mu.Lock()
-		a.status.DeploymentErrors = msgs
-		a.mu.Unlock()
-	}
-}
-
-// deploy writes the deployment record the plan asks for and applies the
-// completion decision, each by compare-and-set.
-func (a *Agent) deploy(ctx context.Context, job *model.Job, plan *reconcile.Plan, known []*model.Deployment, allocs []*model.Allocation, now time.Time) []error {
-	if a.cfg.Deployments == nil {
-		return nil
-	}
-	var errs []error
-	d := plan.Deployment
-	if d != nil && plan.DeploymentCreated {
-		// Queued apart (depCreates): coalescing must never drop a creation.
-	} else if d != nil && plan.DeploymentChanged {
-		want := d
-		err := a.modifyDeployment(ctx, want.Namespace, want.JobID, want.JobVersion, func(cur model.Deployment) *model.Deployment {
-			changed := false
-			for name, ws := range want.TaskGroups {
-				cs := cur.TaskGroups[name]
-				if cs == nil {
-					if cur.TaskGroups == nil {
-						cur.TaskGroups = map[string]*model.DeploymentState{}
-					}
-					c := *ws
-					cur.TaskGroups[name] = &c
-					changed = true
-					continue
-				}
-				c := *cs
-				if len(c.CanaryNodes) == 0 && len(ws.CanaryNodes) > 0 {
-					c.CanaryNodes = append([]string(nil), ws.CanaryNodes...)
-					changed = true
-				}
-				if c.DesiredCanaries != ws.DesiredCanaries || c.DesiredTotal != ws.DesiredTotal {
-					c.DesiredCanaries, c.DesiredTotal = ws.DesiredCanaries, ws.DesiredTotal
-					changed = true
-				}
-				cur.TaskGroups[name] = &c
-			}
-			if !changed {
-				return nil
-			}
-			cur.ModifyTime = now
-			return &cur
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("updating deployment %s: %w", d.ID, err))
-		}
-	}
-	for _, u := range plan.DeploymentUpdates {
-		target := findDeployment(plan, known, u.DeploymentID)
-		if target == nil {
-			continue
-		}
-		err := a.modifyDeployment(ctx, target.Namespace, target.JobID, target.JobVersion, func(cur model.Deployment) *model.Deployment {
-			if !cur.Status.Active() || (cur.Status == u.Status && cur.StatusDescription == u.StatusDescription) {
-				return nil
-			}
-			cur.Status, cur.StatusDescription, cur.ModifyTime = u.Status, u.StatusDescription, now
-			return &cur
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("updating status of deployment %s: %w", u.DeploymentID, err))
-		} else {
-			a.log.Info("deployment status", "deployment_id", u.DeploymentID, "job", job.ID, "status", u.Status, "description", u.StatusDescription)
-		}
-	}
-	if d == nil || d.JobVersion != job.Version || d.Status != model.DeploymentRunning {
-		return errs
-	}
-	var policy *model.PolicyRef
-	for _, g := range job.Groups {
-		if g.Update != nil && g.Update.CompletionPolicy != nil {
-			policy = g.Update.CompletionPolicy
-			break
-		}
-	}
-	groups := withTerminalHealth(plan.Health(), d.ID, allocs)
-	decide := func(cur *model.Deployment) reconcile.CompletionDecision {
-		dec, err := a.cfg.Completion.DecideCompletion(reconcile.CompletionInput{Deployment: cur, Groups: groups, Policy: policy, Now: now})
-		if err != nil {
-			a.log.Warn("completion policy failed; using the default", "deployment_id", cur.ID, "err", err)
-			dec = reconcile.DecideDefault(reconcile.CompletionInput{Deployment: cur, Groups: groups, Now: now})
-		}
-		return dec
-	}
-	// Progress: each allocation newly healthy across the fleet moves the
-	// groups' require-progress-by to now + progress_deadline, so a rollout
-	// that keeps progressing is not failed for being long. Written before the
-	// decision, which then sees the extended deadline.
-	if progressed(d, groups) {
-		err := a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
-			if cur.Status != model.DeploymentRunning || !progressed(&cur, groups) {
-				return nil
-			}
-			cur.TaskGroups = extendProgress(cur.TaskGroups, groups, now)
-			cur.ModifyTime = now
-			d = &cur
-			return &cur
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("recording progress of deployment %s: %w", d.ID, err))
-		}
-	}
-	// Decide on this pass's snapshot; write only if the decision changes
-	// something, and then decide again on the record read back inside the
-	// compare-and-set, so a lost race re-reads and re-decides instead of
-	// writing a verdict about a record that has moved on.
-	if first := decide(d); first.Decision != reconcile.DecisionSucceed && first.Decision != reconcile.DecisionFail && first.Decision != reconcile.DecisionPromote {
-		return errs
-	}
-	var dec reconcile.CompletionDecision
-	var status model.DeploymentStatus
-	err := a.modifyDeployment(ctx, d.Namespace, d.JobID, d.JobVersion, func(cur model.Deployment) *model.Deployment {
-		status = ""
-		if cur.Status != model.DeploymentRunning {
-			return nil
-		}
-		dec = decide(&cur)
-		switch dec.Decision {
-		case reconcile.DecisionSucceed:
-			status = model.DeploymentSuccessful
-		case reconcile.DecisionFail:
-			status = model.DeploymentFailed
-		case reconcile.DecisionPromote:
-			cur.TaskGroups = maps.Clone(cur.TaskGroups)
-			changed := false
-			for name, st := range cur.TaskGroups {
-				if st.DesiredCanaries > 0 && !st.Promoted {
-					c := *st
-					c.Promoted = true
-					// The rest of the fleet now rolls: it gets a full deadline.
-					if c.ProgressDeadline > 0 {
-						c.RequireProgressBy = now.Add(c.ProgressDeadline.D())
-					}
-					cur.TaskGroups[name] = &c
-					changed = true
-				}
-			}
-			if !changed {
-				return nil
-			}
-			cur.StatusDescription, cur.ModifyTime = model.DescRunning, now
-			return &cur
-		default:
-			return nil
-		}
-		desc := dec.Reason
-		if desc == "" {
-			desc = string(status)
-		}
-		cur.Status, cur.StatusDescription, cur.ModifyTime = status, desc, now
-		return &cur
-	})
-	switch {
-	case err != nil && dec.Decision == reconcile.DecisionPromote:
-		errs = append(errs, fmt.Errorf("promoting deployment %s: %w", d.ID, err))
-	case err != nil:
-		errs = append(errs, fmt.Errorf("marking deployment %s %s: %w", d.ID, status, err))
-	case status != "":
-		a.log.Info("deployment decided", "deployment_id", d.ID, "job", job.ID, "status", status, "reason", dec.Reason, "revert_wanted", dec.Revert)
-	}
-	return errs
-}
-
-// progressed reports whether some group of d has more healthy allocations
-// across the fleet than d records: progress that moves the deadline. Pure.
-func progressed(d *model.Deployment, groups map[string]reconcile.GroupHealth) bool {
-	for name, st := range d.TaskGroups {
-		if h, ok := groups[name]; ok && h.Healthy > st.HealthyAllocs {
-			return true
-		}
-	}
-	return false
-}
-
-// extendProgress returns a copy of the group states with the healthy counts
-// of groups and, for each group that gained healthy allocations and has a
-// progress deadline, require-progress-by moved to now + that deadline. Pure.
-func extendProgress(states map[string]*model.DeploymentState, groups map[string]reconcile.GroupHealth, now time.Time) map[string]*model.DeploymentState {
-	out := make(map[string]*model.DeploymentState, len(states))
-	for name, st := range states {
-		c := *st
-		if h, ok := groups[name]; ok && h.Healthy > c.HealthyAllocs {
-			c.HealthyAllocs = h.Healthy
-			if c.ProgressDeadline > 0 {
-				c.RequireProgressBy = now.Add(c.ProgressDeadline.D())
-			}
-		}
-		out[name] = &c
-	}
-	return out
-}
-
-// withTerminalHealth adds to the reconciler's group health (which counts
-// live allocations) the allocations of the deployment that already ended
-// unhealthy (a task whose restart policy gave up): a failed allocation must
-// fail its deployment, not vanish from the count. It is pure.
-func withTerminalHealth(h map[string]reconcile.GroupHealth, depID string, allocs []*model.Allocation) map[string]reconcile.GroupHealth {
-	extra := map[string]int{}
-	for _, a := range allocs {
-		if a.DeploymentID == depID && a.Terminal() && a.DeploymentStatus.IsUnhealthy() {
-			extra[a.TaskGroup]++
-		}
-	}
-	for g, n := range extra {
-		gh := h[g]
-		gh.Unhealthy += n
-		h[g] = gh
-	}
-	return h
-}
-
-func findDeployment(plan *reconcile.Plan, known []*model.Deployment, id string) *model.Deployment {
-	if plan.Deployment != nil && plan.Deployment.ID == id {
-		return plan.Deployment
-	}
-	for _, d := range known {
-		if d.ID == id {
-			return d
-		}
-	}
-	return nil
-}
-
 // createDeployment writes a new deployment if absent (one per job version)
 // and remembers what is stored.
 func (a *Agent) createDeployment(ctx context.Context, job *model.Job, d *model.Deployment) error {
@@ -989,14 +652,15 @@ func (a *Agent) createDeployment(ctx context.Context, job *model.Job, d *model.D
 	return nil
 }
 
-func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version uint64, decide func(model.Deployment) *model.Deployment) error {
+func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version uint64, decide func(model.Deployment) (*model.Deployment, error)) error {
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cur, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, func(cur model.Deployment) (*model.Deployment, error) {
-		return decide(cur), nil
-	})
+	cur, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, decide)
 	if errors.Is(err, fleet.ErrNotFound) {
 		return nil // not created yet (or by a pass still in flight): the next pass retries
+	}
+	if errors.Is(err, rollout.ErrRefused) {
+		return nil // the record moved on since the pass read it: nothing to do
 	}
 	if err == nil {
 		a.written(cur)

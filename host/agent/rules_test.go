@@ -188,17 +188,6 @@ func TestTheAgentsDefaultCompletionFollowsTheSpec(t *testing.T) {
 	}
 }
 
-func TestAFailedAllocationCountsAgainstItsDeployment(t *testing.T) {
-	no := false
-	h := withTerminalHealth(map[string]reconcile.GroupHealth{"g": {Placed: 1}}, "d", []*model.Allocation{
-		{ID: "a", TaskGroup: "g", DeploymentID: "d", ClientStatus: model.ClientFailed, DeploymentStatus: &model.AllocDeploymentStatus{Healthy: &no}},
-		{ID: "b", TaskGroup: "g", DeploymentID: "other", ClientStatus: model.ClientFailed, DeploymentStatus: &model.AllocDeploymentStatus{Healthy: &no}},
-	})
-	if h["g"].Unhealthy != 1 {
-		t.Fatalf("unhealthy = %d, want 1 (only the deployment's own)", h["g"].Unhealthy)
-	}
-}
-
 func TestTheLastGoodJobIsInForceWhenTheViewHasNone(t *testing.T) {
 	stored := &state.JobRecord{Job: &model.Job{ID: "web", Version: 3}, Revision: 7}
 	cases := []struct {

@@ -51,6 +51,11 @@ type Source struct {
 	stale   map[string]bool // kinds changed since prev
 	changes changeLog
 
+	// minSkew is the smallest (local receipt time − server timestamp)
+	// seen on an entry: local time minus it estimates the server's clock.
+	minSkew  time.Duration
+	haveSkew bool
+
 	changed    chan struct{}
 	subs       map[int]chan struct{}
 	nextSub    int
@@ -536,7 +541,13 @@ func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string
 // apply applies one entry to the bucket's records, logging and counting
 // what the rules say must be visible.
 func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
+	received := time.Now()
 	s.mu.Lock()
+	if !e.Time.IsZero() {
+		if skew := received.Sub(e.Time); !s.haveSkew || skew < s.minSkew {
+			s.minSkew, s.haveSkew = skew, true
+		}
+	}
 	if e.Revision > s.revs[b.kind] {
 		s.revs[b.kind] = e.Revision
 	}
@@ -639,6 +650,20 @@ func (s *Source) notify() {
 		default:
 		}
 	}
+}
+
+// ServerNow estimates the NATS server's clock at local time t from the
+// server timestamps of the entries received (every cross-machine time of
+// the rollout protocol is the server's, spec/rollout.md I6). The estimate
+// lags the server by at most the fastest delivery seen; before any entry
+// arrived it is t itself.
+func (s *Source) ServerNow(t time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.haveSkew {
+		return t
+	}
+	return t.Add(-s.minSkew)
 }
 
 // Intent returns the operator intent in force for a node (without building

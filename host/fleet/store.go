@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,6 +74,30 @@ type Store struct {
 	// version of every job as submitted (immutable; reverts read it).
 	Rollout, JobVersions jetstream.KeyValue
 	nodeTTL              time.Duration
+	stats                *storeStats
+}
+
+// storeStats counts the rollout protocol's KV operations (for the figures
+// of BENCHMARKS.md and the metrics).
+type storeStats struct {
+	rolloutOps, casConflicts, slotConflicts atomic.Int64
+}
+
+// Stats are the rollout KV operations made through a Store.
+type Stats struct {
+	// RolloutOps counts slot takes, releases, record reads and writes.
+	RolloutOps int64
+	// CASConflicts counts record compare-and-sets lost to another writer;
+	// SlotConflicts slot takes lost to another taker.
+	CASConflicts, SlotConflicts int64
+}
+
+// Stats returns the counts so far.
+func (s *Store) Stats() Stats {
+	if s.stats == nil {
+		return Stats{}
+	}
+	return Stats{RolloutOps: s.stats.rolloutOps.Load(), CASConflicts: s.stats.casConflicts.Load(), SlotConflicts: s.stats.slotConflicts.Load()}
 }
 
 // EnsureBuckets opens the five buckets, creating any that is absent (the
@@ -87,7 +112,7 @@ func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOpti
 	if o.NodeTTL <= 0 {
 		o.NodeTTL = DefaultNodeTTL
 	}
-	st := &Store{conn: c, names: names, nodeTTL: o.NodeTTL}
+	st := &Store{conn: c, names: names, nodeTTL: o.NodeTTL, stats: &storeStats{}}
 	cfgs := []struct {
 		dst *jetstream.KeyValue
 		cfg jetstream.KeyValueConfig
@@ -140,7 +165,7 @@ func ensureBucket(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (j
 // A missing bucket is left nil; Missing lists them so the caller can log the
 // quiet case wanted.QuietNoBucket.
 func OpenStore(ctx context.Context, c *Conn, names BucketNames) (*Store, error) {
-	st := &Store{conn: c, names: names, nodeTTL: DefaultNodeTTL}
+	st := &Store{conn: c, names: names, nodeTTL: DefaultNodeTTL, stats: &storeStats{}}
 	for _, b := range []struct {
 		dst  *jetstream.KeyValue
 		name string
@@ -353,6 +378,7 @@ func (s *Store) GetNode(ctx context.Context, nodeID string) (*model.Node, uint64
 // GetDeployment reads a deployment with its revision (for UpdateDeployment).
 func (s *Store) GetDeployment(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, uint64, error) {
 	key := wanted.DeploymentKey(namespace, jobID, version)
+	s.countOp()
 	e, err := s.get(ctx, s.Deployments, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading deployment %s: %w", key, err)
@@ -382,6 +408,7 @@ func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) (cur 
 		return nil, 0, false, err
 	}
 	rctx, cancel := s.conn.withTimeout(ctx)
+	s.countOp()
 	rev, err = s.Deployments.Create(rctx, key, b)
 	cancel()
 	if err == nil {
@@ -420,6 +447,7 @@ func (s *Store) UpdateDeployment(ctx context.Context, d *model.Deployment, rev u
 	}
 	rctx, cancel := s.conn.withTimeout(ctx)
 	defer cancel()
+	s.countOp()
 	nrev, err := s.Deployments.Update(rctx, key, b, rev)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("updating deployment %s at revision %d: %w", key, rev, ErrLostRace)
@@ -469,8 +497,17 @@ func (s *Store) ModifyDeployment(ctx context.Context, namespace, jobID string, v
 			return next, nrev, nil
 		}
 		if !errors.Is(uerr, ErrLostRace) {
+			// Ambiguous (a timeout, a leader change): the write may have
+			// landed. Re-read and recognise it by its nonce; never read an
+			// ambiguous write as a failure.
+			if next.Nonce != "" && next.Nonce != cur.Nonce {
+				if back, brev, berr := s.GetDeployment(ctx, namespace, jobID, version); berr == nil && back.Nonce == next.Nonce {
+					return back, brev, nil
+				}
+			}
 			return nil, 0, uerr
 		}
+		s.stats.casConflicts.Add(1)
 		err = uerr
 	}
 	return nil, 0, fmt.Errorf("modifying deployment: gave up after %d attempts: %w", attempts, err)

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Job is a declared system or sysbatch job. Its JSON form is what `hivelet job
 // run` puts into the jobs bucket and what every agent decodes.
@@ -178,4 +181,17 @@ func (g *Group) LookupTask(name string) *Task {
 		}
 	}
 	return nil
+}
+
+// SameSpec reports whether two versions declare the same job: everything
+// but the version, the submit time, the stable flag and the revert mark.
+func SameSpec(a, b *Job) bool {
+	ca, cb := *a, *b
+	ca.Version, cb.Version = 0, 0
+	ca.SubmitTime, cb.SubmitTime = time.Time{}, time.Time{}
+	ca.Stable, cb.Stable = false, false
+	ca.RevertOf, cb.RevertOf = nil, nil
+	ja, erra := json.Marshal(&ca)
+	jb, errb := json.Marshal(&cb)
+	return erra == nil && errb == nil && string(ja) == string(jb)
 }

@@ -16,8 +16,8 @@ import (
 type Transition struct {
 	Kind string `json:"kind"`
 	// Version is the job version of the record (its key).
-	Version uint64 `json:"version"`
-	Reason  string `json:"reason,omitempty"`
+	Version uint64                                                `json:"version"`
+	Reason  string                                                `json:"reason,omitempty"`
 	Apply   func(cur model.Deployment) (*model.Deployment, error) `json:"-"`
 }
 
@@ -39,9 +39,9 @@ type Held struct {
 // Create is a record to create (T1) once the canary policy answered each
 // request.
 type Create struct {
-	Proposal *model.Deployment          `json:"proposal"`
+	Proposal *model.Deployment         `json:"proposal"`
 	Canaries []reconcile.CanaryRequest `json:"canaries,omitempty"`
-	Rank     int                        `json:"rank"`
+	Rank     int                       `json:"rank"`
 	// GroupCount is each group's count (desired canaries = nodes × count).
 	GroupCount map[string]int `json:"group_count,omitempty"`
 }
@@ -246,7 +246,15 @@ func (f *Facts) place(dec *Decision, e reconcile.Entry) {
 // (I2).
 func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	hold := fmt.Sprintf("waiting for the deployment record of version %d", f.Job.Version)
+	first := StableVersion(f.Records, f.Job.Version) == nil
 	for _, e := range f.Plan.Place {
+		if first {
+			// A first rollout places at once (nothing is replaced, and with
+			// no stable version there is nothing else a node could run);
+			// the record counts these allocations by their version.
+			f.place(dec, e)
+			continue
+		}
 		dec.Held = append(dec.Held, Held{Entry: e, Reason: hold})
 	}
 	for _, e := range f.Plan.Update {
@@ -388,4 +396,3 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 	d.StatusDescription = runningDescription(d)
 	return d
 }
-

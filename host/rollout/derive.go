@@ -165,7 +165,7 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 				continue
 			}
 			if a.Terminal() {
-				if a.DeploymentID == d.ID && a.DeploymentStatus.IsUnhealthy() {
+				if a.JobVersion == d.JobVersion && (a.DeploymentID == d.ID || a.DeploymentID == "") && a.DeploymentStatus.IsUnhealthy() {
 					c.Unhealthy++
 					unhealthyNodes[a.NodeID] = true
 				}

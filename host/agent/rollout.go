@@ -1,0 +1,493 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/rollout"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// The loop around the rollout core (host/rollout): read the facts, call
+// rollout.Decide, carry out what it licenses in the pass (starts and stops
+// are this node's alone), and hand the shared writes (record CASes, slot
+// takes and releases, a revert) to the rollout worker, which re-runs the
+// core's transition on the record each CAS reads. Nothing here decides a
+// rule of the protocol.
+
+// DeploymentWriter is the shared-record side of the fleet (fleet.Store):
+// deployment records by compare-and-set, update slots by
+// create-if-absent/delete-at-revision, and the job versions a revert needs.
+type DeploymentWriter interface {
+	CreateDeployment(ctx context.Context, d *model.Deployment) (*model.Deployment, uint64, bool, error)
+	ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
+		decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error)
+	GetDeployment(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, uint64, error)
+	TakeSlot(ctx context.Context, key string, s model.Slot, ttl time.Duration) (uint64, error)
+	ReleaseSlot(ctx context.Context, key string, rev uint64) error
+	GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error)
+	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
+}
+
+// rolloutWork is one job's shared writes from one pass.
+type rolloutWork struct {
+	job    *model.Job
+	jobRev uint64
+	dec    rollout.Decision
+	facts  rollout.Facts
+}
+
+func (w rolloutWork) empty() bool {
+	d := w.dec
+	return d.Create == nil && len(d.Transitions) == 0 && !d.Verdict && len(d.Takes) == 0 &&
+		len(d.Releases) == 0 && len(d.Reclaims) == 0 && d.Revert == nil
+}
+
+func nonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// heldSlot is a slot this agent took, kept until the view shows it (or its
+// release).
+type heldSlot struct {
+	s rollout.Slot
+}
+
+// slotsOf returns the job's slots: the view's, with this agent's own
+// takes the view does not show yet added and its releases the view still
+// shows removed, and their share of the job's signature.
+func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uint64) {
+	prefix := wanted.SlotPrefix(ns, jobID)
+	var out []rollout.Slot
+	var sig uint64
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	inView := map[string]bool{}
+	for k, st := range view.Slots {
+		if !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
+			continue
+		}
+		if rev, gone := a.slotsGone[k]; gone && rev >= st.Revision {
+			continue
+		}
+		inView[k] = true
+		out = append(out, rollout.Slot{Key: k, Revision: st.Revision, Time: st.Time, Slot: *st.Value})
+		sig += mix(st.Revision ^ hashString(k))
+	}
+	for k, h := range a.slotsHeld {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		if inView[k] {
+			delete(a.slotsHeld, k) // the view has it now
+			continue
+		}
+		out = append(out, h.s)
+		sig += mix(h.s.Revision ^ hashString(k))
+	}
+	slices.SortFunc(out, func(x, y rollout.Slot) int { return strings.Compare(x.Key, y.Key) })
+	return out, sig
+}
+
+// forgetGoneSlots drops release marks the view has caught up with.
+func (a *Agent) forgetGoneSlots(view *fleet.View) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, rev := range a.slotsGone {
+		if st, ok := view.Slots[k]; !ok || st.Revision > rev {
+			delete(a.slotsGone, k)
+		}
+	}
+}
+
+// rolloutFacts builds the core's facts for one job from the pass's view.
+func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View, own, others []*model.Allocation,
+	deps []*model.Deployment, slots []rollout.Slot, plan *reconcile.Plan, now time.Time) rollout.Facts {
+	f := rollout.Facts{
+		Self: a.nodeID, BootID: a.bootID, Job: job, Plan: plan, Slots: slots,
+		Now: a.serverNow(now), NodeTTL: a.cfg.NodeTTL, Nonce: nonce(),
+		InPlace: map[string]bool{}, FailedHere: map[string]bool{},
+	}
+	for _, d := range deps {
+		if d != nil && d.JobID == job.ID && d.Namespace == job.Namespace {
+			f.Records = append(f.Records, rollout.Record{D: d})
+		}
+	}
+	slices.SortFunc(f.Records, func(x, y rollout.Record) int { return int(x.D.JobVersion) - int(y.D.JobVersion) })
+	for _, al := range own {
+		f.Allocs = append(f.Allocs, al)
+	}
+	for _, al := range others {
+		if al != nil && al.NodeID != a.nodeID {
+			f.Allocs = append(f.Allocs, al)
+		}
+	}
+	carrying := map[string]bool{}
+	for _, al := range f.Allocs {
+		carrying[al.NodeID] = true
+	}
+	for k, st := range view.Nodes {
+		n := st.Value
+		if n == nil || k == a.nodeID {
+			continue
+		}
+		if !inScope(job, n) && !carrying[n.ID] {
+			continue
+		}
+		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, st.Time))
+	}
+	f.Nodes = append(f.Nodes, rolloutNode(job, self, true, time.Time{}))
+	slices.SortFunc(f.Nodes, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
+	for _, e := range plan.Place {
+		if a.failedHere(e.PreviousAllocID, job.Version) {
+			f.FailedHere[e.PreviousAllocID] = true
+		}
+	}
+	a.mu.Lock()
+	for _, e := range plan.Update {
+		if r := a.runners[e.AllocID]; r != nil && tasksEqual(groupOf(r.Job(), e.Group), groupOf(job, e.Group)) {
+			f.InPlace[e.AllocID] = true
+		}
+	}
+	seenKey := fmt.Sprintf("%s@%d", wanted.JobKey(job.Namespace, job.ID), job.Version)
+	first, ok := a.firstSeen[seenKey]
+	if !ok {
+		first = now
+		a.firstSeen[seenKey] = now
+	}
+	f.SinceSeen = now.Sub(first)
+	f.Overdue = map[string]time.Duration{}
+	for k, t := range a.dueSince {
+		f.Overdue[k] = now.Sub(t)
+	}
+	f.ReconnectedAt = a.reconnectedAt
+	a.mu.Unlock()
+	return f
+}
+
+func rolloutNode(job *model.Job, n *model.Node, live bool, at time.Time) rollout.Node {
+	eligible := inScope(job, n) && n.Eligibility != model.Ineligible && n.Drain == nil
+	rn := rollout.Node{ID: n.ID, Live: live, Eligible: eligible, Protocol: n.RolloutProtocol, Record: n,
+		Ready: eligible && live && n.Ready() && len(driversHealthy(job, n)) == 0}
+	if !live {
+		rn.DownSince = at
+	}
+	return rn
+}
+
+func (a *Agent) serverNow(t time.Time) time.Time {
+	if a.cfg.ServerNow != nil {
+		return a.cfg.ServerNow(t)
+	}
+	return t
+}
+
+// noteDecision keeps the timers the core reads back: the deputies' overdue
+// duties and the creator's delay.
+func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, prefix string) {
+	a.mu.Lock()
+	for k := range a.dueSince {
+		if strings.HasSuffix(k, prefix) && !slices.Contains(dec.Due, k) {
+			delete(a.dueSince, k)
+		}
+	}
+	for _, k := range dec.Due {
+		if _, ok := a.dueSince[k]; !ok {
+			a.dueSince[k] = now
+		}
+	}
+	a.mu.Unlock()
+	retry := dec.RetryIn
+	if len(dec.Due) > 0 && (retry == 0 || retry > rollout.DeputyStep) {
+		retry = rollout.DeputyStep
+	}
+	if retry > 0 {
+		time.AfterFunc(retry, a.Kick)
+	}
+}
+
+// queueRollout hands a job's shared writes to the rollout worker,
+// replacing older work for the job not yet done: every write is re-decided
+// on what it reads, so only the newest facts matter.
+func (a *Agent) queueRollout(k string, w rolloutWork) {
+	if a.cfg.Deployments == nil || w.empty() {
+		return
+	}
+	a.mu.Lock()
+	a.rolloutQueue[k] = w
+	a.mu.Unlock()
+	select {
+	case a.rolloutWake <- struct{}{}:
+	default:
+	}
+}
+
+// rolloutLoop carries out queued rollout work until ctx ends.
+func (a *Agent) rolloutLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.rolloutWake:
+		}
+		a.mu.Lock()
+		batch := a.rolloutQueue
+		a.rolloutQueue = map[string]rolloutWork{}
+		a.mu.Unlock()
+		var msgs []string
+		for _, k := range slices.Sorted(maps.Keys(batch)) {
+			for _, err := range a.carryOut(ctx, batch[k]) {
+				a.log.Error("rollout write", "job", batch[k].job.ID, "err", err)
+				msgs = append(msgs, err.Error())
+			}
+		}
+		a.mu.Lock()
+		a.status.DeploymentErrors = msgs
+		a.mu.Unlock()
+	}
+}
+
+// carryOut makes one job's shared writes.
+func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
+	var errs []error
+	job, dec := w.job, w.dec
+	kick := false
+	for _, t := range dec.Transitions {
+		if err := a.modifyDeployment(ctx, job.Namespace, job.ID, t.Version, t.Apply); err != nil {
+			errs = append(errs, fmt.Errorf("%s on deployment of version %d: %w", t.Kind, t.Version, err))
+		} else {
+			a.log.Info("deployment transition", "job", job.ID, "job_version", t.Version, "kind", t.Kind, "reason", t.Reason)
+			kick = true
+		}
+	}
+	if c := dec.Create; c != nil {
+		d := rollout.CreateRecord(c, a.chooseCanaries(ctx, c.Canaries))
+		if err := a.createDeployment(ctx, job, d); err != nil {
+			errs = append(errs, err)
+		}
+		kick = true
+	}
+	for _, s := range append(slices.Clone(dec.Releases), dec.Reclaims...) {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.cfg.Deployments.ReleaseSlot(rctx, s.Key, s.Revision)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		a.mu.Lock()
+		a.slotsGone[s.Key] = s.Revision
+		delete(a.slotsHeld, s.Key)
+		a.mu.Unlock()
+		what := "released"
+		if s.Slot.Holder != a.nodeID {
+			what = "reclaimed"
+		}
+		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc)
+		kick = true
+	}
+	for _, t := range dec.Takes {
+		if took, err := a.takeSlot(ctx, t); err != nil {
+			errs = append(errs, err)
+		} else if took {
+			kick = true
+		}
+	}
+	if dec.Verdict && dec.Record != nil {
+		if changed, err := a.stewardVerdict(ctx, w); err != nil {
+			errs = append(errs, err)
+		} else if changed {
+			kick = true
+		}
+	}
+	if dec.Revert != nil {
+		if err := a.writeRevert(ctx, w); err != nil {
+			errs = append(errs, err)
+		}
+		kick = true
+	}
+	if kick {
+		a.Kick()
+	}
+	return errs
+}
+
+// takeSlot is T5: create the slot; then read the record again (from the
+// leader, through the store), and release without acting if it is no
+// longer running. Only then is the slot remembered, so that the next pass
+// (which alone stops the old allocation) sees it stored.
+func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
+	a.mu.Lock()
+	for _, h := range a.slotsHeld {
+		if h.s.Slot.OldAlloc == t.Slot.OldAlloc {
+			a.mu.Unlock()
+			return false, nil // already holding one for it
+		}
+	}
+	a.mu.Unlock()
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, t.TTL)
+	if errors.Is(err, fleet.ErrSlotTaken) {
+		return false, nil // lost the race: wait for the next change
+	}
+	if err != nil {
+		return false, err
+	}
+	cur, _, err := a.cfg.Deployments.GetDeployment(tctx, t.Slot.Namespace, t.Slot.JobID, t.Slot.JobVersion)
+	if err != nil || cur.Status != model.DeploymentRunning {
+		if rerr := a.cfg.Deployments.ReleaseSlot(tctx, t.Key, rev); rerr != nil {
+			return false, rerr
+		}
+		why := "the record could not be read"
+		if cur != nil {
+			why = "the deployment is " + string(cur.Status)
+		}
+		a.log.Info("update slot released without acting", "slot", t.Key, "why", why)
+		return false, nil
+	}
+	a.mu.Lock()
+	a.slotsHeld[t.Key] = heldSlot{s: rollout.Slot{Key: t.Key, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: t.Slot}}
+	a.mu.Unlock()
+	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank)
+	return true, nil
+}
+
+// chooseCanaries asks the canary policy once per request.
+func (a *Agent) chooseCanaries(ctx context.Context, reqs []reconcile.CanaryRequest) map[string]rollout.CanaryAnswer {
+	out := map[string]rollout.CanaryAnswer{}
+	chooser := a.cfg.Canaries
+	if chooser == nil {
+		chooser = reconcile.DefaultCanaryChooser{}
+	}
+	for _, req := range reqs {
+		name := "default"
+		if req.Policy != nil && req.Policy.Name != "" {
+			name = req.Policy.Name
+		}
+		c, err := chooser.ChooseCanaries(req)
+		out[req.Group] = rollout.CanaryAnswer{Choice: c, Err: err, PolicyName: name}
+	}
+	return out
+}
+
+func completionPolicyOf(job *model.Job) *model.PolicyRef {
+	for _, g := range job.Groups {
+		if g.Update != nil && g.Update.CompletionPolicy != nil {
+			return g.Update.CompletionPolicy
+		}
+	}
+	return nil
+}
+
+// stewardVerdict asks the completion policy about the record on the
+// pass's facts and, when it says promote, succeed or fail, applies it by
+// CAS, asking again on the record the CAS read (never replaying).
+func (a *Agent) stewardVerdict(ctx context.Context, w rolloutWork) (bool, error) {
+	job, rec := w.job, w.dec.Record.D
+	policy := completionPolicyOf(job)
+	facts := w.facts
+	decide := func(cur *model.Deployment) (reconcile.CompletionDecision, map[string]rollout.Counts) {
+		counts := rollout.Derive(cur, &facts)
+		in := rollout.CompletionInput(cur, counts, policy, facts.Now)
+		v, err := a.cfg.Completion.DecideCompletion(in)
+		if err != nil {
+			a.log.Warn("completion policy failed; using the default", "deployment_id", cur.ID, "err", err)
+			v = reconcile.DecideDefault(in)
+		}
+		return v, counts
+	}
+	if v, _ := decide(rec); v.Decision == reconcile.DecisionContinue {
+		return false, nil
+	}
+	stable := rollout.StableVersion(facts.Records, rec.JobVersion)
+	disrupted := w.dec.Disruption != ""
+	var applied reconcile.CompletionDecision
+	changed := false
+	err := a.modifyDeployment(ctx, job.Namespace, job.ID, rec.JobVersion, func(cur model.Deployment) (*model.Deployment, error) {
+		v, counts := decide(&cur)
+		applied = v
+		next, err := rollout.ApplyVerdict(cur, counts, v, disrupted, stable, a.nodeID, facts.Now, facts.Nonce)
+		changed = next != nil
+		return next, err
+	})
+	if err != nil {
+		return false, fmt.Errorf("applying the completion verdict to deployment %s: %w", rec.ID, err)
+	}
+	if changed {
+		a.log.Info("deployment decided", "deployment_id", rec.ID, "job", job.ID, "decision", applied.Decision, "reason", applied.Reason, "revert", applied.Revert)
+	}
+	return changed, nil
+}
+
+// writeRevert is T12: write a new job version with the stable spec, by CAS
+// on the job key as this agent read it (an operator's newer version wins),
+// then record the revert as done.
+func (a *Agent) writeRevert(ctx context.Context, w rolloutWork) error {
+	rw, failed := w.dec.Revert, w.job
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stable, err := a.cfg.Deployments.GetJobVersion(rctx, failed.Namespace, failed.ID, rw.ToVersion)
+	if err != nil {
+		return fmt.Errorf("reading stable version %d of job %s for the revert: %w", rw.ToVersion, failed.ID, err)
+	}
+	now, nonce := w.facts.Now, w.facts.Nonce
+	if model.SameSpec(stable, failed) {
+		return a.modifyDeployment(ctx, failed.Namespace, failed.ID, rw.FailedVersion, func(cur model.Deployment) (*model.Deployment, error) {
+			return rollout.RevertSettled(cur, model.RevertNone, 0, fmt.Sprintf("the spec of stable version %d equals the failed one", rw.ToVersion), now, nonce)
+		})
+	}
+	next := *stable
+	next.Version = failed.Version + 1
+	to := rw.ToVersion
+	next.RevertOf = &to
+	next.Stable = false
+	next.SubmitTime = a.cfg.Now().UTC()
+	if _, err := a.cfg.Deployments.UpdateJob(rctx, &next, w.jobRev); err != nil {
+		if errors.Is(err, fleet.ErrLostRace) {
+			return nil // someone wrote the job first: the next pass settles the revert
+		}
+		return fmt.Errorf("writing the revert of job %s: %w", failed.ID, err)
+	}
+	a.log.Info("deployment reverted", "job", failed.ID, "failed_version", failed.Version, "stable_version", rw.ToVersion, "new_version", next.Version)
+	return a.modifyDeployment(ctx, failed.Namespace, failed.ID, rw.FailedVersion, func(cur model.Deployment) (*model.Deployment, error) {
+		return rollout.RevertSettled(cur, model.RevertDone, next.Version, "", now, nonce)
+	})
+}
+
+// stableJob returns a recorded version of a job (cached: versions are
+// immutable).
+func (a *Agent) stableJob(ctx context.Context, ns, id string, version uint64) (*model.Job, error) {
+	key := wanted.JobVersionKey(ns, id, version)
+	a.mu.Lock()
+	j := a.versions[key]
+	a.mu.Unlock()
+	if j != nil {
+		return j, nil
+	}
+	if a.cfg.Deployments == nil {
+		return nil, errors.New("no fleet store")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	j, err := a.cfg.Deployments.GetJobVersion(rctx, ns, id, version)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.versions[key] = j
+	a.mu.Unlock()
+	return j, nil
+}

@@ -1,0 +1,184 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// The rollout bucket's update slots and the job_versions bucket
+// (spec/rollout.md, "Keys"). A slot is taken by create-if-absent with a
+// per-key TTL, released or reclaimed by a delete at the revision the
+// deleter read: a slot that changed hands since is never deleted.
+
+// ErrSlotTaken is returned by TakeSlot when the key is held by someone
+// else: wait for the next change.
+var ErrSlotTaken = errors.New("update slot already taken")
+
+func (s *Store) countOp() {
+	if s.stats != nil {
+		s.stats.rolloutOps.Add(1)
+	}
+}
+
+// TakeSlot creates the slot under key if absent, with ttl. An ambiguous
+// answer (a timeout) is settled by reading the key back and recognising
+// the slot's nonce. It returns the slot's revision.
+func (s *Store) TakeSlot(ctx context.Context, key string, sl model.Slot, ttl time.Duration) (uint64, error) {
+	if s.Rollout == nil {
+		return 0, ErrNoBucket
+	}
+	if want := wanted.SlotKey(sl.Namespace, sl.JobID, sl.Group, sl.Index); want != key {
+		return 0, fmt.Errorf("taking slot: key %q, the slot belongs under %q", key, want)
+	}
+	b, err := json.Marshal(sl)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	s.countOp()
+	rev, err := s.Rollout.Create(rctx, key, b, jetstream.KeyTTL(ttl))
+	cancel()
+	if err == nil {
+		return rev, nil
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		s.stats.slotConflicts.Add(1)
+		return 0, fmt.Errorf("taking slot %s: %w", key, ErrSlotTaken)
+	}
+	// Ambiguous: did it land?
+	if got, grev, gerr := s.GetSlot(ctx, key); gerr == nil && got.Nonce == sl.Nonce {
+		return grev, nil
+	}
+	return 0, fmt.Errorf("taking slot %s: %w", key, err)
+}
+
+// GetSlot reads one slot.
+func (s *Store) GetSlot(ctx context.Context, key string) (*model.Slot, uint64, error) {
+	s.countOp()
+	e, err := s.get(ctx, s.Rollout, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading slot %s: %w", key, err)
+	}
+	sl, err := wanted.DecodeSlot(key, e.Value())
+	if err != nil {
+		return nil, e.Revision(), err
+	}
+	return sl, e.Revision(), nil
+}
+
+// ReleaseSlot deletes the slot under key if it is still at rev (release by
+// the holder, or reclaim by the steward). A slot that moved on since (taken
+// again, already released, expired) is left alone and reported as nil: the
+// release it asked for has happened, or is someone else's to make.
+func (s *Store) ReleaseSlot(ctx context.Context, key string, rev uint64) error {
+	if s.Rollout == nil {
+		return ErrNoBucket
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	s.countOp()
+	err := s.Rollout.Delete(rctx, key, jetstream.LastRevision(rev))
+	if err == nil || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+		return nil
+	}
+	return fmt.Errorf("releasing slot %s: %w", key, err)
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// PutJobVersion records a job version as submitted (create-if-absent:
+// versions are immutable). An existing key is not an error.
+func (s *Store) PutJobVersion(ctx context.Context, j *model.Job) error {
+	if s.JobVersions == nil {
+		return ErrNoBucket
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	_, err = s.JobVersions.Create(rctx, wanted.JobVersionKey(j.Namespace, j.ID, j.Version), b)
+	if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
+		return nil
+	}
+	return fmt.Errorf("recording version %d of job %s: %w", j.Version, j.ID, err)
+}
+
+// GetJobVersion reads one recorded version of a job; ErrNotFound when it
+// was never recorded. Versions written before the bucket existed are
+// looked up in the jobs bucket's history instead.
+func (s *Store) GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error) {
+	if s.JobVersions != nil {
+		e, err := s.get(ctx, s.JobVersions, wanted.JobVersionKey(namespace, jobID, version))
+		if err == nil {
+			j, derr := model.DecodeJob(e.Value())
+			if derr != nil {
+				return nil, fmt.Errorf("reading version %d of job %s: %w", version, jobID, derr)
+			}
+			return j, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+	}
+	if s.Jobs == nil {
+		return nil, ErrNoBucket
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	hist, err := s.Jobs.History(rctx, wanted.JobKey(namespace, jobID))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("reading the history of job %s: %w", jobID, err)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		if j, derr := model.DecodeJob(hist[i].Value()); derr == nil && j.Version == version {
+			return j, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// UpdateJob writes j over the job key only if it is still at rev (a
+// revert: the human's newer version wins the race). The version is
+// recorded in job_versions too. A lost race wraps ErrLostRace.
+func (s *Store) UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error) {
+	if s.Jobs == nil {
+		return 0, ErrNoBucket
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	nrev, err := s.Jobs.Update(rctx, wanted.JobKey(j.Namespace, j.ID), b, rev)
+	cancel()
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+		return 0, fmt.Errorf("writing job %s at revision %d: %w", j.ID, rev, ErrLostRace)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("writing job %s: %w", j.ID, err)
+	}
+	if perr := s.PutJobVersion(ctx, j); perr != nil {
+		return nrev, perr
+	}
+	return nrev, nil
+}
