@@ -1,0 +1,473 @@
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// world is a fleet of n nodes ("n1".."nN") each running one allocation of
+// job web at version 1, with version 2 declared.
+type world struct {
+	job    *model.Job
+	nodes  []Node
+	allocs []*model.Allocation
+	recs   []Record
+	slots  []Slot
+}
+
+func newWorld(n, maxParallel, canary int) *world {
+	w := &world{job: &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 2, Groups: []*model.Group{{
+		Name: "g", Count: 1, Update: &model.UpdateStrategy{MaxParallel: maxParallel, Canary: canary,
+			MinHealthyTime: model.Duration(time.Second), HealthyDeadline: model.Duration(time.Minute), ProgressDeadline: model.Duration(10 * time.Minute)},
+		Tasks: []*model.Task{{Name: "t", Driver: "mock"}},
+	}}}}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		w.nodes = append(w.nodes, Node{ID: id, Live: true, Eligible: true, Ready: true, Protocol: Protocol})
+		w.allocs = append(w.allocs, &model.Allocation{ID: "a-" + id, Name: "web.g[0]", JobID: "web", JobVersion: 1, TaskGroup: "g",
+			NodeID: id, DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning})
+	}
+	return w
+}
+
+func (w *world) record(mod func(d *model.Deployment)) *model.Deployment {
+	d := &model.Deployment{ID: reconcile.DeploymentID("", "web", 2), JobID: "web", JobVersion: 2, Status: model.DeploymentRunning,
+		Protocol: Protocol, TaskGroups: map[string]*model.DeploymentState{"g": {MaxParallel: w.job.Groups[0].Update.MaxParallel,
+			DesiredTotal: len(w.nodes), ProgressDeadline: model.Duration(10 * time.Minute)}}}
+	if mod != nil {
+		mod(d)
+	}
+	w.recs = append(w.recs, Record{D: d})
+	return d
+}
+
+func (w *world) alloc(id string) *model.Allocation {
+	for _, a := range w.allocs {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// facts are node self's facts, with the plan a reconcile round for it
+// would make (from the same fleet facts).
+func (w *world) facts(t *testing.T, self string) Facts {
+	t.Helper()
+	in := reconcile.Input{Job: w.job, TaintedNodes: map[string]*model.Node{}, Now: t0}
+	for _, n := range w.nodes {
+		rec := &model.Node{ID: n.ID, Status: model.NodeStatusReady, Eligibility: model.Eligible, Attributes: map[string]string{}, Meta: map[string]string{}}
+		switch {
+		case !n.Live:
+			rec.Status = model.NodeStatusDown
+			in.TaintedNodes[n.ID] = rec
+		case !n.Ready:
+			in.NotReadyNodes = append(in.NotReadyNodes, n.ID)
+		default:
+			in.ReadyNodes = append(in.ReadyNodes, rec)
+		}
+	}
+	for _, a := range w.allocs {
+		if a.Terminal() {
+			in.TerminalAllocs = append(in.TerminalAllocs, a)
+		} else {
+			in.LiveAllocs = append(in.LiveAllocs, a)
+		}
+	}
+	for _, r := range w.recs {
+		if r.D.JobVersion == w.job.Version {
+			in.Deployment = r.D
+		}
+	}
+	plan, err := reconcile.ReconcileNode(in, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Facts{Self: self, Job: w.job, Records: w.recs, Allocs: w.allocs, Nodes: w.nodes, Slots: w.slots, Plan: plan,
+		Now: t0, NodeTTL: 30 * time.Second, Nonce: "nonce-" + self, SinceSeen: time.Hour}
+}
+
+func (w *world) take(t *testing.T, self string) []Take {
+	t.Helper()
+	return Decide(w.facts(t, self)).Takes
+}
+
+// holdSlot stores the slot self would take.
+func (w *world) holdSlot(t *testing.T, tk Take) {
+	t.Helper()
+	w.slots = append(w.slots, Slot{Key: tk.Key, Revision: uint64(len(w.slots) + 1), Time: t0, Slot: tk.Slot})
+}
+
+func heldFor(dec Decision, alloc string) string {
+	for _, h := range dec.Held {
+		if h.Entry.AllocID == alloc {
+			return h.Reason
+		}
+	}
+	return ""
+}
+
+// I3: a record newer than the job held makes the node plan and write
+// nothing; only a strictly newer job cancels a record. Control: the node
+// that holds the newer job cancels the older record.
+func TestAStaleJobViewHoldsTheJobAndNeverCancelsANewerRecord(t *testing.T) {
+	w := newWorld(3, 1, 20)
+	w.record(nil)     // version 2's record
+	w.job.Version = 1 // this node still holds job version 1
+	dec := Decide(w.facts(t, "n1"))
+	if dec.Hold == "" || !strings.Contains(dec.Hold, "stale job view") {
+		t.Fatalf("hold = %q", dec.Hold)
+	}
+	if len(dec.Transitions)+len(dec.Takes)+len(dec.Place)+len(dec.Stop) > 0 {
+		t.Fatalf("a held job did something: %+v", dec)
+	}
+	// The cancel body refuses a job that is not newer, whoever calls it.
+	if _, err := Cancel(*w.recs[0].D, w.job, t0, "x"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("cancel by an older job: %v", err)
+	}
+	// Control: a node holding version 3 cancels version 2's record.
+	w.job.Version = 3
+	dec = Decide(w.facts(t, "n1"))
+	if dec.Hold != "" || len(dec.Transitions) != 1 || dec.Transitions[0].Kind != "cancel" {
+		t.Fatalf("newer job: hold %q, transitions %+v", dec.Hold, dec.Transitions)
+	}
+	next, err := dec.Transitions[0].Apply(*w.recs[0].D)
+	if err != nil || next.Status != model.DeploymentCancelled || next.StatusDescription != model.DescNewerJob {
+		t.Fatalf("cancel: %+v %v", next, err)
+	}
+}
+
+// I5: with max_parallel m, exactly the m first waiters by rendezvous rank
+// try a slot, each a different index; while m slots are held nobody else
+// tries; a slot of the job's previous version counts too.
+func TestAdmissionNeverLicensesMoreThanMaxParallel(t *testing.T) {
+	for _, m := range []int{1, 2, 3} {
+		w := newWorld(6, m, 0)
+		w.record(nil)
+		var takers []Take
+		for _, n := range w.nodes {
+			takers = append(takers, w.take(t, n.ID)...)
+		}
+		if len(takers) != m {
+			t.Fatalf("max_parallel %d: %d nodes try a slot: %+v", m, len(takers), takers)
+		}
+		idx := map[int]bool{}
+		for _, tk := range takers {
+			idx[tk.Slot.Index] = true
+			if tk.Key != wanted.SlotKey("", "web", "g", tk.Slot.Index) || tk.TTL != time.Minute+5*time.Second+SlotGrace {
+				t.Fatalf("take %+v", tk)
+			}
+		}
+		if len(idx) != m {
+			t.Fatalf("max_parallel %d: indices %v", m, idx)
+		}
+		for _, tk := range takers {
+			w.holdSlot(t, tk)
+		}
+		for _, n := range w.nodes {
+			if tk := w.take(t, n.ID); len(tk) != 0 {
+				t.Fatalf("max_parallel %d with every slot held: %s tries %+v", m, n.ID, tk)
+			}
+		}
+	}
+	// Across versions: version 1's deployment still holds the only slot.
+	w := newWorld(4, 1, 0)
+	w.record(nil)
+	w.slots = []Slot{{Key: wanted.SlotKey("", "web", "g", 0), Revision: 1, Slot: model.Slot{JobID: "web", JobVersion: 1, DeploymentID: "older",
+		Group: "g", Index: 0, Holder: "n4", OldAlloc: "x", NewAlloc: "y"}}}
+	for _, n := range w.nodes {
+		if tk := w.take(t, n.ID); len(tk) != 0 {
+			t.Fatalf("a previous version's slot did not count: %s tries %+v", n.ID, tk)
+		}
+	}
+}
+
+// I2: a destructive update is stopped only by a node holding a stored slot
+// for that very allocation, and only while the record runs.
+func TestOnlyAHeldSlotLicensesAStop(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	d := w.record(nil)
+	var taker string
+	for _, n := range w.nodes {
+		if tk := w.take(t, n.ID); len(tk) == 1 {
+			taker = n.ID
+			w.holdSlot(t, tk[0])
+		}
+	}
+	for _, n := range w.nodes {
+		dec := Decide(w.facts(t, n.ID))
+		stops := len(dec.Stop)
+		if (n.ID == taker) != (stops == 1) {
+			t.Fatalf("%s (taker %s) stops %d", n.ID, taker, stops)
+		}
+		if n.ID != taker && !strings.Contains(heldFor(dec, "a-"+n.ID), "waiting for an update slot (1/1 in flight: "+taker) {
+			t.Fatalf("%s held for %q", n.ID, heldFor(dec, "a-"+n.ID))
+		}
+	}
+	d.Status = model.DeploymentPaused
+	f := w.facts(t, taker)
+	if dec := Decide(f); len(dec.Stop) != 0 || !strings.Contains(f.Plan.Groups[0].UpdatesHeld, "paused") {
+		t.Fatalf("paused: the holder stops %d (plan says %q)", len(dec.Stop), f.Plan.Groups[0].UpdatesHeld)
+	}
+}
+
+// T7: the holder releases its slot once the replacement's health verdict
+// is written, not before.
+func TestTheHolderReleasesAfterTheVerdict(t *testing.T) {
+	w := newWorld(2, 1, 0)
+	w.record(nil)
+	tk := w.take(t, "n1")
+	if len(tk) == 0 {
+		tk = w.take(t, "n2")
+	}
+	w.holdSlot(t, tk[0])
+	holder := tk[0].Slot.Holder
+	old := w.alloc(tk[0].Slot.OldAlloc)
+	old.DesiredStatus, old.ClientStatus = model.DesiredStop, model.ClientComplete
+	nw := &model.Allocation{ID: tk[0].Slot.NewAlloc, Name: "web.g[0]", JobID: "web", JobVersion: 2, TaskGroup: "g", NodeID: holder,
+		DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning, DeploymentID: tk[0].Slot.DeploymentID}
+	w.allocs = append(w.allocs, nw)
+	if dec := Decide(w.facts(t, holder)); len(dec.Releases) != 0 {
+		t.Fatalf("released before the verdict: %+v", dec.Releases)
+	}
+	yes := true
+	nw.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &yes}
+	if dec := Decide(w.facts(t, holder)); len(dec.Releases) != 1 || dec.Releases[0].Key != tk[0].Key {
+		t.Fatalf("not released after the verdict: %+v", dec.Releases)
+	}
+}
+
+// Canary phase: only the stored canary nodes take slots; the others wait
+// for promotion (the reconciler leaves them awaiting), and a node that
+// joins during the phase places the stable version.
+func TestBeforePromotionOnlyTheStoredCanaryNodesUpdate(t *testing.T) {
+	w := newWorld(5, 5, 20)
+	w.recs = append(w.recs, Record{D: &model.Deployment{ID: "v1", JobID: "web", JobVersion: 1, Status: model.DeploymentSuccessful}})
+	w.record(func(d *model.Deployment) {
+		d.TaskGroups["g"].CanaryNodes = []string{"n3"}
+		d.TaskGroups["g"].DesiredCanaries = 1
+		d.TaskGroups["g"].CanaryPolicy = "default"
+	})
+	for _, n := range w.nodes {
+		tk := w.take(t, n.ID)
+		if (n.ID == "n3") != (len(tk) == 1) {
+			t.Fatalf("%s takes %+v", n.ID, tk)
+		}
+	}
+	// A node that joins now places version 1, the stable one.
+	w.nodes = append(w.nodes, Node{ID: "n6", Live: true, Eligible: true, Ready: true})
+	dec := Decide(w.facts(t, "n6"))
+	if len(dec.PlaceStable) != 1 || dec.StableVersion != 1 || len(dec.Place) != 0 {
+		t.Fatalf("joining node: place %+v, stable %+v (version %d)", dec.Place, dec.PlaceStable, dec.StableVersion)
+	}
+	// Control: after promotion every node may take a slot, and a joining
+	// node places the current version.
+	w.recs[1].D.TaskGroups["g"].Promoted = true
+	takers := 0
+	for _, n := range w.nodes[:5] {
+		takers += len(w.take(t, n.ID))
+	}
+	if takers != 5 {
+		t.Fatalf("promoted: %d takers, want 5", takers)
+	}
+	if dec := Decide(w.facts(t, "n6")); len(dec.Place) != 1 || len(dec.PlaceStable) != 0 {
+		t.Fatalf("promoted, joining node: %+v / %+v", dec.Place, dec.PlaceStable)
+	}
+}
+
+// A deployment is complete only on positive evidence: a node whose driver
+// is briefly unhealthy (not ready) still owes its allocation; a restart
+// that shows nothing yet is not "nothing desired".
+func TestCompletionNeedsPositiveEvidence(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	d := w.record(nil)
+	yes := true
+	for _, a := range w.allocs[:2] {
+		a.JobVersion, a.DeploymentStatus = 2, &model.AllocDeploymentStatus{Healthy: &yes}
+	}
+	w.nodes[2].Ready = false // n3's driver is unhealthy; it still runs version 1
+	c := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})["g"]
+	if c.Complete || c.Outdated != 1 || c.Desired != 3 {
+		t.Fatalf("with an outdated allocation on a not-ready node: %+v", c)
+	}
+	// Nothing known at all (a fresh restart): not complete either.
+	if c := Derive(d, &Facts{Job: w.job, Nodes: w.nodes})["g"]; c.Complete {
+		t.Fatalf("complete on no evidence: %+v", c)
+	}
+	// Control: all three healthy at version 2.
+	w.allocs[2].JobVersion, w.allocs[2].DeploymentStatus = 2, &model.AllocDeploymentStatus{Healthy: &yes}
+	if c := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})["g"]; !c.Complete || c.Healthy != 3 {
+		t.Fatalf("all healthy: %+v", c)
+	}
+	// A policy's "succeed" is refused without the evidence.
+	w.allocs[2].JobVersion = 1
+	counts := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})
+	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed}, false, nil, "n1", t0, "x"); next != nil {
+		t.Fatalf("succeeded without evidence: %+v", next)
+	}
+}
+
+// T4: promotion is refused until the derived healthy canaries reach the
+// desired number, saying how many there are.
+func TestPromotionNeedsItsHealthyCanaries(t *testing.T) {
+	d := model.Deployment{ID: "d", Status: model.DeploymentRunning, TaskGroups: map[string]*model.DeploymentState{
+		"g": {DesiredCanaries: 2, CanaryNodes: []string{"n1", "n2"}, ProgressDeadline: model.Duration(time.Minute)}}}
+	_, err := Promote(d, map[string]Counts{"g": {CanariesHealthy: 1}}, nil, "cli", t0, "x")
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "group g has 1/2 healthy canaries") {
+		t.Fatalf("promote with 1/2: %v", err)
+	}
+	next, err := Promote(d, map[string]Counts{"g": {CanariesHealthy: 2}}, nil, "cli", t0, "x")
+	if err != nil || !next.TaskGroups["g"].Promoted || !next.TaskGroups["g"].RequireProgressBy.Equal(t0.Add(time.Minute)) || next.TaskGroups["g"].PromotedBy != "cli" {
+		t.Fatalf("promote with 2/2: %+v %v", next, err)
+	}
+	if d.TaskGroups["g"].Promoted {
+		t.Fatal("the record read was modified")
+	}
+	// I4: a terminal record is never moved.
+	d.Status = model.DeploymentFailed
+	if _, err := Promote(d, map[string]Counts{"g": {CanariesHealthy: 2}}, nil, "cli", t0, "x"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("promote a failed record: %v", err)
+	}
+}
+
+// T3: pause stops the clock; resume moves every deadline by the time paused.
+func TestResumeMovesTheDeadlinesByThePausedTime(t *testing.T) {
+	d := model.Deployment{ID: "d", Status: model.DeploymentRunning, TaskGroups: map[string]*model.DeploymentState{
+		"g": {RequireProgressBy: t0.Add(time.Minute)}}}
+	p, err := Pause(d, t0, "x")
+	if err != nil || p.Status != model.DeploymentPaused {
+		t.Fatalf("pause: %+v %v", p, err)
+	}
+	r, err := Resume(*p, t0.Add(90*time.Second), "y")
+	if err != nil || r.Status != model.DeploymentRunning || !r.TaskGroups["g"].RequireProgressBy.Equal(t0.Add(150*time.Second)) || r.PausedTotal.D() != 90*time.Second {
+		t.Fatalf("resume: %+v %v", r, err)
+	}
+}
+
+// T11: a failure with auto_revert points at the newest stable version, or
+// says why there is none.
+func TestAFailureRevertsToTheNewestStableVersion(t *testing.T) {
+	d := model.Deployment{ID: "d", JobVersion: 4, Status: model.DeploymentRunning}
+	recs := []Record{
+		{D: &model.Deployment{JobVersion: 1, Status: model.DeploymentSuccessful}},
+		{D: &model.Deployment{JobVersion: 2, Status: model.DeploymentSuccessful}},
+		{D: &model.Deployment{JobVersion: 3, Status: model.DeploymentFailed}},
+	}
+	next, err := Fail(d, "bad", true, StableVersion(recs, 4), t0, "x")
+	if err != nil || next.Revert == nil || next.Revert.Status != model.RevertPending || next.Revert.ToVersion != 2 {
+		t.Fatalf("fail with revert: %+v %v", next, err)
+	}
+	next, _ = Fail(d, "bad", true, StableVersion(recs[2:], 4), t0, "x")
+	if next.Revert == nil || next.Revert.Status != model.RevertNone || !strings.Contains(next.Revert.Reason, "no stable version") {
+		t.Fatalf("fail with nothing to revert to: %+v", next.Revert)
+	}
+}
+
+// Steward and deputies: one steward per record acts at once; deputy k acts
+// on a duty overdue for k × 2 s.
+func TestOneStewardActsAndADeputyOnlyWhenOverdue(t *testing.T) {
+	w := newWorld(4, 1, 0)
+	w.record(nil)
+	var stewards []string
+	var deputy string
+	for _, n := range w.nodes {
+		dec := Decide(w.facts(t, n.ID))
+		if dec.Verdict {
+			stewards = append(stewards, n.ID)
+		}
+		if dec.StewardRank == 1 {
+			deputy = n.ID
+			if len(dec.Due) == 0 {
+				t.Fatalf("deputy %s has no due duty", n.ID)
+			}
+		}
+	}
+	if len(stewards) != 1 {
+		t.Fatalf("stewards %v", stewards)
+	}
+	f := w.facts(t, deputy)
+	f.Overdue = map[string]time.Duration{"verdict:" + w.recs[0].D.ID: 2 * time.Second}
+	if !Decide(f).Verdict {
+		t.Fatal("an overdue deputy does not act")
+	}
+}
+
+// T8 and the disruption guard: a slot whose holder expired is reclaimed by
+// the steward, but not while many nodes expired at once.
+func TestALostHoldersSlotIsReclaimedUnlessTheFleetIsDisrupted(t *testing.T) {
+	w := newWorld(10, 1, 0)
+	d := w.record(nil)
+	w.slots = []Slot{{Key: wanted.SlotKey("", "web", "g", 0), Revision: 7, Slot: model.Slot{JobID: "web", JobVersion: 2, DeploymentID: d.ID,
+		Group: "g", Index: 0, Holder: "n10", OldAlloc: "a-n10", NewAlloc: "b"}}}
+	w.nodes[9].Live, w.nodes[9].DownSince = false, t0.Add(-5*time.Second)
+	reclaims := 0
+	for _, n := range w.nodes[:9] {
+		reclaims += len(Decide(w.facts(t, n.ID)).Reclaims)
+	}
+	if reclaims != 1 {
+		t.Fatalf("one lost holder: %d reclaims, want 1 (by the steward)", reclaims)
+	}
+	// Four of ten nodes expired within one TTL: no reclaim, no fail.
+	for i := 6; i < 10; i++ {
+		w.nodes[i].Live, w.nodes[i].DownSince = false, t0.Add(-5*time.Second)
+	}
+	for _, n := range w.nodes[:6] {
+		dec := Decide(w.facts(t, n.ID))
+		if len(dec.Reclaims) != 0 {
+			t.Fatalf("reclaimed during a disruption: %+v", dec.Reclaims)
+		}
+		if dec.StewardRank == 0 && dec.Disruption == "" {
+			t.Fatal("the steward does not see the disruption")
+		}
+	}
+}
+
+// T1: a creator waits its rank's delay; the canary policy's answer is
+// stored with its reason, a bad answer replaced by the default's with the
+// refusal as the reason, and a policy that picks nobody says why.
+func TestTheRecordIsCreatedOnceWithThePolicysChoiceAndReason(t *testing.T) {
+	w := newWorld(5, 1, 40)
+	w.job.Version = 2
+	var creators []Decision
+	for _, n := range w.nodes {
+		f := w.facts(t, n.ID)
+		f.SinceSeen = 0
+		dec := Decide(f)
+		if dec.Create != nil {
+			creators = append(creators, dec)
+		} else if dec.RetryIn <= 0 || dec.RetryIn > CreateMax {
+			t.Fatalf("%s neither creates nor waits: %+v", n.ID, dec)
+		}
+	}
+	if len(creators) != 1 || creators[0].Create.Rank != 0 {
+		t.Fatalf("%d creators at once", len(creators))
+	}
+	c := creators[0].Create
+	if len(c.Canaries) != 1 || c.Canaries[0].Count != 2 {
+		t.Fatalf("canary requests %+v", c.Canaries)
+	}
+	good := CreateRecord(c, map[string]CanaryAnswer{"g": {Choice: reconcile.CanaryChoice{NodeIDs: []string{"n4", "n2"}}, PolicyName: "builtin:spread"}})
+	st := good.TaskGroups["g"]
+	if !slices.Equal(st.CanaryNodes, []string{"n2", "n4"}) || st.DesiredCanaries != 2 || st.CanaryPolicy != "builtin:spread" ||
+		good.StatusDescription != model.DescNeedsPromotion || !st.RequireProgressBy.IsZero() || good.Protocol != Protocol {
+		t.Fatalf("record %+v / %+v", good, st)
+	}
+	bad := CreateRecord(c, map[string]CanaryAnswer{"g": {Choice: reconcile.CanaryChoice{NodeIDs: []string{"n9"}}}})
+	if st := bad.TaskGroups["g"]; !slices.Equal(st.CanaryNodes, []string{"n1", "n2"}) || !strings.Contains(st.CanaryReason, "refused") {
+		t.Fatalf("bad answer: %+v", st)
+	}
+	none := CreateRecord(c, map[string]CanaryAnswer{"g": {Choice: reconcile.CanaryChoice{Reason: "no node has rack=a"}}})
+	if st := none.TaskGroups["g"]; len(st.CanaryNodes) != 0 || st.CanaryReason != "no node has rack=a" {
+		t.Fatalf("nobody chosen: %+v", st)
+	}
+}
