@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -181,4 +183,30 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64
 		return nrev, perr
 	}
 	return nrev, nil
+}
+
+// ServerNow reads the NATS server's clock: it writes a throw-away key
+// (TTL one minute) to the rollout bucket and returns the server timestamp
+// of that write. The CLI stamps its record changes (pause, resume,
+// promote) with it, so every time compared across machines is the
+// server's (spec/rollout.md, I6).
+func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
+	if s.Rollout == nil {
+		return time.Time{}, ErrNoBucket
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return time.Time{}, err
+	}
+	key := "clock." + hex.EncodeToString(b[:])
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	if _, err := s.Rollout.Create(rctx, key, []byte("{}"), jetstream.KeyTTL(time.Minute)); err != nil {
+		return time.Time{}, fmt.Errorf("reading the server clock: %w", err)
+	}
+	e, err := s.Rollout.Get(rctx, key)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the server clock: %w", err)
+	}
+	return e.Created(), nil
 }

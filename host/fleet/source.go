@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -542,6 +543,16 @@ func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string
 // what the rules say must be visible.
 func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	received := time.Now()
+	if b.kind == KindRollout && !strings.HasPrefix(e.Key, "slot.") {
+		// Only the slots of the rollout bucket are records a host holds
+		// (the CLI's clock keys are not).
+		s.mu.Lock()
+		if e.Revision > s.revs[b.kind] {
+			s.revs[b.kind] = e.Revision
+		}
+		s.mu.Unlock()
+		return
+	}
 	s.mu.Lock()
 	if !e.Time.IsZero() {
 		if skew := received.Sub(e.Time); !s.haveSkew || skew < s.minSkew {
