@@ -84,7 +84,11 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldTTL(t, 0) }
+
+// newWorldTTL is newWorld with the nodes bucket's TTL (0: the default).
+// Agents heartbeat at a third of it.
+func newWorldTTL(t *testing.T, ttl time.Duration) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -99,7 +103,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{})
+	st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{NodeTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +198,22 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	wcancel()
+	// The node's heartbeat: its record is put again at a third of the
+	// TTL until the agent stops (then it expires, as a dead node's does).
+	go func() {
+		tick := time.NewTicker(n.w.store.NodeTTL() / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+				_, _ = n.w.store.ForNode(n.id).PutNode(hctx, nodeRecord(n.id))
+				hcancel()
+			}
+		}
+	}()
 	a, err := New(Config{
 		Node:          func() *model.Node { return nodeRecord(n.id) },
 		Source:        n.src,
