@@ -598,3 +598,69 @@ func TestAHolderThatDiesIsReclaimedAndTheRolloutFinishes(t *testing.T) {
 		t.Fatalf("the dead holder's slot was never reclaimed: %+v", s)
 	}
 }
+
+// A node whose driver is briefly unhealthy mid-rollout keeps its pacing and
+// its deployment: completion needs every allocation of the new version
+// healthy, never an absence (one agent, count 6, max_parallel 1: before,
+// a driver blip made desired_total 0 and the deployment "successful" with
+// 1 of 6 replaced, the other 5 replaced within milliseconds).
+func TestADriverOutageMidRolloutNeitherCompletesTheDeploymentNorLosesPacing(t *testing.T) {
+	f := newFleet(t, 1, 0)
+	six := func(g *model.Group) { g.Count = 6; g.Update.MinHealthyTime = model.Duration(200 * time.Millisecond) }
+	f.w.putJob(fleetJob(1, six))
+	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.w.putJob(fleetJob(2, six))
+	n := f.nodes[0]
+	testutil.Eventually(t, 20*time.Second, "the first replacement started", func() bool {
+		return slices.Contains(f.startsOf()[n.id], "v2")
+	})
+	n.driverDown.Store(true) // the driver is unhealthy for a while
+	n.agent.Kick()
+	f.settle(t, 3)
+	if d := f.w.deployment("", "web", 2); d.Status != model.DeploymentRunning {
+		t.Fatalf("during the outage the deployment became %s (%q)", d.Status, d.StatusDescription)
+	}
+	n.driverDown.Store(false)
+	f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
+	v2 := 0
+	for _, a := range n.live("web") {
+		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
+			v2++
+		}
+	}
+	if v2 != 6 {
+		t.Fatalf("successful with %d of 6 replaced", v2)
+	}
+	// Pacing held: the replacements never overlapped.
+	type span struct{ a, b time.Time }
+	var spans []span
+	stops := map[string]time.Time{}
+	for _, e := range f.rec.all() {
+		if e.op == "stop" && e.version == "v1" {
+			stops[e.alloc] = e.at
+		}
+	}
+	var healthy []time.Time
+	for _, a := range n.agent.Allocs() {
+		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
+			healthy = append(healthy, a.DeploymentStatus.Timestamp)
+		}
+	}
+	var stopTimes []time.Time
+	for _, at := range stops {
+		stopTimes = append(stopTimes, at)
+	}
+	slices.SortFunc(stopTimes, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(healthy, func(a, b time.Time) int { return a.Compare(b) })
+	if len(stopTimes) != 6 || len(healthy) != 6 {
+		t.Fatalf("%d stops of v1, %d healthy v2", len(stopTimes), len(healthy))
+	}
+	for i := range stopTimes {
+		spans = append(spans, span{stopTimes[i], healthy[i]})
+	}
+	for i := 1; i < len(spans); i++ {
+		if spans[i].a.Before(spans[i-1].b) {
+			t.Fatalf("replacement %d stopped its old task at %v, before replacement %d was healthy at %v", i, spans[i].a, i-1, spans[i-1].b)
+		}
+	}
+}

@@ -153,6 +153,18 @@ type node struct {
 	resync  time.Duration
 	// pending, when set before start, is the agent's PolicyPending.
 	pending func(*model.Job) (bool, string)
+	// driverDown makes the node's record say its mock driver is unhealthy
+	// (the fingerprint of a driver whose plugin died).
+	driverDown atomic.Bool
+}
+
+// record is the node's current record.
+func (n *node) record() *model.Node {
+	r := nodeRecord(n.id)
+	if n.driverDown.Load() {
+		r.Drivers["mock"] = model.DriverInfo{Detected: true, Healthy: false, HealthDesc: "plugin exited"}
+	}
+	return r
 }
 
 func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
@@ -209,13 +221,13 @@ func (n *node) start() {
 				return
 			case <-tick.C:
 				hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-				_, _ = n.w.store.ForNode(n.id).PutNode(hctx, nodeRecord(n.id))
+				_, _ = n.w.store.ForNode(n.id).PutNode(hctx, n.record())
 				hcancel()
 			}
 		}
 	}()
 	a, err := New(Config{
-		Node:          func() *model.Node { return nodeRecord(n.id) },
+		Node:          n.record,
 		Source:        n.src,
 		Allocs:        n.w.store.ForNode(n.id),
 		Deployments:   n.w.store,
