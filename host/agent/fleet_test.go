@@ -239,7 +239,7 @@ func (f *testFleet) startsOf() map[string][]string {
 // timestamps: a node's replacement is in flight from the stop of its old
 // task to its new allocation's health verdict (taken from the node's
 // record of it).
-func (f *testFleet) maxInFlight(t *testing.T, from, to string) int {
+func (f *testFleet) maxInFlight(t testing.TB, from, to string) int {
 	t.Helper()
 	type span struct{ a, b time.Time }
 	var spans []span

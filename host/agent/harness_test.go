@@ -70,25 +70,25 @@ func (d *drivers) Driver(_ context.Context, name string) (driver.Driver, error) 
 // world is one embedded NATS server with the buckets, shared by the agents
 // and the "CLI" of a test.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	emb   *fleet.Embedded
 	conn  *fleet.Conn
 	store *fleet.Store
 	log   *slog.Logger
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("HIVELET_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newWorld(t *testing.T) *world { return newWorldTTL(t, 0) }
+func newWorld(t testing.TB) *world { return newWorldTTL(t, 0) }
 
 // newWorldTTL is newWorld with the nodes bucket's TTL (0: the default).
 // Agents heartbeat at a third of it.
-func newWorldTTL(t *testing.T, ttl time.Duration) *world {
+func newWorldTTL(t testing.TB, ttl time.Duration) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
