@@ -246,6 +246,17 @@ func (f *Facts) place(dec *Decision, e reconcile.Entry) {
 // (I2).
 func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	hold := fmt.Sprintf("waiting for the deployment record of version %d", f.Job.Version)
+	// The record is created at the lowest level every eligible node speaks;
+	// this agent knows one level, so a node below it holds the creation
+	// (it would follow rules of its own).
+	blocked := false
+	for _, n := range f.Nodes {
+		if n.Live && n.Eligible && n.Protocol < Protocol {
+			hold = fmt.Sprintf("node %s speaks rollout protocol %d, not %d: no fleet rollout can be created", n.ID, n.Protocol, Protocol)
+			blocked = true
+			break
+		}
+	}
 	first := StableVersion(f.Records, f.Job.Version) == nil
 	for _, e := range f.Plan.Place {
 		if first {
@@ -259,6 +270,9 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	}
 	for _, e := range f.Plan.Update {
 		dec.Held = append(dec.Held, Held{Entry: e, Reason: hold})
+	}
+	if blocked {
+		return
 	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
 	cands := f.liveEligible()

@@ -471,3 +471,19 @@ func TestTheRecordIsCreatedOnceWithThePolicysChoiceAndReason(t *testing.T) {
 		t.Fatalf("nobody chosen: %+v", st)
 	}
 }
+
+// A record is created only at a level every eligible node speaks: a node
+// of an older agent holds the creation and says why. Control: without it
+// the record is proposed.
+func TestANodeOfAnOlderProtocolHoldsTheCreation(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	w.nodes[2].Protocol = 0
+	dec := Decide(w.facts(t, "n1"))
+	if dec.Create != nil || !strings.Contains(heldFor(dec, "a-n1"), "node n3 speaks rollout protocol 0") {
+		t.Fatalf("create %+v, held %q", dec.Create, heldFor(dec, "a-n1"))
+	}
+	w.nodes[2].Protocol = Protocol
+	if dec := Decide(w.facts(t, "n1")); dec.Create == nil {
+		t.Fatal("control: no record proposed")
+	}
+}
