@@ -2,9 +2,13 @@
 // allocations from the local state store and reattaches to their tasks, then,
 // on every change of wanted state (jobs, nodes, allocations, deployments,
 // driver health), runs the pure reconciler for this node over the fleet view
-// and applies the plan through allocation runners. It writes this node's
-// allocations' status to the allocations bucket and the deployment records
-// the reconciler asks for (create-if-absent, changed only by compare-and-set).
+// and applies the plan through allocation runners, as licensed by the fleet
+// rollout core (host/rollout, spec/rollout.md, docs/rollout.md). It writes
+// this node's allocations' status to the allocations bucket; the shared
+// rollout writes (the deployment record, created once and changed only by
+// compare-and-set; the update slots of the rollout bucket; a revert) go
+// through a worker that re-runs the core's transition on what each write
+// reads. The agent decides no rollout rule itself: read, decide, write.
 //
 // Invariants:
 //   - Restore (and reattach) happens before the first pass; a restart starts
@@ -33,6 +37,11 @@
 //     across a restart (the last good version is kept in the state store).
 //   - Errors are per allocation and collected: one allocation that cannot be
 //     started or stopped does not stop the pass.
+//   - No destructive update without a stored slot for that allocation, no
+//     canary without a stored record, nothing at all for a job whose
+//     record is newer than the job held here (fleet_test.go: the canary set
+//     only until promoted, in-flight at most max_parallel from the drivers'
+//     timestamps).
 package agent
 
 import (
