@@ -150,12 +150,12 @@ type Agent struct {
 	drivers       allocrunner.Drivers    // cfg.Drivers with config schemas cached
 	rolloutQueue  map[string]rolloutWork // job key → newest rollout work
 	rolloutWake   chan struct{}
-	slotsHeld     map[string]heldSlot   // slot key → a slot this agent took that the view may not show yet
-	slotsGone     map[string]uint64     // slot key → revision this agent released (hidden until the view catches up)
-	firstSeen     map[string]time.Time  // "<job key>@<version>" → when first planned (the creator's rank delay)
-	dueSince      map[string]time.Time  // steward duty → when first due here (deputies)
-	versions      map[string]*model.Job // job_versions key → recorded version (immutable, cached)
-	reconnectedAt time.Time             // server time of the last reconnect to NATS (the disruption guard)
+	slotsHeld     map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
+	slotsGone     map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
+	firstSeen     map[string]time.Time            // "<job key>@<version>" → when first planned (the creator's rank delay)
+	dueSince      map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
+	versions      map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
+	reconnectedAt time.Time                       // server time of the last reconnect to NATS (the disruption guard)
 	bootID        string
 	depWritten    map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
 	allocKick     map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
@@ -219,7 +219,7 @@ func New(cfg Config) (*Agent, error) {
 		slotsHeld:    map[string]heldSlot{},
 		slotsGone:    map[string]uint64{},
 		firstSeen:    map[string]time.Time{},
-		dueSince:     map[string]time.Time{},
+		dueSince:     map[string]map[string]time.Time{},
 		versions:     map[string]*model.Job{},
 		bootID:       cfg.BootID,
 		lastSig:      map[string]uint64{},

@@ -169,7 +169,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	f.SinceSeen = now.Sub(first)
 	f.Overdue = map[string]time.Duration{}
-	for k, t := range a.dueSince {
+	for k, t := range a.dueSince[wanted.JobKey(job.Namespace, job.ID)] {
 		f.Overdue[k] = now.Sub(t)
 	}
 	f.ReconnectedAt = a.reconnectedAt
@@ -196,17 +196,21 @@ func (a *Agent) serverNow(t time.Time) time.Time {
 
 // noteDecision keeps the timers the core reads back: the deputies' overdue
 // duties and the creator's delay.
-func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, prefix string) {
+func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, jobKey string) {
 	a.mu.Lock()
-	for k := range a.dueSince {
-		if strings.HasSuffix(k, prefix) && !slices.Contains(dec.Due, k) {
-			delete(a.dueSince, k)
+	due := a.dueSince[jobKey]
+	next := make(map[string]time.Time, len(dec.Due))
+	for _, k := range dec.Due {
+		if t, ok := due[k]; ok {
+			next[k] = t
+		} else {
+			next[k] = now
 		}
 	}
-	for _, k := range dec.Due {
-		if _, ok := a.dueSince[k]; !ok {
-			a.dueSince[k] = now
-		}
+	if len(next) == 0 {
+		delete(a.dueSince, jobKey)
+	} else {
+		a.dueSince[jobKey] = next
 	}
 	a.mu.Unlock()
 	retry := dec.RetryIn

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -396,7 +397,7 @@ func TestOneStewardActsAndADeputyOnlyWhenOverdue(t *testing.T) {
 		t.Fatalf("stewards %v", stewards)
 	}
 	f := w.facts(t, deputy)
-	f.Overdue = map[string]time.Duration{"verdict:" + w.recs[0].D.ID: 2 * time.Second}
+	f.Overdue = map[string]time.Duration{"verdict:" + w.recs[0].D.ID + "@" + strconv.FormatInt(w.recs[0].D.ModifyTime.UnixNano(), 10): 2 * time.Second}
 	if !Decide(f).Verdict {
 		t.Fatal("an overdue deputy does not act")
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -262,19 +263,23 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 		return false
 	}
 	nonce, now := f.Nonce, f.Now
+	// A duty's key names the record as read: a steward that is alive and
+	// writing changes it, so its deputies' timers start again (they act
+	// only for a steward that stopped moving the record).
+	at := d.ID + "@" + strconv.FormatInt(d.ModifyTime.UnixNano(), 10)
 	// T8: reclaim the job's slots whose holder expired (not during a
 	// disruption) or whose replacement already has its verdict.
 	for _, s := range f.Slots {
 		lost := !f.live(s.Slot.Holder) && !disrupted
 		done := verdictKnown(f.alloc(s.Slot.NewAlloc)) && s.Slot.Holder != f.Self
-		if (lost || done) && act("reclaim:"+s.Key) {
+		if (lost || done) && act("reclaim:"+s.Key+"@"+strconv.FormatUint(s.Revision, 10)) {
 			dec.Reclaims = append(dec.Reclaims, s)
 		}
 	}
 	switch d.Status {
 	case model.DeploymentRunning:
 	case model.DeploymentFailed:
-		if d.Revert != nil && d.Revert.Status == model.RevertPending && f.Job.Version == d.JobVersion && act("revert:"+d.ID) {
+		if d.Revert != nil && d.Revert.Status == model.RevertPending && f.Job.Version == d.JobVersion && act("revert:"+at) {
 			dec.Revert = &RevertWork{FailedVersion: d.JobVersion, ToVersion: d.Revert.ToVersion}
 		}
 		return
@@ -286,7 +291,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 		if st.ProgressDeadline <= 0 || !st.RequireProgressBy.IsZero() {
 			continue
 		}
-		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+d.ID) {
+		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+at) {
 			slots := f.Slots
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "start_clock", Version: d.JobVersion,
 				Apply: func(cur model.Deployment) (*model.Deployment, error) { return StartClock(cur, slots, now, nonce) }})
@@ -295,7 +300,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	}
 	// T9: progress above the watermark.
 	for name, st := range d.TaskGroups {
-		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+d.ID) {
+		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+at) {
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "progress", Version: d.JobVersion,
 				Apply: func(cur model.Deployment) (*model.Deployment, error) { return Progress(cur, counts, now, nonce) }})
 			break
@@ -313,7 +318,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 					reason := fmt.Sprintf("canary node %s of group %s lost before promotion", id, name)
 					revert := st.AutoRevert
 					stable := StableVersion(f.Records, d.JobVersion)
-					if act("canary_lost:" + d.ID) {
+					if act("canary_lost:" + at) {
 						dec.Transitions = append(dec.Transitions, Transition{Kind: "fail", Version: d.JobVersion, Reason: reason,
 							Apply: func(cur model.Deployment) (*model.Deployment, error) {
 								return Fail(cur, reason, revert, stable, now, nonce)
@@ -324,7 +329,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			}
 		}
 	}
-	if act("verdict:" + d.ID) {
+	if act("verdict:" + at) {
 		dec.Verdict = true
 	}
 }
