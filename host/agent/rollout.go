@@ -284,6 +284,12 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		kick = true
 	}
 	for _, s := range append(slices.Clone(dec.Releases), dec.Reclaims...) {
+		a.mu.Lock()
+		rev, gone := a.slotsGone[s.Key]
+		a.mu.Unlock()
+		if gone && rev >= s.Revision {
+			continue // released already (a pass queued it again before the view caught up)
+		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := a.cfg.Deployments.ReleaseSlot(rctx, s.Key, s.Revision)
 		cancel()
