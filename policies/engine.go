@@ -207,6 +207,7 @@ type Module struct {
 	idle     chan *instance
 	freed    chan struct{} // a discarded instance freed a pool slot
 	live     atomic.Int32
+	waiting  atomic.Int32 // evaluations blocked in acquire
 	// reserve is the current reservation for new instances (adaptive).
 	reserve atomic.Int64
 	// inputCap is the input buffer allocated in new instances before
@@ -655,15 +656,25 @@ func (m *Module) acquire(ctx context.Context) (*instance, error) {
 			return inst, err
 		}
 		m.live.Add(-1)
+		m.waiting.Add(1)
 		select {
 		case inst := <-m.idle:
+			m.waiting.Add(-1)
 			return inst, nil
 		case <-m.freed:
+			m.waiting.Add(-1)
 		case <-ctx.Done():
+			m.waiting.Add(-1)
 			return nil, &Fault{Kind: FaultDeadline, Reason: "waiting for an instance: " + ctx.Err().Error(), Err: ctx.Err()}
 		}
 	}
 }
+
+// Waiting reports how many evaluations of the module are waiting for an
+// instance right now: every instance the pool may hold is busy. A value
+// that stays above zero says the pool (Options.PoolSize) is too small for
+// the decision rate, or an instance is stuck until its deadline.
+func (m *Module) Waiting() int { return int(m.waiting.Load()) }
 
 // drop forgets a discarded instance and wakes one waiter, if any, to
 // create a replacement.

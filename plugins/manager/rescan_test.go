@@ -1,7 +1,6 @@
 package manager_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/manager"
 )
 
@@ -28,24 +27,6 @@ func externalPlugin(t *testing.T, dir, name string) string {
 	return path
 }
 
-// syncBuffer is a log sink safe for the manager's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAnUnpinnedPluginIsWarnedAboutWithHowToPinIt(t *testing.T) {
 	dir := t.TempDir()
 	loose := externalPlugin(t, dir, "loose")
@@ -58,7 +39,7 @@ func TestAnUnpinnedPluginIsWarnedAboutWithHowToPinIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	newManager(t, manager.Config{PluginDir: dir, Checksums: map[string]string{"pinned": pinnedSum},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	var warned []string
