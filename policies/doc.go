@@ -3,7 +3,9 @@
 // module ABI (docs/policy-abi.md), the sandbox and its limits, the built-in
 // policies (sources in builtin/<name>, logic in package rules, modules
 // embedded), and distribution of custom modules through a JetStream object
-// store.
+// store. The decisions a policy makes are described in
+// docs/reconciler-rules.md ("Canary nodes", "Deployments"); authors start
+// from examples/policies/README.md, and cases files are docs/policy-cases.md.
 //
 // Invariants:
 //   - The decision path never compiles: a policy is usable only after Load
