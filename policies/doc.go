@@ -30,4 +30,12 @@
 //     name had in the object store at the last Store.Ensure or Refresh
 //     (the engine refreshes in the background every FollowInterval); a
 //     pinned one to its digest. A built-in's bare name is reserved for it.
+//
+// Files: engine.go is the engine (compile, load, name resolution, the
+// sandbox's WASI); module.go a compiled module's instance pool; instance.go
+// one instance and its restore; follow.go the background name follower;
+// decide.go the decisions and the reconciler's interfaces; store.go the
+// object store; abi.go, manifest.go, wasmscan.go and fault.go the ABI, the
+// manifest, the load-time rewrite and the fault kinds; cases.go the
+// cases files of `hivelet policy test`.
 package policies

@@ -33,7 +33,7 @@ func reloadPlugins(ctx context.Context, hup <-chan os.Signal, m *manager.Manager
 		}
 		names, err := m.Rescan()
 		if err != nil {
-			log.Error("rescanning the plugin directory", "error", err)
+			log.Error("rescanning the plugin directory", "err", err)
 			continue
 		}
 		log.Info("rescanned the plugin directory", "added", names)
