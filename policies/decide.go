@@ -45,6 +45,27 @@ func (m *Module) evaluate(ctx context.Context, kind Kind, input []byte, now time
 	return out, nil
 }
 
+// evaluateEncoded encodes a decision's input with enc into a pooled
+// buffer, evaluates it and gives the buffer back.
+func (m *Module) evaluateEncoded(ctx context.Context, kind Kind, enc func([]byte) []byte, now time.Time, seed uint64) ([]byte, *Fault) {
+	bp := m.engine.bufs.Get().(*[]byte)
+	input := enc((*bp)[:0])
+	raw, f := m.evaluate(ctx, kind, input, now, seed)
+	*bp = input
+	m.engine.bufs.Put(bp)
+	return raw, f
+}
+
+// answerFault is the fault of an answer that did not decode: the policy's
+// own error answer, or an invalid output.
+func answerFault(err error) *Fault {
+	var pe *policy.PolicyError
+	if errors.As(err, &pe) {
+		return &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
+	}
+	return &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+}
+
 // Canary evaluates the module's canary policy on req and validates the
 // answer. It does not fall back: a fault comes back as a *Fault.
 func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
@@ -52,21 +73,14 @@ func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (recon
 		return reconcile.CanaryChoice{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no canary policy"}
 	}
 	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
-	bp := m.engine.bufs.Get().(*[]byte)
-	input := appendCanaryInput((*bp)[:0], &req, fields, attr, meta)
-	raw, f := m.evaluate(ctx, KindCanary, input, time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
-	*bp = input
-	m.engine.bufs.Put(bp)
+	raw, f := m.evaluateEncoded(ctx, KindCanary, func(b []byte) []byte { return appendCanaryInput(b, &req, fields, attr, meta) },
+		time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
 	if f != nil {
 		return reconcile.CanaryChoice{}, f
 	}
 	out, err := policy.DecodeCanaryOutput(raw)
-	var pe *policy.PolicyError
-	switch {
-	case errors.As(err, &pe):
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
-	case err != nil:
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	if err != nil {
+		return reconcile.CanaryChoice{}, answerFault(err)
 	}
 	if err := validateCanary(&req, out); err != nil {
 		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
@@ -80,25 +94,18 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 	if m.Kinds&KindCompletion == 0 {
 		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
 	}
-	bp := m.engine.bufs.Get().(*[]byte)
-	input := policy.AppendCompletionInput((*bp)[:0], completionInput(&in))
 	var id string
 	if in.Deployment != nil {
 		id = in.Deployment.ID
 	}
-	raw, f := m.evaluate(ctx, KindCompletion, input, in.Now, seedOf(id, in.Now.String()))
-	*bp = input
-	m.engine.bufs.Put(bp)
+	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte { return policy.AppendCompletionInput(b, completionInput(&in)) },
+		in.Now, seedOf(id, in.Now.String()))
 	if f != nil {
 		return reconcile.CompletionDecision{}, f
 	}
 	out, err := policy.DecodeCompletionOutput(raw)
-	var pe *policy.PolicyError
-	switch {
-	case errors.As(err, &pe):
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
-	case err != nil:
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	if err != nil {
+		return reconcile.CompletionDecision{}, answerFault(err)
 	}
 	if err := validateCompletion(&in, out); err != nil {
 		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}

@@ -49,29 +49,32 @@ type skeletonFlags struct {
 	noTidy      bool
 }
 
-func (f *skeletonFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.sdk, "sdk", "", "the hivelet checkout the go.mod's replace points at (default: the one containing the working directory or this binary)")
-	cmd.Flags().StringVar(&f.module, "module", "", "the new module's path (default example.com/<name>)")
-	cmd.Flags().BoolVar(&f.noTidy, "no-tidy", false, "do not run go mod tidy in DIR (then run it yourself before building)")
-}
-
-func newPolicyInitCmd() *cobra.Command {
+// newInitCmd is the `init DIR` subcommand writing the kind's skeleton.
+func newInitCmd(kind, short, long string) *cobra.Command {
 	f := &skeletonFlags{}
 	cmd := &cobra.Command{
 		Use:   "init DIR",
-		Short: "Write a canary policy skeleton module in DIR that builds and passes its tests as generated",
-		Long: "Write a Go module in DIR (created if needed, and empty) holding a canary policy, a native\n" +
-			"test, a test that builds the module and runs cases.json through the agent's engine, the\n" +
-			"cases file and a README. Its go.mod reaches the SDK with\n" +
-			"`replace github.com/hivelet/hivelet => <checkout>` (the module is not on a proxy yet),\n" +
-			"then `go mod tidy` fetches the SDK's dependencies from the module proxy.",
+		Short: short,
+		Long: long + "\nIts go.mod reaches the SDK with `replace github.com/hivelet/hivelet => <checkout>`\n" +
+			"(the module is not on a proxy yet), then `go mod tidy` fetches the SDK's dependencies\n" +
+			"from the module proxy.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return writeSkeleton(cmd, "policy", args[0], f)
+			return writeSkeleton(cmd, kind, args[0], f)
 		},
 	}
-	f.register(cmd)
+	cmd.Flags().StringVar(&f.sdk, "sdk", "", "the hivelet checkout the go.mod's replace points at (default: the one containing the working directory or this binary)")
+	cmd.Flags().StringVar(&f.module, "module", "", "the new module's path (default example.com/<name>)")
+	cmd.Flags().BoolVar(&f.noTidy, "no-tidy", false, "do not run go mod tidy in DIR (then run it yourself before building)")
 	return cmd
+}
+
+func newPolicyInitCmd() *cobra.Command {
+	return newInitCmd("policy",
+		"Write a canary policy skeleton module in DIR that builds and passes its tests as generated",
+		"Write a Go module in DIR (created if needed, and empty) holding a canary policy, a native\n"+
+			"test, a test that builds the module and runs cases.json through the agent's engine, the\n"+
+			"cases file and a README.")
 }
 
 // newDriverCmd is `hivelet driver`: tools for driver authors.
@@ -80,22 +83,12 @@ func newDriverCmd() *cobra.Command {
 		Use:   "driver",
 		Short: "Tools for driver plugin authors",
 	}
-	f := &skeletonFlags{}
-	initCmd := &cobra.Command{
-		Use:   "init DIR",
-		Short: "Write a task driver skeleton module in DIR that builds and passes its tests as generated",
-		Long: "Write a Go module in DIR (created if needed, and empty) holding a driver plugin that runs\n" +
-			"a task's command as a child process (it embeds driver.Base, so it writes only the task\n" +
-			"life cycle), a test that builds it and drives it through the plugin manager as the agent\n" +
-			"does, and a README. Its go.mod reaches the SDK with\n" +
-			"`replace github.com/hivelet/hivelet => <checkout>`, then `go mod tidy` runs.",
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return writeSkeleton(cmd, "driver", args[0], f)
-		},
-	}
-	f.register(initCmd)
-	cmd.AddCommand(initCmd)
+	cmd.AddCommand(newInitCmd("driver",
+		"Write a task driver skeleton module in DIR that builds and passes its tests as generated",
+		"Write a Go module in DIR (created if needed, and empty) holding a driver plugin that runs\n"+
+			"a task's command as a child process (it embeds driver.Base, so it writes only the task\n"+
+			"life cycle), a test that builds it and drives it through the plugin manager as the agent\n"+
+			"does, and a README."))
 	return cmd
 }
 
