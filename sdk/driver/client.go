@@ -30,7 +30,8 @@ type serverStream[M any] interface {
 // refused it, and returns the refusal. A plugin built before a stream sent
 // the header (only WaitTask always did) sends its headers with its first
 // message instead: that message is returned as first, for the caller to
-// deliver, so such a plugin keeps working.
+// deliver, so such a plugin keeps working (its call returns at its first
+// message rather than at once, bounded by the call's ctx).
 func awaitAccepted[M any](st serverStream[M]) (first M, haveFirst bool, err error) {
 	md, err := st.Header()
 	if err != nil || len(md.Get(acceptedHeader)) > 0 {
@@ -95,7 +96,8 @@ func openStream[M any, T any](ctx context.Context, st serverStream[M], err error
 		for {
 			m := first
 			if !haveFirst {
-				if m, err = st.Recv(); err != nil {
+				var rerr error
+				if m, rerr = st.Recv(); rerr != nil {
 					return
 				}
 			}
