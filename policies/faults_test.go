@@ -282,7 +282,7 @@ func TestGuestOutputIsLoggedSizeLimitedAndTagged(t *testing.T) {
 // call waiting for the only instance proceeds when that instance traps and
 // is discarded (it must not wait forever for it to come back).
 func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
-	e, _, _ := newTestEngine(t, Options{PoolSize: 1, Deadline: 300 * time.Millisecond})
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1, Deadline: time.Second})
 	m, err := e.Load(context.Background(), "hostile", "", goGuest(t, "testdata/hostile"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,12 +293,18 @@ func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
 		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h", Params: map[string]string{"do": "loop"}}))
 		looping <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the loop take the instance
+	// The looping call holds the only instance (the pool's one slot is
+	// taken and nothing is idle) before the second call starts, so the
+	// second must wait for it rather than take it first.
+	testutil.Eventually(t, 10*time.Second, "the looping call to take the only instance", func() bool {
+		return m.live.Load() == 1 && len(m.idle) == 0
+	})
 	done := make(chan error, 1)
 	go func() {
 		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h"}))
 		done <- err
 	}()
+	testutil.Eventually(t, 10*time.Second, "the second call to wait for an instance", func() bool { return m.Waiting() == 1 })
 	select {
 	case err := <-done:
 		if err != nil {

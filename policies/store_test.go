@@ -308,13 +308,7 @@ func TestTheEngineFollowsANamePushedAgainInTheBackground(t *testing.T) {
 	if _, err := s.Push(ctx, "rollout", v2); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for decide(byName) != "calls=1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the name still answers %q 10 s after the push", decide(byName))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the name to answer with the pushed module", func() bool { return decide(byName) == "calls=1" })
 	if got := decide(pinned); got != "raw module says continue" {
 		t.Fatalf("pinned to v1: %q", got)
 	}

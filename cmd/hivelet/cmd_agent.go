@@ -47,7 +47,8 @@ func newAgentCmd() *cobra.Command {
 			"drivers are this binary re-executed), restores and reattaches to the tasks it ran before,\n" +
 			"registers the node, serves the HTTP API on 127.0.0.1:4646, and converges.\n\n" +
 			"SIGINT/SIGTERM: a normal shutdown leaves the tasks running for the next start to\n" +
-			"reattach; -dev stops them and removes its temporary directories.",
+			"reattach; -dev stops them and removes its temporary directories. SIGHUP: rescan the\n" +
+			"plugin directory and load the driver plugins added since start.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
@@ -352,6 +353,14 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		bg.Add(1)
 		go func() { defer bg.Done(); health.watch(runCtx, plugins, p.Name, log) }()
 	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		reloadPluginsOnHUP(runCtx, plugins, log, func(name string) {
+			bg.Add(1)
+			go func() { defer bg.Done(); health.watch(runCtx, plugins, name, log) }()
+		})
+	}()
 	if err := a.Restore(ctx); err != nil {
 		log.Error("restore failed: passes will fail closed until it succeeds", "err", err)
 	}

@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		newReconcileCmd(),
 		newPolicyCmd(),
 		newPluginCmd(),
+		newDriverCmd(),
 	)
 	return root
 }

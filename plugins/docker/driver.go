@@ -106,9 +106,8 @@ type Driver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	tasks *driver.Tasks[*task]
-
-	events *broadcaster
+	tasks  *driver.Tasks[*task]
+	events driver.Events // closed by Close
 }
 
 // task is one container the driver tracks.
@@ -190,7 +189,6 @@ func New(cfg Config) (*Driver, error) {
 		life:   life,
 		cancel: cancel,
 		tasks:  driver.NewTasks[*task]("task"),
-		events: newBroadcaster(),
 	}, nil
 }
 
@@ -199,7 +197,7 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) Close() error {
 	d.cancel()
 	d.wg.Wait()
-	d.events.close()
+	d.events.Close()
 	return d.engine.Close()
 }
 
@@ -798,7 +796,7 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 
 // TaskEvents streams the events of every task until ctx ends.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
-	return d.events.subscribe(ctx), nil
+	return d.events.Subscribe(ctx), nil
 }
 
 // SignalTask sends signal to the container's main process.
@@ -814,7 +812,7 @@ func (d *Driver) SignalTask(ctx context.Context, taskID string, signal string) e
 }
 
 func (d *Driver) emit(taskID, allocID, task, msg string, ann map[string]string) {
-	d.events.publish(&driver.TaskEvent{TaskID: taskID, AllocID: allocID, TaskName: task, Timestamp: time.Now(), Message: msg, Annotations: ann})
+	d.events.Publish(&driver.TaskEvent{TaskID: taskID, AllocID: allocID, TaskName: task, Timestamp: time.Now(), Message: msg, Annotations: ann})
 }
 
 func short(id string) string {

@@ -1,7 +1,8 @@
 // Package docker is hivelet's wrapper of the Docker Engine API.
 //
 // It owns every call to the engine and is the only package of the module
-// that imports github.com/docker/docker/...: callers see plain values
+// that imports github.com/docker/docker/... or github.com/moby/moby/...
+// (TestOnlyThisPackageImportsTheDockerClient): callers see plain values
 // (ContainerSpec, ContainerState, Stats...) so a move to the successor module
 // (github.com/moby/moby/client) stays inside this directory.
 //
