@@ -310,11 +310,11 @@ func (p *parser) parseFile(body *hclsyntax.Body) *model.Job {
 
 var (
 	jobSpec = spec{what: "job",
-		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta"},
+		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta", "region"},
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
-		attrs:  []string{"count", "meta"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta"},
+		attrs:  []string{"count", "meta", "max_run_duration"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
@@ -330,7 +330,7 @@ var (
 	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider"}, blocks: []string{"check"},
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
 		extra: unsupportedInCheck}
@@ -356,6 +356,10 @@ func (p *parser) job(b *hclsyntax.Block) *model.Job {
 	}
 	if a := c.attrs["namespace"]; a != nil {
 		j.Namespace, _ = p.str(a, "namespace")
+	}
+	if a := c.attrs["region"]; a != nil {
+		// A fleet is one region: the value is recorded, nothing reads it.
+		j.Region, _ = p.str(a, "region")
 	}
 	if a := c.attrs["datacenters"]; a != nil {
 		j.Datacenters, _ = p.strList(a, "datacenters")
@@ -400,6 +404,12 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 		g.Count, _ = p.integer(a, path+".count")
 	}
 	g.Meta = p.strMap(c, "meta", path+".meta")
+	if nb := p.one(c, "network"); nb != nil {
+		g.Network = p.network(nb, path+".network")
+	}
+	if a := c.attrs["max_run_duration"]; a != nil {
+		g.MaxRunDuration, _ = p.duration(a, path+".max_run_duration")
+	}
 
 	// Update: defaults, then the job's block, then the group's, field by
 	// field. A sysbatch job keeps only what was written, so that Validate

@@ -6,7 +6,6 @@ package jobspec
 // the block being read accepts it (then the block's own handling wins).
 var unsupported = map[string]string{
 	// Job level.
-	"region":        "hivelet has no regions: a fleet is one NATS cluster",
 	"multiregion":   "hivelet has no regions: a fleet is one NATS cluster",
 	"all_at_once":   "hivelet has no central scheduler: each node places its own allocations",
 	"periodic":      "hivelet has no central scheduler to launch runs on a timer; run a sysbatch job from cron instead",
@@ -24,7 +23,7 @@ var unsupported = map[string]string{
 	"reschedule":                   "hivelet has no central scheduler to move allocations; disconnect { replace } covers lost nodes",
 	"migrate":                      "system allocations are stopped on a draining node, not migrated",
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
-	"network":                      "hivelet sets up no group network; publish ports through the driver config (docker: ports / port_map)",
+	"network":                      "the network block belongs to the group in hivelet (Nomad deprecated it inside resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"ephemeral_disk":               "hivelet manages no allocation disk; use the driver's own mounts",
 	"consul":                       "hivelet registers nothing in Consul",
@@ -62,7 +61,6 @@ var unsupported = map[string]string{
 	"sidecar_service":          "hivelet has no service mesh",
 	"sidecar_task":             "hivelet has no service mesh",
 	"gateway":                  "hivelet has no service mesh",
-	"tags":                     "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"canary_tags":              "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"canary_meta":              "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"tagged_addresses":         "hivelet keeps no service catalog: a service is only a port and its health checks",

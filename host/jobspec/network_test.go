@@ -1,0 +1,102 @@
+package jobspec
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// TestANodeExporterShapedJobParsesItsNetworkRegionTagsAndPorts: the shape
+// of nearly every community system job (a group network with a labelled
+// port, docker ports = ["label"], ${NOMAD_PORT_label}, a service on the
+// label with tags) parses into the model unchanged.
+func TestANodeExporterShapedJobParsesItsNetworkRegionTagsAndPorts(t *testing.T) {
+	j := mustParse(t, "node-exporter.nomad", `
+job "node-exporter" {
+  region      = "eu-west"
+  datacenters = ["dc1"]
+  type        = "system"
+
+  group "node-exporter" {
+    network {
+      port "metrics" {
+        static = 9100
+      }
+      port "admin" {
+        to = 8080
+      }
+      port "dyn" {}
+    }
+
+    task "node-exporter" {
+      driver = "docker"
+      config {
+        image = "node-exporter:local"
+        ports = ["metrics"]
+        args  = ["--web.listen-address=:${NOMAD_PORT_metrics}"]
+      }
+      service {
+        name = "node-exporter"
+        port = "metrics"
+        tags = ["prometheus", "system"]
+        check {
+          type     = "http"
+          path     = "/metrics"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+    }
+  }
+}`)
+	if j.Region != "eu-west" {
+		t.Errorf("region = %q, want it recorded", j.Region)
+	}
+	g := j.Groups[0]
+	wantNet := &model.Network{Mode: model.NetworkHost, Ports: []model.Port{
+		{Label: "metrics", Static: 9100}, {Label: "admin", To: 8080}, {Label: "dyn"},
+	}}
+	if !reflect.DeepEqual(g.Network, wantNet) {
+		t.Errorf("network = %+v, want %+v", g.Network, wantNet)
+	}
+	task := g.Tasks[0]
+	if got := task.Config["ports"]; !reflect.DeepEqual(got, []any{"metrics"}) {
+		t.Errorf("docker ports = %#v", got)
+	}
+	if got := task.Config["args"].([]any)[0]; got != "--web.listen-address=:${NOMAD_PORT_metrics}" {
+		t.Errorf("interpolation not kept as text: %q", got)
+	}
+	if s := task.Services[0]; s.Port != "metrics" || !reflect.DeepEqual(s.Tags, []string{"prometheus", "system"}) {
+		t.Errorf("service = %+v", s)
+	}
+}
+
+func TestMaxRunDurationIsReadOnSysbatchGroups(t *testing.T) {
+	j := mustParse(t, "gc.hcl", `
+job "gc" {
+  type = "sysbatch"
+  group "g" {
+    max_run_duration = "90s"
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`)
+	if got := j.Groups[0].MaxRunDuration.D(); got != 90*time.Second {
+		t.Errorf("max_run_duration = %s, want 1m30s", got)
+	}
+	// Control: the same group in a system job is refused at its position.
+	_, err := ParseHCL("gc.hcl", []byte(`job "gc" {
+  type = "system"
+  group "g" {
+    max_run_duration = "90s"
+    task "t" { driver = "exec" }
+  }
+}`))
+	if err == nil || err.Error() != `gc.hcl:4:24: max_run_duration applies to sysbatch jobs only: a system job's tasks run until the job is stopped` {
+		t.Errorf("system job with max_run_duration: %v", err)
+	}
+}
