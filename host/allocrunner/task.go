@@ -117,7 +117,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 	defer firstOver()
 	for {
 		if r.isStopping() {
-			r.finishTask(t, h, false, "allocation stopped")
+			failed, why := r.stopVerdict()
+			r.finishTask(t, h, failed, why)
 			return
 		}
 		drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
@@ -194,7 +195,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				return
 			}
 			if r.isStopping() {
-				r.finishTask(t, h, false, "allocation stopped")
+				failed, why := r.stopVerdict()
+				r.finishTask(t, h, failed, why)
 				return
 			}
 		} else {
