@@ -208,6 +208,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return fmt.Errorf("creating plugin directory: %w", err)
 	}
 	allocRoot, _ := filepath.Abs(rc.AllocDir)
+	portTable, err := newPortTable(rc)
+	if err != nil {
+		return badInput(err)
+	}
 
 	store, err := state.Open(rc.StateDir, time.Second)
 	if err != nil {
@@ -321,6 +325,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	buildNode := func() *model.Node {
 		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
 		n.Attributes[AttrAllocDir] = allocRoot
+		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		return n
 	}
 	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult},
@@ -328,7 +333,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 	})

@@ -251,3 +251,28 @@ func ParseReserved(s string) ([]int, error) {
 	sort.Ints(out)
 	return out, nil
 }
+
+// DefaultAddress is the address a non-dev agent publishes ports on when its
+// configuration names none: the first IPv4 address of an interface that is
+// up and not loopback (in the order the system lists them), else 127.0.0.1.
+func DefaultAddress() string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "127.0.0.1"
+	}
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}

@@ -215,7 +215,7 @@ func TestAPublishedPortAnswersOnTheHost(t *testing.T) {
 	d := newDriver(t, docker.Config{})
 	port := testutil.FreePort(t)
 	tc := task(t, c, "serve", "8080")
-	tc.Config["ports"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
+	tc.Config["publish"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
 	start(t, d, tc)
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
 	deadline := time.Now().Add(20 * time.Second)
