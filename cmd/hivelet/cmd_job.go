@@ -19,6 +19,10 @@ func newJobCmd() *cobra.Command {
 		Use:   "job",
 		Short: "Check, inspect and run job files",
 	}
+	// Every subcommand that reads a job file takes values for its variable
+	// blocks (see loadJobFile).
+	cmd.PersistentFlags().StringArray("var", nil, "set a job file variable: -var name=value (repeatable; wins over -var-file and the environment)")
+	cmd.PersistentFlags().StringArray("var-file", nil, "read job file variables from an HCL (name = value) or .json file (repeatable, later files win)")
 	cmd.AddCommand(newJobValidateCmd(), newJobInspectCmd())
 	addJobClusterCmds(cmd)
 	return cmd
@@ -65,14 +69,20 @@ func newJobInspectCmd() *cobra.Command {
 	}
 }
 
-// loadJobFile reads and parses a job file. Parse problems are printed one
-// per line on stderr and returned as bad input (exit code 2).
+// loadJobFile reads and parses a job file, its variables given by the
+// -var and -var-file flags and the HIVELET_VAR_* / NOMAD_VAR_* environment.
+// Parse problems are printed one per line on stderr and returned as bad
+// input (exit code 2).
 func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("reading job file: %w", err))
 	}
-	job, err := jobspec.Parse(path, data)
+	in, err := variableInputs(cmd)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	job, err := jobspec.ParseWith(path, data, in)
 	if err != nil {
 		var errs jobspec.Errors
 		if errors.As(err, &errs) {
@@ -84,6 +94,26 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 		return nil, badInput(err)
 	}
 	return job, nil
+}
+
+// variableInputs gathers the values of a job file's variables from the
+// command's flags and the process environment.
+func variableInputs(cmd *cobra.Command) (jobspec.Inputs, error) {
+	in := jobspec.Inputs{Env: os.Environ()}
+	if f := cmd.Flags().Lookup("var"); f != nil {
+		in.Vars, _ = cmd.Flags().GetStringArray("var")
+	}
+	if f := cmd.Flags().Lookup("var-file"); f != nil {
+		files, _ := cmd.Flags().GetStringArray("var-file")
+		for _, name := range files {
+			src, err := os.ReadFile(name)
+			if err != nil {
+				return in, fmt.Errorf("reading -var-file: %w", err)
+			}
+			in.Files = append(in.Files, jobspec.VarFile{Name: name, Src: src})
+		}
+	}
+	return in, nil
 }
 
 // oneFileArg requires exactly one argument; a wrong count is bad input.

@@ -27,6 +27,13 @@ type parser struct {
 	// errors found on the model point back to the file.
 	pos     map[string]hcl.Range
 	jobType model.JobType
+	// inputs give the file's variables their values; ctx is what var. and
+	// local. references and function calls are evaluated in (set by
+	// variables before the job is read); declared names the variables and
+	// locals by scope, for errors.
+	inputs   Inputs
+	ctx      *hcl.EvalContext
+	declared map[string][]string
 }
 
 func (p *parser) errorf(rng hcl.Range, format string, args ...any) {
@@ -294,7 +301,10 @@ func (p *parser) strMap(c content, name, path string) map[string]string {
 // ---- the job ----------------------------------------------------------------
 
 func (p *parser) parseFile(body *hclsyntax.Body) *model.Job {
-	c := p.content(body, spec{what: "top-level", blocks: []string{"job"}})
+	c := p.content(body, spec{what: "top-level", blocks: []string{"job", "variable", "variables", "locals"}})
+	if !p.variables(c) {
+		return nil
+	}
 	jobs := c.blocks["job"]
 	if len(jobs) == 0 {
 		if len(p.errs) == 0 {

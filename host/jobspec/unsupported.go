@@ -13,9 +13,6 @@ var unsupported = map[string]string{
 	"ui":            "hivelet has no web UI",
 	"vault_token":   "hivelet has no Vault integration",
 	"consul_token":  "hivelet has no Consul integration",
-	"variable":      "hivelet job files are plain declarations; render variables before submitting",
-	"variables":     "hivelet job files are plain declarations; render variables before submitting",
-	"locals":        "hivelet job files are plain declarations; render locals before submitting",
 	"spread":        "a system job runs on every eligible node, there is nothing to spread",
 	"affinity":      "a system job runs on every eligible node; use a constraint to narrow the nodes",
 
