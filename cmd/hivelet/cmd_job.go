@@ -116,10 +116,6 @@ func variableInputs(cmd *cobra.Command) (jobspec.Inputs, error) {
 	return in, nil
 }
 
-// oneFileArg requires exactly one argument; a wrong count is bad input.
-func oneFileArg(cmd *cobra.Command, args []string) error {
-	if err := cobra.ExactArgs(1)(cmd, args); err != nil {
-		return badInput(fmt.Errorf("%w: usage: %s", err, cmd.UseLine()))
-	}
-	return nil
-}
+// oneFileArg requires exactly one argument; a wrong count is bad input,
+// with the usage line (usageErrors).
+var oneFileArg = cobra.ExactArgs(1)
