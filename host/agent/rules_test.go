@@ -154,6 +154,7 @@ func TestTasksEqualDecidesInPlaceUpdates(t *testing.T) {
 			g.Network = &model.Network{Mode: model.NetworkHost, Ports: []model.Port{{Label: "http"}}}
 		}, false},
 		{"max_run_duration", func(g *model.Group) { g.MaxRunDuration = model.Duration(time.Minute) }, false},
+		{"a group service", func(g *model.Group) { g.Services = []model.Service{{Name: "web", Port: "8080"}} }, false},
 	}
 	for _, c := range cases {
 		g := base()

@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,5 +201,55 @@ func TestAChecksPortLabelProbesTheAddressTheNodePublished(t *testing.T) {
 	}
 	if _, err := checkTarget(env, model.Service{Port: "nope"}, model.Check{Name: "c"}); err == nil {
 		t.Fatal("an unknown label resolved")
+	}
+}
+
+// TestAGroupServiceCheckProbesTheLabelOnceEveryTaskRuns: a group-level
+// service's check needs every task of the group running; it then probes the
+// address the node published for its port label, and the allocation turns
+// healthy. The control (nothing listening) stays unhealthy.
+func TestAGroupServiceCheckProbesTheLabelOnceEveryTaskRuns(t *testing.T) {
+	run := func(listen bool) *model.Allocation {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !listen {
+			l.Close()
+		} else {
+			defer l.Close()
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
+		}
+		f := newFixture(t, map[string]any{}, nil, fastUpdate(50*time.Millisecond, 2*time.Second))
+		g := f.job.Groups[0]
+		g.Tasks = append(g.Tasks, &model.Task{Name: "u", Driver: "fake"})
+		g.Network = &model.Network{Mode: model.NetworkHost, Ports: []model.Port{{Label: "http", Static: port}}}
+		g.Services = []model.Service{{Name: "web", Port: "http", Checks: []model.Check{
+			{Type: model.CheckTCP, Interval: model.Duration(20 * time.Millisecond), Timeout: model.Duration(time.Second)}}}}
+		r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1"}, Drivers: f.drv, Validate: validate, Store: f.store,
+			AllocRoot: f.root, Ports: portTable(t)})
+		r.Run()
+		testutil.Eventually(t, 5*time.Second, "a health verdict", func() bool {
+			ds := r.Alloc().DeploymentStatus
+			return ds.IsHealthy() || ds.IsUnhealthy()
+		})
+		a := r.Alloc()
+		stopRunner(t, r)
+		return a
+	}
+	if a := run(true); !a.DeploymentStatus.IsHealthy() {
+		t.Fatalf("listening: %+v", a.DeploymentStatus)
+	}
+	if a := run(false); !a.DeploymentStatus.IsUnhealthy() {
+		t.Fatalf("control, nothing listening: %+v", a.DeploymentStatus)
 	}
 }

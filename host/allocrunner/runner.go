@@ -286,6 +286,12 @@ func (r *Runner) Run() {
 			}
 		}
 	}
+	for i, svc := range g.Services {
+		for j, c := range svc.Checks {
+			r.bgWG.Add(1)
+			go r.runCheckLoop(nil, svc, c, fmt.Sprintf("group/%d/%d", i, j))
+		}
+	}
 	r.startHealth()
 	r.watchRunDuration(g, jobType)
 	r.tasksWG.Add(len(tasks))

@@ -324,7 +324,7 @@ var (
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
 		attrs:  []string{"count", "meta", "max_run_duration"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
@@ -452,6 +452,11 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	for _, cb := range c.blocks["constraint"] {
 		if con, ok := p.constraint(cb, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints))); ok {
 			g.Constraints = append(g.Constraints, con)
+		}
+	}
+	for _, sb := range c.blocks["service"] {
+		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(g.Services))); ok {
+			g.Services = append(g.Services, s)
 		}
 	}
 	p.at(path+".tasks", b.DefRange())

@@ -73,6 +73,34 @@ job "node-exporter" {
 	}
 }
 
+func TestAGroupLevelServiceIsTheGroups(t *testing.T) {
+	j := mustParse(t, "g.nomad", `
+job "j" {
+  type = "system"
+  group "g" {
+    network {
+      port "http" { static = 8080 }
+    }
+    service {
+      name     = "web"
+      port     = "http"
+      provider = "nomad"
+      tags     = ["a"]
+      check {
+        type     = "tcp"
+        interval = "5s"
+        timeout  = "1s"
+      }
+    }
+    task "t" { driver = "docker" }
+  }
+}`)
+	g := j.Groups[0]
+	if len(g.Services) != 1 || g.Services[0].Port != "http" || len(g.Services[0].Checks) != 1 || len(g.Tasks[0].Services) != 0 {
+		t.Fatalf("group services %+v, task services %+v", g.Services, g.Tasks[0].Services)
+	}
+}
+
 func TestMaxRunDurationIsReadOnSysbatchGroups(t *testing.T) {
 	j := mustParse(t, "gc.hcl", `
 job "gc" {

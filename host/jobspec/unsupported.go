@@ -87,10 +87,8 @@ var unsupported = map[string]string{
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.
 var (
-	unsupportedInGroup = map[string]string{
-		"service": "services are declared per task in hivelet; move the service block into the task that serves the port",
-	}
-	unsupportedInTask = map[string]string{
+	unsupportedInGroup = map[string]string{}
+	unsupportedInTask  = map[string]string{
 		"restart": "the restart policy is set per group in hivelet; move it to the group",
 	}
 	unsupportedInService = map[string]string{

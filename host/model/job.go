@@ -42,6 +42,9 @@ type Group struct {
 	Meta        map[string]string   `json:"meta,omitempty"`
 	// Network is the ports the group's allocations hold on their node.
 	Network *Network `json:"network,omitempty"`
+	// Services are the group's own services (Nomad's group-level service
+	// blocks): their checks run while every task of the group runs.
+	Services []Service `json:"services,omitempty"`
 	// MaxRunDuration bounds how long a sysbatch allocation may run: its
 	// tasks are stopped, and the allocation fails, when it is exceeded.
 	MaxRunDuration Duration `json:"max_run_duration,omitempty"`

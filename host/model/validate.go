@@ -190,6 +190,11 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 			v.servicePorts(fmt.Sprintf("%s.services[%d]", tp, j), s, g.Network)
 		}
 	}
+	for i, s := range g.Services {
+		sp := fmt.Sprintf("%s.services[%d]", path, i)
+		v.service(sp, s)
+		v.servicePorts(sp, s, g.Network)
+	}
 }
 
 // servicePorts checks that a service or check port written as a label names
