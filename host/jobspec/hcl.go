@@ -328,7 +328,7 @@ var (
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -505,6 +505,11 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 	for _, sb := range c.blocks["service"] {
 		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(t.Services))); ok {
 			t.Services = append(t.Services, s)
+		}
+	}
+	for _, tb := range c.blocks["template"] {
+		if tm, ok := p.template(tb, fmt.Sprintf("%s.templates[%d]", path, len(t.Templates))); ok {
+			t.Templates = append(t.Templates, tm)
 		}
 	}
 	// A task's constraints restrict the node its group lands on: hivelet

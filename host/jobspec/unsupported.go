@@ -31,7 +31,6 @@ var unsupported = map[string]string{
 
 	// Task level.
 	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
-	"template":         "hivelet renders no templates; bake files into the image or pass values through env",
 	"artifact":         "hivelet downloads no artifacts; bake them into the image",
 	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"csi_plugin":       "hivelet has no CSI support",
@@ -82,7 +81,6 @@ var unsupported = map[string]string{
 	"grpc_use_tls":             "hivelet's checks are http and tcp only",
 	"command":                  "hivelet's checks are http and tcp only (no script checks)",
 	"args":                     "hivelet's checks are http and tcp only (no script checks)",
-	"render_templates":         "hivelet renders no templates",
 }
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.

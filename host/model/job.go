@@ -65,6 +65,8 @@ type Task struct {
 	User        string            `json:"user,omitempty"`
 	Services    []Service         `json:"services,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	// Templates are rendered into the task's directory before it starts.
+	Templates []Template `json:"templates,omitempty"`
 }
 
 // Resources are a task's resource limits.

@@ -249,6 +249,7 @@ func (v *validator) task(path string, t *Task) {
 		}
 	}
 	v.meta(join(path, "meta"), t.Meta)
+	v.templates(path, t.Templates)
 	for i, s := range t.Services {
 		v.service(fmt.Sprintf("%s.services[%d]", path, i), s)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -349,6 +350,8 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		devices = append(devices, engine.Device{HostPath: dv.HostPath, ContainerPath: cp, CgroupPermissions: perms})
 	}
 
+	binds := append(append([]string(nil), c.Volumes...), taskDirBinds(tc, c)...)
+
 	user := c.User
 	if user == "" {
 		user = tc.User
@@ -375,7 +378,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		StopSignal:  tc.KillSignal,
 		Ports:       ports,
 		Mounts:      mounts,
-		Binds:       c.Volumes,
+		Binds:       binds,
 		NetworkMode: c.NetworkMode,
 		PidMode:     c.PidMode,
 		IpcMode:     c.IpcMode,
@@ -389,6 +392,41 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		LogMaxFiles: opts.engineLogFiles,
 	}
 	return p, nil
+}
+
+// taskDirBinds mounts the allocation's shared directory at /alloc and the
+// task's local/ and secrets/ at /local and /secrets, as Nomad's docker
+// driver does, so a task reads its rendered templates at /local/... It
+// mounts only directories the host created (AllocDir/alloc,
+// AllocDir/<task>/local, .../secrets) and never over a target the config
+// mounts itself.
+func taskDirBinds(tc *driver.TaskConfig, c TaskConfig) []string {
+	if tc.AllocDir == "" || tc.TaskName == "" {
+		return nil
+	}
+	taken := map[string]bool{}
+	for _, v := range c.Volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 {
+			taken[filepath.Clean(parts[1])] = true
+		}
+	}
+	for _, m := range c.Mount {
+		taken[filepath.Clean(m.Target)] = true
+	}
+	var out []string
+	for _, d := range []struct{ src, target string }{
+		{filepath.Join(tc.AllocDir, "alloc"), "/alloc"},
+		{filepath.Join(tc.AllocDir, tc.TaskName, "local"), "/local"},
+		{filepath.Join(tc.AllocDir, tc.TaskName, "secrets"), "/secrets"},
+	} {
+		if taken[d.target] {
+			continue
+		}
+		if fi, err := os.Stat(d.src); err == nil && fi.IsDir() {
+			out = append(out, d.src+":"+d.target)
+		}
+	}
+	return out
 }
 
 // volumeOptions reports whether opts is a comma-separated list of the

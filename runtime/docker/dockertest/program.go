@@ -14,6 +14,8 @@ package dockertest
 //	log N             print N lines to stdout and N to stderr, then wait
 //	oom               allocate and touch memory, 1 MiB at a time, forever
 //	busy              spin on the CPU until killed
+//	cat PATH...       print each file (or "missing PATH"), then "done", and
+//	                  wait for SIGTERM
 //	ns PATH...        print its pid and ipc namespaces ("pid=pid:[N]"), its
 //	                  effective capabilities ("capeff=HEX") and, for each
 //	                  PATH, "dev PATH=ok" or "dev PATH=missing"; then
@@ -108,6 +110,20 @@ func main() {
 				b[i] = 1
 			}
 			keep = append(keep, b)
+		}
+	case "cat":
+		exitOnTerm()
+		for _, p := range args {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				fmt.Println("missing", p)
+				continue
+			}
+			os.Stdout.Write(b)
+		}
+		fmt.Println("done")
+		for {
+			time.Sleep(time.Hour)
 		}
 	case "ns":
 		exitOnTerm()

@@ -1,7 +1,7 @@
 # shape: a job reading its secrets through a template with env = true (the
 #        configuration-from-KV examples)
 # verdict: refused
-# want: stanza "template" is not supported by hivelet
+# want: template function "nomadVar" is not available in hivelet
 job "app" {
   type = "system"
 

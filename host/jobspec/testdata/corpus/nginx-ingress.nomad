@@ -1,7 +1,7 @@
 # shape: an nginx ingress whose upstreams are rendered by a template from the service
 #        catalog (the load-balancing examples)
 # verdict: refused
-# want: stanza "template" is not supported by hivelet
+# want: template function "nomadService" is not available in hivelet
 job "nginx" {
   type = "system"
 

@@ -1,7 +1,6 @@
 # shape: a Promtail/Grafana Agent log shipper whose config file is rendered by a template
 #        block and which tails /var/log and the docker containers' logs
-# verdict: refused
-# want: stanza "template" is not supported by hivelet
+# verdict: runs
 job "promtail" {
   datacenters = ["dc1"]
   type        = "system"
