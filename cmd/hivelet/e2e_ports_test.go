@@ -95,6 +95,18 @@ func dynamicJobHCL(id, image string) string {
 `, id, image)
 }
 
+// addConfig appends HCL to the agent's configuration file (before start).
+func (p *agentProc) addConfig(hcl string) {
+	p.t.Helper()
+	cfg, err := os.ReadFile(p.cfgPath)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := os.WriteFile(p.cfgPath, append(cfg, hcl...), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 func hello(url string) bool {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -149,14 +161,7 @@ func TestEndToEndPortsAreReachableNeverSharedAndKeptAcrossARestart(t *testing.T)
 
 	p := newAgent(t, "")
 	const lo, hi = 41000, 41999
-	cfg, err := os.ReadFile(p.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = append(cfg, fmt.Sprintf("network {\n  address = \"127.0.0.1\"\n  min_dynamic_port = %d\n  max_dynamic_port = %d\n}\n", lo, hi)...)
-	if err := os.WriteFile(p.cfgPath, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p.addConfig(fmt.Sprintf("network {\n  address = \"127.0.0.1\"\n  min_dynamic_port = %d\n  max_dynamic_port = %d\n}\n", lo, hi))
 	p.start()
 	dir := t.TempDir()
 	static := testutil.FreePort(t)

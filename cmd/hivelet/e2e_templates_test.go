@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -73,14 +72,7 @@ func TestEndToEndATemplateIsRenderedAndMountedIntoTheContainer(t *testing.T) {
 		_ = dockertest.RemoveContainers(ctx, client, map[string]string{dockerdrv.LabelJob: jobID})
 	})
 	p := newAgent(t, "")
-	cfg, err := os.ReadFile(p.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = append(cfg, "network {\n  address = \"127.0.0.1\"\n  min_dynamic_port = 42000\n  max_dynamic_port = 42999\n}\nname = \"tpl-node\"\n"...)
-	if err := os.WriteFile(p.cfgPath, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p.addConfig("network {\n  address = \"127.0.0.1\"\n  min_dynamic_port = 42000\n  max_dynamic_port = 42999\n}\nname = \"tpl-node\"\n")
 	p.start()
 	file := e2eFile(t, t.TempDir(), "shipper.hcl", templateJobHCL(jobID, env.Tag))
 	if code, out := p.cli("job", "run", file, "-var", "greeting=bonjour"); code != 0 || !strings.Contains(out, "deployment successful") {

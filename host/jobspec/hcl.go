@@ -29,8 +29,8 @@ type parser struct {
 	jobType model.JobType
 	// inputs give the file's variables their values; ctx is what var. and
 	// local. references and function calls are evaluated in (set by
-	// variables before the job is read); declared names the variables and
-	// locals by scope, for errors.
+	// variables before anything else is read, never nil after); declared
+	// names the variables and locals by scope, for errors.
 	inputs   Inputs
 	ctx      *hcl.EvalContext
 	declared map[string][]string

@@ -55,7 +55,7 @@ func finite(v cty.Value) bool {
 func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 	switch e := expr.(type) {
 	case *hclsyntax.TemplateExpr:
-		if evaluable(e) && p.ctx != nil {
+		if evaluable(e) {
 			return p.eval(e)
 		}
 		var b strings.Builder
@@ -70,7 +70,7 @@ func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 		}
 		return cty.StringVal(b.String()), true
 	case *hclsyntax.TemplateWrapExpr:
-		if evaluable(e) && p.ctx != nil {
+		if evaluable(e) {
 			return p.eval(e)
 		}
 		var b strings.Builder
@@ -119,7 +119,7 @@ func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 		}
 		return cty.ObjectVal(attrs), true
 	}
-	if evaluable(expr) && p.ctx != nil {
+	if evaluable(expr) {
 		return p.eval(expr)
 	}
 	switch e := expr.(type) {
@@ -132,23 +132,11 @@ func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 			e.Name, p.runtimeRoot(expr))
 		return cty.NilVal, false
 	}
-	// Anything else (a literal, -1, 2 * 60, parentheses, a function call
-	// over literals) evaluates in the file's context.
-	if len(expr.Variables()) > 0 {
-		src := strings.TrimSpace(string(expr.Range().SliceBytes(p.src)))
-		p.errorf(expr.Range(), "expression %q uses a reference outside a string: hivelet resolves references on the node at run time, inside \"${...}\" only", src)
-		return cty.NilVal, false
-	}
-	v, diags := expr.Value(p.ctx)
-	if diags.HasErrors() {
-		p.diags(diags)
-		return cty.NilVal, false
-	}
-	if !v.IsWhollyKnown() {
-		p.errorf(expr.Range(), "value is not known until run time")
-		return cty.NilVal, false
-	}
-	return v, true
+	// Anything else that is left refers to a run-time value (what refers
+	// only to variables and locals was computed above).
+	src := strings.TrimSpace(string(expr.Range().SliceBytes(p.src)))
+	p.errorf(expr.Range(), "expression %q uses a reference outside a string: hivelet resolves references on the node at run time, inside \"${...}\" only", src)
+	return cty.NilVal, false
 }
 
 // freeze turns every "${...}" part of a string that refers to run-time
@@ -207,7 +195,7 @@ func (p *parser) interpolation(part hclsyntax.Expression, b *strings.Builder) bo
 		p.errorf(part.Range(), "template directives (%%{ ... }) over run-time values are not supported: the node resolves only \"${...}\" interpolations; a directive may use variables and locals")
 		return false
 	}
-	if evaluable(part) && p.ctx != nil {
+	if evaluable(part) {
 		v, ok := p.eval(part)
 		if !ok {
 			return false
