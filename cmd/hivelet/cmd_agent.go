@@ -280,7 +280,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			pins[p.Name] = p.SHA256
 		}
 	}
-	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.Names(), PluginDir: rc.PluginDir,
+	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.EnabledNames(rc.RawExec), PluginDir: rc.PluginDir,
 		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log,
 		Env: pluginEnv(rc), OnRestart: metrics.PluginRestarted})
 	if err != nil {
@@ -423,7 +423,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 // does not.
 func pluginEnv(rc *config.Resolved) map[string][]string {
 	return map[string][]string{
-		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged)},
+		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged), docker.EnvAllowCaps + "=" + rc.AllowCaps},
 	}
 }
 

@@ -56,6 +56,7 @@ type Agent struct {
 	NATS    *NATS    `hcl:"nats,block" json:"nats,omitempty"`
 	Docker  *Docker  `hcl:"docker,block" json:"docker,omitempty"`
 	Network *Network `hcl:"network,block" json:"network,omitempty"`
+	RawExec *RawExec `hcl:"raw_exec,block" json:"raw_exec,omitempty"`
 	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
 	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
 }
@@ -124,6 +125,15 @@ type Cluster struct {
 // Docker configures the docker driver's host-side limits.
 type Docker struct {
 	AllowPrivileged bool `hcl:"allow_privileged,optional" json:"allow_privileged,omitempty"`
+	// AllowCaps are the capabilities a task's cap_add may name ("all":
+	// any); default Docker's own default set.
+	AllowCaps []string `hcl:"allow_caps,optional" json:"allow_caps,omitempty"`
+}
+
+// RawExec turns on the raw_exec driver: tasks run as plain processes of the
+// agent's user, not isolated. Off by default, as in Nomad.
+type RawExec struct {
+	Enabled bool `hcl:"enabled,optional" json:"enabled,omitempty"`
 }
 
 // Network configures the ports this node gives its allocations (a group's
@@ -365,6 +375,11 @@ type Resolved struct {
 	MinDynamicPort, MaxDynamicPort int
 	// ReservedPorts are network.reserved_ports, expanded.
 	ReservedPorts []int
+	// AllowCaps is docker.allow_caps as the docker plugin's
+	// HIVELET_DOCKER_ALLOW_CAPS value ("" = the driver's default set).
+	AllowCaps string
+	// RawExec is raw_exec.enabled.
+	RawExec bool
 }
 
 // dynamicRange is the configured dynamic range over the defaults.
@@ -456,7 +471,9 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 	}
 	if a.Docker != nil {
 		r.Privileged = a.Docker.AllowPrivileged
+		r.AllowCaps = strings.Join(a.Docker.AllowCaps, ",")
 	}
+	r.RawExec = a.RawExec != nil && a.RawExec.Enabled
 	r.MinDynamicPort, r.MaxDynamicPort = a.Network.dynamicRange()
 	if nw := a.Network; nw != nil {
 		r.NetworkAddress = nw.Address

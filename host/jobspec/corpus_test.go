@@ -56,7 +56,8 @@ func readHeader(t *testing.T, name string, src []byte) corpusCase {
 // exists, that the config matches its schema, and (docker) that each
 // ports label is one of the group's network.
 func driverProblems(job *model.Job) []string {
-	schemas := map[string]*driver.Schema{"docker": docker.Schema(), "exec": exec.Schema(), "mock": mock.Schema()}
+	// raw_exec is the exec driver under Nomad's name, on agents that enable it.
+	schemas := map[string]*driver.Schema{"docker": docker.Schema(), "exec": exec.Schema(), "mock": mock.Schema(), "raw_exec": exec.Schema()}
 	var out []string
 	for _, g := range job.Groups {
 		labels := map[string]bool{}

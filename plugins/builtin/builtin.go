@@ -25,15 +25,29 @@ func Registry() map[string]Factory {
 		mock.Name:   func() (driver.Driver, error) { return mock.New(), nil },
 		exec.Name:   func() (driver.Driver, error) { return exec.New(), nil },
 		docker.Name: docker.NewFromEnv,
+		RawExec:     newRawExec,
 	}
 }
 
-// Names lists the built-in drivers, sorted.
+// Names lists the built-in drivers an agent runs by default, sorted:
+// every one but raw_exec, which the agent's configuration must enable.
 func Names() []string {
 	var names []string
 	for n := range Registry() {
-		names = append(names, n)
+		if n != RawExec {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
+	return names
+}
+
+// EnabledNames is Names, with raw_exec when rawExec is true.
+func EnabledNames(rawExec bool) []string {
+	names := Names()
+	if rawExec {
+		names = append(names, RawExec)
+		sort.Strings(names)
+	}
 	return names
 }

@@ -1,7 +1,6 @@
 # shape: a one-shot sysbatch that prunes docker on every node through raw_exec, bounded
-#        by max_run_duration
-# verdict: driver
-# want: raw_exec
+#        by max_run_duration (runs on agents with raw_exec { enabled = true }, as in Nomad)
+# verdict: runs
 job "docker-prune" {
   type = "sysbatch"
 
