@@ -35,7 +35,7 @@ func TestARawExecTaskIsAnExecProcessUnderItsOwnName(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tc := &driver.TaskConfig{ID: "a1/t", AllocID: "a1", TaskName: "t", AllocDir: dir,
-		Config: map[string]any{"command": "/bin/sleep", "args": []any{"30"}},
+		Config:     map[string]any{"command": "/bin/sleep", "args": []any{"30"}},
 		StdoutPath: filepath.Join(dir, "t.stdout"), StderrPath: filepath.Join(dir, "t.stderr")}
 	h, err := d.StartTask(ctx, tc)
 	if err != nil {
