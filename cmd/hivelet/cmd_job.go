@@ -9,6 +9,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/jobspec"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/plugins/builtin"
 )
 
 // newJobCmd is the job command group: the local file commands (validate,
@@ -97,9 +98,10 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 }
 
 // variableInputs gathers the values of a job file's variables from the
-// command's flags and the process environment.
+// command's flags and the process environment, and the built-in drivers'
+// schemas each task's config is checked against.
 func variableInputs(cmd *cobra.Command) (jobspec.Inputs, error) {
-	in := jobspec.Inputs{Env: os.Environ()}
+	in := jobspec.Inputs{Env: os.Environ(), Drivers: builtin.Schemas()}
 	if f := cmd.Flags().Lookup("var"); f != nil {
 		in.Vars, _ = cmd.Flags().GetStringArray("var")
 	}

@@ -144,7 +144,7 @@ job "web" {
   group "g" {
     count = var.group_count
     task "t" {
-      driver = "mock"
+      driver = "docker"
       config { image = var.image }
     }
   }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/sdk/driver"
 )
 
 // TestANodeExporterShapedJobParsesItsNetworkRegionTagsAndPorts: the shape
@@ -126,5 +127,47 @@ job "gc" {
 }`))
 	if err == nil || err.Error() != `gc.hcl:4:24: max_run_duration applies to sysbatch jobs only: a system job's tasks run until the job is stopped` {
 		t.Errorf("system job with max_run_duration: %v", err)
+	}
+}
+
+// TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas: with the built-in
+// drivers' schemas (what job validate passes), a config the driver would
+// refuse and a near-miss driver name are errors at the task's position; a
+// driver name far from every known one is left to the nodes (control).
+func TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas(t *testing.T) {
+	schemas := map[string]*driver.Schema{"docker": {Fields: map[string]*driver.Field{
+		"image": {Type: driver.TypeString, Required: true},
+		"ports": {Type: driver.TypeStringList},
+	}}}
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    task "a" {
+      driver = "dokcer"
+    }
+    task "b" {
+      driver = "docker"
+      config {
+        ports { container = 80 }
+      }
+    }
+    task "c" {
+      driver = "my-own-plugin"
+    }
+  }
+}`
+	_, err := ParseHCLWith("x.hcl", []byte(src), Inputs{Drivers: schemas})
+	want := `x.hcl:5:16: driver "dokcer" is not a built-in driver (did you mean "docker"?); a third-party plugin of that name is checked by the node
+x.hcl:9:7: docker config: image: required string is missing
+x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	if _, err := ParseHCL("x.hcl", []byte(src)); err != nil {
+		t.Fatalf("without schemas the configs are free-form: %v", err)
+	}
+	_, err = ParseWith("x.json", []byte(`{"id":"x","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"b","driver":"docker","config":{}}]}]}`), Inputs{Drivers: schemas})
+	if err == nil || err.Error() != "x.json: groups[0].tasks[0].config: docker config: image: required string is missing" {
+		t.Fatalf("JSON: %v", err)
 	}
 }

@@ -65,7 +65,18 @@ func ParseWith(filename string, data []byte, in Inputs) (*model.Job, error) {
 		if in.given() {
 			return nil, Errors{{File: filename, Message: "a JSON job has no variables: -var and -var-file apply to HCL job files"}}
 		}
-		return ParseJSON(filename, data)
+		job, err := ParseJSON(filename, data)
+		if err != nil {
+			return nil, err
+		}
+		var errs Errors
+		for _, dp := range checkDrivers(job, in.Drivers) {
+			errs = append(errs, &Error{File: filename, Path: dp.path, Message: dp.message})
+		}
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return job, nil
 	}
 	return nil, Errors{{File: filename, Message: "unknown job file extension: name it .hcl or .nomad (HCL) or .json (the JSON form)"}}
 }
@@ -118,6 +129,9 @@ func ParseHCLWith(filename string, src []byte, in Inputs) (*model.Job, error) {
 			}
 			p.errorf(rng, "%s", ve.Message)
 		}
+	}
+	for _, dp := range checkDrivers(job, in.Drivers) {
+		p.errorf(p.locate(dp.path), "%s", dp.message)
 	}
 	if len(p.errs) > 0 {
 		return nil, p.sorted()

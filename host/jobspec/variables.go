@@ -18,6 +18,8 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+
+	"github.com/hivelet/hivelet/sdk/driver"
 )
 
 // Inputs are the values a job file's variables get from outside the file.
@@ -34,6 +36,11 @@ type Inputs struct {
 	Files []VarFile
 	// Vars are -var flags, "name=value".
 	Vars []string
+	// Drivers are the config schemas of the drivers the caller knows (the
+	// built-in ones, for `job validate`): each task's config is checked as
+	// its driver will check it at start, and a driver name that is a near
+	// miss of a known one is refused with a suggestion. Nil: no check.
+	Drivers map[string]*driver.Schema
 }
 
 // VarFile is one -var-file.

@@ -51,3 +51,15 @@ func EnabledNames(rawExec bool) []string {
 	}
 	return names
 }
+
+// Schemas are the config schemas of every built-in driver, raw_exec
+// included, without starting any: what `job validate` checks a task's
+// config against.
+func Schemas() map[string]*driver.Schema {
+	return map[string]*driver.Schema{
+		mock.Name:   mock.Schema(),
+		exec.Name:   exec.Schema(),
+		RawExec:     exec.Schema(),
+		docker.Name: docker.Schema(),
+	}
+}
