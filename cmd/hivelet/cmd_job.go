@@ -73,7 +73,8 @@ func newJobInspectCmd() *cobra.Command {
 // loadJobFile reads and parses a job file, its variables given by the
 // -var and -var-file flags and the HIVELET_VAR_* / NOMAD_VAR_* environment.
 // Parse problems are printed one per line on stderr and returned as bad
-// input (exit code 2).
+// input (exit code 2); what the file says that hivelet ignores is printed
+// there as "file:line:col: warning: ...", and changes no exit code.
 func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -82,6 +83,10 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 	in, err := variableInputs(cmd)
 	if err != nil {
 		return nil, badInput(err)
+	}
+	in.Warn = func(w *jobspec.Error) {
+		w.Message = "warning: " + w.Message
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
 	}
 	job, err := jobspec.ParseWith(path, data, in)
 	if err != nil {

@@ -34,6 +34,12 @@ type parser struct {
 	inputs   Inputs
 	ctx      *hcl.EvalContext
 	declared map[string][]string
+	warns    Errors
+}
+
+// warnf records something accepted and ignored (Inputs.Warn).
+func (p *parser) warnf(rng hcl.Range, format string, args ...any) {
+	p.warns = append(p.warns, &Error{File: p.file, Line: rng.Start.Line, Column: rng.Start.Column, Message: fmt.Sprintf(format, args...)})
 }
 
 func (p *parser) errorf(rng hcl.Range, format string, args ...any) {
@@ -328,7 +334,7 @@ var (
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -340,6 +346,7 @@ var (
 	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
+	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
 	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
@@ -506,6 +513,9 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(t.Services))); ok {
 			t.Services = append(t.Services, s)
 		}
+	}
+	if lb := p.one(c, "logs"); lb != nil {
+		p.logs(lb)
 	}
 	for _, tb := range c.blocks["template"] {
 		if tm, ok := p.template(tb, fmt.Sprintf("%s.templates[%d]", path, len(t.Templates))); ok {

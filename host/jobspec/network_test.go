@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,57 @@ x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
 	_, err = ParseWith("x.json", []byte(`{"id":"x","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"b","driver":"docker","config":{}}]}]}`), Inputs{Drivers: schemas})
 	if err == nil || err.Error() != "x.json: groups[0].tasks[0].config: docker config: image: required string is missing" {
 		t.Fatalf("JSON: %v", err)
+	}
+}
+
+// TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition: stagger, a task's
+// logs block, a template's splay and wait parse, and each is reported as a
+// warning at its position; a file without them warns nothing (control).
+func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
+	src := `job "w" {
+  type = "system"
+  update {
+    stagger = "30s"
+  }
+  group "g" {
+    task "t" {
+      driver = "docker"
+      logs {
+        max_files     = 3
+        max_file_size = 10
+      }
+      template {
+        data        = "x"
+        destination = "local/x"
+        splay       = "5s"
+        wait {
+          min = "1s"
+        }
+      }
+    }
+  }
+}`
+	var got []string
+	warn := func(e *Error) { got = append(got, e.Error()) }
+	if _, err := ParseHCLWith("w.hcl", []byte(src), Inputs{Warn: warn}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("warning %q, want it to start with %q", got[i], want[i])
+		}
+	}
+	got = nil
+	if _, err := ParseHCLWith("w.hcl", []byte(`job "w" {
+  type = "system"
+  group "g" {
+    task "t" { driver = "docker" }
+  }
+}`), Inputs{Warn: warn}); err != nil || len(got) != 0 {
+		t.Fatalf("a plain file: %v, warnings %q", err, got)
 	}
 }

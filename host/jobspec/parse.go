@@ -133,6 +133,12 @@ func ParseHCLWith(filename string, src []byte, in Inputs) (*model.Job, error) {
 	for _, dp := range checkDrivers(job, in.Drivers) {
 		p.errorf(p.locate(dp.path), "%s", dp.message)
 	}
+	if in.Warn != nil {
+		sort.SliceStable(p.warns, func(i, j int) bool { return p.warns[i].Line < p.warns[j].Line })
+		for _, w := range p.warns {
+			in.Warn(w)
+		}
+	}
 	if len(p.errs) > 0 {
 		return nil, p.sorted()
 	}

@@ -62,9 +62,12 @@ func (p *parser) template(b *hclsyntax.Block, path string) (model.Template, bool
 		p.boolean(a, path+".error_on_missing_key")
 	}
 	if a := c.attrs["splay"]; a != nil {
-		p.duration(a, path+".splay")
+		if _, ok := p.duration(a, path+".splay"); ok {
+			p.warnf(a.NameRange, "splay is accepted and ignored: nothing a template reads changes during an allocation's life, so it is never re-rendered")
+		}
 	}
 	if wb := p.one(c, "wait"); wb != nil {
+		p.warnf(wb.TypeRange, "wait is accepted and ignored: nothing a template reads changes during an allocation's life, so it is never re-rendered")
 		if _, ok := p.labels(wb, ""); ok {
 			wc := p.content(wb.Body, waitSpec)
 			for _, n := range []string{"min", "max"} {
@@ -106,4 +109,27 @@ func (p *parser) checkTemplate(a *hclsyntax.Attribute, t model.Template) {
 		msg = "template syntax: " + msg
 	}
 	p.errorf(hcl.Range{Filename: p.file, Start: pos, End: pos}, "%s", msg)
+}
+
+// logs reads a task's logs block: accepted, checked and not applied (a
+// warning says so). The driver rotates a task's output by its own settings
+// (docker: HIVELET_DOCKER_LOG_MAX_BYTES and _FILES).
+func (p *parser) logs(b *hclsyntax.Block) {
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, logsSpec)
+	for _, n := range []string{"max_files", "max_file_size"} {
+		if a := c.attrs[n]; a != nil {
+			if v, ok := p.integer(a, "logs."+n); ok && v < 0 {
+				p.errorf(a.Expr.Range(), "%s must not be negative, got %d", n, v)
+			}
+		}
+	}
+	for _, n := range []string{"disabled", "enabled"} {
+		if a := c.attrs[n]; a != nil {
+			p.boolean(a, "logs."+n)
+		}
+	}
+	p.warnf(b.TypeRange, "the logs block is accepted and not applied: the driver rotates a task's output by its own settings (docker: HIVELET_DOCKER_LOG_MAX_BYTES, HIVELET_DOCKER_LOG_MAX_FILES)")
 }

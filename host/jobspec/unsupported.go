@@ -37,7 +37,6 @@ var unsupported = map[string]string{
 	"lifecycle":        "the tasks of a group start together; prestart, poststart and sidecar hooks are not supported",
 	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",
 	"identity":         "hivelet issues no workload identities",
-	"logs":             "log handling belongs to the driver (docker: logging { } in config)",
 	"leader":           "the tasks of a group are peers in hivelet",
 	"kind":             "hivelet has no service mesh",
 	"action":           "hivelet has no task actions",

@@ -36,6 +36,10 @@ type Inputs struct {
 	Files []VarFile
 	// Vars are -var flags, "name=value".
 	Vars []string
+	// Warn, when set, receives what the file says that hivelet accepts and
+	// ignores (stagger, a task's logs block, a template's splay and wait),
+	// each at its position, in file order. Warnings never fail a parse.
+	Warn func(*Error)
 	// Drivers are the config schemas of the drivers the caller knows (the
 	// built-in ones, for `job validate`): each task's config is checked as
 	// its driver will check it at start, and a driver name that is a near
