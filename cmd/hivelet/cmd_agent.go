@@ -212,6 +212,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return fmt.Errorf("creating plugin directory: %w", err)
 	}
 	allocRoot, _ := filepath.Abs(rc.AllocDir)
+	portTable, err := newPortTable(rc)
+	if err != nil {
+		return badInput(err)
+	}
 
 	store, err := state.Open(rc.StateDir, time.Second)
 	if err != nil {
@@ -280,7 +284,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			pins[p.Name] = p.SHA256
 		}
 	}
-	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.Names(), PluginDir: rc.PluginDir,
+	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.EnabledNames(rc.RawExec), PluginDir: rc.PluginDir,
 		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log,
 		Env: pluginEnv(rc), OnRestart: metrics.PluginRestarted})
 	if err != nil {
@@ -326,6 +330,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	buildNode := func() *model.Node {
 		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
 		n.Attributes[AttrAllocDir] = allocRoot
+		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		n.RolloutProtocol, n.BootID = fleetrollout.Protocol, bootID
 		return n
 	}
@@ -334,7 +339,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), BootID: bootID,
@@ -433,7 +438,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 // does not.
 func pluginEnv(rc *config.Resolved) map[string][]string {
 	return map[string][]string{
-		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged)},
+		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged), docker.EnvAllowCaps + "=" + rc.AllowCaps},
 	}
 }
 

@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newPluginCmd(),
 		newDriverCmd(),
 	)
+	usageErrors(root)
 	return root
 }
 
@@ -56,7 +57,7 @@ func run(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(goStyleFlags(args))
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "hivelet:", err)
+		fmt.Fprintln(os.Stderr, "hivelet:", dedupeChain(err.Error()))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code

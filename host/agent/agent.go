@@ -106,8 +106,11 @@ type Config struct {
 	Drivers     allocrunner.Drivers
 	// Validate checks a task config against its driver's schema
 	// (driver.ValidateConfig).
-	Validate   func(*driver.Schema, map[string]any) error
-	AllocRoot  string
+	Validate  func(*driver.Schema, map[string]any) error
+	AllocRoot string
+	// Ports is the node's port table, shared by every runner (nil: a group
+	// with a network block cannot start here).
+	Ports      allocrunner.PortTable
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -261,6 +264,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Store:     a.cfg.Store,
 		AllocRoot: a.cfg.AllocRoot,
 		Handles:   handles,
+		Ports:     a.cfg.Ports,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

@@ -150,6 +150,11 @@ func TestTasksEqualDecidesInPlaceUpdates(t *testing.T) {
 		{"kill timeout", func(g *model.Group) { g.Tasks[0].KillTimeout = model.Duration(time.Minute) }, false},
 		{"group meta (seen by tasks)", func(g *model.Group) { g.Meta = map[string]string{"x": "y"} }, false},
 		{"a task added", func(g *model.Group) { g.Tasks = append(g.Tasks, &model.Task{Name: "u", Driver: "mock"}) }, false},
+		{"a network port (the tasks' ports)", func(g *model.Group) {
+			g.Network = &model.Network{Mode: model.NetworkHost, Ports: []model.Port{{Label: "http"}}}
+		}, false},
+		{"max_run_duration", func(g *model.Group) { g.MaxRunDuration = model.Duration(time.Minute) }, false},
+		{"a group service", func(g *model.Group) { g.Services = []model.Service{{Name: "web", Port: "8080"}} }, false},
 	}
 	for _, c := range cases {
 		g := base()

@@ -59,6 +59,9 @@ type Config struct {
 	Engine engine.Options
 	// AllowPrivileged lets tasks ask for privileged containers.
 	AllowPrivileged bool
+	// AllowCaps are the capabilities a task's cap_add may name (lower
+	// case, no CAP_ prefix; "all" allows any). Nil: DefaultAllowCaps.
+	AllowCaps []string
 	// LogMaxBytes and LogMaxFiles rotate each task's stdout and stderr
 	// files: at most LogMaxFiles old files of LogMaxBytes each are kept.
 	// Defaults: 10 MiB, 5.
@@ -274,6 +277,7 @@ func (d *Driver) fingerprint(ctx context.Context) *driver.Fingerprint {
 func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.TaskHandle, error) {
 	p, err := makePlan(tc, planOptions{
 		allowPrivileged: d.cfg.AllowPrivileged,
+		allowCaps:       d.cfg.AllowCaps,
 		pullTimeout:     d.cfg.PullTimeout,
 		engineLogSize:   "10m",
 		engineLogFiles:  3,
