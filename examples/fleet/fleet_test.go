@@ -1,0 +1,191 @@
+package fleet_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/config"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/fleettest"
+)
+
+const jobID = "fleet-mock"
+
+// mockJob is a system job with one mock task per node. The task writes one
+// line to its stdout file each time the driver starts it, so `alloc logs`
+// counts its starts.
+func mockJob(version int) string {
+	return fmt.Sprintf(`job %q {
+  type = "system"
+  update {
+    max_parallel     = 1
+    min_healthy_time = "500ms"
+    healthy_deadline = "30s"
+  }
+  group "g" {
+    count = 1
+    task "t" {
+      driver = "mock"
+      config {
+        stdout_string = "started v%d on ${node.unique.name}\n"
+      }
+    }
+  }
+}
+`, jobID, version)
+}
+
+// nodeTTL is the node heartbeat TTL of an example agent, read with the
+// agent's own configuration loader.
+func nodeTTL(t *testing.T, path string) time.Duration {
+	t.Helper()
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Resolve(false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.NodeTTL
+}
+
+// starts counts the lines the mock task wrote at its starts.
+func starts(logs string) int { return strings.Count(logs, "started v") }
+
+// TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer
+// runs examples/fleet as it is: three NATS containers clustered with
+// JetStream, four agent containers with R3 buckets, the mock driver, and
+// the hivelet CLI on the host talking to the cluster through ports
+// published on 127.0.0.1. What it checks is what works today; the rollout
+// protocol of issue 9 adds its assertions to the same steps.
+func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer(t *testing.T) {
+	fleettest.RequireDocker(t)
+	began := time.Now()
+	img := fleettest.BuildImage(t, "../..")
+	t.Logf("image %s ready in %s", img.Tag, img.Built.Round(time.Millisecond))
+	f := fleettest.Start(t, fleettest.Options{Image: img, ExampleDir: ".", Agents: 4})
+	t.Logf("3 NATS servers and 4 agents ready %s after the start", time.Since(began).Round(time.Millisecond))
+	for _, c := range f.Agents {
+		if n := f.RestartCount(c); n > 0 {
+			t.Logf("%s was restarted %d time(s) by its restart policy while the cluster formed", c.Name, n)
+		}
+	}
+	ttl := nodeTTL(t, "agent-4.hcl")
+	if ttl <= 0 || ttl > 10*time.Second {
+		t.Fatalf("agent-4.hcl: node_ttl %s; the test needs a short one", ttl)
+	}
+
+	// A system job is placed on every agent: one allocation each.
+	if out := f.RunJob(mockJob(0)); !strings.Contains(out, "deployment successful") {
+		t.Fatalf("job run v0 ended without success:\n%s", out)
+	}
+	var v0 map[string][]*model.Allocation
+	f.WaitFor(30*time.Second, "v0 running on all four agents", func() (bool, string) {
+		ok, why, by := f.RunningAt(jobID, 0, 1, f.Agents...)
+		v0 = by
+		return ok, why
+	})
+	t.Logf("v0 placed on every agent %s after the start", time.Since(began).Round(time.Millisecond))
+
+	// Agent 4 is cut off from the network for longer than its heartbeat
+	// TTL: the others (and the CLI) see its node expire, then, once it is
+	// back, it runs the same allocation, whose task was never started again.
+	cut := f.Agent(4)
+	before := v0[cut.Name][0]
+	logs, err := f.AllocLogs(before.ID, "t")
+	if err != nil || starts(logs) != 1 {
+		t.Fatalf("before the cut: alloc logs %q (%v), want one start", logs, err)
+	}
+	f.Disconnect(cut)
+	cutAt := time.Now()
+	expired := f.WaitFor(ttl+20*time.Second, cut.Name+"'s node expired", func() (bool, string) { return f.NodeGone(cut) })
+	t.Logf("%s's node expired %s after the cut (node_ttl %s)", cut.Name, expired.Round(time.Millisecond), ttl)
+	if ok, why := f.NodesReady(f.Agents[:3]...); !ok {
+		t.Fatalf("with %s cut off, the others are not all ready: %s", cut.Name, why)
+	}
+	// The cut lasts past the TTL even if the expiry was seen early.
+	f.WaitFor(2*ttl, "the cut to outlast node_ttl", func() (bool, string) {
+		return time.Since(cutAt) > ttl, time.Since(cutAt).String()
+	})
+	f.Reconnect(cut)
+	back := f.WaitFor(60*time.Second, cut.Name+"'s node ready again", func() (bool, string) { return f.NodesReady(cut) })
+	t.Logf("%s ready again %s after the reconnect (cut for %s)", cut.Name, back.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+	var after []*model.Allocation
+	f.WaitFor(30*time.Second, cut.Name+"'s allocation running after the reconnect", func() (bool, string) {
+		ok, why, by := f.RunningAt(jobID, 0, 1, cut)
+		after = by[cut.Name]
+		return ok, why
+	})
+	if after[0].ID != before.ID {
+		t.Fatalf("after the reconnect %s runs allocation %s, before it ran %s: it was replaced", cut.Name, after[0].ID, before.ID)
+	}
+	ts, ts0 := after[0].TaskStates["t"], before.TaskStates["t"]
+	if ts == nil || ts0 == nil {
+		t.Fatalf("task state missing: before %+v, after %+v", ts0, ts)
+	}
+	started := 0
+	for _, e := range ts.Events {
+		if e.Type == "Started" {
+			started++
+		}
+	}
+	if ts.Restarts != 0 || !ts.StartedAt.Equal(ts0.StartedAt) || started != 1 {
+		t.Fatalf("after the reconnect the task has %d restarts, started at %s (before: %s), %d Started events: it was started again",
+			ts.Restarts, ts.StartedAt, ts0.StartedAt, started)
+	}
+	// The agent itself answers, now, from its own file: one start.
+	logs, err = f.AllocLogs(before.ID, "t")
+	if err != nil || starts(logs) != 1 {
+		t.Fatalf("after the reconnect: alloc logs %q (%v), want exactly one start", logs, err)
+	}
+	// The other agents' allocations were not touched either.
+	for _, c := range f.Agents[:3] {
+		allocs, err := f.Allocs(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live := fleettest.Live(allocs, jobID); len(live) != 1 || live[0].ID != v0[c.Name][0].ID {
+			t.Fatalf("%s's allocations changed while %s was cut off: %v", c.Name, cut.Name, live)
+		}
+	}
+
+	// A NATS server is killed right after a job update was written (the
+	// leader of the allocations stream, which every agent writes to while
+	// it replaces its allocation): the update still converges on all four.
+	leader, err := f.StreamLeader("KV_hivelet_allocs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := f.RunJob(mockJob(1), "-detach"); !strings.Contains(out, "version 1 written") {
+		t.Fatalf("job run v1: %s", out)
+	}
+	victim := f.NATSByName(leader)
+	f.KillNATS(victim)
+	killedAt := time.Now()
+	var v1 map[string][]*model.Allocation
+	f.WaitFor(90*time.Second, "v1 running on all four agents with "+leader+" dead", func() (bool, string) {
+		ok, why, by := f.RunningAt(jobID, 1, 1, f.Agents...)
+		v1 = by
+		return ok, why
+	})
+	t.Logf("v1 on every agent %s after %s (the allocations stream's leader) was killed", time.Since(killedAt).Round(time.Millisecond), leader)
+	if ok, why := f.NodesReady(f.Agents...); !ok {
+		t.Fatalf("after the update with %s dead: %s", leader, why)
+	}
+	// Control for the reconnect check: a real replacement does show as a
+	// new allocation (and its task's own start).
+	for _, c := range f.Agents {
+		a := v1[c.Name][0]
+		if a.ID == v0[c.Name][0].ID {
+			t.Fatalf("%s runs v1 in allocation %s, the v0 one: the replacement is not visible as a new ID", c.Name, a.ID)
+		}
+	}
+	logs, err = f.AllocLogs(v1[cut.Name][0].ID, "t")
+	if err != nil || starts(logs) != 1 || !strings.Contains(logs, "started v1") {
+		t.Fatalf("v1 allocation on %s: alloc logs %q (%v), want one v1 start", cut.Name, logs, err)
+	}
+	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
+}
