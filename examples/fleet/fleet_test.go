@@ -106,6 +106,19 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 	if ok, why := f.NodesReady(f.Agents[:3]...); !ok {
 		t.Fatalf("with %s cut off, the others are not all ready: %s", cut.Name, why)
 	}
+	// The same from another host: the CLI inside agent 1's container, over
+	// the fleet network.
+	seen := f.Agent(1)
+	f.WaitFor(20*time.Second, cut.Name+" expired as seen from "+seen.Name, func() (bool, string) {
+		nodes, err := f.NodesFrom(seen)
+		if err != nil {
+			return false, err.Error()
+		}
+		if ok, why := fleettest.ReadyIn(nodes, f.Agents[:3]...); !ok {
+			return false, why
+		}
+		return fleettest.GoneIn(nodes, cut)
+	})
 	// The cut lasts past the TTL even if the expiry was seen early.
 	f.WaitFor(2*ttl, "the cut to outlast node_ttl", func() (bool, string) {
 		return time.Since(cutAt) > ttl, time.Since(cutAt).String()

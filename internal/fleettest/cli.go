@@ -17,13 +17,14 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 )
 
-// NATSURLs are the client URLs of the running NATS servers, on 127.0.0.1
-// (their published ports), comma-separated as the CLI's -nats takes them.
-// A killed server is left out, so no request waits on its dead port.
+// NATSURLs are the client URLs of the NATS servers, on 127.0.0.1 (their
+// published ports), comma-separated as the CLI's -nats takes them. A server
+// killed by KillNATS is left out until StartNATS, so no request waits on its
+// dead port.
 func (f *Fleet) NATSURLs() string {
 	var urls []string
 	for _, c := range f.NATS {
-		if f.State(c) == "running" {
+		if !c.stopped {
 			urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", c.ClientPort))
 		}
 	}
@@ -36,23 +37,82 @@ func (f *Fleet) NATSURLs() string {
 // cannot be run at all.
 func (f *Fleet) CLI(args ...string) (int, string) {
 	f.T.Helper()
+	code, stdout, stderr := f.cli(args...)
+	return code, stdout + stderr
+}
+
+// cli runs the CLI on the host and returns its exit code, stdout and
+// stderr apart (JSON is read from stdout alone).
+func (f *Fleet) cli(args ...string) (int, string, string) {
+	f.T.Helper()
 	args = append(args, "-nats", f.NATSURLs())
 	if len(args) > 1 && args[0] == "job" && (args[1] == "run" || args[1] == "stop") && !strings.Contains(strings.Join(args, " "), "-timeout") {
 		args = append(args, "-timeout", "90s")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, f.Image.CLI, args...)
+	cmd := exec.Command(f.Image.CLI, args...)
 	cmd.Env = append(os.Environ(), "HIVELET_NATS_URL=") // only -nats, never an operator's default
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String()
-	} else if err != nil {
-		f.T.Fatalf("fleettest: running hivelet %v: %v", args, err)
+	return f.run(cmd)
+}
+
+// run runs cmd with a deadline of 3 minutes and returns its exit code,
+// stdout and stderr. It fails the test only when cmd cannot run at all.
+func (f *Fleet) run(cmd *exec.Cmd) (int, string, string) {
+	f.T.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		f.T.Fatalf("fleettest: running %v: %v", cmd.Args, err)
 	}
-	return 0, out.String()
+	timer := time.AfterFunc(3*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	} else if err != nil {
+		f.T.Fatalf("fleettest: running %v: %v", cmd.Args, err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// InnerNATSURLs are the NATS servers' client URLs on the fleet network, as
+// the agents' configuration files name them (killed servers left out).
+func (f *Fleet) InnerNATSURLs() string {
+	var urls []string
+	for _, c := range f.NATS {
+		if !c.stopped {
+			urls = append(urls, "nats://"+c.Name+":4222")
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// CLIIn runs the hivelet CLI inside a container (docker exec of its
+// /hivelet) against the NATS servers on the fleet network: the fleet as
+// that host sees it. It returns the exit code and combined output.
+func (f *Fleet) CLIIn(c *Container, args ...string) (int, string) {
+	f.T.Helper()
+	code, stdout, stderr := f.cliIn(c, args...)
+	return code, stdout + stderr
+}
+
+func (f *Fleet) cliIn(c *Container, args ...string) (int, string, string) {
+	f.T.Helper()
+	args = append(append([]string{"exec", c.Docker, "/hivelet"}, args...), "-nats", f.InnerNATSURLs())
+	return f.run(exec.Command("docker", args...))
+}
+
+// NodesFrom lists the nodes bucket as seen from inside a container
+// (`node status -json` run there by CLIIn).
+func (f *Fleet) NodesFrom(c *Container) ([]*model.Node, error) {
+	code, out, errOut := f.cliIn(c, "node", "status", "-json")
+	if code != 0 {
+		return nil, fmt.Errorf("node status in %s: exit %d: %s", c.Name, code, strings.TrimSpace(out+errOut))
+	}
+	var nodes []*model.Node
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
+		return nil, fmt.Errorf("node status -json in %s: %w: %s", c.Name, err, out)
+	}
+	return nodes, nil
 }
 
 // WriteFile writes a file (a job file) into the fleet's directory and
@@ -83,9 +143,9 @@ func (f *Fleet) RunJob(jobHCL string, flags ...string) string {
 // whose heartbeat key expired is absent, or "down" while its expiry marker
 // is kept.
 func (f *Fleet) Nodes() ([]*model.Node, error) {
-	code, out := f.CLI("node", "status", "-json")
+	code, out, errOut := f.cli("node", "status", "-json")
 	if code != 0 {
-		return nil, fmt.Errorf("node status: exit %d: %s", code, strings.TrimSpace(out))
+		return nil, fmt.Errorf("node status: exit %d: %s", code, strings.TrimSpace(out+errOut))
 	}
 	var nodes []*model.Node
 	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
@@ -104,13 +164,29 @@ func NodeByName(nodes []*model.Node, name string) *model.Node {
 	return nil
 }
 
-// NodesReady reports whether every agent's node is listed as ready, and
-// otherwise which one is not.
+// NodesReady reports whether the CLI on the host lists every agent's node
+// as ready, and otherwise which one is not.
 func (f *Fleet) NodesReady(agents ...*Container) (bool, string) {
 	nodes, err := f.Nodes()
 	if err != nil {
 		return false, err.Error()
 	}
+	return ReadyIn(nodes, agents...)
+}
+
+// NodeGone reports whether the CLI on the host no longer lists the agent's
+// node as ready (its key expired: absent, or listed down).
+func (f *Fleet) NodeGone(c *Container) (bool, string) {
+	nodes, err := f.Nodes()
+	if err != nil {
+		return false, err.Error()
+	}
+	return GoneIn(nodes, c)
+}
+
+// ReadyIn reports whether nodes lists every agent's node as ready, and
+// otherwise which one is not.
+func ReadyIn(nodes []*model.Node, agents ...*Container) (bool, string) {
 	for _, c := range agents {
 		n := NodeByName(nodes, c.Name)
 		if n == nil {
@@ -123,13 +199,8 @@ func (f *Fleet) NodesReady(agents ...*Container) (bool, string) {
 	return true, ""
 }
 
-// NodeGone reports whether the agent's node is no longer ready in the
-// nodes bucket (its key expired: absent, or listed down).
-func (f *Fleet) NodeGone(c *Container) (bool, string) {
-	nodes, err := f.Nodes()
-	if err != nil {
-		return false, err.Error()
-	}
+// GoneIn reports whether nodes no longer lists the agent's node as ready.
+func GoneIn(nodes []*model.Node, c *Container) (bool, string) {
 	n := NodeByName(nodes, c.Name)
 	if n == nil {
 		return true, c.Name + " not listed"
@@ -140,9 +211,9 @@ func (f *Fleet) NodeGone(c *Container) (bool, string) {
 // Allocs lists the allocations the allocations bucket holds for the agent's
 // node (`node status NAME -json`), with their task states.
 func (f *Fleet) Allocs(c *Container) ([]*model.Allocation, error) {
-	code, out := f.CLI("node", "status", c.Name, "-json")
+	code, out, errOut := f.cli("node", "status", c.Name, "-json")
 	if code != 0 {
-		return nil, fmt.Errorf("node status %s: exit %d: %s", c.Name, code, strings.TrimSpace(out))
+		return nil, fmt.Errorf("node status %s: exit %d: %s", c.Name, code, strings.TrimSpace(out+errOut))
 	}
 	var v struct {
 		Allocations []*model.Allocation `json:"allocations"`
@@ -193,9 +264,9 @@ func (f *Fleet) RunningAt(job string, version uint64, want int, agents ...*Conta
 // asked over NATS of the agent running the allocation, which reads its own
 // file (so it is that agent's answer now, not a stored record).
 func (f *Fleet) AllocLogs(allocID, task string) (string, error) {
-	code, out := f.CLI("alloc", "logs", allocID, task)
+	code, out, errOut := f.cli("alloc", "logs", allocID, task)
 	if code != 0 {
-		return "", fmt.Errorf("alloc logs %s %s: exit %d: %s", allocID, task, code, strings.TrimSpace(out))
+		return "", fmt.Errorf("alloc logs %s %s: exit %d: %s", allocID, task, code, strings.TrimSpace(out+errOut))
 	}
 	return out, nil
 }

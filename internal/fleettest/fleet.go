@@ -63,8 +63,9 @@ type Container struct {
 	// 127.0.0.1 its 4222 and 8222 are published at.
 	ClientPort, MonitorPort int
 
-	ip     string // its address on the fleet network, for Reconnect
-	config string // agent: the configuration file mounted
+	ip      string // its address on the fleet network, for Reconnect
+	config  string // agent: the configuration file mounted
+	stopped bool   // killed by KillNATS or KillAgent, not started again
 }
 
 // Fleet is a started fleet. Its methods fail the test they were given at
@@ -364,13 +365,39 @@ func (f *Fleet) Reconnect(c *Container) {
 // reconnect to the others, its streams elect new leaders.
 func (f *Fleet) KillNATS(c *Container) {
 	f.T.Helper()
+	f.kill(c)
+}
+
+// KillAgent kills an agent's container with SIGKILL (docker kill; the
+// restart policy does not start it again): the agent, its plugins and
+// their tasks die at once, its state directory stays for StartAgent.
+func (f *Fleet) KillAgent(c *Container) {
+	f.T.Helper()
+	f.kill(c)
+}
+
+func (f *Fleet) kill(c *Container) {
+	f.T.Helper()
 	if _, err := f.docker("kill", c.Docker); err != nil {
 		f.T.Fatalf("fleettest: killing %s: %v", c.Name, err)
 	}
+	c.stopped = true
 	f.WaitFor(30*time.Second, c.Name+" stopped", func() (bool, string) {
 		s := f.State(c)
 		return s == "exited", s
 	})
+}
+
+// StartAgent starts a killed agent's container again on its state
+// directory of before (the container's file system) and waits for its node
+// to be ready.
+func (f *Fleet) StartAgent(c *Container) {
+	f.T.Helper()
+	if _, err := f.docker("start", c.Docker); err != nil {
+		f.T.Fatalf("fleettest: starting %s: %v", c.Name, err)
+	}
+	c.stopped = false
+	f.WaitFor(60*time.Second, c.Name+"'s node ready", func() (bool, string) { return f.NodesReady(c) })
 }
 
 // StartNATS starts a killed NATS server again, on its JetStream store of
@@ -381,6 +408,7 @@ func (f *Fleet) StartNATS(c *Container) {
 	if _, err := f.docker("start", c.Docker); err != nil {
 		f.T.Fatalf("fleettest: starting %s: %v", c.Name, err)
 	}
+	c.stopped = false
 	c.ClientPort = f.hostPort(c, "4222/tcp")
 	c.MonitorPort = f.hostPort(c, "8222/tcp")
 	f.WaitFor(60*time.Second, c.Name+" reporting JetStream healthy", func() (bool, string) { return f.NATSHealthy(c) })
