@@ -74,8 +74,10 @@ func RequireDocker(t testing.TB) {
 // (other tags, labelled LabelImage) are removed unless a container uses
 // them.
 //
-// The binaries are built with the flags of examples/fleet/build.sh, so the
-// two share the Go build cache: after either, the other mostly links.
+// The binaries are built with the flags of examples/fleet/build.sh (and
+// without VCS stamping, so a commit that changes no Go file changes no
+// byte, and the image is reused): the two share the Go build cache, and
+// after either the other mostly links.
 func BuildImage(t testing.TB, repoRoot string) Image {
 	t.Helper()
 	imageOnce.Do(func() { image, imageErr = buildImage(repoRoot) })
@@ -109,7 +111,7 @@ func buildImage(repoRoot string) (Image, error) {
 	}
 	defer os.RemoveAll(tmp)
 	// Both main packages in one go build: they compile in parallel.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp+string(filepath.Separator),
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", tmp+string(filepath.Separator),
 		"./cmd/hivelet", "github.com/nats-io/nats-server/v2")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
