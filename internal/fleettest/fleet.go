@@ -389,15 +389,42 @@ func (f *Fleet) kill(c *Container) {
 }
 
 // StartAgent starts a killed agent's container again on its state
-// directory of before (the container's file system) and waits for its node
-// to be ready.
+// directory of before (the container's file system) and waits until the
+// new process has logged "node registered" and its node is ready. (The node
+// record of before may still be unexpired: ready alone would prove
+// nothing.)
 func (f *Fleet) StartAgent(c *Container) {
 	f.T.Helper()
+	since := time.Now()
 	if _, err := f.docker("start", c.Docker); err != nil {
 		f.T.Fatalf("fleettest: starting %s: %v", c.Name, err)
 	}
 	c.stopped = false
-	f.WaitFor(60*time.Second, c.Name+"'s node ready", func() (bool, string) { return f.NodesReady(c) })
+	f.WaitFor(60*time.Second, c.Name+" registered again and ready", func() (bool, string) {
+		if !f.LoggedSince(c, since, "node registered") {
+			return false, "not registered since the start"
+		}
+		return f.NodesReady(c)
+	})
+}
+
+// LoggedSince reports whether the container logged a line containing
+// substr at or after since (the engine's timestamps of its output).
+func (f *Fleet) LoggedSince(c *Container, since time.Time, substr string) bool {
+	out, err := f.docker("logs", "--since", since.Add(-time.Second).UTC().Format(time.RFC3339Nano), "--timestamps", c.Docker)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(out, "\n") {
+		stamp, rest, ok := strings.Cut(line, " ")
+		if !ok || !strings.Contains(rest, substr) {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339Nano, stamp); err == nil && !at.Before(since) {
+			return true
+		}
+	}
+	return false
 }
 
 // StartNATS starts a killed NATS server again, on its JetStream store of
