@@ -80,9 +80,6 @@ type Fleet struct {
 
 	opts Options
 	dir  string // configuration files, job files
-	// subnet is the network's, set by the fleet so that Reconnect can give
-	// an agent back its address.
-	subnet string
 }
 
 // Start starts a fleet: the network, the NATS cluster (waiting until every
@@ -152,7 +149,6 @@ func (f *Fleet) createNetwork() {
 		subnet := strings.TrimSpace(out)
 		args := append([]string{"network", "create", "--driver", "bridge", "--subnet", subnet}, f.labels()...)
 		if _, lastErr = f.docker(append(args, f.Network)...); lastErr == nil {
-			f.subnet = subnet
 			return
 		}
 	}
