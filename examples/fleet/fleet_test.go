@@ -89,6 +89,10 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 		return ok, why
 	})
 	t.Logf("v0 placed on every agent %s after the start", time.Since(began).Round(time.Millisecond))
+	ds, err := f.Deployments(jobID)
+	if err != nil || len(ds) != 1 || ds[0].JobVersion != 0 || ds[0].Status != model.DeploymentSuccessful {
+		t.Fatalf("deployments of %s after v0: %+v (%v), want one, of version 0, successful", jobID, ds, err)
+	}
 
 	// Agent 4 is cut off from the network for longer than its heartbeat
 	// TTL: the others (and the CLI) see its node expire, then, once it is

@@ -2,12 +2,14 @@ package fleettest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -258,6 +260,27 @@ func (f *Fleet) RunningAt(job string, version uint64, want int, agents ...*Conta
 		}
 	}
 	return true, "", by
+}
+
+// Deployments lists the deployment records of job, oldest version first
+// (`deployment list -json`).
+func (f *Fleet) Deployments(job string) ([]*model.Deployment, error) {
+	code, out, errOut := f.cli("deployment", "list", "-json")
+	if code != 0 {
+		return nil, fmt.Errorf("deployment list: exit %d: %s", code, strings.TrimSpace(out+errOut))
+	}
+	var all []*model.Deployment
+	if err := json.Unmarshal([]byte(out), &all); err != nil {
+		return nil, fmt.Errorf("deployment list -json: %w: %s", err, out)
+	}
+	var mine []*model.Deployment
+	for _, d := range all {
+		if d.JobID == job {
+			mine = append(mine, d)
+		}
+	}
+	slices.SortFunc(mine, func(a, b *model.Deployment) int { return cmp.Compare(a.JobVersion, b.JobVersion) })
+	return mine, nil
 }
 
 // AllocLogs is a task's stdout as `hivelet alloc logs ID TASK` reads it:
