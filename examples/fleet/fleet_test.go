@@ -182,6 +182,14 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 	victim := f.NATSByName(leader)
 	f.KillNATS(victim)
 	killedAt := time.Now()
+	elected := f.WaitFor(60*time.Second, "a new leader of the allocations stream", func() (bool, string) {
+		l, err := f.StreamLeader("KV_hivelet_allocs")
+		if err != nil {
+			return false, err.Error()
+		}
+		return l != leader, "leader " + l
+	})
+	t.Logf("the allocations stream had a new leader %s after %s was killed", elected.Round(time.Millisecond), leader)
 	var v1 map[string][]*model.Allocation
 	f.WaitFor(90*time.Second, "v1 running on all four agents with "+leader+" dead", func() (bool, string) {
 		ok, why, by := f.RunningAt(jobID, 1, 1, f.Agents...)
