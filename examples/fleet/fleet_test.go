@@ -55,12 +55,17 @@ func nodeTTL(t *testing.T, path string) time.Duration {
 // starts counts the lines the mock task wrote at its starts.
 func starts(logs string) int { return strings.Count(logs, "started v") }
 
+// byAgent is the live allocations of the job on each agent, by agent name.
+type byAgent = map[string][]*model.Allocation
+
 // TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer
 // runs examples/fleet as it is: three NATS containers clustered with
 // JetStream, four agent containers with R3 buckets, the mock driver, and
 // the hivelet CLI on the host talking to the cluster through ports
-// published on 127.0.0.1. What it checks is what works today; the rollout
-// protocol of issue 9 adds its assertions to the same steps.
+// published on 127.0.0.1. Each step is a function of its own; what they
+// check is what works today, and the rollout protocol of issue 9 adds its
+// assertions to the same steps (a canary rollout in the first, the slot
+// reclaim in the cut-off, the rollout completing in the NATS kill).
 func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer(t *testing.T) {
 	fleettest.RequireDocker(t)
 	began := time.Now()
@@ -78,26 +83,45 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 		t.Fatalf("agent-4.hcl: node_ttl %s; the test needs a short one", ttl)
 	}
 
-	// A system job is placed on every agent: one allocation each.
+	v0 := aSystemJobIsPlacedOnEveryAgent(t, f)
+	t.Logf("v0 placed on every agent %s after the start", time.Since(began).Round(time.Millisecond))
+	anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation(t, f, f.Agent(4), ttl, v0)
+	_, v1 := anUpdateConvergesWithANATSServerKilled(t, f, v0)
+	theKilledServerAndAKilledAgentComeBack(t, f, f.Agent(2), v1)
+	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
+}
+
+// aSystemJobIsPlacedOnEveryAgent runs the job at version 0, following its
+// deployment to success, and returns the allocation on each agent.
+func aSystemJobIsPlacedOnEveryAgent(t *testing.T, f *fleettest.Fleet) byAgent {
 	if out := f.RunJob(mockJob(0)); !strings.Contains(out, "deployment successful") {
 		t.Fatalf("job run v0 ended without success:\n%s", out)
 	}
-	var v0 map[string][]*model.Allocation
+	var v0 byAgent
 	f.WaitFor(30*time.Second, "v0 running on all four agents", func() (bool, string) {
 		ok, why, by := f.RunningAt(jobID, 0, 1, f.Agents...)
 		v0 = by
 		return ok, why
 	})
-	t.Logf("v0 placed on every agent %s after the start", time.Since(began).Round(time.Millisecond))
 	ds, err := f.Deployments(jobID)
 	if err != nil || len(ds) != 1 || ds[0].JobVersion != 0 || ds[0].Status != model.DeploymentSuccessful {
 		t.Fatalf("deployments of %s after v0: %+v (%v), want one, of version 0, successful", jobID, ds, err)
 	}
+	return v0
+}
 
-	// Agent 4 is cut off from the network for longer than its heartbeat
-	// TTL: the others (and the CLI) see its node expire, then, once it is
-	// back, it runs the same allocation, whose task was never started again.
-	cut := f.Agent(4)
+// anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation cuts cut off the
+// network for longer than its heartbeat TTL: the CLI on the host and the
+// CLI in another agent's container see its node expire while the others
+// stay ready; once it is back, it runs the same allocation, whose task was
+// never started again, and nobody else's allocation changed.
+func anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation(t *testing.T, f *fleettest.Fleet, cut *fleettest.Container, ttl time.Duration, v0 byAgent) {
+	var others []*fleettest.Container
+	for _, c := range f.Agents {
+		if c != cut {
+			others = append(others, c)
+		}
+	}
 	before := v0[cut.Name][0]
 	logs, err := f.AllocLogs(before.ID, "t")
 	if err != nil || starts(logs) != 1 {
@@ -107,18 +131,18 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 	cutAt := time.Now()
 	expired := f.WaitFor(ttl+20*time.Second, cut.Name+"'s node expired", func() (bool, string) { return f.NodeGone(cut) })
 	t.Logf("%s's node expired %s after the cut (node_ttl %s)", cut.Name, expired.Round(time.Millisecond), ttl)
-	if ok, why := f.NodesReady(f.Agents[:3]...); !ok {
+	if ok, why := f.NodesReady(others...); !ok {
 		t.Fatalf("with %s cut off, the others are not all ready: %s", cut.Name, why)
 	}
-	// The same from another host: the CLI inside agent 1's container, over
-	// the fleet network.
-	seen := f.Agent(1)
+	// The same from another host: the CLI inside another agent's
+	// container, over the fleet network.
+	seen := others[0]
 	f.WaitFor(20*time.Second, cut.Name+" expired as seen from "+seen.Name, func() (bool, string) {
 		nodes, err := f.NodesFrom(seen)
 		if err != nil {
 			return false, err.Error()
 		}
-		if ok, why := fleettest.ReadyIn(nodes, f.Agents[:3]...); !ok {
+		if ok, why := fleettest.ReadyIn(nodes, others...); !ok {
 			return false, why
 		}
 		return fleettest.GoneIn(nodes, cut)
@@ -158,8 +182,7 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 	if err != nil || starts(logs) != 1 {
 		t.Fatalf("after the reconnect: alloc logs %q (%v), want exactly one start", logs, err)
 	}
-	// The other agents' allocations were not touched either.
-	for _, c := range f.Agents[:3] {
+	for _, c := range others {
 		allocs, err := f.Allocs(c)
 		if err != nil {
 			t.Fatal(err)
@@ -168,11 +191,17 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 			t.Fatalf("%s's allocations changed while %s was cut off: %v", c.Name, cut.Name, live)
 		}
 	}
+}
 
-	// A NATS server is killed right after a job update was written (the
-	// leader of the allocations stream, which every agent writes to while
-	// it replaces its allocation): the update still converges on all four.
-	leader, err := f.StreamLeader("KV_hivelet_allocs")
+// anUpdateConvergesWithANATSServerKilled writes version 1 and at once
+// kills the leader of the allocations stream (which every agent writes to
+// while it replaces its allocation): a new leader is elected and the
+// update converges on all four agents, each in a new allocation (the
+// control of the cut-off step's "same ID"). It returns the killed server
+// and the new allocations.
+func anUpdateConvergesWithANATSServerKilled(t *testing.T, f *fleettest.Fleet, v0 byAgent) (*fleettest.Container, byAgent) {
+	const stream = "KV_hivelet_allocs"
+	leader, err := f.StreamLeader(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,43 +211,48 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 	victim := f.NATSByName(leader)
 	f.KillNATS(victim)
 	killedAt := time.Now()
-	elected := f.WaitFor(60*time.Second, "a new leader of the allocations stream", func() (bool, string) {
-		l, err := f.StreamLeader("KV_hivelet_allocs")
+	elected := f.WaitFor(60*time.Second, "a new leader of "+stream, func() (bool, string) {
+		l, err := f.StreamLeader(stream)
 		if err != nil {
 			return false, err.Error()
 		}
 		return l != leader, "leader " + l
 	})
-	t.Logf("the allocations stream had a new leader %s after %s was killed", elected.Round(time.Millisecond), leader)
-	var v1 map[string][]*model.Allocation
+	t.Logf("%s had a new leader %s after %s was killed", stream, elected.Round(time.Millisecond), leader)
+	var v1 byAgent
 	f.WaitFor(90*time.Second, "v1 running on all four agents with "+leader+" dead", func() (bool, string) {
 		ok, why, by := f.RunningAt(jobID, 1, 1, f.Agents...)
 		v1 = by
 		return ok, why
 	})
-	t.Logf("v1 on every agent %s after %s (the allocations stream's leader) was killed", time.Since(killedAt).Round(time.Millisecond), leader)
+	t.Logf("v1 on every agent %s after %s (the leader of %s) was killed", time.Since(killedAt).Round(time.Millisecond), leader, stream)
 	if ok, why := f.NodesReady(f.Agents...); !ok {
 		t.Fatalf("after the update with %s dead: %s", leader, why)
 	}
-	// Control for the reconnect check: a real replacement does show as a
-	// new allocation (and its task's own start).
 	for _, c := range f.Agents {
-		a := v1[c.Name][0]
-		if a.ID == v0[c.Name][0].ID {
+		if a := v1[c.Name][0]; a.ID == v0[c.Name][0].ID {
 			t.Fatalf("%s runs v1 in allocation %s, the v0 one: the replacement is not visible as a new ID", c.Name, a.ID)
 		}
 	}
-	logs, err = f.AllocLogs(v1[cut.Name][0].ID, "t")
+	some := f.Agents[len(f.Agents)-1]
+	logs, err := f.AllocLogs(v1[some.Name][0].ID, "t")
 	if err != nil || starts(logs) != 1 || !strings.Contains(logs, "started v1") {
-		t.Fatalf("v1 allocation on %s: alloc logs %q (%v), want one v1 start", cut.Name, logs, err)
+		t.Fatalf("v1 allocation on %s: alloc logs %q (%v), want one v1 start", some.Name, logs, err)
 	}
+	return victim, v1
+}
 
-	// The killed server comes back on its store, and a killed agent
-	// container starts again on its state directory: the fleet is whole
-	// and still runs v1 everywhere. (Whether the restarted agent kept its
-	// allocation is logged, not asserted: its plugin died with it.)
-	f.StartNATS(victim)
-	restarted := f.Agent(2)
+// theKilledServerAndAKilledAgentComeBack starts the killed NATS servers
+// again on their stores, kills one agent's container (SIGKILL: agent,
+// plugins and tasks at once) and starts it on its state directory: the
+// fleet is whole and runs v1 everywhere. Whether the restarted agent kept
+// its allocation is logged, not asserted.
+func theKilledServerAndAKilledAgentComeBack(t *testing.T, f *fleettest.Fleet, restarted *fleettest.Container, v1 byAgent) {
+	for _, c := range f.NATS {
+		if f.State(c) != "running" {
+			f.StartNATS(c)
+		}
+	}
 	f.KillAgent(restarted)
 	f.StartAgent(restarted)
 	f.WaitFor(60*time.Second, "v1 running on all four agents after the restarts", func() (bool, string) {
@@ -236,5 +270,4 @@ func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesA
 		}
 		return true, ""
 	})
-	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
 }
