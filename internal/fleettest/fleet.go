@@ -108,11 +108,12 @@ func New(t testing.TB, opts Options) *Fleet {
 		opts.ExampleDir = "."
 	}
 	RemoveLeftovers(t)
-	dir, err := os.MkdirTemp("", "hv-fleet-")
-	if err != nil {
+	run := dockertest.RandomID()
+	dir := runDir(run)
+	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := &Fleet{T: t, RunID: dockertest.RandomID(), Image: opts.Image, opts: opts, dir: dir}
+	f := &Fleet{T: t, RunID: run, Image: opts.Image, opts: opts, dir: dir}
 	f.Network = "hvfleet-" + f.RunID
 	t.Cleanup(f.cleanup)
 	f.createNetwork()
@@ -482,11 +483,20 @@ func (f *Fleet) cleanup() {
 		}
 	}
 	removeRun(f.RunID)
-	_ = os.RemoveAll(f.dir)
 }
 
-// removeRun removes every container, then every network, labelled with run.
+// runDir holds a run's configuration and job files (bind-mounted into the
+// containers, so it must be on this machine, not in a test's t.TempDir,
+// which a crashed run would leave anyway).
+func runDir(run string) string { return filepath.Join(os.TempDir(), "hvfleet-"+run) }
+
+// removeRun removes every container, then every network, labelled with
+// run, and the run's directory.
 func removeRun(run string) {
+	if run == "" || strings.ContainsAny(run, `/\.`) {
+		return // not a run ID this package made
+	}
+	defer os.RemoveAll(runDir(run))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	filter := "label=" + LabelRun + "=" + run
