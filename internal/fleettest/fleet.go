@@ -358,11 +358,15 @@ func (f *Fleet) Reconnect(c *Container) {
 	}
 }
 
-// KillNATS kills a NATS server with SIGKILL (docker kill): its clients
-// reconnect to the others, its streams elect new leaders.
-func (f *Fleet) KillNATS(c *Container) {
+// KillNATS kills NATS servers with SIGKILL (docker kill): their clients
+// reconnect to the others, their streams elect new leaders. Killing two or
+// all three leaves no quorum: JetStream refuses every bucket request until
+// StartNATS brings enough of them back.
+func (f *Fleet) KillNATS(cs ...*Container) {
 	f.T.Helper()
-	f.kill(c)
+	for _, c := range cs {
+		f.kill(c)
+	}
 }
 
 // KillAgent kills an agent's container with SIGKILL (docker kill; the
@@ -424,18 +428,28 @@ func (f *Fleet) LoggedSince(c *Container, since time.Time, substr string) bool {
 	return false
 }
 
-// StartNATS starts a killed NATS server again, on its JetStream store of
-// before (the container's file system), and waits for its /healthz. Its
-// published ports change: the CLI follows them.
-func (f *Fleet) StartNATS(c *Container) {
+// StartNATS starts killed NATS servers again, each on its JetStream store
+// of before (the container's file system), and waits until all of them
+// report JetStream healthy (so servers that need each other for a quorum
+// are started together). Their published ports change: the CLI follows.
+func (f *Fleet) StartNATS(cs ...*Container) {
 	f.T.Helper()
-	if _, err := f.docker("start", c.Docker); err != nil {
-		f.T.Fatalf("fleettest: starting %s: %v", c.Name, err)
+	for _, c := range cs {
+		if _, err := f.docker("start", c.Docker); err != nil {
+			f.T.Fatalf("fleettest: starting %s: %v", c.Name, err)
+		}
+		c.stopped = false
+		c.ClientPort = f.hostPort(c, "4222/tcp")
+		c.MonitorPort = f.hostPort(c, "8222/tcp")
 	}
-	c.stopped = false
-	c.ClientPort = f.hostPort(c, "4222/tcp")
-	c.MonitorPort = f.hostPort(c, "8222/tcp")
-	f.WaitFor(60*time.Second, c.Name+" reporting JetStream healthy", func() (bool, string) { return f.NATSHealthy(c) })
+	f.WaitFor(60*time.Second, "the restarted NATS servers reporting JetStream healthy", func() (bool, string) {
+		for _, c := range cs {
+			if ok, why := f.NATSHealthy(c); !ok {
+				return false, c.Name + ": " + why
+			}
+		}
+		return true, ""
+	})
 }
 
 // Logs returns the container's output (the agent's or server's log).
