@@ -58,7 +58,7 @@ func starts(logs string) int { return strings.Count(logs, "started v") }
 // byAgent is the live allocations of the job on each agent, by agent name.
 type byAgent = map[string][]*model.Allocation
 
-// TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer
+// TestTheFleetExampleRunsAJobEverywhereThroughACutOffAgentAndDeadNATSServers
 // runs examples/fleet as it is: three NATS containers clustered with
 // JetStream, four agent containers with R3 buckets, the mock driver, and
 // the hivelet CLI on the host talking to the cluster through ports
@@ -66,7 +66,7 @@ type byAgent = map[string][]*model.Allocation
 // check is what works today, and the rollout protocol of issue 9 adds its
 // assertions to the same steps (a canary rollout in the first, the slot
 // reclaim in the cut-off, the rollout completing in the NATS kill).
-func TestTheFleetExamplePlacesEverywhereKeepsACutOffAgentsAllocationAndSurvivesANATSServer(t *testing.T) {
+func TestTheFleetExampleRunsAJobEverywhereThroughACutOffAgentAndDeadNATSServers(t *testing.T) {
 	fleettest.RequireDocker(t)
 	began := time.Now()
 	img := fleettest.BuildImage(t, "../..")
