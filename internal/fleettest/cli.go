@@ -307,7 +307,9 @@ func (f *Fleet) StreamLeader(stream string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Short: while a stream has no leader nobody answers, and a caller
+	// polling for the new leader should see it within a second or so.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
