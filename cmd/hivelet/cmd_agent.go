@@ -348,6 +348,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	pol.setOnSettle(a.Kick)
+	defer conn.OnReconnect(a.NoteReconnect)() // the disruption guard holds for one TTL after a reconnect
 	health.onDiff = func() { hb.Poke(); a.Kick() }
 
 	// Restore and reattach before anything converges.

@@ -142,33 +142,34 @@ type Agent struct {
 	log    *slog.Logger
 	nodeID string
 
-	mu            sync.Mutex
-	runners       map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
-	terminal      map[string]*model.Allocation   // finished allocations kept for the reconciler
-	stopping      map[string]bool                // stop requested by a pass
-	storedRev     map[string]uint64              // job key → revision of the stored last good job
-	lastGood      map[string]*state.JobRecord    // job key → last good job from the state store
-	jobsToSave    map[string]*state.JobRecord    // queued for the state store
-	saveJobs      chan struct{}
-	drivers       allocrunner.Drivers    // cfg.Drivers with config schemas cached
-	rolloutQueue  map[string]rolloutWork // job key → newest rollout work
-	rolloutWake   chan struct{}
-	slotsHeld     map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
-	slotsGone     map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
-	firstSeen     map[string]time.Time            // "<job key>@<version>" → when first planned (the creator's rank delay)
-	dueSince      map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
-	versions      map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
-	reconnectedAt time.Time                       // server time of the last reconnect to NATS (the disruption guard)
-	bootID        string
-	depWritten    map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
-	allocKick     map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
-	driverUse     map[string]int                          // driver name → tasks of live runners using it
-	rejectionsGen uint64                                  // view generation status.Rejections was computed from
-	ownJobs       map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
-	ownDirty      map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
-	index         viewIndex                               // the pass's index of the view (under passMu)
-	restoreErr    error
-	status        Status
+	mu             sync.Mutex
+	runners        map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal       map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping       map[string]bool                // stop requested by a pass
+	storedRev      map[string]uint64              // job key → revision of the stored last good job
+	lastGood       map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave     map[string]*state.JobRecord    // queued for the state store
+	saveJobs       chan struct{}
+	drivers        allocrunner.Drivers    // cfg.Drivers with config schemas cached
+	rolloutQueue   map[string]rolloutWork // job key → newest rollout work
+	rolloutWake    chan struct{}
+	slotsHeld      map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
+	slotsGone      map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
+	slotsReleasing map[string]uint64               // slot key → revision queued for release (hidden from later passes)
+	firstSeen      map[string]time.Time            // "<job key>@<version>" → when first planned (the creator's rank delay)
+	dueSince       map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
+	versions       map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
+	reconnectedAt  time.Time                       // server time of the last reconnect to NATS (the disruption guard)
+	bootID         string
+	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
+	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
+	driverUse      map[string]int                          // driver name → tasks of live runners using it
+	rejectionsGen  uint64                                  // view generation status.Rejections was computed from
+	ownJobs        map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
+	ownDirty       map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
+	index          viewIndex                               // the pass's index of the view (under passMu)
+	restoreErr     error
+	status         Status
 
 	passMu  sync.Mutex
 	kick    chan struct{}
@@ -208,33 +209,34 @@ func New(cfg Config) (*Agent, error) {
 	}
 	opCtx, opStop := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:          cfg,
-		log:          cfg.Logger.With("node_id", n.ID),
-		nodeID:       n.ID,
-		runners:      map[string]*allocrunner.Runner{},
-		terminal:     map[string]*model.Allocation{},
-		stopping:     map[string]bool{},
-		storedRev:    map[string]uint64{},
-		lastGood:     map[string]*state.JobRecord{},
-		jobsToSave:   map[string]*state.JobRecord{},
-		saveJobs:     make(chan struct{}, 1),
-		rolloutQueue: map[string]rolloutWork{},
-		slotsHeld:    map[string]heldSlot{},
-		slotsGone:    map[string]uint64{},
-		firstSeen:    map[string]time.Time{},
-		dueSince:     map[string]map[string]time.Time{},
-		versions:     map[string]*model.Job{},
-		bootID:       cfg.BootID,
-		lastSig:      map[string]uint64{},
-		depWritten:   map[string]map[string]*model.Deployment{},
-		allocKick:    map[string]uint64{},
-		driverUse:    map[string]int{},
-		ownJobs:      map[string]map[string]struct{}{},
-		ownDirty:     map[string]bool{},
-		rolloutWake:  make(chan struct{}, 1),
-		kick:         make(chan struct{}, 1),
-		opCtx:        opCtx,
-		opStop:       opStop,
+		cfg:            cfg,
+		log:            cfg.Logger.With("node_id", n.ID),
+		nodeID:         n.ID,
+		runners:        map[string]*allocrunner.Runner{},
+		terminal:       map[string]*model.Allocation{},
+		stopping:       map[string]bool{},
+		storedRev:      map[string]uint64{},
+		lastGood:       map[string]*state.JobRecord{},
+		jobsToSave:     map[string]*state.JobRecord{},
+		saveJobs:       make(chan struct{}, 1),
+		rolloutQueue:   map[string]rolloutWork{},
+		slotsHeld:      map[string]heldSlot{},
+		slotsGone:      map[string]uint64{},
+		slotsReleasing: map[string]uint64{},
+		firstSeen:      map[string]time.Time{},
+		dueSince:       map[string]map[string]time.Time{},
+		versions:       map[string]*model.Job{},
+		bootID:         cfg.BootID,
+		lastSig:        map[string]uint64{},
+		depWritten:     map[string]map[string]*model.Deployment{},
+		allocKick:      map[string]uint64{},
+		driverUse:      map[string]int{},
+		ownJobs:        map[string]map[string]struct{}{},
+		ownDirty:       map[string]bool{},
+		rolloutWake:    make(chan struct{}, 1),
+		kick:           make(chan struct{}, 1),
+		opCtx:          opCtx,
+		opStop:         opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.writer.written = a.echoes.add

@@ -546,13 +546,20 @@ func TestAnOperatorsPushDuringAPendingRevertWins(t *testing.T) {
 	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
 	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.MinHealthyTime = model.Duration(3 * time.Second) }))
 	testutil.Eventually(t, 20*time.Second, "v2's record", func() bool { return f.w.deployment("", "web", 2) != nil })
-	// The operator pushes v3 just as the steward fails v2 with a revert
-	// pending (the agents read both after the fact).
-	f.w.putJob(fleetJob(3, nil))
+	// The steward fails v2 with a revert pending just as the operator
+	// pushes v3: with every agent's pass held, both land before any agent
+	// reads either.
+	for _, n := range f.nodes {
+		n.agent.passMu.Lock()
+	}
 	stable := uint64(1)
 	f.modify(t, 2, func(cur model.Deployment) (*model.Deployment, error) {
 		return rollout.Fail(cur, "failed by the test", true, &stable, time.Now(), "test")
 	})
+	f.w.putJob(fleetJob(3, nil))
+	for _, n := range f.nodes {
+		n.agent.passMu.Unlock()
+	}
 	testutil.Eventually(t, 20*time.Second, "the revert abandoned", func() bool {
 		d := f.w.deployment("", "web", 2)
 		return d.Revert != nil && d.Revert.Status == model.RevertAbandoned

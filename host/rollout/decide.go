@@ -192,6 +192,7 @@ func Decide(f Facts) Decision {
 	}
 	dec.Record = rec
 	plan := f.Plan
+	f.releases(&dec, rec)
 	if job.Stop {
 		if rec != nil && rec.D.Status.Active() {
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "cancel", Version: rec.D.JobVersion, Reason: model.DescStoppedJob,
@@ -199,7 +200,6 @@ func Decide(f Facts) Decision {
 		}
 		return dec // a stopped job only stops: the agent applies plan.Stop itself
 	}
-	f.releases(&dec, rec)
 	if rec == nil {
 		if !plan.DeploymentCreated || plan.Deployment == nil {
 			// No rollout for this version (no update strategy, max_parallel

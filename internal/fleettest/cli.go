@@ -321,3 +321,40 @@ func (f *Fleet) StreamLeader(stream string) (string, error) {
 	}
 	return info.Cluster.Leader, nil
 }
+
+// Slots lists the update slots held for a job (the rollout bucket's
+// `slot.<ns>.<job>.*` keys), read through the published ports.
+func (f *Fleet) Slots(job string) ([]model.Slot, error) {
+	nc, err := nats.Connect(f.NATSURLs(), nats.Timeout(3*time.Second), nats.NoReconnect())
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the fleet's NATS: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "hivelet_rollout")
+	if err != nil {
+		return nil, fmt.Errorf("rollout bucket: %w", err)
+	}
+	lister, err := kv.ListKeysFiltered(ctx, "slot.default."+job+".>")
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Slot
+	for k := range lister.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue // released between the listing and the read
+		}
+		var s model.Slot
+		if err := json.Unmarshal(e.Value(), &s); err != nil {
+			return nil, fmt.Errorf("slot %s: %w", k, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
