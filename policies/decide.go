@@ -116,14 +116,14 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 // ChooseCanaries implements reconcile.CanaryChooser: req.Policy's module
 // answers (nil: the native default); on a fault the native default answers
 // and the fault is reported.
-func (e *Engine) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+func (e *Engine) ChooseCanaries(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
 	if req.Policy == nil {
 		e.evals.WithLabelValues("canary", "native").Inc()
 		return NativeCanary(req), nil
 	}
 	m, f := e.resolve(req.Policy, KindCanary)
 	if f == nil {
-		choice, err := m.Canary(context.Background(), req)
+		choice, err := m.Canary(ctx, req)
 		if err == nil {
 			e.evals.WithLabelValues("canary", "module").Inc()
 			return choice, nil
@@ -141,14 +141,14 @@ func (e *Engine) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryCh
 
 // DecideCompletion implements reconcile.CompletionDecider, with the same
 // fallback as ChooseCanaries.
-func (e *Engine) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+func (e *Engine) DecideCompletion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
 	if in.Policy == nil {
 		e.evals.WithLabelValues("completion", "native").Inc()
 		return NativeCompletion(in), nil
 	}
 	m, f := e.resolve(in.Policy, KindCompletion)
 	if f == nil {
-		d, err := m.Completion(context.Background(), in)
+		d, err := m.Completion(ctx, in)
 		if err == nil {
 			e.evals.WithLabelValues("completion", "module").Inc()
 			return d, nil

@@ -92,7 +92,7 @@ func TestDockerAllowPrivilegedReachesTheDockerPluginEnvironment(t *testing.T) {
 func TestANativeAnswerForAPolicyNotLoadedYetSaysSo(t *testing.T) {
 	l := &lazyPolicies{}
 	ref := &model.PolicyRef{Name: "spread"}
-	c, err := l.ChooseCanaries(canaryReq(ref))
+	c, err := l.ChooseCanaries(context.Background(), canaryReq(ref))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestANativeAnswerForAPolicyNotLoadedYetSaysSo(t *testing.T) {
 		t.Fatalf("reason %q does not say the module is not loaded", c.Reason)
 	}
 	// Control: a decision naming no policy is the plain native default.
-	c, _ = l.ChooseCanaries(canaryReq(nil))
+	c, _ = l.ChooseCanaries(context.Background(), canaryReq(nil))
 	if strings.Contains(c.Reason, "not loaded") {
 		t.Fatalf("no policy named, but the reason is %q", c.Reason)
 	}

@@ -39,6 +39,11 @@ type DeploymentWriter interface {
 	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
 }
 
+// policyDeadline bounds one policy decision asked by the loop, from
+// waiting for a pool instance to the answer; past it the engine answers
+// with its native default.
+const policyDeadline = 2 * time.Second
+
 // rolloutWork is one job's shared writes from one pass.
 type rolloutWork struct {
 	job    *model.Job
@@ -404,7 +409,10 @@ func (a *Agent) chooseCanaries(ctx context.Context, reqs []reconcile.CanaryReque
 		if req.Policy != nil && req.Policy.Name != "" {
 			name = req.Policy.Name
 		}
-		c, err := chooser.ChooseCanaries(req)
+		// The deadline covers getting a pool instance as well as the call.
+		pctx, cancel := context.WithTimeout(ctx, policyDeadline)
+		c, err := chooser.ChooseCanaries(pctx, req)
+		cancel()
 		out[req.Group] = rollout.CanaryAnswer{Choice: c, Err: err, PolicyName: name}
 	}
 	return out
@@ -429,7 +437,9 @@ func (a *Agent) stewardVerdict(ctx context.Context, w rolloutWork) (bool, error)
 	decide := func(cur *model.Deployment) (reconcile.CompletionDecision, map[string]rollout.Counts) {
 		counts := rollout.Derive(cur, &facts)
 		in := rollout.CompletionInput(cur, counts, policy, facts.Now)
-		v, err := a.cfg.Completion.DecideCompletion(in)
+		pctx, cancel := context.WithTimeout(ctx, policyDeadline)
+		v, err := a.cfg.Completion.DecideCompletion(pctx, in)
+		cancel()
 		if err != nil {
 			a.log.Warn("completion policy failed; using the default", "deployment_id", cur.ID, "err", err)
 			v = reconcile.DecideDefault(in)

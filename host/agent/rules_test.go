@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -186,7 +187,7 @@ func TestTheAgentsDefaultCompletionFollowsTheSpec(t *testing.T) {
 		{"canaries promoted and complete", model.DeploymentState{DesiredCanaries: 1, Promoted: true}, reconcile.GroupHealth{Complete: true}, reconcile.DecisionSucceed},
 	}
 	for _, c := range cases {
-		got, err := reconcile.DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
+		got, err := reconcile.DefaultCompletion{}.DecideCompletion(context.Background(), reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
 		if err != nil || got.Decision != c.want {
 			t.Errorf("%s: %+v %v, want %s", c.name, got, err, c.want)
 		}

@@ -387,7 +387,7 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 		}
 		reason := choice.Reason
 		if why != "" {
-			choice, _ = reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+			choice = reconcile.DefaultCanaries(req)
 			reason = why + "; the built-in default chose instead"
 			d.Events = model.AppendDeploymentEvent(d.Events, model.DeploymentEvent{Time: d.CreateTime, Kind: model.EventPolicyFault,
 				Message: fmt.Sprintf("group %s: %s", req.Group, why)})
