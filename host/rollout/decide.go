@@ -309,8 +309,11 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 		}
 		st.MaxParallel = g.Update.MaxParallel
 		c.GroupCount[name] = g.Count
-		if g.Update.Canary <= 0 || f.Job.RevertOf != nil {
-			continue // a revert's spec is known good: no canary phase
+		if g.Update.Canary <= 0 || f.Job.RevertOf != nil || !f.outdated(name) {
+			// No canary phase: none asked for, a revert (its spec is known
+			// good), or nothing to roll out (a first version is placed,
+			// not canaried).
+			continue
 		}
 		count := (g.Update.Canary*len(ready) + 99) / 100
 		c.Canaries = append(c.Canaries, reconcile.CanaryRequest{
@@ -409,4 +412,14 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 	}
 	d.StatusDescription = runningDescription(d)
 	return d
+}
+
+// outdated reports whether some live node runs an older version of group.
+func (f *Facts) outdated(group string) bool {
+	for _, a := range f.Allocs {
+		if a.TaskGroup == group && !a.Terminal() && a.JobVersion < f.Job.Version && f.live(a.NodeID) {
+			return true
+		}
+	}
+	return false
 }

@@ -608,3 +608,19 @@ func TestAGroupWhosePolicyChoseNobodyStillWaitsForPromotion(t *testing.T) {
 		t.Fatalf("control: after promotion n1 takes %+v", tk)
 	}
 }
+
+// A first version (nothing running yet) gets no canary phase even when
+// its group asks for canaries; control: a second version does.
+func TestAFirstVersionIsPlacedNotCanaried(t *testing.T) {
+	w := newWorld(4, 1, 50)
+	w.allocs = nil
+	w.job.Version = 0
+	dec := Decide(w.facts(t, "n1"))
+	if dec.Create == nil || len(dec.Create.Canaries) != 0 || len(dec.Place) != 1 {
+		t.Fatalf("first version: create %+v, place %+v", dec.Create, dec.Place)
+	}
+	w2 := newWorld(4, 1, 50)
+	if dec := Decide(w2.facts(t, "n1")); dec.Create == nil || len(dec.Create.Canaries) != 1 {
+		t.Fatalf("control: second version's canary requests %+v", dec.Create)
+	}
+}
