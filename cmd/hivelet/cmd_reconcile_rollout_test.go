@@ -125,7 +125,9 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 				}
 			},
 			// Control: with the holder alive again there is nothing to reclaim.
-			control: func(fx *rolloutFixture) { fx.Nodes[2].Live, fx.Nodes[2].Ready, fx.Nodes[2].DownSince = true, true, time.Time{} },
+			control: func(fx *rolloutFixture) {
+				fx.Nodes[2].Live, fx.Nodes[2].Ready, fx.Nodes[2].DownSince = true, true, time.Time{}
+			},
 			after: func(t *testing.T, out *rolloutOutput) {
 				if len(out.Decision.Reclaims) != 0 {
 					t.Fatalf("a live holder's slot was reclaimed: %+v", out.Decision.Reclaims)
