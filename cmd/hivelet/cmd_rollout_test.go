@@ -85,7 +85,9 @@ func newRolloutWorld(t *testing.T) *rolloutWorld {
 			t.Fatal(err)
 		}
 	}
-	w.record(1, func(d *model.Deployment) { d.Status, d.StatusDescription = model.DeploymentSuccessful, model.DescSuccessful })
+	w.record(1, func(d *model.Deployment) {
+		d.Status, d.StatusDescription = model.DeploymentSuccessful, model.DescSuccessful
+	})
 	w.record(2, func(d *model.Deployment) {
 		d.StatusDescription = model.DescNeedsPromotion
 		d.TaskGroups["g"].CanaryNodes, d.TaskGroups["g"].DesiredCanaries = []string{"n1", "n2"}, 2
