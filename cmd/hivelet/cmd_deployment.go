@@ -201,53 +201,13 @@ func newDeploymentStatusCmd() *cobra.Command {
 			"2 bad input (unknown or ambiguous deployment).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := signalContext()
-			defer cancel()
-			if watch {
-				var wcancel context.CancelFunc
-				ctx, wcancel = context.WithTimeout(ctx, wait)
-				defer wcancel()
-			}
-			conn, st, err := o.openCluster(ctx)
-			if err != nil {
-				return failed("%v", err)
-			}
-			defer conn.Close()
-			src, err := syncedSource(ctx, st, rolloutKinds...)
-			if err != nil {
-				return err
-			}
-			r, err := findDeployment(rowsOf(src.View()), args[0], o.namespace)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			current := func() (deploymentRow, fleetAggregate) {
-				v := src.View()
-				d, rev, ok := v.Deployment(r.d.Namespace, r.d.JobID, r.d.JobVersion)
-				if !ok {
-					d, rev = r.d, r.rev
+			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
+				if watch {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, wait)
+					defer cancel()
 				}
-				return deploymentRow{d, rev}, aggregateFromView(d, v, src.ServerNow(time.Now()), st.NodeTTL())
-			}
-			row, agg := current()
-			if asJSON {
-				return writeJSONOut(out, struct {
-					Deployment *model.Deployment `json:"deployment"`
-					Revision   uint64            `json:"revision"`
-					Fleet      fleetAggregate    `json:"fleet"`
-				}{row.d, row.rev, agg})
-			}
-			if !watch {
-				printDeployment(out, row.d, row.rev)
-				for _, l := range agg.lines() {
-					fmt.Fprintln(out, l)
-				}
-				return nil
-			}
-			return watchOutcome(ctx, src, out, isTerminal(out), wait, func() (outcome, error) {
-				_, agg := current()
-				return outcome{lines: agg.lines(), done: agg.Done, ok: agg.Done && agg.Code == 0, reason: agg.Reason, revertPending: agg.RevertPending}, nil
+				return deploymentStatus(ctx, cmd.OutOrStdout(), st, &o, args[0], asJSON, watch, wait)
 			})
 		},
 	}
@@ -256,6 +216,45 @@ func newDeploymentStatusCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the deployment until it is decided")
 	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "with -watch: give up after this long (exit code 1)")
 	return cmd
+}
+
+// deploymentStatus prints (or, watching, follows) the deployment arg names.
+func deploymentStatus(ctx context.Context, out io.Writer, st *fleet.Store, o *clusterOpts, arg string, asJSON, watch bool, wait time.Duration) error {
+	src, err := syncedSource(ctx, st, rolloutKinds...)
+	if err != nil {
+		return err
+	}
+	r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
+	if err != nil {
+		return err
+	}
+	current := func() (deploymentRow, fleetAggregate) {
+		v := src.View()
+		d, rev, ok := v.Deployment(r.d.Namespace, r.d.JobID, r.d.JobVersion)
+		if !ok {
+			d, rev = r.d, r.rev
+		}
+		return deploymentRow{d, rev}, aggregateFromView(d, v, src.ServerNow(time.Now()), st.NodeTTL())
+	}
+	row, agg := current()
+	if asJSON {
+		return writeJSONOut(out, struct {
+			Deployment *model.Deployment `json:"deployment"`
+			Revision   uint64            `json:"revision"`
+			Fleet      fleetAggregate    `json:"fleet"`
+		}{row.d, row.rev, agg})
+	}
+	if !watch {
+		printDeployment(out, row.d, row.rev)
+		for _, l := range agg.lines() {
+			fmt.Fprintln(out, l)
+		}
+		return nil
+	}
+	return watchOutcome(ctx, src, out, isTerminal(out), wait, func() (outcome, error) {
+		_, agg := current()
+		return outcome{lines: agg.lines(), done: agg.Done, ok: agg.Done && agg.Code == 0, reason: agg.Reason, revertPending: agg.RevertPending}, nil
+	})
 }
 
 // printDeployment prints the record's own fields (the counts are derived:

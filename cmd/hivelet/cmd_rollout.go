@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hivelet/hivelet/host/api"
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/rollout"
 )
@@ -52,11 +53,9 @@ func actionErr(what string, err error) error {
 	return failed("%s: %v", what, err)
 }
 
-// deploymentAction resolves arg (a job, a deployment ID or prefix, or
-// JOB@VERSION) to a record and runs do with an Operator over a synced
-// view of the fleet.
-func deploymentAction(cmd *cobra.Command, o *clusterOpts, arg, verb string,
-	do func(ctx context.Context, op *api.Operator, d *model.Deployment) (*model.Deployment, bool, error)) error {
+// withFleet runs a command against the fleet: a context ended by SIGINT,
+// the cluster opened (NATS unreachable is exit code 1), closed after.
+func (o *clusterOpts) withFleet(run func(ctx context.Context, st *fleet.Store) error) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	conn, st, err := o.openCluster(ctx)
@@ -64,30 +63,40 @@ func deploymentAction(cmd *cobra.Command, o *clusterOpts, arg, verb string,
 		return failed("%v", err)
 	}
 	defer conn.Close()
-	src, err := syncedSource(ctx, st, rolloutKinds...)
-	if err != nil {
-		return err
-	}
-	r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
-	if err != nil {
-		return err
-	}
-	op := &api.Operator{Store: st, View: src, By: "cli"}
-	what := fmt.Sprintf("%s deployment %s (job %q version %d)", verb, short(r.d.ID), r.d.JobID, r.d.JobVersion)
-	d, changed, err := do(ctx, op, r.d)
-	if err != nil {
-		return actionErr(what, err)
-	}
-	out := cmd.OutOrStdout()
-	if !changed {
-		fmt.Fprintf(out, "deployment %s (job %q version %d): nothing to do, it is %s (%s)\n", short(d.ID), d.JobID, d.JobVersion, d.Status, orDash(d.StatusDescription))
+	return run(ctx, st)
+}
+
+// deploymentAction resolves arg (a job, a deployment ID or prefix, or
+// JOB@VERSION) to a record and runs do with an Operator over a synced
+// view of the fleet.
+func deploymentAction(cmd *cobra.Command, o *clusterOpts, arg, verb string,
+	do func(ctx context.Context, op *api.Operator, d *model.Deployment) (*model.Deployment, bool, error)) error {
+	return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
+		src, err := syncedSource(ctx, st, rolloutKinds...)
+		if err != nil {
+			return err
+		}
+		r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
+		if err != nil {
+			return err
+		}
+		op := &api.Operator{Store: st, View: src, By: "cli"}
+		what := fmt.Sprintf("%s deployment %s (job %q version %d)", verb, short(r.d.ID), r.d.JobID, r.d.JobVersion)
+		d, changed, err := do(ctx, op, r.d)
+		if err != nil {
+			return actionErr(what, err)
+		}
+		out := cmd.OutOrStdout()
+		if !changed {
+			fmt.Fprintf(out, "deployment %s (job %q version %d): nothing to do, it is %s (%s)\n", short(d.ID), d.JobID, d.JobVersion, d.Status, orDash(d.StatusDescription))
+			return nil
+		}
+		fmt.Fprintf(out, "deployment %s (job %q version %d): %s — %s\n", short(d.ID), d.JobID, d.JobVersion, d.Status, orDash(d.StatusDescription))
+		if verb == "failing" && d.Revert != nil {
+			fmt.Fprintf(out, "revert: %s\n", rolledBack(d))
+		}
 		return nil
-	}
-	fmt.Fprintf(out, "deployment %s (job %q version %d): %s — %s\n", short(d.ID), d.JobID, d.JobVersion, d.Status, orDash(d.StatusDescription))
-	if verb == "failing" && d.Revert != nil {
-		fmt.Fprintf(out, "revert: %s\n", rolledBack(d))
-	}
-	return nil
+	})
 }
 
 func newDeploymentPromoteCmd() *cobra.Command {
@@ -154,20 +163,14 @@ func newJobRevertCmd() *cobra.Command {
 			if err != nil {
 				return badInput(fmt.Errorf("version %q is not a number: usage: %s", args[1], cmd.UseLine()))
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			conn, st, err := o.openCluster(ctx)
-			if err != nil {
-				return failed("%v", err)
-			}
-			defer conn.Close()
-			op := &api.Operator{Store: st}
-			j, err := op.Revert(ctx, o.namespace, args[0], v)
-			if err != nil {
-				return actionErr(fmt.Sprintf("reverting job %q to version %d", args[0], v), err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "job %q: version %d written (revert of version %d)\n", j.ID, j.Version, v)
-			return nil
+			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
+				j, err := (&api.Operator{Store: st}).Revert(ctx, o.namespace, args[0], v)
+				if err != nil {
+					return actionErr(fmt.Sprintf("reverting job %q to version %d", args[0], v), err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "job %q: version %d written (revert of version %d)\n", j.ID, j.Version, v)
+				return nil
+			})
 		},
 	}
 	o.register(cmd)

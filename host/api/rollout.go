@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -195,18 +196,8 @@ func Records(v *fleet.View, namespace, jobID string) []rollout.Record {
 		}
 		out = append(out, rollout.Record{D: d, Revision: st.Revision})
 	}
-	slices.SortFunc(out, func(a, b rollout.Record) int { return cmpUint(a.D.JobVersion, b.D.JobVersion) })
+	slices.SortFunc(out, func(a, b rollout.Record) int { return cmp.Compare(a.D.JobVersion, b.D.JobVersion) })
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func sameNamespace(a, b string) bool {
