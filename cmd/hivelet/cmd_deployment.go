@@ -220,11 +220,7 @@ func newDeploymentStatusCmd() *cobra.Command {
 
 // deploymentStatus prints (or, watching, follows) the deployment arg names.
 func deploymentStatus(ctx context.Context, out io.Writer, st *fleet.Store, o *clusterOpts, arg string, asJSON, watch bool, wait time.Duration) error {
-	src, err := syncedSource(ctx, st, rolloutKinds...)
-	if err != nil {
-		return err
-	}
-	r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
+	src, r, err := resolveDeployment(ctx, st, o, arg)
 	if err != nil {
 		return err
 	}

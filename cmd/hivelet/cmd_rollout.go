@@ -66,17 +66,24 @@ func (o *clusterOpts) withFleet(run func(ctx context.Context, st *fleet.Store) e
 	return run(ctx, st)
 }
 
+// resolveDeployment reads the fleet (kept in sync until ctx ends) and finds
+// the deployment arg names in it.
+func resolveDeployment(ctx context.Context, st *fleet.Store, o *clusterOpts, arg string) (*fleet.Source, deploymentRow, error) {
+	src, err := syncedSource(ctx, st, rolloutKinds...)
+	if err != nil {
+		return nil, deploymentRow{}, err
+	}
+	r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
+	return src, r, err
+}
+
 // deploymentAction resolves arg (a job, a deployment ID or prefix, or
 // JOB@VERSION) to a record and runs do with an Operator over a synced
 // view of the fleet.
 func deploymentAction(cmd *cobra.Command, o *clusterOpts, arg, verb string,
 	do func(ctx context.Context, op *api.Operator, d *model.Deployment) (*model.Deployment, bool, error)) error {
 	return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
-		src, err := syncedSource(ctx, st, rolloutKinds...)
-		if err != nil {
-			return err
-		}
-		r, err := findDeployment(rowsOf(src.View()), arg, o.namespace)
+		src, r, err := resolveDeployment(ctx, st, o, arg)
 		if err != nil {
 			return err
 		}
