@@ -139,3 +139,23 @@ func TestTheAggregateShowsHoldersUnhealthyLostDeadlineAndSteward(t *testing.T) {
 		t.Fatalf("paused:\n%s", text)
 	}
 }
+
+// Above perNodeMax nodes `job run` prints the aggregate, not a line per
+// node. Control: a small fleet gets both.
+func TestJobRunPrintsTheAggregateAloneAboveTwentyNodes(t *testing.T) {
+	job := &model.Job{ID: "web", Version: 2}
+	agg := aggregateOf(aggRecord(nil), aggFacts())
+	for _, c := range []struct {
+		nodes     int
+		nodeLines bool
+	}{{perNodeMax + 1, false}, {3, true}} {
+		r := runProgress{Fleet: &agg, Deployment: agg.Deployment}
+		for i := range c.nodes {
+			r.Nodes = append(r.Nodes, nodeProgress{Node: "n" + string(rune('a'+i))})
+		}
+		text := strings.Join(r.lines(job, 2), "\n")
+		if strings.Contains(text, "  node na:") != c.nodeLines || !strings.Contains(text, "  group g:") {
+			t.Fatalf("%d nodes:\n%s", c.nodes, text)
+		}
+	}
+}
