@@ -26,12 +26,13 @@ import (
 func newDeploymentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deployment",
-		Short: "Show deployments (one per job version) from the deployments bucket",
+		Short: "Show deployments (one per job version) and steer their rollout: promote, pause, resume, fail",
 	}
 	cmd.AddCommand(newDeploymentListCmd(), newDeploymentStatusCmd(), newDeploymentPromoteCmd(),
 		newDeploymentActionCmd("fail", "Mark a deployment failed (auto_revert groups: revert pending to the newest stable version)"),
 		newDeploymentActionCmd("pause", "Pause a running deployment: no update slot is taken until resumed"),
 		newDeploymentActionCmd("resume", "Resume a paused deployment: its deadlines move by the time paused"))
+	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -85,7 +86,7 @@ func newDeploymentListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List deployments",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rows, rejected, err := loadDeployments(cmd, &o)
 			if err != nil {
@@ -123,6 +124,7 @@ func newDeploymentListCmd() *cobra.Command {
 	}
 	o.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -199,7 +201,7 @@ func newDeploymentStatusCmd() *cobra.Command {
 			"Exit codes: 0 read done (-watch: successful, or healthy canaries waiting for manual\n" +
 			"promotion); 1 NATS unreachable (-watch: failed or cancelled, or the wait timed out);\n" +
 			"2 bad input (unknown or ambiguous deployment).",
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
 				if watch {
@@ -215,6 +217,7 @@ func newDeploymentStatusCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the record and its fleet aggregate)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the deployment until it is decided")
 	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "with -watch: give up after this long (exit code 1)")
+	usageFlagErrors(cmd)
 	return cmd
 }
 

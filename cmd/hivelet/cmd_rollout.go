@@ -175,7 +175,7 @@ func newJobRevertCmd() *cobra.Command {
 				if err != nil {
 					return actionErr(fmt.Sprintf("reverting job %q to version %d", args[0], v), err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "job %q: version %d written (revert of version %d)\n", j.ID, j.Version, v)
+				fmt.Fprintf(cmd.OutOrStdout(), "job %q: version %d written (revert of version %d); follow it with: hivelet deployment status -watch %s\n", j.ID, j.Version, v, j.ID)
 				return nil
 			})
 		},

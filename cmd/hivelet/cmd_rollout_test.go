@@ -245,6 +245,11 @@ func TestRolloutCommandsExitTwoOnBadUsageWithTheUsageLine(t *testing.T) {
 		{"deployment", "pause", "--bogus", "web"},
 		{"job", "revert", "web"},
 		{"job", "revert", "web", "x"},
+		{"job", "run"},
+		{"job", "history", "--bogus", "web"},
+		{"deployment", "status", "a", "b"},
+		{"deployment", "status", "--watch=maybe", "web"},
+		{"reconcile", "--rollout", "extra"},
 	} {
 		if _, errs, code := w.run(args...); code != 2 || !strings.Contains(errs, "usage:") {
 			t.Errorf("%v: exit %d, %s", args, code, errs)

@@ -158,7 +158,7 @@ func (o *Operator) Revert(ctx context.Context, namespace, jobID string, version 
 		if err != nil {
 			return nil, err
 		}
-		if model.SameSpec(cur, spec) && !cur.Stop {
+		if model.SameSpec(cur, spec) {
 			return nil, fmt.Errorf("%w: job %s already runs the spec of version %d (as version %d)", rollout.ErrRefused, jobID, version, cur.Version)
 		}
 		now, err := o.Store.ServerNow(ctx)
