@@ -108,6 +108,14 @@ func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 			continue
 		}
 		g := groupAggregate{Name: name, Counts: counts[name], State: *st}
+		if g.Counts.MaxParallel == 0 && f.Job != nil {
+			// A record written before it carried max_parallel: the job's.
+			for _, jg := range f.Job.Groups {
+				if jg.Name == name && jg.Update != nil {
+					g.Counts.MaxParallel = jg.Update.MaxParallel
+				}
+			}
+		}
 		for _, a := range f.Allocs {
 			if a.TaskGroup != name || a.JobVersion != d.JobVersion || !a.DeploymentStatus.IsUnhealthy() {
 				continue
