@@ -268,15 +268,41 @@ func cutSlash(s string) (string, string, bool) {
 	return s, "", false
 }
 
+// soakIterations reads HIVELET_POLICY_SOAK: empty means the default,
+// 1,500; anything but a positive integer is an error, so a typo cannot
+// run zero iterations and pass.
+func soakIterations(s string) (int, error) {
+	if s == "" {
+		return 1500, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("HIVELET_POLICY_SOAK=%q: want a positive number of evaluations", s)
+	}
+	return n, nil
+}
+
+func TestABadSoakCountFails(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want int // 0: an error
+	}{{"", 1500}, {"20", 20}, {"1e6", 0}, {"0", 0}, {"-5", 0}, {"lots", 0}} {
+		n, err := soakIterations(c.env)
+		if (err != nil) != (c.want == 0) || n != c.want {
+			t.Errorf("HIVELET_POLICY_SOAK=%q: %d, %v; want %d", c.env, n, err, c.want)
+		}
+	}
+}
+
 // TestInstanceMemoryStaysFlat evaluates one pooled instance many times
 // (HIVELET_POLICY_SOAK, default 1,500; BENCHMARKS.md records a 1,000,000
 // run) and checks that the guest's linear memory never grows and the
 // host's heap does not drift. The control is the first evaluation, which
 // must answer.
 func TestInstanceMemoryStaysFlat(t *testing.T) {
-	n := 1500
-	if s := os.Getenv("HIVELET_POLICY_SOAK"); s != "" {
-		n, _ = strconv.Atoi(s)
+	n, err := soakIterations(os.Getenv("HIVELET_POLICY_SOAK"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	e, _, _ := newTestEngine(t, Options{PoolSize: 1})
 	m := loadBuiltin(t, e, "default")

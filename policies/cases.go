@@ -64,14 +64,83 @@ type Expect struct {
 	Fault    string   `json:"fault,omitempty"`
 }
 
+// Want is what a case of a cases file asserts about the answer. The fields
+// of Expect are compared exactly (node_ids in order, decision, revert,
+// fault; an absent field asserts the zero value), except node_ids when the
+// case states Chosen instead; the rest are properties. docs/policy-cases.md
+// documents every field of a cases file.
+type Want struct {
+	Expect
+	// ReasonContains lists substrings the decision's reason must each
+	// contain (case-sensitive).
+	ReasonContains []string `json:"reason_contains,omitempty"`
+	// Chosen states properties of the chosen canary set instead of the
+	// exact node_ids; with Chosen set and node_ids absent, the order and
+	// the exact members are left free.
+	Chosen *ChosenSet `json:"chosen,omitempty"`
+}
+
+// ChosenSet is a set of properties of a canary decision's chosen nodes.
+// Every property given must hold; an empty ChosenSet asserts nothing.
+type ChosenSet struct {
+	// Count is the exact number of nodes chosen.
+	Count *int `json:"count,omitempty"`
+	// Includes are nodes that must be chosen.
+	Includes []string `json:"includes,omitempty"`
+	// Excludes are nodes that must not be chosen.
+	Excludes []string `json:"excludes,omitempty"`
+	// Within, if given, holds every node that may be chosen.
+	Within []string `json:"within,omitempty"`
+}
+
+// Check lists how an outcome fails the case (empty: it passes).
+func (w Want) Check(out Outcome) []string {
+	exact := w.Expect
+	if w.Chosen != nil && exact.NodeIDs == nil {
+		exact.NodeIDs = out.Got.NodeIDs // left free: checked by Chosen
+	}
+	d := exact.Diff(out.Got)
+	for _, sub := range w.ReasonContains {
+		if !strings.Contains(out.Reason, sub) {
+			d = append(d, fmt.Sprintf("reason: want it to contain %q, got %q", sub, out.Reason))
+		}
+	}
+	if c := w.Chosen; c != nil {
+		got := out.Got.NodeIDs
+		if c.Count != nil && len(got) != *c.Count {
+			d = append(d, fmt.Sprintf("chosen: want %d nodes, got %d (%v)", *c.Count, len(got), got))
+		}
+		for _, id := range c.Includes {
+			if !slices.Contains(got, id) {
+				d = append(d, fmt.Sprintf("chosen: want %s among %v", id, got))
+			}
+		}
+		for _, id := range c.Excludes {
+			if slices.Contains(got, id) {
+				d = append(d, fmt.Sprintf("chosen: want %s not among %v", id, got))
+			}
+		}
+		if c.Within != nil {
+			for _, id := range got {
+				if !slices.Contains(c.Within, id) {
+					d = append(d, fmt.Sprintf("chosen: %s is not within %v", id, c.Within))
+				}
+			}
+		}
+	}
+	return d
+}
+
 // Case is one row of a cases file.
 type Case struct {
 	Name  string    `json:"name"`
 	Input EvalInput `json:"input"`
-	Want  Expect    `json:"want"`
+	Want  Want      `json:"want"`
 }
 
-// CaseFile is the format of `hivelet policy test`'s cases file.
+// CaseFile is the format of `hivelet policy test`'s cases file
+// (docs/policy-cases.md). Decode it with DecodeStrict: an unknown field
+// must refuse the file, or a misspelt assertion would assert nothing.
 type CaseFile struct {
 	Cases []Case `json:"cases"`
 }

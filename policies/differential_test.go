@@ -141,14 +141,14 @@ func TestARawABIModuleWithoutTheSDKRunsInTheEngine(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for i, req := range genCanaryCorpus(r, 100) {
 		req.Policy = &model.PolicyRef{Name: "raw", Params: map[string]string{"ignored": "yes"}}
-		got, err := e.ChooseCanaries(req)
+		got, err := e.ChooseCanaries(context.Background(), req)
 		if want := NativeCanary(req); err != nil || !slices.Equal(got.NodeIDs, want.NodeIDs) || got.Reason != "first nodes as sent (raw WAT)" {
 			t.Fatalf("case %d: raw %+v, %v; native %v", i, got, err, want.NodeIDs)
 		}
 	}
 	in := genCompletion(2, time.Unix(1_800_000_000, 0))
 	in.Policy = &model.PolicyRef{Name: "raw"}
-	d, err := e.DecideCompletion(in)
+	d, err := e.DecideCompletion(context.Background(), in)
 	if err != nil || d.Decision != reconcile.DecisionContinue || d.Reason != "raw module says continue" {
 		t.Fatalf("completion: %+v, %v", d, err)
 	}

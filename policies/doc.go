@@ -3,7 +3,9 @@
 // module ABI (docs/policy-abi.md), the sandbox and its limits, the built-in
 // policies (sources in builtin/<name>, logic in package rules, modules
 // embedded), and distribution of custom modules through a JetStream object
-// store.
+// store. The decisions a policy makes are described in
+// docs/reconciler-rules.md ("Canary nodes", "Deployments"); authors start
+// from examples/policies/README.md, and cases files are docs/policy-cases.md.
 //
 // Invariants:
 //   - The decision path never compiles: a policy is usable only after Load
@@ -28,4 +30,12 @@
 //     name had in the object store at the last Store.Ensure or Refresh
 //     (the engine refreshes in the background every FollowInterval); a
 //     pinned one to its digest. A built-in's bare name is reserved for it.
+//
+// Files: engine.go is the engine (compile, load, name resolution, the
+// sandbox's WASI); module.go a compiled module's instance pool; instance.go
+// one instance and its restore; follow.go the background name follower;
+// decide.go the decisions and the reconciler's interfaces; store.go the
+// object store; abi.go, manifest.go, wasmscan.go and fault.go the ABI, the
+// manifest, the load-time rewrite and the fault kinds; cases.go the
+// cases files of `hivelet policy test`.
 package policies

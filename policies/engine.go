@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/hivelet/hivelet/host/model"
-	"github.com/hivelet/hivelet/host/reconcile"
-	"github.com/hivelet/hivelet/sdk/policy"
 )
 
 // Options configure an Engine. The zero value is usable: defaults apply.
@@ -128,11 +125,6 @@ type Engine struct {
 	bufs sync.Pool
 }
 
-var (
-	_ reconcile.CanaryChooser     = (*Engine)(nil)
-	_ reconcile.CompletionDecider = (*Engine)(nil)
-)
-
 // New creates an engine. It compiles nothing: call LoadBuiltins and Load.
 func New(ctx context.Context, opts Options) (*Engine, error) {
 	opts.defaults()
@@ -190,42 +182,6 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	return err
 }
-
-// Module is a compiled, validated policy module.
-type Module struct {
-	Name     string
-	Digest   string // SHA-256 of the bytes, hex
-	Size     int
-	ABI      uint32
-	Kinds    Kind
-	Manifest Manifest
-	// Imports lists the module's imports ("module.name"), for inspection.
-	Imports []string
-
-	engine   *Engine
-	compiled wazero.CompiledModule
-	idle     chan *instance
-	freed    chan struct{} // a discarded instance freed a pool slot
-	live     atomic.Int32
-	// reserve is the current reservation for new instances (adaptive).
-	reserve atomic.Int64
-	// inputCap is the input buffer allocated in new instances before
-	// their snapshot (adaptive).
-	inputCap atomic.Int64
-	// globals names the exports of the module's mutable globals (added by
-	// exportGlobals), restored with the memory after every call.
-	globals []string
-	// fresh, when not empty, is why every evaluation gets a fresh instance:
-	// the module has state a restore cannot reset (tables, segments).
-	fresh string
-}
-
-// FreshReason says why every evaluation of the module runs on a fresh
-// instance ("" when instances are pooled and restored).
-func (m *Module) FreshReason() string { return m.fresh }
-
-// freshOnly reports whether evaluations must not reuse instances.
-func (m *Module) freshOnly() bool { return m.engine.opts.FreshInstances || m.fresh != "" }
 
 // Digest returns the hex SHA-256 of wasm.
 func Digest(wasm []byte) string {
@@ -538,60 +494,6 @@ func (e *Engine) Current(name string) string {
 	return ""
 }
 
-// startFollowing makes s the store the background follower refreshes
-// through, and starts the follower once.
-func (e *Engine) startFollowing(s *Store) {
-	e.followStore.Store(s)
-	if e.opts.FollowInterval < 0 {
-		return
-	}
-	e.followOnce.Do(func() {
-		e.bg.Add(1)
-		go e.runFollower(e.bgCtx)
-	})
-}
-
-// runFollower refreshes the followed names every FollowInterval until ctx
-// ends. A failure is logged when it differs from the previous one (an
-// unreachable bucket is not logged every interval); the names keep their
-// current modules.
-func (e *Engine) runFollower(ctx context.Context) {
-	defer e.bg.Done()
-	t := time.NewTicker(e.opts.FollowInterval)
-	defer t.Stop()
-	var last string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, max(e.opts.FollowInterval, 10*time.Second))
-		err := e.followStore.Load().Refresh(rctx, e)
-		cancel()
-		switch {
-		case err == nil && last != "":
-			e.log.Info("policy names refreshed again")
-			last = ""
-		case err != nil && ctx.Err() == nil && err.Error() != last:
-			e.log.Warn("refreshing policy names failed; they keep their current modules", "err", err)
-			last = err.Error()
-		}
-	}
-}
-
-// followed lists the names that track the object store, sorted.
-func (e *Engine) followed() []string {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]string, 0, len(e.follow))
-	for n := range e.follow {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func (e *Engine) refuse(name string, f *Fault) {
 	e.mu.Lock()
 	e.refused[name] = f
@@ -633,270 +535,6 @@ func (e *Engine) resolve(ref *model.PolicyRef, kind Kind) (*Module, *Fault) {
 		return nil, &Fault{Kind: FaultNotLoaded, Policy: name, Digest: m.Digest, Reason: "the module implements " + m.Kinds.String() + ", not " + kind.String()}
 	}
 	return m, nil
-}
-
-// acquire takes an idle instance, or creates one while the pool is not
-// full, or waits until an instance is given back or a slot frees up.
-func (m *Module) acquire(ctx context.Context) (*instance, error) {
-	if m.freshOnly() {
-		return m.instantiate(ctx)
-	}
-	for {
-		select {
-		case inst := <-m.idle:
-			return inst, nil
-		default:
-		}
-		if m.live.Add(1) <= int32(m.engine.opts.PoolSize) {
-			inst, err := m.instantiate(ctx)
-			if err != nil {
-				m.drop()
-			}
-			return inst, err
-		}
-		m.live.Add(-1)
-		select {
-		case inst := <-m.idle:
-			return inst, nil
-		case <-m.freed:
-		case <-ctx.Done():
-			return nil, &Fault{Kind: FaultDeadline, Reason: "waiting for an instance: " + ctx.Err().Error(), Err: ctx.Err()}
-		}
-	}
-}
-
-// drop forgets a discarded instance and wakes one waiter, if any, to
-// create a replacement.
-func (m *Module) drop() {
-	m.live.Add(-1)
-	select {
-	case m.freed <- struct{}{}:
-	default:
-	}
-}
-
-// release gives an instance back: restored in the background (off the
-// decision path) when it answered, discarded when it faulted.
-func (m *Module) release(inst *instance, healthy bool) {
-	if m.freshOnly() {
-		inst.mod.Close(context.Background())
-		return
-	}
-	if !healthy {
-		if grown := int64(inst.mem.Size()) - int64(len(inst.snapshot)); grown > 0 {
-			m.growReserve(grown)
-		}
-		inst.mod.Close(context.Background())
-		m.drop()
-		return
-	}
-	m.engine.resets.Add(1)
-	go func() {
-		defer m.engine.resets.Done()
-		if inst.restore() {
-			m.idle <- inst
-			return
-		}
-		m.growReserve(int64(inst.mem.Size()) - int64(len(inst.snapshot)))
-		inst.mod.Close(context.Background())
-		m.drop()
-	}()
-}
-
-// growReserve raises the module's reservation after an evaluation grew an
-// instance's memory by grown bytes, up to half the memory cap.
-func (m *Module) growReserve(grown int64) {
-	limit := int64(m.engine.opts.MemoryLimitPages) * wasmPage / 2
-	for {
-		cur := m.reserve.Load()
-		next := min(max(2*cur, cur+2*grown), limit)
-		if next <= cur || m.reserve.CompareAndSwap(cur, next) {
-			return
-		}
-	}
-}
-
-// growInputCap raises the input buffer of new instances after an input of
-// n bytes did not fit, up to a quarter of the memory cap.
-func (m *Module) growInputCap(n int) {
-	limit := int64(m.engine.opts.MemoryLimitPages) * wasmPage / 4
-	for {
-		cur := m.inputCap.Load()
-		next := min(max(cur, 2*int64(n)), limit)
-		if next <= cur || m.inputCap.CompareAndSwap(cur, next) {
-			return
-		}
-	}
-}
-
-// evaluate runs one decision's export with input and returns the answer's
-// bytes, or a fault.
-func (m *Module) evaluate(ctx context.Context, kind Kind, input []byte, now time.Time, seed uint64) ([]byte, *Fault) {
-	inst, err := m.acquire(ctx)
-	if err != nil {
-		f, _ := AsFault(err)
-		return nil, f
-	}
-	fn, name := inst.canary, exportCanary
-	if kind == KindCompletion {
-		fn, name = inst.completion, exportCompletion
-	}
-	out, err := m.call(ctx, inst, fn, name, input, now, seed)
-	if err != nil {
-		f, _ := AsFault(err)
-		// A trap or a deadline poisons the instance; an invalid answer from
-		// a healthy call does not, but the memory restore costs as much as
-		// a check, so every fault discards.
-		m.release(inst, false)
-		return nil, f
-	}
-	if debugGrow && inst.mem.Size() != uint32(len(inst.snapshot)) {
-		println("grew", len(inst.snapshot), inst.mem.Size())
-	}
-	m.release(inst, true)
-	return out, nil
-}
-
-// Canary evaluates the module's canary policy on req and validates the
-// answer. It does not fall back: a fault comes back as a *Fault.
-func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
-	if m.Kinds&KindCanary == 0 {
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no canary policy"}
-	}
-	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
-	bp := m.engine.bufs.Get().(*[]byte)
-	input := appendCanaryInput((*bp)[:0], &req, fields, attr, meta)
-	raw, f := m.evaluate(ctx, KindCanary, input, time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
-	*bp = input
-	m.engine.bufs.Put(bp)
-	if f != nil {
-		return reconcile.CanaryChoice{}, f
-	}
-	out, err := policy.DecodeCanaryOutput(raw)
-	var pe *policy.PolicyError
-	switch {
-	case errors.As(err, &pe):
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
-	case err != nil:
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
-	}
-	if err := validateCanary(&req, out); err != nil {
-		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
-	}
-	return reconcile.CanaryChoice{NodeIDs: out.NodeIDs, Reason: out.Reason}, nil
-}
-
-// Completion evaluates the module's completion policy on in and validates
-// the answer. It does not fall back: a fault comes back as a *Fault.
-func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	if m.Kinds&KindCompletion == 0 {
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
-	}
-	bp := m.engine.bufs.Get().(*[]byte)
-	input := policy.AppendCompletionInput((*bp)[:0], completionInput(&in))
-	var id string
-	if in.Deployment != nil {
-		id = in.Deployment.ID
-	}
-	raw, f := m.evaluate(ctx, KindCompletion, input, in.Now, seedOf(id, in.Now.String()))
-	*bp = input
-	m.engine.bufs.Put(bp)
-	if f != nil {
-		return reconcile.CompletionDecision{}, f
-	}
-	out, err := policy.DecodeCompletionOutput(raw)
-	var pe *policy.PolicyError
-	switch {
-	case errors.As(err, &pe):
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
-	case err != nil:
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
-	}
-	if err := validateCompletion(&in, out); err != nil {
-		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
-	}
-	return reconcile.CompletionDecision{Decision: reconcile.Decision(out.Decision.String()), Revert: out.Revert, Reason: out.Reason}, nil
-}
-
-const debugGrow = false
-
-// ChooseCanaries implements reconcile.CanaryChooser: req.Policy's module
-// answers (nil: the native default); on a fault the native default answers
-// and the fault is reported.
-func (e *Engine) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
-	if req.Policy == nil {
-		e.evals.WithLabelValues("canary", "native").Inc()
-		return NativeCanary(req), nil
-	}
-	m, f := e.resolve(req.Policy, KindCanary)
-	if f == nil {
-		choice, err := m.Canary(context.Background(), req)
-		if err == nil {
-			e.evals.WithLabelValues("canary", "module").Inc()
-			return choice, nil
-		}
-		f, _ = AsFault(err)
-		f.Policy, f.Digest = req.Policy.Name, m.Digest
-	}
-	f.Decision, f.DeploymentID, f.JobID = "canary", req.DeploymentID, req.JobID
-	e.report(f)
-	e.evals.WithLabelValues("canary", "fallback").Inc()
-	choice := NativeCanary(req)
-	choice.Reason = "policy fault, native default: " + choice.Reason
-	return choice, nil
-}
-
-// DecideCompletion implements reconcile.CompletionDecider, with the same
-// fallback as ChooseCanaries.
-func (e *Engine) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	if in.Policy == nil {
-		e.evals.WithLabelValues("completion", "native").Inc()
-		return NativeCompletion(in), nil
-	}
-	m, f := e.resolve(in.Policy, KindCompletion)
-	if f == nil {
-		d, err := m.Completion(context.Background(), in)
-		if err == nil {
-			e.evals.WithLabelValues("completion", "module").Inc()
-			return d, nil
-		}
-		f, _ = AsFault(err)
-		f.Policy, f.Digest = in.Policy.Name, m.Digest
-	}
-	f.Decision = "completion"
-	if in.Deployment != nil {
-		f.DeploymentID, f.JobID = in.Deployment.ID, in.Deployment.JobID
-	}
-	e.report(f)
-	e.evals.WithLabelValues("completion", "fallback").Inc()
-	d := NativeCompletion(in)
-	d.Reason = "policy fault, native default: " + d.Reason
-	return d, nil
-}
-
-// report logs, counts and hands on a fault.
-func (e *Engine) report(f *Fault) {
-	e.log.Warn("policy fault, using the native default",
-		"policy", f.Policy, "policy_digest", f.Digest, "decision", f.Decision,
-		"kind", string(f.Kind), "reason", f.Reason,
-		"deployment_id", f.DeploymentID, "job", f.JobID)
-	e.faults.WithLabelValues(f.Decision, string(f.Kind)).Inc()
-	if e.opts.OnFault != nil {
-		e.opts.OnFault(f)
-	}
-}
-
-// close releases a module no one can reach (it lost a load race).
-func (m *Module) close(ctx context.Context) {
-	for {
-		select {
-		case inst := <-m.idle:
-			inst.mod.Close(ctx)
-		default:
-			m.compiled.Close(ctx)
-			return
-		}
-	}
 }
 
 // WASI errnos the overrides return.

@@ -37,7 +37,7 @@ func Example() {
 	for i, dc := range []string{"dc1", "dc1", "dc2", "dc2", "dc3"} {
 		nodes = append(nodes, &model.Node{ID: fmt.Sprintf("n%d", i), Datacenter: dc})
 	}
-	choice, _ := chooser.ChooseCanaries(reconcile.CanaryRequest{
+	choice, _ := chooser.ChooseCanaries(context.Background(), reconcile.CanaryRequest{
 		DeploymentID: "d1", Count: 3, Eligible: nodes,
 		Policy: &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "datacenter"}},
 	})
@@ -45,7 +45,7 @@ func Example() {
 
 	// A policy the agent does not have: the native default answers and
 	// the fault is reported.
-	choice, _ = chooser.ChooseCanaries(reconcile.CanaryRequest{
+	choice, _ = chooser.ChooseCanaries(context.Background(), reconcile.CanaryRequest{
 		DeploymentID: "d1", Count: 2, Eligible: nodes, Policy: &model.PolicyRef{Name: "missing"},
 	})
 	fmt.Println(choice.NodeIDs)

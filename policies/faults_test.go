@@ -90,7 +90,7 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 				for _, s := range in.Deployment.TaskGroups {
 					s.AutoRevert = false
 				}
-				got, err := e.DecideCompletion(in)
+				got, err := e.DecideCompletion(context.Background(), in)
 				want := NativeCompletion(in)
 				if err != nil || got.Decision != want.Decision || got.Revert != want.Revert {
 					t.Fatalf("got %+v, %v; want the native default %+v", got, err, want)
@@ -98,7 +98,7 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 			} else {
 				req := canaryReq(nodes[1:], 3, ref)
 				req.Existing = existing
-				got, err := e.ChooseCanaries(req)
+				got, err := e.ChooseCanaries(context.Background(), req)
 				if want := NativeCanary(req); err != nil || !slices.Equal(got.NodeIDs, want.NodeIDs) {
 					t.Fatalf("got %+v, %v; want the native default %v", got, err, want.NodeIDs)
 				}
@@ -133,12 +133,12 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 			if tc.completion {
 				in := genCompletion(3, time.Unix(1_800_000_000, 0))
 				in.Policy = cref
-				got, err := e.DecideCompletion(in)
+				got, err := e.DecideCompletion(context.Background(), in)
 				if err != nil || got.Reason != "well behaved" {
 					t.Fatalf("control: got %+v, %v; want the module's answer", got, err)
 				}
 			} else {
-				got, err := e.ChooseCanaries(canaryReq(nodes, 3, cref))
+				got, err := e.ChooseCanaries(context.Background(), canaryReq(nodes, 3, cref))
 				if err != nil || strings.HasPrefix(got.Reason, "policy fault") || len(got.NodeIDs) != 3 {
 					t.Fatalf("control: got %+v, %v; want the module's answer", got, err)
 				}
@@ -235,14 +235,14 @@ func TestADecisionNamingAnUnloadedOrWrongKindPolicyFallsBack(t *testing.T) {
 		{&model.PolicyRef{Name: "percent", Digest: strings.Repeat("ab", 32)}, FaultNotLoaded},
 	} {
 		before := len(faults.all())
-		got, _ := e.ChooseCanaries(canaryReq(nodes, 2, tc.ref))
+		got, _ := e.ChooseCanaries(context.Background(), canaryReq(nodes, 2, tc.ref))
 		all := faults.all()
 		if len(all) != before+1 || all[len(all)-1].Kind != tc.want || !strings.HasPrefix(got.Reason, "policy fault") {
 			t.Fatalf("%+v: got %+v and faults %v, want a %s fallback", tc.ref, got, all[before:], tc.want)
 		}
 	}
 	before := len(faults.all())
-	got, err := e.ChooseCanaries(canaryReq(nodes, 2, &model.PolicyRef{Name: "builtin:percent"}))
+	got, err := e.ChooseCanaries(context.Background(), canaryReq(nodes, 2, &model.PolicyRef{Name: "builtin:percent"}))
 	if err != nil || len(faults.all()) != before || strings.HasPrefix(got.Reason, "policy fault") {
 		t.Fatalf("control: got %+v, %v, faults %v", got, err, faults.all()[before:])
 	}
@@ -282,7 +282,7 @@ func TestGuestOutputIsLoggedSizeLimitedAndTagged(t *testing.T) {
 // call waiting for the only instance proceeds when that instance traps and
 // is discarded (it must not wait forever for it to come back).
 func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
-	e, _, _ := newTestEngine(t, Options{PoolSize: 1, Deadline: 300 * time.Millisecond})
+	e, _, _ := newTestEngine(t, Options{PoolSize: 1, Deadline: time.Second})
 	m, err := e.Load(context.Background(), "hostile", "", goGuest(t, "testdata/hostile"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,12 +293,18 @@ func TestWaitersGetAnInstanceWhenABusyOneIsDiscarded(t *testing.T) {
 		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h", Params: map[string]string{"do": "loop"}}))
 		looping <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the loop take the instance
+	// The looping call holds the only instance (the pool's one slot is
+	// taken and nothing is idle) before the second call starts, so the
+	// second must wait for it rather than take it first.
+	testutil.Eventually(t, 10*time.Second, "the looping call to take the only instance", func() bool {
+		return m.live.Load() == 1 && len(m.idle) == 0
+	})
 	done := make(chan error, 1)
 	go func() {
 		_, err := m.Canary(context.Background(), canaryReq(nodes, 1, &model.PolicyRef{Name: "h"}))
 		done <- err
 	}()
+	testutil.Eventually(t, 10*time.Second, "the second call to wait for an instance", func() bool { return m.Waiting() == 1 })
 	select {
 	case err := <-done:
 		if err != nil {

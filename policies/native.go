@@ -8,7 +8,7 @@ import (
 
 // NativeCanary is the built-in default canary choice in native Go, the
 // fallback of every canary decision: the first Count eligible nodes in node
-// ID order (spec/reconcile.md, "Canary nodes"). It is written independently
+// ID order (docs/reconciler-rules.md, "Canary nodes"). It is written independently
 // of the WASM `percent` module; TestWasmPercentAgreesWithNativeDefault
 // compares them on a generated corpus.
 func NativeCanary(req reconcile.CanaryRequest) reconcile.CanaryChoice {

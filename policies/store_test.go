@@ -57,7 +57,7 @@ func TestPushedPoliciesReachAnAgentVerifiedAndCached(t *testing.T) {
 	if err := s.Ensure(ctx, e, ref); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.ChooseCanaries(canaryReq(genNodes(10, 2), 2, ref))
+	got, err := e.ChooseCanaries(context.Background(), canaryReq(genNodes(10, 2), 2, ref))
 	if err != nil || got.Reason != "first nodes as sent (raw WAT)" || len(faults.all()) != 0 {
 		t.Fatalf("decision: %+v %v %v", got, err, faults.all())
 	}
@@ -112,7 +112,7 @@ func TestATamperedModuleIsRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cache, Digest(raw)+".wasm")); !os.IsNotExist(err) {
 		t.Fatal("the tampered bytes were cached")
 	}
-	got, _ := e.ChooseCanaries(canaryReq(genNodes(5, 1), 1, ref))
+	got, _ := e.ChooseCanaries(context.Background(), canaryReq(genNodes(5, 1), 1, ref))
 	if all := faults.all(); len(all) < 2 || all[len(all)-1].Kind != FaultDigestMismatch {
 		t.Fatalf("decision on the refused module: %+v, faults %v", got, all)
 	}
@@ -139,7 +139,7 @@ func TestEnsureLoadsABuiltinNamedByAJob(t *testing.T) {
 	if err := s.Ensure(ctx, e, &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "${node.datacenter}"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.ChooseCanaries(canaryReq(genNodes(9, 3), 3, &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "${node.datacenter}"}}))
+	got, err := e.ChooseCanaries(context.Background(), canaryReq(genNodes(9, 3), 3, &model.PolicyRef{Name: "spread", Params: map[string]string{"attribute": "${node.datacenter}"}}))
 	if err != nil || len(faults.all()) != 0 || got.Reason != "spread across 3 values of ${node.datacenter}" {
 		t.Fatalf("got %+v, %v, faults %v", got, err, faults.all())
 	}
@@ -174,7 +174,7 @@ func TestANamePushedAgainIsEvaluatedAtItsNewDigestAfterTheNextSync(t *testing.T)
 		t.Helper()
 		in := genCompletion(1, time.Unix(1_700_000_000, 0))
 		in.Policy = ref
-		d, err := e.DecideCompletion(in)
+		d, err := e.DecideCompletion(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +268,7 @@ func TestBuiltinNamesAreReservedAgainstPushedModules(t *testing.T) {
 	}
 	in := genCompletion(1, time.Unix(1_700_000_000, 0))
 	in.Policy = &model.PolicyRef{Name: "default"}
-	if d, _ := e.DecideCompletion(in); d.Reason == "raw module says continue" {
+	if d, _ := e.DecideCompletion(context.Background(), in); d.Reason == "raw module says continue" {
 		t.Fatal("the pushed module shadowed the built-in")
 	}
 	if _, err := e.Load(ctx, "quorum", "", raw); err == nil {
@@ -299,7 +299,7 @@ func TestTheEngineFollowsANamePushedAgainInTheBackground(t *testing.T) {
 	decide := func(ref *model.PolicyRef) string {
 		in := genCompletion(1, time.Unix(1_700_000_000, 0))
 		in.Policy = ref
-		d, _ := e.DecideCompletion(in)
+		d, _ := e.DecideCompletion(context.Background(), in)
 		return d.Reason
 	}
 	if got := decide(byName); got != "raw module says continue" {
@@ -308,13 +308,7 @@ func TestTheEngineFollowsANamePushedAgainInTheBackground(t *testing.T) {
 	if _, err := s.Push(ctx, "rollout", v2); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for decide(byName) != "calls=1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the name still answers %q 10 s after the push", decide(byName))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the name to answer with the pushed module", func() bool { return decide(byName) == "calls=1" })
 	if got := decide(pinned); got != "raw module says continue" {
 		t.Fatalf("pinned to v1: %q", got)
 	}

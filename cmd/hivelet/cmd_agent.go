@@ -47,7 +47,8 @@ func newAgentCmd() *cobra.Command {
 			"drivers are this binary re-executed), restores and reattaches to the tasks it ran before,\n" +
 			"registers the node, serves the HTTP API on 127.0.0.1:4646, and converges.\n\n" +
 			"SIGINT/SIGTERM: a normal shutdown leaves the tasks running for the next start to\n" +
-			"reattach; -dev stops them and removes its temporary directories.",
+			"reattach; -dev stops them and removes its temporary directories. SIGHUP: rescan the\n" +
+			"plugin directory and load the driver plugins added since start.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
@@ -211,6 +212,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return fmt.Errorf("creating plugin directory: %w", err)
 	}
 	allocRoot, _ := filepath.Abs(rc.AllocDir)
+	portTable, err := newPortTable(rc)
+	if err != nil {
+		return badInput(err)
+	}
 
 	store, err := state.Open(rc.StateDir, time.Second)
 	if err != nil {
@@ -279,7 +284,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			pins[p.Name] = p.SHA256
 		}
 	}
-	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.Names(), PluginDir: rc.PluginDir,
+	plugins, err := manager.New(manager.Config{SelfExe: self, Builtins: builtin.EnabledNames(rc.RawExec), PluginDir: rc.PluginDir,
 		StateDir: filepath.Join(rc.StateDir, "plugins-run"), Checksums: pins, Store: store, Logger: log,
 		Env: pluginEnv(rc), OnRestart: metrics.PluginRestarted})
 	if err != nil {
@@ -325,6 +330,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	buildNode := func() *model.Node {
 		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
 		n.Attributes[AttrAllocDir] = allocRoot
+		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		n.RolloutProtocol, n.BootID = fleetrollout.Protocol, bootID
 		return n
 	}
@@ -333,7 +339,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), BootID: bootID,
@@ -342,6 +348,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	pol.setOnSettle(a.Kick)
+	defer conn.OnReconnect(a.NoteReconnect)() // the disruption guard holds for one TTL after a reconnect
 	health.onDiff = func() { hb.Poke(); a.Kick() }
 
 	// Restore and reattach before anything converges.
@@ -352,6 +359,14 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		bg.Add(1)
 		go func() { defer bg.Done(); health.watch(runCtx, plugins, p.Name, log) }()
 	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		reloadPluginsOnHUP(runCtx, plugins, log, func(name string) {
+			bg.Add(1)
+			go func() { defer bg.Done(); health.watch(runCtx, plugins, name, log) }()
+		})
+	}()
 	if err := a.Restore(ctx); err != nil {
 		log.Error("restore failed: passes will fail closed until it succeeds", "err", err)
 	}
@@ -424,7 +439,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 // does not.
 func pluginEnv(rc *config.Resolved) map[string][]string {
 	return map[string][]string{
-		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged)},
+		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged), docker.EnvAllowCaps + "=" + rc.AllowCaps},
 	}
 }
 

@@ -140,22 +140,22 @@ func notLoaded(ref *model.PolicyRef) string {
 	return fmt.Sprintf("policy %q not loaded yet, native default: ", ref.Name)
 }
 
-func (l *lazyPolicies) ChooseCanaries(req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+func (l *lazyPolicies) ChooseCanaries(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
 	if e := l.engineFor(req.Policy); e != nil {
-		return e.ChooseCanaries(req)
+		return e.ChooseCanaries(ctx, req)
 	}
-	c, err := reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+	c, err := reconcile.DefaultCanaryChooser{}.ChooseCanaries(ctx, req)
 	if err == nil && req.Policy != nil {
 		c.Reason = notLoaded(req.Policy) + c.Reason
 	}
 	return c, err
 }
 
-func (l *lazyPolicies) DecideCompletion(in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+func (l *lazyPolicies) DecideCompletion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
 	if e := l.engineFor(in.Policy); e != nil {
-		return e.DecideCompletion(in)
+		return e.DecideCompletion(ctx, in)
 	}
-	d, err := reconcile.DefaultCompletion{}.DecideCompletion(in)
+	d, err := reconcile.DefaultCompletion{}.DecideCompletion(ctx, in)
 	if err == nil && in.Policy != nil {
 		d.Reason = notLoaded(in.Policy) + d.Reason
 	}

@@ -92,7 +92,7 @@ func TestDockerAllowPrivilegedReachesTheDockerPluginEnvironment(t *testing.T) {
 func TestANativeAnswerForAPolicyNotLoadedYetSaysSo(t *testing.T) {
 	l := &lazyPolicies{}
 	ref := &model.PolicyRef{Name: "spread"}
-	c, err := l.ChooseCanaries(canaryReq(ref))
+	c, err := l.ChooseCanaries(context.Background(), canaryReq(ref))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestANativeAnswerForAPolicyNotLoadedYetSaysSo(t *testing.T) {
 		t.Fatalf("reason %q does not say the module is not loaded", c.Reason)
 	}
 	// Control: a decision naming no policy is the plain native default.
-	c, _ = l.ChooseCanaries(canaryReq(nil))
+	c, _ = l.ChooseCanaries(context.Background(), canaryReq(nil))
 	if strings.Contains(c.Reason, "not loaded") {
 		t.Fatalf("no policy named, but the reason is %q", c.Reason)
 	}
@@ -192,6 +192,44 @@ func (p *agentProc) metric(series string) float64 {
 		}
 	}
 	return -1
+}
+
+// passes is how many reconcile passes the agent has made, whatever their
+// outcome (hivelet_reconcile_passes_total summed over its labels); -1 when
+// the agent does not answer.
+func (p *agentProc) passes() float64 {
+	resp, err := http.Get("http://" + p.apiAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "hivelet_reconcile_passes_total{") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// waitPasses waits until the agent has made n more reconcile passes than
+// now: what a "nothing happens" check waits for, so that the agent had its
+// chances to act (a full pass runs at least every resync period, 5 s).
+func (p *agentProc) waitPasses(n int) {
+	p.t.Helper()
+	base := p.passes()
+	if base < 0 {
+		p.t.Fatal("the agent's /metrics does not answer")
+	}
+	testutil.Eventually(p.t, time.Duration(n)*15*time.Second, fmt.Sprintf("%d more reconcile passes", n), func() bool {
+		return p.passes() >= base+float64(n)
+	})
 }
 
 func (p *agentProc) nodeID() string {
@@ -381,7 +419,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 		fmt.Sprintf("policy {\n  timeout = \"2s\"\n  memory_limit_mb = 16\n  cache_dir = %q\n  pins = {\n    pinned = \"sha256:%s\"\n    trap = \"%s\"\n  }\n}\n",
 			cache, wrongPin, policies.Digest(trap)))
 	p.startWith()
-	time.Sleep(2 * time.Second)
+	p.waitPasses(2)
 	if p.logHas("policy engine ready") {
 		t.Fatal("the policy engine was loaded before any job named a policy (idle RSS)")
 	}

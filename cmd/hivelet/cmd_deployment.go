@@ -32,7 +32,6 @@ func newDeploymentCmd() *cobra.Command {
 		newDeploymentActionCmd("fail", "Mark a deployment failed (auto_revert groups: revert pending to the newest stable version)"),
 		newDeploymentActionCmd("pause", "Pause a running deployment: no update slot is taken until resumed"),
 		newDeploymentActionCmd("resume", "Resume a paused deployment: its deadlines move by the time paused"))
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -86,7 +85,7 @@ func newDeploymentListCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List deployments",
-		Args:  usageArgs(0),
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rows, rejected, err := loadDeployments(cmd, &o)
 			if err != nil {
@@ -124,7 +123,6 @@ func newDeploymentListCmd() *cobra.Command {
 	}
 	o.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -201,7 +199,7 @@ func newDeploymentStatusCmd() *cobra.Command {
 			"Exit codes: 0 read done (-watch: successful, or healthy canaries waiting for manual\n" +
 			"promotion); 1 NATS unreachable (-watch: failed or cancelled, or the wait timed out);\n" +
 			"2 bad input (unknown or ambiguous deployment).",
-		Args: usageArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
 				if watch {
@@ -217,7 +215,6 @@ func newDeploymentStatusCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the record and its fleet aggregate)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the deployment until it is decided")
 	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "with -watch: give up after this long (exit code 1)")
-	usageFlagErrors(cmd)
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/jobspec"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/plugins/builtin"
 )
 
 // newJobCmd is the job command group: the local file commands (validate,
@@ -19,6 +20,10 @@ func newJobCmd() *cobra.Command {
 		Use:   "job",
 		Short: "Check, inspect and run job files",
 	}
+	// Every subcommand that reads a job file takes values for its variable
+	// blocks (see loadJobFile).
+	cmd.PersistentFlags().StringArray("var", nil, "set a job file variable: -var name=value (repeatable; wins over -var-file and the environment)")
+	cmd.PersistentFlags().StringArray("var-file", nil, "read job file variables from an HCL (name = value) or .json file (repeatable, later files win)")
 	cmd.AddCommand(newJobValidateCmd(), newJobInspectCmd())
 	addJobClusterCmds(cmd)
 	return cmd
@@ -65,14 +70,25 @@ func newJobInspectCmd() *cobra.Command {
 	}
 }
 
-// loadJobFile reads and parses a job file. Parse problems are printed one
-// per line on stderr and returned as bad input (exit code 2).
+// loadJobFile reads and parses a job file, its variables given by the
+// -var and -var-file flags and the HIVELET_VAR_* / NOMAD_VAR_* environment.
+// Parse problems are printed one per line on stderr and returned as bad
+// input (exit code 2); what the file says that hivelet ignores is printed
+// there as "file:line:col: warning: ...", and changes no exit code.
 func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("reading job file: %w", err))
 	}
-	job, err := jobspec.Parse(path, data)
+	in, err := variableInputs(cmd)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	in.Warn = func(w *jobspec.Error) {
+		w.Message = "warning: " + w.Message
+		fmt.Fprintln(cmd.ErrOrStderr(), w)
+	}
+	job, err := jobspec.ParseWith(path, data, in)
 	if err != nil {
 		var errs jobspec.Errors
 		if errors.As(err, &errs) {
@@ -86,10 +102,27 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 	return job, nil
 }
 
-// oneFileArg requires exactly one argument; a wrong count is bad input.
-func oneFileArg(cmd *cobra.Command, args []string) error {
-	if err := cobra.ExactArgs(1)(cmd, args); err != nil {
-		return badInput(fmt.Errorf("%w: usage: %s", err, cmd.UseLine()))
+// variableInputs gathers the values of a job file's variables from the
+// command's flags and the process environment, and the built-in drivers'
+// schemas each task's config is checked against.
+func variableInputs(cmd *cobra.Command) (jobspec.Inputs, error) {
+	in := jobspec.Inputs{Env: os.Environ(), Drivers: builtin.Schemas()}
+	if f := cmd.Flags().Lookup("var"); f != nil {
+		in.Vars, _ = cmd.Flags().GetStringArray("var")
 	}
-	return nil
+	if f := cmd.Flags().Lookup("var-file"); f != nil {
+		files, _ := cmd.Flags().GetStringArray("var-file")
+		for _, name := range files {
+			src, err := os.ReadFile(name)
+			if err != nil {
+				return in, fmt.Errorf("reading -var-file: %w", err)
+			}
+			in.Files = append(in.Files, jobspec.VarFile{Name: name, Src: src})
+		}
+	}
+	return in, nil
 }
+
+// oneFileArg requires exactly one argument; a wrong count is bad input,
+// with the usage line (usageErrors).
+var oneFileArg = cobra.ExactArgs(1)

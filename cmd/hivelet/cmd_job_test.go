@@ -127,3 +127,63 @@ func TestJobCommandsRejectBadUsageAndMissingFilesWithExitCode2(t *testing.T) {
 		t.Errorf("run(job validate missing) = %d, want 2", code)
 	}
 }
+
+// TestJobValidateAndInspectTakeVarVarFileAndTheEnvironment: -var overrides
+// a -var-file, which overrides HIVELET_VAR_*; the default stands when
+// nothing is given (control), and an undeclared -var is bad input.
+func TestJobValidateAndInspectTakeVarVarFileAndTheEnvironment(t *testing.T) {
+	job := writeFile(t, "vars.hcl", `variable "group_count" {
+  type    = number
+  default = 1
+}
+variable "image" {
+  default = "exporter:1"
+}
+job "web" {
+  type = "system"
+  group "g" {
+    count = var.group_count
+    task "t" {
+      driver = "docker"
+      config { image = var.image }
+    }
+  }
+}
+`)
+	varFile := writeFile(t, "prod.hcl", "group_count = 3\nimage = \"from-file\"\n")
+	inspect := func(args ...string) (*model.Job, int, string) {
+		out, errOut, code := execJob(t, goStyleFlags(append([]string{"job", "inspect", job}, args...))...)
+		if code != 0 {
+			return nil, code, errOut
+		}
+		var j model.Job
+		if err := model.Decode([]byte(out), &j); err != nil {
+			t.Fatal(err)
+		}
+		return &j, code, errOut
+	}
+	j, code, errOut := inspect()
+	if code != 0 {
+		t.Fatalf("defaults: exit %d: %s", code, errOut)
+	}
+	if j.Groups[0].Count != 1 || j.Groups[0].Tasks[0].Config["image"] != "exporter:1" {
+		t.Fatalf("defaults: code %d %s %+v", code, errOut, j)
+	}
+	t.Setenv("HIVELET_VAR_image", "from-env")
+	j, _, _ = inspect()
+	if j.Groups[0].Tasks[0].Config["image"] != "from-env" {
+		t.Fatalf("environment: %v", j.Groups[0].Tasks[0].Config)
+	}
+	j, _, _ = inspect("-var-file", varFile)
+	if j.Groups[0].Count != 3 || j.Groups[0].Tasks[0].Config["image"] != "from-file" {
+		t.Fatalf("var file over the environment: %+v", j.Groups[0])
+	}
+	j, _, _ = inspect("-var-file", varFile, "-var", "group_count=5")
+	if j.Groups[0].Count != 5 {
+		t.Fatalf("-var over the var file: count %d", j.Groups[0].Count)
+	}
+	out, errOut, code := execJob(t, goStyleFlags([]string{"job", "validate", job, "-var", "grup_count=2"})...)
+	if code != 2 || out != "" || !strings.Contains(errOut, `-var grup_count=2: no variable "grup_count" is declared in this file (did you mean "group_count"?)`) {
+		t.Fatalf("undeclared -var: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -180,7 +180,7 @@ func newJobRunCmd() *cobra.Command {
 			"every node when there is no " +
 			"deployment, or -detach); 1 deployment failed or cancelled, an allocation failed, or the\n" +
 			"wait timed out; 2 bad input.",
-		Args: usageArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			job, err := loadJobFile(cmd, args[0])
 			if err != nil {
@@ -215,7 +215,6 @@ func newJobRunCmd() *cobra.Command {
 	o.register(cmd)
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the job is written")
 	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "give up following after this long (exit code 1)")
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -511,7 +510,7 @@ func newJobStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status ID",
 		Short: "Show a job's version, deployment and allocations",
-		Args:  usageArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -591,7 +590,6 @@ func newJobStatusCmd() *cobra.Command {
 		},
 	}
 	o.register(cmd)
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -606,7 +604,7 @@ func newJobStopCmd() *cobra.Command {
 			"Absence is never a deletion order, so -purge removes the job's key (and its history)\n" +
 			"only after every allocation stopped; an agent that was away keeps the stop it last knew.\n\n" +
 			"Exit codes: 0 stopped (and purged); 1 timed out or failed; 2 unknown job.",
-		Args: usageArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -655,7 +653,6 @@ func newJobStopCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&purge, "purge", false, "remove the job's key once every allocation stopped")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the stop is written (not with -purge)")
 	cmd.Flags().DurationVar(&wait, "timeout", 5*time.Minute, "give up waiting after this long (exit code 1)")
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -752,7 +749,7 @@ func newJobHistoryCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history ID",
 		Short: "List the versions of a job kept in the jobs bucket (newest last), which are stable, which are reverts",
-		Args:  usageArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -789,6 +786,5 @@ func newJobHistoryCmd() *cobra.Command {
 		},
 	}
 	o.register(cmd)
-	usageFlagErrors(cmd)
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // cli runs the root command and returns stdout, stderr and the exit code.
@@ -72,10 +73,7 @@ func fleetFixture(t *testing.T) (url string, st *fleet.Store, src *fleet.Source)
 		emb.Shutdown()
 	})
 	<-src.Synced()
-	deadline := time.Now().Add(5 * time.Second)
-	for src.View().Node(id) == nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, "the node in the fleet view", func() bool { return src.View().Node(id) != nil })
 	return emb.ClientURL(), st, src
 }
 
@@ -100,10 +98,8 @@ func TestNodeDrainAndEligibilityChangeWhatTheFleetSees(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "applied by the agent") {
 		t.Fatalf("drain: %d %q %q", code, out, errs)
 	}
+	testutil.Eventually(t, 5*time.Second, "the drain in the fleet view", func() bool { return src.View().Node(id).Drain != nil })
 	n := src.View().Node(id)
-	for deadline := time.Now().Add(5 * time.Second); (n.Drain == nil) && time.Now().Before(deadline); n = src.View().Node(id) {
-		time.Sleep(5 * time.Millisecond)
-	}
 	if n.Drain == nil || time.Duration(n.Drain.Deadline) != 10*time.Minute || n.Eligibility != model.Ineligible || n.Ready() {
 		t.Fatalf("after drain the fleet sees %+v", n)
 	}

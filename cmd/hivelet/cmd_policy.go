@@ -47,7 +47,7 @@ builtin:labelled, builtin:default, builtin:quorum.`,
 	cmd.PersistentFlags().StringVar(&f.cacheDir, "cache-dir", defaultCache, "wazero compilation cache directory (empty: none)")
 	cmd.PersistentFlags().StringVar(&f.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL (push, list)")
 	cmd.PersistentFlags().StringVar(&f.bucket, "bucket", policies.DefaultBucket, "JetStream object store bucket of policy modules")
-	cmd.AddCommand(newPolicyBuildCmd(), newPolicyInspectCmd(f), newPolicyEvalCmd(f), newPolicyTestCmd(f),
+	cmd.AddCommand(newPolicyInitCmd(), newPolicyBuildCmd(), newPolicyInspectCmd(f), newPolicyEvalCmd(f), newPolicyTestCmd(f),
 		newPolicyBenchCmd(f), newPolicyPushCmd(f), newPolicyListCmd(f))
 	return cmd
 }
@@ -258,7 +258,7 @@ func newPolicyTestCmd(f *policyFlags) *cobra.Command {
 					if err != nil {
 						return badInput(fmt.Errorf("case %q: %w", c.Name, err))
 					}
-					diff := c.Want.Diff(out.Got)
+					diff := c.Want.Check(out)
 					status := "ok  "
 					if len(diff) > 0 {
 						status = "FAIL"

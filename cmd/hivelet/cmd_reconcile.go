@@ -29,7 +29,7 @@ func newReconcileCmd() *cobra.Command {
 			"decision: transitions, slot takes, releases, reclaims, stops, places, held entries with\n" +
 			"reasons, the steward, whether a verdict is wanted, a hold (examples/rollout).\n" +
 			"See docs/reconcile.md. A malformed fixture exits with code 2.",
-		Args: usageArgs(0),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return badInput(errors.New("reconcile: -f FIXTURE is required (- for stdin)"))
@@ -58,7 +58,6 @@ func newReconcileCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "fixture file (JSON), or - for stdin")
 	cmd.Flags().BoolVar(&withRollout, "rollout", false, "the fixture holds fleet facts: print the plan and the rollout core's decision")
-	usageFlagErrors(cmd)
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,7 +60,6 @@ func recordOf(fx *rolloutFixture, v uint64) *model.Deployment {
 // each case checks that sentence on the decision's fields, and a control
 // changes the one fact the claim rests on and sees the decision change.
 func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
-	knownBug := "" // set by a check that meets a reported core bug: the case is skipped after its control
 	cases := []struct {
 		name    string
 		check   func(t *testing.T, out *rolloutOutput)
@@ -255,13 +253,13 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 			name: "deputy-waits",
 			check: func(t *testing.T, out *rolloutOutput) {
 				d := out.Decision
-				if d.StewardRank != 1 || len(d.Reclaims) != 0 || !slices.Contains(d.Due, "reclaim:slot.default.web.g.0") {
+				if d.StewardRank != 1 || len(d.Reclaims) != 0 || !slices.Contains(d.Due, "reclaim:slot.default.web.g.0@10") {
 					t.Fatalf("rank %d reclaims %+v due %v", d.StewardRank, d.Reclaims, d.Due)
 				}
 			},
 			// Control: overdue for one deputy step, deputy 1 reclaims.
 			control: func(fx *rolloutFixture) {
-				fx.Overdue = map[string]model.Duration{"reclaim:slot.default.web.g.0": model.Duration(rollout.DeputyStepFor(1))}
+				fx.Overdue = map[string]model.Duration{"reclaim:slot.default.web.g.0@10": model.Duration(rollout.DeputyStepFor(1))}
 			},
 			after: func(t *testing.T, out *rolloutOutput) {
 				if len(out.Decision.Reclaims) != 1 || out.Decision.Reclaims[0].Slot.Holder != "n3" {
@@ -277,13 +275,7 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 					t.Fatalf("releases = %+v", d.Releases)
 				}
 				if len(d.Stop) != 0 {
-					// The core's nodeActions licenses the stop with any slot
-					// this node holds (of any version), including the one it
-					// releases in the same decision: I5 is broken for that
-					// moment. Reported to the lead; remove this skip once
-					// host/rollout excludes released slots from "mine".
-					knownBug = fmt.Sprintf("KNOWN rollout-core bug: the decision releases slot %s and also stops %s, which that slot licensed",
-						d.Releases[0].Key, d.Stop[0].AllocID)
+					t.Fatalf("the holder acted on a cancelled deployment's slot it releases: stop %+v", d.Stop)
 				}
 			},
 			// Control: while v2's record still runs the holder keeps its slot.
@@ -310,11 +302,6 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 			c.check(t, out)
 			c.control(&fx)
 			c.after(t, decideFixture(t, fx))
-			if knownBug != "" {
-				bug := knownBug
-				knownBug = ""
-				t.Skip(bug)
-			}
 		})
 	}
 	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "rollout", "*.json"))

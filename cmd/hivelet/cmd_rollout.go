@@ -25,23 +25,6 @@ import (
 // core's reason is printed), or NATS unreachable; 2 bad usage, unknown job,
 // version or deployment.
 
-// usageArgs requires n arguments; a wrong count is bad usage (exit 2, with
-// the usage line). Flag errors are bad usage too.
-func usageArgs(n int) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if len(args) != n {
-			return badInput(fmt.Errorf("expected %d argument(s), got %d: usage: %s", n, len(args), cmd.UseLine()))
-		}
-		return nil
-	}
-}
-
-func usageFlagErrors(cmd *cobra.Command) {
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return badInput(fmt.Errorf("%w: usage: %s", err, c.UseLine()))
-	})
-}
-
 // actionErr maps an Operator error to the CLI's exit codes.
 func actionErr(what string, err error) error {
 	switch {
@@ -116,7 +99,7 @@ func newDeploymentPromoteCmd() *cobra.Command {
 			"fleet may then take update slots. The healthy canaries are derived from the allocations,\n" +
 			"as every agent derives them; with fewer than desired the promotion is refused with\n" +
 			"\"group G has h/n healthy canaries\" (exit code 1).",
-		Args: usageArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return deploymentAction(cmd, &o, args[0], "promoting", func(ctx context.Context, op *api.Operator, d *model.Deployment) (*model.Deployment, bool, error) {
 				return op.Promote(ctx, d.Namespace, d.JobID, d.JobVersion, groups)
@@ -125,7 +108,6 @@ func newDeploymentPromoteCmd() *cobra.Command {
 	}
 	o.register(cmd)
 	cmd.Flags().StringSliceVar(&groups, "group", nil, "promote only this group (repeatable)")
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -136,7 +118,7 @@ func newDeploymentActionCmd(name, short string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   name + " JOB|ID|JOB@VERSION",
 		Short: short,
-		Args:  usageArgs(1),
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return deploymentAction(cmd, &o, args[0], verbs[name], func(ctx context.Context, op *api.Operator, d *model.Deployment) (*model.Deployment, bool, error) {
 				switch name {
@@ -150,7 +132,6 @@ func newDeploymentActionCmd(name, short string) *cobra.Command {
 		},
 	}
 	o.register(cmd)
-	usageFlagErrors(cmd)
 	return cmd
 }
 
@@ -164,11 +145,11 @@ func newJobRevertCmd() *cobra.Command {
 			"key. Its rollout is paced by update slots like any other and skips the canary phase.\n\n" +
 			"Exit codes: 0 written; 1 refused (the job already runs that spec) or NATS unreachable;\n" +
 			"2 bad usage, unknown job or version.",
-		Args: usageArgs(2),
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := strconv.ParseUint(args[1], 10, 64)
 			if err != nil {
-				return badInput(fmt.Errorf("version %q is not a number: usage: %s", args[1], cmd.UseLine()))
+				return badInput(fmt.Errorf("version %q is not a number\nusage: %s", args[1], cmd.UseLine()))
 			}
 			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
 				j, err := (&api.Operator{Store: st}).Revert(ctx, o.namespace, args[0], v)
@@ -181,6 +162,5 @@ func newJobRevertCmd() *cobra.Command {
 		},
 	}
 	o.register(cmd)
-	usageFlagErrors(cmd)
 	return cmd
 }

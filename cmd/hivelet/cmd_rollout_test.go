@@ -15,7 +15,7 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// webHCL is version 1's and 2's spec of job web: the image differs.
+// webHCL is the spec of job web; versions differ in the mock task's run_for.
 const webHCL = `job "web" {
   type = "system"
   datacenters = ["dc1"]
@@ -30,7 +30,7 @@ const webHCL = `job "web" {
     task "t" {
       driver = "mock"
       config {
-        image = "web:%s"
+        run_for = "%s"
       }
     }
   }
@@ -69,7 +69,7 @@ func newRolloutWorld(t *testing.T) *rolloutWorld {
 		emb.Shutdown()
 	})
 	w := &rolloutWorld{t: t, ctx: ctx, st: st, flags: []string{"--nats", emb.ClientURL(), "--bucket-prefix", "ro"}, dir: t.TempDir()}
-	for v, img := range []string{"v1", "v2"} {
+	for v, img := range []string{"1h", "2h"} {
 		j := w.job(uint64(v+1), img)
 		if _, err := st.PutJob(ctx, j); err != nil {
 			t.Fatal(err)
@@ -277,7 +277,7 @@ func TestJobRevertWritesTheRecordedSpecAsTheNextVersionAndHistoryShowsIt(t *test
 		t.Fatalf("revert: exit %d %s %s", code, out, errs)
 	}
 	cur, _, err := w.st.GetJob(w.ctx, "", "web")
-	if err != nil || cur.Version != 3 || cur.RevertOf == nil || *cur.RevertOf != 1 || !model.SameSpec(cur, w.job(1, "v1")) {
+	if err != nil || cur.Version != 3 || cur.RevertOf == nil || *cur.RevertOf != 1 || !model.SameSpec(cur, w.job(1, "1h")) {
 		t.Fatalf("job after revert: %+v %v", cur, err)
 	}
 	if v3, err := w.st.GetJobVersion(w.ctx, "", "web", 3); err != nil || v3.RevertOf == nil {
@@ -317,15 +317,15 @@ func TestJobRevertWritesTheRecordedSpecAsTheNextVersionAndHistoryShowsIt(t *test
 
 func TestJobRunRecordsEveryVersionItWrites(t *testing.T) {
 	w := newRolloutWorld(t)
-	if _, errs, code := w.run("job", "run", "--detach", w.jobFile("v9")); code != 0 {
+	if _, errs, code := w.run("job", "run", "--detach", w.jobFile("9h")); code != 0 {
 		t.Fatalf("run: exit %d %s", code, errs)
 	}
 	j, err := w.st.GetJobVersion(w.ctx, "", "web", 3)
-	if err != nil || j.Groups[0].Tasks[0].Config["image"] != "web:v9" {
+	if err != nil || j.Groups[0].Tasks[0].Config["run_for"] != "9h" {
 		t.Fatalf("version 3 as recorded: %+v %v", j, err)
 	}
 	// Control: an unchanged spec writes no version.
-	if out, _, code := w.run("job", "run", "--detach", w.jobFile("v9")); code != 0 || !strings.Contains(out, "unchanged") {
+	if out, _, code := w.run("job", "run", "--detach", w.jobFile("9h")); code != 0 || !strings.Contains(out, "unchanged") {
 		t.Fatalf("rerun: exit %d %s", code, out)
 	}
 	if _, err := w.st.GetJobVersion(w.ctx, "", "web", 4); err == nil {
@@ -350,7 +350,7 @@ func TestJobRunAndDeploymentStatusShowTheSameDerivedAggregateAndExitOnHealthyCan
 	w.alloc("a-n3", "n3", 1, ptr(false)) // an old allocation: never counted as the version's
 	// One canary healthy: job run does not stop at "waiting for manual
 	// promotion" (it would hang the operator on an unpromotable rollout).
-	out, errs, code := w.run("job", "run", "--timeout", "3s", w.jobFile("v2"))
+	out, errs, code := w.run("job", "run", "--timeout", "3s", w.jobFile("2h"))
 	if code != 1 || !strings.Contains(errs, "gave up") || strings.Contains(out, "deployment promote") {
 		t.Fatalf("job run with 1/2 healthy canaries: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -372,7 +372,7 @@ func TestJobRunAndDeploymentStatusShowTheSameDerivedAggregateAndExitOnHealthyCan
 	// Control: both canaries healthy: job run exits 0 printing the exact
 	// promote command.
 	w.alloc("b-n2", "n2", 2, ptr(true))
-	out, errs, code = w.run("job", "run", "--timeout", "30s", w.jobFile("v2"))
+	out, errs, code = w.run("job", "run", "--timeout", "30s", w.jobFile("2h"))
 	if code != 0 || !strings.Contains(out, "waiting for manual promotion: hivelet deployment promote web") ||
 		!strings.Contains(out, "canaries 2/2 healthy") {
 		t.Fatalf("job run with healthy canaries: exit %d\n%s\n%s", code, out, errs)
@@ -391,7 +391,7 @@ func TestJobRunExitsOneOnFailureSayingWhereItRolledBackTo(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out, errs, code := w.run("job", "run", "--timeout", "30s", w.jobFile("v2"))
+	out, errs, code := w.run("job", "run", "--timeout", "30s", w.jobFile("2h"))
 	if code != 1 || !strings.Contains(out, "rolled back to the spec of version 1 as version 3") {
 		t.Fatalf("job run of a failed deployment: exit %d\n%s\n%s", code, out, errs)
 	}

@@ -433,7 +433,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(time.Second) // let a wrong restart show if there is one
+	p.waitPasses(2) // the agent's chances to restart it wrongly
 	if pids := readPIDs(t, pidFile); len(pids) != 1 || !alive(pid) {
 		t.Fatalf("task restarted across the agent's SIGKILL: pids %v, original alive %v", pids, alive(pid))
 	}
@@ -479,8 +479,9 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 	}
 	first := liveOf(p.allocs(), "web")
 	emb.Shutdown()
-	// Cut off from NATS, the node keeps running what it last knew.
-	time.Sleep(2 * time.Second)
+	// Cut off from NATS, the node keeps running what it last knew, pass
+	// after pass.
+	p.waitPasses(2)
 	if l := liveOf(p.allocs(), "web"); len(first) != 1 || len(l) != 1 || l[0].ID != first[0].ID || l[0].ClientStatus != model.ClientRunning {
 		t.Fatalf("without NATS: before %+v, now %+v", first, l)
 	}

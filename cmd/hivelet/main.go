@@ -43,7 +43,9 @@ func newRootCmd() *cobra.Command {
 		newReconcileCmd(),
 		newPolicyCmd(),
 		newPluginCmd(),
+		newDriverCmd(),
 	)
+	usageErrors(root)
 	return root
 }
 
@@ -55,7 +57,7 @@ func run(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(goStyleFlags(args))
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "hivelet:", err)
+		fmt.Fprintln(os.Stderr, "hivelet:", dedupeChain(err.Error()))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			return ee.code

@@ -102,6 +102,7 @@ func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 		agg.Events = d.Events
 	}
 	allHealthy, needsManual := true, false
+	var nobody []string // canarying groups whose canary policy chose no node, with its reason
 	for _, name := range sortedKeys(d.TaskGroups) {
 		st := d.TaskGroups[name]
 		if st == nil {
@@ -133,6 +134,9 @@ func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 		if g.Counts.Canarying {
 			allHealthy = allHealthy && g.Counts.CanariesHealthy >= st.DesiredCanaries
 			needsManual = needsManual || !st.AutoPromote
+			if len(st.CanaryNodes) == 0 {
+				nobody = append(nobody, fmt.Sprintf("group %s's canary policy %s chose no canary node (%s)", name, orDash(st.CanaryPolicy), orDash(st.CanaryReason)))
+			}
 		}
 		agg.Groups = append(agg.Groups, g)
 	}
@@ -147,7 +151,11 @@ func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 		agg.Done, agg.Code = true, 1
 		agg.Reason = "deployment cancelled: " + d.StatusDescription
 	case model.DeploymentRunning:
-		if needsManual && allHealthy {
+		switch {
+		case needsManual && allHealthy && len(nobody) > 0:
+			agg.Done, agg.Code = true, 0
+			agg.Reason = strings.Join(nobody, "; ") + "; waiting for manual promotion: " + promoteCommand(d)
+		case needsManual && allHealthy:
 			agg.Done, agg.Code = true, 0
 			agg.Reason = "canaries healthy; waiting for manual promotion: " + promoteCommand(d)
 		}

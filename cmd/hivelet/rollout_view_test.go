@@ -40,16 +40,24 @@ func TestACanaryPolicyThatChoseNobodyShowsItsReason(t *testing.T) {
 	d := aggRecord(func(_ *model.Deployment, g *model.DeploymentState) {
 		g.CanaryPolicy, g.CanaryReason = "spread", "no ready node in datacenter dc9"
 	})
-	text := strings.Join(aggregateOf(d, aggFacts()).lines(), "\n")
+	agg := aggregateOf(d, aggFacts())
+	text := strings.Join(agg.lines(), "\n")
 	if !strings.Contains(text, "canaries: none chosen (canary policy spread: no ready node in datacenter dc9)") {
 		t.Fatalf("the policy's reason is missing:\n%s", text)
+	}
+	// The group still waits for a promotion (host/rollout): `job run` ends
+	// saying why, with the command that goes on.
+	if !agg.Done || agg.Code != 0 || !strings.Contains(agg.Reason, "canary policy spread chose no canary node (no ready node in datacenter dc9)") ||
+		!strings.Contains(agg.Reason, "hivelet deployment promote web") {
+		t.Fatalf("outcome: done %v code %d %q", agg.Done, agg.Code, agg.Reason)
 	}
 	d = aggRecord(func(_ *model.Deployment, g *model.DeploymentState) {
 		g.CanaryPolicy, g.CanaryReason, g.CanaryNodes, g.DesiredCanaries = "spread", "one per datacenter", []string{"n2"}, 1
 	})
-	text = strings.Join(aggregateOf(d, aggFacts()).lines(), "\n")
-	if !strings.Contains(text, "canaries 0/1 healthy on n2 (canary policy spread: one per datacenter)") {
-		t.Fatalf("control:\n%s", text)
+	agg = aggregateOf(d, aggFacts())
+	text = strings.Join(agg.lines(), "\n")
+	if !strings.Contains(text, "canaries 0/1 healthy on n2 (canary policy spread: one per datacenter)") || agg.Done {
+		t.Fatalf("control: done %v\n%s", agg.Done, text)
 	}
 }
 

@@ -44,7 +44,7 @@ job "api" {
       config {
         image = "hivelet/api:local"
 
-        ports {
+        publish {
           host      = 9000
           container = 9000
         }

@@ -26,6 +26,14 @@ job "web" {
   group "web" {
     count = 1
 
+    # The port the group holds on each node: static 8080, published on the
+    # agent's network.address (127.0.0.1 in dev mode).
+    network {
+      port "http" {
+        static = 8080
+      }
+    }
+
     restart {
       attempts = 3
       interval = "10m"
@@ -38,14 +46,10 @@ job "web" {
 
       config {
         image = "hivelet/web:local"
-        args  = ["-listen", ":8080", "-node", "${node.unique.name}"]
+        args  = ["-listen", ":${NOMAD_PORT_http}", "-node", "${node.unique.name}"]
 
-        # Publish container port 8080 on the host's loopback 8080.
-        ports {
-          host      = 8080
-          container = 8080
-          host_ip   = "127.0.0.1"
-        }
+        # Publish the group's "http" port into the container.
+        ports = ["http"]
 
         mount {
           type     = "bind"
@@ -70,7 +74,7 @@ job "web" {
 
       service {
         name     = "web"
-        port     = "8080" # a number (loopback) or "host:port"
+        port     = "http" # a port label, a number (loopback) or "host:port"
         provider = "nomad" # accepted and ignored: the agent runs the checks
 
         check {

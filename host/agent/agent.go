@@ -2,9 +2,13 @@
 // allocations from the local state store and reattaches to their tasks, then,
 // on every change of wanted state (jobs, nodes, allocations, deployments,
 // driver health), runs the pure reconciler for this node over the fleet view
-// and applies the plan through allocation runners. It writes this node's
-// allocations' status to the allocations bucket and the deployment records
-// the reconciler asks for (create-if-absent, changed only by compare-and-set).
+// and applies the plan through allocation runners, as licensed by the fleet
+// rollout core (host/rollout, spec/rollout.md, docs/rollout.md). It writes
+// this node's allocations' status to the allocations bucket; the shared
+// rollout writes (the deployment record, created once and changed only by
+// compare-and-set; the update slots of the rollout bucket; a revert) go
+// through a worker that re-runs the core's transition on what each write
+// reads. The agent decides no rollout rule itself: read, decide, write.
 //
 // Invariants:
 //   - Restore (and reattach) happens before the first pass; a restart starts
@@ -33,6 +37,11 @@
 //     across a restart (the last good version is kept in the state store).
 //   - Errors are per allocation and collected: one allocation that cannot be
 //     started or stopped does not stop the pass.
+//   - No destructive update without a stored slot for that allocation, no
+//     canary without a stored record, nothing at all for a job whose
+//     record is newer than the job held here (fleet_test.go: the canary set
+//     only until promoted, in-flight at most max_parallel from the drivers'
+//     timestamps).
 package agent
 
 import (
@@ -97,8 +106,11 @@ type Config struct {
 	Drivers     allocrunner.Drivers
 	// Validate checks a task config against its driver's schema
 	// (driver.ValidateConfig).
-	Validate   func(*driver.Schema, map[string]any) error
-	AllocRoot  string
+	Validate  func(*driver.Schema, map[string]any) error
+	AllocRoot string
+	// Ports is the node's port table, shared by every runner (nil: a group
+	// with a network block cannot start here).
+	Ports      allocrunner.PortTable
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -130,33 +142,34 @@ type Agent struct {
 	log    *slog.Logger
 	nodeID string
 
-	mu            sync.Mutex
-	runners       map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
-	terminal      map[string]*model.Allocation   // finished allocations kept for the reconciler
-	stopping      map[string]bool                // stop requested by a pass
-	storedRev     map[string]uint64              // job key → revision of the stored last good job
-	lastGood      map[string]*state.JobRecord    // job key → last good job from the state store
-	jobsToSave    map[string]*state.JobRecord    // queued for the state store
-	saveJobs      chan struct{}
-	drivers       allocrunner.Drivers    // cfg.Drivers with config schemas cached
-	rolloutQueue  map[string]rolloutWork // job key → newest rollout work
-	rolloutWake   chan struct{}
-	slotsHeld     map[string]heldSlot   // slot key → a slot this agent took that the view may not show yet
-	slotsGone     map[string]uint64     // slot key → revision this agent released (hidden until the view catches up)
-	firstSeen     map[string]time.Time  // "<job key>@<version>" → when first planned (the creator's rank delay)
-	dueSince      map[string]time.Time  // steward duty → when first due here (deputies)
-	versions      map[string]*model.Job // job_versions key → recorded version (immutable, cached)
-	reconnectedAt time.Time             // server time of the last reconnect to NATS (the disruption guard)
-	bootID        string
-	depWritten    map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
-	allocKick     map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
-	driverUse     map[string]int                          // driver name → tasks of live runners using it
-	rejectionsGen uint64                                  // view generation status.Rejections was computed from
-	ownJobs       map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
-	ownDirty      map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
-	index         viewIndex                               // the pass's index of the view (under passMu)
-	restoreErr    error
-	status        Status
+	mu             sync.Mutex
+	runners        map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal       map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping       map[string]bool                // stop requested by a pass
+	storedRev      map[string]uint64              // job key → revision of the stored last good job
+	lastGood       map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave     map[string]*state.JobRecord    // queued for the state store
+	saveJobs       chan struct{}
+	drivers        allocrunner.Drivers    // cfg.Drivers with config schemas cached
+	rolloutQueue   map[string]rolloutWork // job key → newest rollout work
+	rolloutWake    chan struct{}
+	slotsHeld      map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
+	slotsGone      map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
+	slotsReleasing map[string]uint64               // slot key → revision queued for release (hidden from later passes)
+	firstSeen      map[string]time.Time            // "<job key>@<version>" → when first planned (the creator's rank delay)
+	dueSince       map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
+	versions       map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
+	reconnectedAt  time.Time                       // server time of the last reconnect to NATS (the disruption guard)
+	bootID         string
+	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
+	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
+	driverUse      map[string]int                          // driver name → tasks of live runners using it
+	rejectionsGen  uint64                                  // view generation status.Rejections was computed from
+	ownJobs        map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
+	ownDirty       map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
+	index          viewIndex                               // the pass's index of the view (under passMu)
+	restoreErr     error
+	status         Status
 
 	passMu  sync.Mutex
 	kick    chan struct{}
@@ -196,33 +209,34 @@ func New(cfg Config) (*Agent, error) {
 	}
 	opCtx, opStop := context.WithCancel(context.Background())
 	a := &Agent{
-		cfg:          cfg,
-		log:          cfg.Logger.With("node_id", n.ID),
-		nodeID:       n.ID,
-		runners:      map[string]*allocrunner.Runner{},
-		terminal:     map[string]*model.Allocation{},
-		stopping:     map[string]bool{},
-		storedRev:    map[string]uint64{},
-		lastGood:     map[string]*state.JobRecord{},
-		jobsToSave:   map[string]*state.JobRecord{},
-		saveJobs:     make(chan struct{}, 1),
-		rolloutQueue: map[string]rolloutWork{},
-		slotsHeld:    map[string]heldSlot{},
-		slotsGone:    map[string]uint64{},
-		firstSeen:    map[string]time.Time{},
-		dueSince:     map[string]time.Time{},
-		versions:     map[string]*model.Job{},
-		bootID:       cfg.BootID,
-		lastSig:      map[string]uint64{},
-		depWritten:   map[string]map[string]*model.Deployment{},
-		allocKick:    map[string]uint64{},
-		driverUse:    map[string]int{},
-		ownJobs:      map[string]map[string]struct{}{},
-		ownDirty:     map[string]bool{},
-		rolloutWake:  make(chan struct{}, 1),
-		kick:         make(chan struct{}, 1),
-		opCtx:        opCtx,
-		opStop:       opStop,
+		cfg:            cfg,
+		log:            cfg.Logger.With("node_id", n.ID),
+		nodeID:         n.ID,
+		runners:        map[string]*allocrunner.Runner{},
+		terminal:       map[string]*model.Allocation{},
+		stopping:       map[string]bool{},
+		storedRev:      map[string]uint64{},
+		lastGood:       map[string]*state.JobRecord{},
+		jobsToSave:     map[string]*state.JobRecord{},
+		saveJobs:       make(chan struct{}, 1),
+		rolloutQueue:   map[string]rolloutWork{},
+		slotsHeld:      map[string]heldSlot{},
+		slotsGone:      map[string]uint64{},
+		slotsReleasing: map[string]uint64{},
+		firstSeen:      map[string]time.Time{},
+		dueSince:       map[string]map[string]time.Time{},
+		versions:       map[string]*model.Job{},
+		bootID:         cfg.BootID,
+		lastSig:        map[string]uint64{},
+		depWritten:     map[string]map[string]*model.Deployment{},
+		allocKick:      map[string]uint64{},
+		driverUse:      map[string]int{},
+		ownJobs:        map[string]map[string]struct{}{},
+		ownDirty:       map[string]bool{},
+		rolloutWake:    make(chan struct{}, 1),
+		kick:           make(chan struct{}, 1),
+		opCtx:          opCtx,
+		opStop:         opStop,
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.writer.written = a.echoes.add
@@ -252,6 +266,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Store:     a.cfg.Store,
 		AllocRoot: a.cfg.AllocRoot,
 		Handles:   handles,
+		Ports:     a.cfg.Ports,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

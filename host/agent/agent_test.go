@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -398,6 +399,12 @@ func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
 	})
 	n.agent.passMu.Unlock()
 	testutil.Eventually(t, 10*time.Second, "all started", func() bool { return n.mock.starts.Load() == burst })
+	// The starts happen inside the pass; its log line comes at its end.
+	testutil.Eventually(t, 10*time.Second, "the placing pass logged", func() bool {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		return slices.ContainsFunc(pl.places, func(p int64) bool { return p > 0 })
+	})
 
 	pl.mu.Lock()
 	defer pl.mu.Unlock()

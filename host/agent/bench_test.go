@@ -62,7 +62,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // StartTask call alone (call-µs: the plugin RPC when via the plugin).
 func benchPutToStart(b *testing.B, viaPlugin, deployments bool) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
-	w := newWorld(&testing.T{})
+	w := newWorld(b)
 	defer w.emb.Shutdown()
 	defer w.conn.Close()
 	var base driver.Driver = mock.New()
@@ -121,7 +121,7 @@ func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) { benchPutToStart(b, 
 // BenchmarkPassWith1000Allocations times one reconcile pass (nothing to do)
 // over a node running one job with 1,000 mock allocations.
 func BenchmarkPassWith1000Allocations(b *testing.B) {
-	w := newWorld(&testing.T{})
+	w := newWorld(b)
 	defer w.emb.Shutdown()
 	defer w.conn.Close()
 	n := w.newNode("bench-node", nil, "")
@@ -163,7 +163,7 @@ func BenchmarkPassWith1000Allocations(b *testing.B) {
 // the same run: from the put of a job to the fleet view holding it (watch
 // delivery and apply), with no reconcile and no driver.
 func BenchmarkKVPutToWatchDelivery(b *testing.B) {
-	w := newWorld(&testing.T{})
+	w := newWorld(b)
 	defer w.emb.Shutdown()
 	defer w.conn.Close()
 	src := fleetSource(w)

@@ -70,21 +70,25 @@ func (d *drivers) Driver(_ context.Context, name string) (driver.Driver, error) 
 // world is one embedded NATS server with the buckets, shared by the agents
 // and the "CLI" of a test.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	emb   *fleet.Embedded
 	conn  *fleet.Conn
 	store *fleet.Store
 	log   *slog.Logger
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("HIVELET_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world { return newWorldTTL(t, 0) }
+
+// newWorldTTL is newWorld with the nodes bucket's TTL (0: the default).
+// Agents heartbeat at a third of it.
+func newWorldTTL(t testing.TB, ttl time.Duration) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -99,7 +103,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{})
+	st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{NodeTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +153,18 @@ type node struct {
 	resync  time.Duration
 	// pending, when set before start, is the agent's PolicyPending.
 	pending func(*model.Job) (bool, string)
+	// driverDown makes the node's record say its mock driver is unhealthy
+	// (the fingerprint of a driver whose plugin died).
+	driverDown atomic.Bool
+}
+
+// record is the node's current record.
+func (n *node) record() *model.Node {
+	r := nodeRecord(n.id)
+	if n.driverDown.Load() {
+		r.Drivers["mock"] = model.DriverInfo{Detected: true, Healthy: false, HealthDesc: "plugin exited"}
+	}
+	return r
 }
 
 func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
@@ -194,8 +210,24 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	wcancel()
+	// The node's heartbeat: its record is put again at a third of the
+	// TTL until the agent stops (then it expires, as a dead node's does).
+	go func() {
+		tick := time.NewTicker(n.w.store.NodeTTL() / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+				_, _ = n.w.store.ForNode(n.id).PutNode(hctx, n.record())
+				hcancel()
+			}
+		}
+	}()
 	a, err := New(Config{
-		Node:          func() *model.Node { return nodeRecord(n.id) },
+		Node:          n.record,
 		Source:        n.src,
 		Allocs:        n.w.store.ForNode(n.id),
 		Deployments:   n.w.store,

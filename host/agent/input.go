@@ -118,20 +118,29 @@ func drainDue(self *model.Node, now time.Time) bool {
 
 // tasksEqual reports whether two versions of a group run the same tasks:
 // an update between them can be done in place (no task restart). The tasks
-// and the group meta (which tasks see through ${meta.*}) are compared;
-// everything else (count, update, restart, disconnect) may differ.
+// the group meta (which tasks see through ${meta.*}), the network,
+// max_run_duration and the group's services (whose checks the runner starts
+// with the tasks) are compared; everything else (count, update, restart,
+// disconnect) may differ.
 func tasksEqual(a, b *model.Group) bool {
 	if a == nil || b == nil {
 		return false
 	}
+	// The network and the run limit shape what the tasks get (their ports,
+	// their deadline): a change of either replaces the allocation.
 	type shape struct {
-		Tasks []*model.Task
-		Meta  map[string]string
+		Tasks          []*model.Task
+		Meta           map[string]string
+		Network        *model.Network
+		MaxRunDuration model.Duration
+		Services       []model.Service
 	}
-	ja, err1 := json.Marshal(shape{a.Tasks, a.Meta})
-	jb, err2 := json.Marshal(shape{b.Tasks, b.Meta})
+	ja, err1 := json.Marshal(shape{a.Tasks, a.Meta, a.Network, a.MaxRunDuration, a.Services})
+	jb, err2 := json.Marshal(shape{b.Tasks, b.Meta, b.Network, b.MaxRunDuration, b.Services})
 	if err1 != nil || err2 != nil {
-		return reflect.DeepEqual(a.Tasks, b.Tasks) && reflect.DeepEqual(a.Meta, b.Meta)
+		return reflect.DeepEqual(a.Tasks, b.Tasks) && reflect.DeepEqual(a.Meta, b.Meta) &&
+			reflect.DeepEqual(a.Network, b.Network) && a.MaxRunDuration == b.MaxRunDuration &&
+			reflect.DeepEqual(a.Services, b.Services)
 	}
 	return string(ja) == string(jb)
 }

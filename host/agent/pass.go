@@ -77,6 +77,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	}
 
 	a.echoes.passed(view)
+	a.forgetGoneSlots(view)
 
 	// Which jobs to look at: on a full pass all of them; on an incremental
 	// one those whose view inputs changed since the last pass (the change
@@ -204,8 +205,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			runtime.Gosched()
 		}
 		work := rolloutWork{job: job, jobRev: st.Revision, dec: dec, facts: rf}
+		// A job with steward duties waiting on a deputy's timer, or a
+		// creator's delay, is not converged: the kick that ends the wait
+		// must find it looked at again.
 		converged := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
-			len(dec.Held) == 0 && work.empty()
+			len(dec.Held) == 0 && work.empty() && len(dec.Due) == 0 && dec.RetryIn == 0 && dec.Disruption == ""
 		if converged {
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
 		} else {

@@ -39,6 +39,11 @@ type DeploymentWriter interface {
 	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
 }
 
+// policyDeadline bounds one policy decision asked by the loop, from
+// waiting for a pool instance to the answer; past it the engine answers
+// with its native default.
+const policyDeadline = 2 * time.Second
+
 // rolloutWork is one job's shared writes from one pass.
 type rolloutWork struct {
 	job    *model.Job
@@ -82,6 +87,9 @@ func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uin
 		if rev, gone := a.slotsGone[k]; gone && rev >= st.Revision {
 			continue
 		}
+		if rev, going := a.slotsReleasing[k]; going && rev >= st.Revision {
+			continue // queued for release: no later pass acts on it
+		}
 		inView[k] = true
 		out = append(out, rollout.Slot{Key: k, Revision: st.Revision, Time: st.Time, Slot: *st.Value})
 		sig += mix(st.Revision ^ hashString(k))
@@ -106,7 +114,7 @@ func (a *Agent) forgetGoneSlots(view *fleet.View) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, rev := range a.slotsGone {
-		if st, ok := view.Slots[k]; !ok || st.Revision > rev {
+		if st, ok := view.Slots[k]; !ok || st.Absent || st.Revision > rev {
 			delete(a.slotsGone, k)
 		}
 	}
@@ -146,7 +154,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		if !inScope(job, n) && !carrying[n.ID] {
 			continue
 		}
-		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, st.Time))
+		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, st.Expired))
 	}
 	f.Nodes = append(f.Nodes, rolloutNode(job, self, true, time.Time{}))
 	slices.SortFunc(f.Nodes, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
@@ -169,7 +177,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	f.SinceSeen = now.Sub(first)
 	f.Overdue = map[string]time.Duration{}
-	for k, t := range a.dueSince {
+	for k, t := range a.dueSince[wanted.JobKey(job.Namespace, job.ID)] {
 		f.Overdue[k] = now.Sub(t)
 	}
 	f.ReconnectedAt = a.reconnectedAt
@@ -177,13 +185,11 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	return f
 }
 
-func rolloutNode(job *model.Job, n *model.Node, live bool, at time.Time) rollout.Node {
+func rolloutNode(job *model.Job, n *model.Node, live bool, expired time.Time) rollout.Node {
 	eligible := inScope(job, n) && n.Eligibility != model.Ineligible && n.Drain == nil
 	rn := rollout.Node{ID: n.ID, Live: live, Eligible: eligible, Protocol: n.RolloutProtocol, Record: n,
 		Ready: eligible && live && n.Ready() && len(driversHealthy(job, n)) == 0}
-	if !live {
-		rn.DownSince = at
-	}
+	rn.DownSince = expired // its last expiry, also when it is back (the disruption guard counts it)
 	return rn
 }
 
@@ -196,17 +202,21 @@ func (a *Agent) serverNow(t time.Time) time.Time {
 
 // noteDecision keeps the timers the core reads back: the deputies' overdue
 // duties and the creator's delay.
-func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, prefix string) {
+func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, jobKey string) {
 	a.mu.Lock()
-	for k := range a.dueSince {
-		if strings.HasSuffix(k, prefix) && !slices.Contains(dec.Due, k) {
-			delete(a.dueSince, k)
+	due := a.dueSince[jobKey]
+	next := make(map[string]time.Time, len(dec.Due))
+	for _, k := range dec.Due {
+		if t, ok := due[k]; ok {
+			next[k] = t
+		} else {
+			next[k] = now
 		}
 	}
-	for _, k := range dec.Due {
-		if _, ok := a.dueSince[k]; !ok {
-			a.dueSince[k] = now
-		}
+	if len(next) == 0 {
+		delete(a.dueSince, jobKey)
+	} else {
+		a.dueSince[jobKey] = next
 	}
 	a.mu.Unlock()
 	retry := dec.RetryIn
@@ -227,6 +237,9 @@ func (a *Agent) queueRollout(k string, w rolloutWork) {
 	}
 	a.mu.Lock()
 	a.rolloutQueue[k] = w
+	for _, s := range append(slices.Clone(w.dec.Releases), w.dec.Reclaims...) {
+		a.slotsReleasing[s.Key] = s.Revision
+	}
 	a.mu.Unlock()
 	select {
 	case a.rolloutWake <- struct{}{}:
@@ -280,17 +293,26 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		kick = true
 	}
 	for _, s := range append(slices.Clone(dec.Releases), dec.Reclaims...) {
+		a.mu.Lock()
+		rev, gone := a.slotsGone[s.Key]
+		a.mu.Unlock()
+		if gone && rev >= s.Revision {
+			continue // released already (a pass queued it again before the view caught up)
+		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := a.cfg.Deployments.ReleaseSlot(rctx, s.Key, s.Revision)
 		cancel()
+		a.mu.Lock()
+		delete(a.slotsReleasing, s.Key)
+		if err == nil {
+			a.slotsGone[s.Key] = s.Revision
+			delete(a.slotsHeld, s.Key)
+		}
+		a.mu.Unlock()
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		a.mu.Lock()
-		a.slotsGone[s.Key] = s.Revision
-		delete(a.slotsHeld, s.Key)
-		a.mu.Unlock()
 		what := "released"
 		if s.Slot.Holder != a.nodeID {
 			what = "reclaimed"
@@ -337,9 +359,19 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 		}
 	}
 	a.mu.Unlock()
+	ttl := t.TTL
+	a.mu.Lock()
+	if r := a.runners[t.Slot.OldAlloc]; r != nil {
+		// The task being killed is the old version's: its kill_timeout
+		// counts, not only the new one's.
+		if g := groupOf(r.Job(), t.Slot.Group); g != nil {
+			ttl = max(ttl, rollout.SlotTTL(g))
+		}
+	}
+	a.mu.Unlock()
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, t.TTL)
+	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, ttl)
 	if errors.Is(err, fleet.ErrSlotTaken) {
 		return false, nil // lost the race: wait for the next change
 	}
@@ -347,7 +379,7 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 		return false, err
 	}
 	cur, _, err := a.cfg.Deployments.GetDeployment(tctx, t.Slot.Namespace, t.Slot.JobID, t.Slot.JobVersion)
-	if err != nil || cur.Status != model.DeploymentRunning {
+	if err != nil || (cur.Status != model.DeploymentRunning && cur.Status != model.DeploymentSuccessful) {
 		if rerr := a.cfg.Deployments.ReleaseSlot(tctx, t.Key, rev); rerr != nil {
 			return false, rerr
 		}
@@ -377,7 +409,10 @@ func (a *Agent) chooseCanaries(ctx context.Context, reqs []reconcile.CanaryReque
 		if req.Policy != nil && req.Policy.Name != "" {
 			name = req.Policy.Name
 		}
-		c, err := chooser.ChooseCanaries(req)
+		// The deadline covers getting a pool instance as well as the call.
+		pctx, cancel := context.WithTimeout(ctx, policyDeadline)
+		c, err := chooser.ChooseCanaries(pctx, req)
+		cancel()
 		out[req.Group] = rollout.CanaryAnswer{Choice: c, Err: err, PolicyName: name}
 	}
 	return out
@@ -402,7 +437,9 @@ func (a *Agent) stewardVerdict(ctx context.Context, w rolloutWork) (bool, error)
 	decide := func(cur *model.Deployment) (reconcile.CompletionDecision, map[string]rollout.Counts) {
 		counts := rollout.Derive(cur, &facts)
 		in := rollout.CompletionInput(cur, counts, policy, facts.Now)
-		v, err := a.cfg.Completion.DecideCompletion(in)
+		pctx, cancel := context.WithTimeout(ctx, policyDeadline)
+		v, err := a.cfg.Completion.DecideCompletion(pctx, in)
+		cancel()
 		if err != nil {
 			a.log.Warn("completion policy failed; using the default", "deployment_id", cur.ID, "err", err)
 			v = reconcile.DecideDefault(in)
@@ -490,4 +527,15 @@ func (a *Agent) stableJob(ctx context.Context, ns, id string, version uint64) (*
 	a.versions[key] = j
 	a.mu.Unlock()
 	return j, nil
+}
+
+// NoteReconnect records that this agent's NATS connection came back (the
+// disruption guard holds for one node TTL after it). Wire it to the
+// connection's reconnect handler.
+func (a *Agent) NoteReconnect() {
+	now := a.serverNow(a.cfg.Now())
+	a.mu.Lock()
+	a.reconnectedAt = now
+	a.mu.Unlock()
+	a.Kick()
 }

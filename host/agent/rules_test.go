@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -150,6 +151,11 @@ func TestTasksEqualDecidesInPlaceUpdates(t *testing.T) {
 		{"kill timeout", func(g *model.Group) { g.Tasks[0].KillTimeout = model.Duration(time.Minute) }, false},
 		{"group meta (seen by tasks)", func(g *model.Group) { g.Meta = map[string]string{"x": "y"} }, false},
 		{"a task added", func(g *model.Group) { g.Tasks = append(g.Tasks, &model.Task{Name: "u", Driver: "mock"}) }, false},
+		{"a network port (the tasks' ports)", func(g *model.Group) {
+			g.Network = &model.Network{Mode: model.NetworkHost, Ports: []model.Port{{Label: "http"}}}
+		}, false},
+		{"max_run_duration", func(g *model.Group) { g.MaxRunDuration = model.Duration(time.Minute) }, false},
+		{"a group service", func(g *model.Group) { g.Services = []model.Service{{Name: "web", Port: "8080"}} }, false},
 	}
 	for _, c := range cases {
 		g := base()
@@ -181,7 +187,7 @@ func TestTheAgentsDefaultCompletionFollowsTheSpec(t *testing.T) {
 		{"canaries promoted and complete", model.DeploymentState{DesiredCanaries: 1, Promoted: true}, reconcile.GroupHealth{Complete: true}, reconcile.DecisionSucceed},
 	}
 	for _, c := range cases {
-		got, err := reconcile.DefaultCompletion{}.DecideCompletion(reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
+		got, err := reconcile.DefaultCompletion{}.DecideCompletion(context.Background(), reconcile.CompletionInput{Deployment: dep(c.st), Groups: map[string]reconcile.GroupHealth{"g": c.h}, Now: now})
 		if err != nil || got.Decision != c.want {
 			t.Errorf("%s: %+v %v, want %s", c.name, got, err, c.want)
 		}

@@ -13,9 +13,9 @@ import (
 )
 
 // checkTarget resolves where a check connects: the check's port, else its
-// service's port, after interpolation. A port is a number ("8080") or a
-// "host:port"; a bare number means loopback. Named port labels are not
-// mapped by any driver yet, so they fail the check with a clear reason.
+// service's port, after interpolation. A port is a label of the group's
+// network (the address the node published it on), a number ("8080", on
+// loopback) or a "host:port".
 func checkTarget(env TaskEnv, svc model.Service, c model.Check) (string, error) {
 	port := c.Port
 	if port == "" {
@@ -25,13 +25,16 @@ func checkTarget(env TaskEnv, svc model.Service, c model.Check) (string, error) 
 	if port == "" {
 		return "", fmt.Errorf("check %q has no port", c.Name)
 	}
+	if p, ok := env.Port(port); ok {
+		return p.Addr(), nil
+	}
 	if _, err := strconv.Atoi(port); err == nil {
 		return net.JoinHostPort("127.0.0.1", port), nil
 	}
 	if _, _, err := net.SplitHostPort(port); err == nil {
 		return port, nil
 	}
-	return "", fmt.Errorf("check %q: port %q is neither a number nor host:port", c.Name, port)
+	return "", fmt.Errorf("check %q: port %q is neither a port label of the allocation, a number nor host:port", c.Name, port)
 }
 
 // runCheck performs one check with its timeout. nil means passing.

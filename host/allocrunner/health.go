@@ -151,6 +151,8 @@ func (r *Runner) trackHealth(ctx context.Context, gen int, minHealthy, deadline 
 	}
 }
 
+// runCheckLoop runs one check of a task's service, or of a group service
+// when t is nil (then it probes while every task of the group runs).
 func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, key string) {
 	defer r.bgWG.Done()
 	interval := c.Interval.D()
@@ -164,12 +166,22 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 	defer tick.Stop()
 	for {
 		r.mu.Lock()
-		running := r.running[t.Name]
 		alloc, job, g := CloneAlloc(r.alloc), r.job, r.group()
+		notRunning := ""
+		if t != nil && !r.running[t.Name] {
+			notRunning = t.Name
+		} else if t == nil && g != nil {
+			for _, gt := range g.Tasks {
+				if !r.running[gt.Name] {
+					notRunning = gt.Name
+					break
+				}
+			}
+		}
 		r.mu.Unlock()
 		var err error
-		if !running {
-			err = fmt.Errorf("task %s not running", t.Name)
+		if notRunning != "" {
+			err = fmt.Errorf("task %s not running", notRunning)
 		} else {
 			env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, r.AllocDir(), "")
 			err = runCheck(r.ctx, env, svc, c)
@@ -180,9 +192,9 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 		r.mu.Unlock()
 		if (prev == nil) != (err == nil) {
 			if err != nil {
-				r.log.Info("check failing", "task", t.Name, "check", key, "err", err)
+				r.log.Info("check failing", "check", key, "err", err)
 			} else {
-				r.log.Info("check passing", "task", t.Name, "check", key)
+				r.log.Info("check passing", "check", key)
 			}
 			select {
 			case r.changed <- struct{}{}:

@@ -13,6 +13,10 @@ import (
 // are pure functions.
 type TaskEnv struct {
 	vars map[string]string
+	// ports are the allocation's ports by label; their variables (fixed)
+	// are set by the node and win over the task's own env.
+	ports map[string]model.AllocatedPort
+	fixed map[string]string
 }
 
 // NewTaskEnv builds the interpolation variables of one task of an allocation:
@@ -22,7 +26,13 @@ type TaskEnv struct {
 //     and task meta (task wins),
 //   - NOMAD_* and HIVELET_* for the allocation (ALLOC_ID, ALLOC_NAME,
 //     ALLOC_INDEX, JOB_ID, JOB_NAME, GROUP_NAME, TASK_NAME, ALLOC_DIR,
-//     TASK_DIR, DC, NODE_ID, JOB_VERSION).
+//     TASK_DIR, DC, NODE_ID, JOB_VERSION),
+//   - for each port the allocation holds (its group's network):
+//     NOMAD_PORT_<label> and NOMAD_ALLOC_PORT_<label> (the port inside the
+//     task: `to`, else the node's port), NOMAD_HOST_PORT_<label> (the
+//     node's port), NOMAD_IP_<label> and NOMAD_HOST_IP_<label> (the node
+//     address it is published on), NOMAD_ADDR_<label> and
+//     NOMAD_HOST_ADDR_<label> (ip:node port); HIVELET_ spellings too.
 func NewTaskEnv(node *model.Node, alloc *model.Allocation, job *model.Job, group *model.Group, task *model.Task, allocDir, taskDir string) TaskEnv {
 	v := map[string]string{}
 	if node != nil {
@@ -79,7 +89,37 @@ func NewTaskEnv(node *model.Node, alloc *model.Allocation, job *model.Job, group
 		v["NOMAD_"+k] = val
 		v["HIVELET_"+k] = val
 	}
-	return TaskEnv{vars: v}
+	e := TaskEnv{vars: v, ports: map[string]model.AllocatedPort{}, fixed: map[string]string{}}
+	for _, p := range alloc.Ports {
+		e.ports[p.Label] = p
+		for k, val := range portVars(p) {
+			e.fixed["NOMAD_"+k] = val
+			e.fixed["HIVELET_"+k] = val
+		}
+	}
+	maps.Copy(v, e.fixed)
+	return e
+}
+
+// portVars are the variables of one allocated port, without prefix.
+func portVars(p model.AllocatedPort) map[string]string {
+	inTask := strconv.Itoa(p.InTask())
+	host := strconv.Itoa(p.Value)
+	return map[string]string{
+		"PORT_" + p.Label:       inTask,
+		"ALLOC_PORT_" + p.Label: inTask,
+		"HOST_PORT_" + p.Label:  host,
+		"IP_" + p.Label:         p.HostIP,
+		"HOST_IP_" + p.Label:    p.HostIP,
+		"ADDR_" + p.Label:       p.Addr(),
+		"HOST_ADDR_" + p.Label:  p.Addr(),
+	}
+}
+
+// Port returns the allocation's port with the label.
+func (e TaskEnv) Port(label string) (model.AllocatedPort, bool) {
+	p, ok := e.ports[label]
+	return p, ok
 }
 
 // allocIndex parses the index out of "<job>.<group>[<index>]".
@@ -173,11 +213,14 @@ func (e TaskEnv) ReplaceAll(v any) any {
 }
 
 // Env builds a task's process environment: the runtime variables, then the
-// task's own env (interpolated), which wins.
+// task's own env (interpolated), which wins, except over the port
+// variables: drivers read the allocation's ports from them (docker's
+// ports = ["label"]), so they stay what the node allocated.
 func (e TaskEnv) Env(taskEnv map[string]string) map[string]string {
 	out := e.RuntimeEnv()
 	for k, v := range taskEnv {
 		out[k] = e.Replace(v)
 	}
+	maps.Copy(out, e.fixed)
 	return out
 }

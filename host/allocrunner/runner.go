@@ -77,6 +77,10 @@ type Config struct {
 	// Handles are the stored handles of a restored allocation, by task name:
 	// those tasks are reattached, not started.
 	Handles map[string]*driver.TaskHandle
+	// Ports is the node's port table; an allocation whose group has a
+	// network takes its ports there before its tasks start and gives them
+	// back when they are gone. Nil: such an allocation fails to start.
+	Ports PortTable
 	// OnUpdate receives a copy of the allocation after every change, in the
 	// order of the changes. It is called from the runner's goroutines with
 	// the runner's write lock held: it must not block for long nor call the
@@ -102,7 +106,8 @@ type Runner struct {
 	running  map[string]bool // task name → running now
 	final    map[string]bool // task name → finished for good
 	checks   map[string]error
-	healthGn int // generation of the health tracker; bumped by an in-place update
+	healthGn int    // generation of the health tracker; bumped by an in-place update
+	failStop string // set when the run limit stops the allocation: its tasks die failed, for this reason
 	started  bool
 	bgClosed bool // no new background goroutine may start
 
@@ -231,7 +236,16 @@ func (r *Runner) Run() {
 	if r.alloc.ClientStatus == "" {
 		r.setClientStatusLocked(model.ClientPending, "")
 	}
+	if err := r.holdPortsLocked(g); err != nil {
+		r.failSetupLocked(g, err.Error())
+		r.mu.Unlock()
+		r.log.Error("allocation cannot start", "err", err)
+		r.persist()
+		r.closeDone()
+		return
+	}
 	tasks := g.Tasks
+	jobType := r.job.Type
 	r.mu.Unlock()
 	// The task goroutines are started last: the newest goroutine is the one
 	// the scheduler runs next, and the starts are what a placement waits on.
@@ -272,7 +286,14 @@ func (r *Runner) Run() {
 			}
 		}
 	}
+	for i, svc := range g.Services {
+		for j, c := range svc.Checks {
+			r.bgWG.Add(1)
+			go r.runCheckLoop(nil, svc, c, fmt.Sprintf("group/%d/%d", i, j))
+		}
+	}
 	r.startHealth()
+	r.watchRunDuration(g, jobType)
 	r.tasksWG.Add(len(tasks))
 	go func() {
 		r.tasksWG.Wait()
@@ -281,6 +302,7 @@ func (r *Runner) Run() {
 		r.bgClosed = true
 		r.mu.Unlock()
 		r.bgWG.Wait()
+		r.releasePorts()
 		r.closeDone()
 	}()
 	for _, t := range tasks {
@@ -434,13 +456,17 @@ func (r *Runner) recomputeLocked() {
 			failed = failed || ts.Failed
 		}
 	}
+	failedWhy := "a task failed"
+	if r.failStop != "" {
+		failedWhy = r.failStop
+	}
 	switch {
 	case all > 0 && dead == all && failed:
-		r.setClientStatusLocked(model.ClientFailed, "a task failed")
+		r.setClientStatusLocked(model.ClientFailed, failedWhy)
 	case all > 0 && dead == all:
 		r.setClientStatusLocked(model.ClientComplete, "all tasks finished")
 	case failed:
-		r.setClientStatusLocked(model.ClientFailed, "a task failed")
+		r.setClientStatusLocked(model.ClientFailed, failedWhy)
 	case all > 0 && running+dead == all && running > 0:
 		r.setClientStatusLocked(model.ClientRunning, "")
 	}

@@ -3,6 +3,7 @@ package allocrunner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -37,13 +38,24 @@ func (r *Runner) buildTaskConfig(t *model.Task) (*driver.TaskConfig, error) {
 	allocDir := r.AllocDir()
 	taskDir := filepath.Join(allocDir, t.Name)
 	stdout, stderr := LogPaths(allocDir, t.Name)
-	if err := mkdirs(taskDir, filepath.Dir(stdout)); err != nil {
+	// Nomad's task directory layout: local/ and secrets/ for the task
+	// (templates render there; docker mounts them at /local and /secrets).
+	if err := mkdirs(taskDir, filepath.Join(taskDir, "local"), filepath.Join(taskDir, "secrets"), filepath.Dir(stdout)); err != nil {
 		return nil, fmt.Errorf("creating allocation directories: %w", err)
 	}
 	env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, allocDir, taskDir)
 	cfg, _ := env.ReplaceAll(t.Config).(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
+	}
+	taskEnv := env.Env(t.Env)
+	if len(t.Templates) > 0 {
+		vars, err := renderTemplates(t, env, taskEnv, taskDir)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(taskEnv, vars)
+		maps.Copy(taskEnv, env.fixed) // the ports stay what the node allocated
 	}
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
@@ -53,7 +65,7 @@ func (r *Runner) buildTaskConfig(t *model.Task) (*driver.TaskConfig, error) {
 		Group:      alloc.TaskGroup,
 		NodeID:     alloc.NodeID,
 		Config:     cfg,
-		Env:        env.Env(t.Env),
+		Env:        taskEnv,
 		User:       t.User,
 		Resources:  driver.Resources{CPU: t.Resources.CPU, MemoryMB: t.Resources.MemoryMB},
 		AllocDir:   allocDir,
@@ -117,7 +129,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 	defer firstOver()
 	for {
 		if r.isStopping() {
-			r.finishTask(t, h, false, "allocation stopped")
+			failed, why := r.stopVerdict()
+			r.finishTask(t, h, failed, why)
 			return
 		}
 		drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
@@ -178,7 +191,11 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 					return
 				}
 				exitErr = err.Error()
-				r.event(t.Name, EventDriverFailure, exitErr)
+				if _, isTemplate := err.(templateError); isTemplate {
+					r.event(t.Name, EventTemplateFailure, exitErr)
+				} else {
+					r.event(t.Name, EventDriverFailure, exitErr)
+				}
 			} else {
 				h = nh
 				r.taskStarted(t.Name, h)
@@ -194,7 +211,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				return
 			}
 			if r.isStopping() {
-				r.finishTask(t, h, false, "allocation stopped")
+				failed, why := r.stopVerdict()
+				r.finishTask(t, h, failed, why)
 				return
 			}
 		} else {

@@ -247,9 +247,9 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		eligible := scope && n.Eligibility != model.Ineligible && n.Drain == nil
 		rn := rollout.Node{ID: n.ID, Live: live, Eligible: eligible, Protocol: n.RolloutProtocol, Record: n,
 			Ready: eligible && live && (job == nil || agent.PlacesOn(job, n))}
-		if !live {
-			rn.DownSince = st.Time
-		}
+		// Its last expiry, also once it is back (as the agent builds it:
+		// the disruption guard counts a node that expired within one TTL).
+		rn.DownSince = st.Expired
 		f.Nodes = append(f.Nodes, rn)
 	}
 	slices.SortFunc(f.Nodes, func(a, b rollout.Node) int { return strings.Compare(a.ID, b.ID) })

@@ -22,6 +22,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/hivelet/hivelet/host/ports"
 )
 
 // Agent is the agent configuration file.
@@ -52,6 +55,8 @@ type Agent struct {
 	HTTP    *HTTP    `hcl:"http,block" json:"http,omitempty"`
 	NATS    *NATS    `hcl:"nats,block" json:"nats,omitempty"`
 	Docker  *Docker  `hcl:"docker,block" json:"docker,omitempty"`
+	Network *Network `hcl:"network,block" json:"network,omitempty"`
+	RawExec *RawExec `hcl:"raw_exec,block" json:"raw_exec,omitempty"`
 	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
 	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
 }
@@ -120,6 +125,30 @@ type Cluster struct {
 // Docker configures the docker driver's host-side limits.
 type Docker struct {
 	AllowPrivileged bool `hcl:"allow_privileged,optional" json:"allow_privileged,omitempty"`
+	// AllowCaps are the capabilities a task's cap_add may name ("all":
+	// any); default Docker's own default set.
+	AllowCaps []string `hcl:"allow_caps,optional" json:"allow_caps,omitempty"`
+}
+
+// RawExec turns on the raw_exec driver: tasks run as plain processes of the
+// agent's user, not isolated. Off by default, as in Nomad.
+type RawExec struct {
+	Enabled bool `hcl:"enabled,optional" json:"enabled,omitempty"`
+}
+
+// Network configures the ports this node gives its allocations (a group's
+// network block).
+type Network struct {
+	// Address is the node address ports are published on and tasks see as
+	// ${NOMAD_IP_<label>}; default 127.0.0.1 in dev mode, else the first
+	// IPv4 address of an interface that is up and not loopback.
+	Address string `hcl:"address,optional" json:"address,omitempty"`
+	// MinDynamicPort and MaxDynamicPort bound the dynamic ports; default
+	// 20000-32000 (Nomad's).
+	MinDynamicPort int `hcl:"min_dynamic_port,optional" json:"min_dynamic_port,omitempty"`
+	MaxDynamicPort int `hcl:"max_dynamic_port,optional" json:"max_dynamic_port,omitempty"`
+	// ReservedPorts are never given out: "22,80,8000-8100".
+	ReservedPorts string `hcl:"reserved_ports,optional" json:"reserved_ports,omitempty"`
 }
 
 // Policy configures the WASM policy engine.
@@ -238,6 +267,29 @@ func (a *Agent) validate(f *hcl.File, filename string) error {
 				Detail: "nats.cert_file and nats.key_file go together", Subject: pos("nats", "cert_file")})
 		}
 	}
+	if n := a.Network; n != nil {
+		bad := func(attr, summary, detail string) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: pos("network", attr)})
+		}
+		if n.Address != "" && net.ParseIP(n.Address) == nil {
+			bad("address", "invalid address", fmt.Sprintf("network.address = %q: want an IP address of this node", n.Address))
+		}
+		for _, f := range []struct {
+			attr string
+			v    int
+		}{{"min_dynamic_port", n.MinDynamicPort}, {"max_dynamic_port", n.MaxDynamicPort}} {
+			if f.v < 0 || f.v > 65535 {
+				bad(f.attr, "invalid port", fmt.Sprintf("network.%s = %d: want 1 to 65535", f.attr, f.v))
+			}
+		}
+		lo, hi := n.dynamicRange()
+		if lo > hi {
+			bad("max_dynamic_port", "empty dynamic port range", fmt.Sprintf("network dynamic ports %d-%d: the lowest must come first", lo, hi))
+		}
+		if _, err := ports.ParseReserved(n.ReservedPorts); err != nil {
+			bad("reserved_ports", "invalid reserved ports", "network.reserved_ports: "+err.Error())
+		}
+	}
 	if p := a.Policy; p != nil {
 		dur("policy", "timeout", p.Timeout)
 		if p.MemoryLimitMB < 0 {
@@ -316,6 +368,30 @@ type Resolved struct {
 	PolicyTimeout time.Duration
 	PolicyMemMB   int
 	Privileged    bool
+	// NetworkAddress is network.address; "" means: pick the default for a
+	// non-dev agent (ports.DefaultAddress). Dev mode defaults to 127.0.0.1.
+	NetworkAddress string
+	// MinDynamicPort..MaxDynamicPort is the dynamic port range.
+	MinDynamicPort, MaxDynamicPort int
+	// ReservedPorts are network.reserved_ports, expanded.
+	ReservedPorts []int
+	// AllowCaps is docker.allow_caps as the docker plugin's
+	// HIVELET_DOCKER_ALLOW_CAPS value ("" = the driver's default set).
+	AllowCaps string
+	// RawExec is raw_exec.enabled.
+	RawExec bool
+}
+
+// dynamicRange is the configured dynamic range over the defaults.
+func (n *Network) dynamicRange() (int, int) {
+	lo, hi := ports.DefaultMinDynamic, ports.DefaultMaxDynamic
+	if n != nil && n.MinDynamicPort > 0 {
+		lo = n.MinDynamicPort
+	}
+	if n != nil && n.MaxDynamicPort > 0 {
+		hi = n.MaxDynamicPort
+	}
+	return lo, hi
 }
 
 // Resolve applies the defaults. dev forces an embedded server; stateDir
@@ -395,6 +471,18 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 	}
 	if a.Docker != nil {
 		r.Privileged = a.Docker.AllowPrivileged
+		r.AllowCaps = strings.Join(a.Docker.AllowCaps, ",")
+	}
+	r.RawExec = a.RawExec != nil && a.RawExec.Enabled
+	r.MinDynamicPort, r.MaxDynamicPort = a.Network.dynamicRange()
+	if nw := a.Network; nw != nil {
+		r.NetworkAddress = nw.Address
+		if r.ReservedPorts, err = ports.ParseReserved(nw.ReservedPorts); err != nil {
+			return nil, fmt.Errorf("network.reserved_ports: %w", err)
+		}
+	}
+	if r.NetworkAddress == "" && dev {
+		r.NetworkAddress = "127.0.0.1"
 	}
 	return r, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -68,8 +69,29 @@ func TestDefaultsWithoutAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !r.Embedded || r.EmbeddedPort != 4222 || r.HTTPAddr != "127.0.0.1:4646" || r.BucketPrefix != "hivelet" ||
-		r.Datacenter != "dc1" || r.NodePool != "default" || r.StateDir != "/tmp/dev" || r.Meta == nil || r.NodeTTL != 30*time.Second {
+		r.Datacenter != "dc1" || r.NodePool != "default" || r.StateDir != "/tmp/dev" || r.Meta == nil || r.NodeTTL != 30*time.Second ||
+		r.NetworkAddress != "127.0.0.1" || r.MinDynamicPort != 20000 || r.MaxDynamicPort != 32000 {
 		t.Fatalf("defaults: %+v", r)
+	}
+}
+
+func TestTheNetworkBlockSetsTheAddressRangeAndReservedPorts(t *testing.T) {
+	a, err := Parse([]byte("network {\n  address = \"10.1.2.3\"\n  min_dynamic_port = 21000\n  max_dynamic_port = 21999\n  reserved_ports = \"22,21000-21002\"\n}\n"), "agent.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Resolve(false, "/tmp/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NetworkAddress != "10.1.2.3" || r.MinDynamicPort != 21000 || r.MaxDynamicPort != 21999 || fmt.Sprint(r.ReservedPorts) != "[22 21000 21001 21002]" {
+		t.Fatalf("resolved network: %q %d-%d %v", r.NetworkAddress, r.MinDynamicPort, r.MaxDynamicPort, r.ReservedPorts)
+	}
+	// Control: a non-dev agent without the block leaves the address to the
+	// agent's default and keeps Nomad's range.
+	r, err = Default().Resolve(false, "/tmp/x")
+	if err != nil || r.NetworkAddress != "" || r.MinDynamicPort != 20000 {
+		t.Fatalf("no network block: %q %d %v", r.NetworkAddress, r.MinDynamicPort, err)
 	}
 }
 
@@ -85,6 +107,9 @@ func TestAnUnknownAttributeFailsWithItsPosition(t *testing.T) {
 		{"node ttl below a second", "nats {\n  node_ttl = \"500ms\"\n}\n", "agent.hcl:2:3: node_ttl too short"},
 		{"half a client cert", "nats {\n  cert_file = \"c.pem\"\n}\n", "incomplete TLS client certificate"},
 		{"syntax", "name = \n", "agent.hcl:1:"},
+		{"network address not an IP", "network {\n  address = \"eth0\"\n}\n", "agent.hcl:2:3: invalid address"},
+		{"dynamic range upside down", "network {\n  min_dynamic_port = 30000\n  max_dynamic_port = 21000\n}\n", "agent.hcl:3:3: empty dynamic port range"},
+		{"bad reserved ports", "network {\n  reserved_ports = \"22,x\"\n}\n", "agent.hcl:2:3: invalid reserved ports"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -75,6 +75,9 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 	if a := c.attrs["port"]; a != nil {
 		s.Port, _ = p.str(a, path+".port")
 	}
+	if a := c.attrs["tags"]; a != nil {
+		s.Tags, _ = p.strList(a, path+".tags")
+	}
 	if a := c.attrs["provider"]; a != nil {
 		// Accepted so that Nomad files parse unchanged; the hivelet agent
 		// runs the checks itself whatever the provider says.

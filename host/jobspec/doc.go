@@ -8,12 +8,19 @@
 //   - No input panics the parser (FuzzParseHCL, FuzzParseJSON).
 //   - Every problem is reported, each with file:line:col for HCL or the
 //     field path for JSON, never only the first (TestEveryErrorClassIsReportedAtItsPosition).
-//   - "${...}" interpolations are kept as text for the node to resolve at run
-//     time; the parser evaluates no reference and calls no function
-//     (TestInterpolationsAreKeptAsText).
+//   - "${...}" interpolations of run-time values (node., attr., meta.,
+//     NOMAD_..., anything but var. and local.) are kept as text for the node
+//     to resolve at run time, even inside locals and function arguments
+//     (TestInterpolationsAreKeptAsText); only the file's variables and
+//     locals, and functions over them, are computed
+//     (TestVariablesTakeDefaultsThenTheEnvironmentThenFilesThenFlags). A
+//     function of a run-time value is refused: nothing on the node would
+//     compute it.
 //   - HCL and JSON reach the same model: HCL → canonical JSON → DecodeJob →
 //     canonical JSON is byte-identical (TestCanonicalJSONRoundTripsByteForByte).
 //   - A Nomad stanza hivelet does not support fails with
 //     `stanza "X" is not supported by hivelet (why)`, never as an unknown key.
-//   - The package performs no I/O: callers pass the file's name and bytes.
+//   - The package performs no I/O: callers pass the file's name and bytes,
+//     and the variables' inputs (Inputs: var files' bytes, -var flags, the
+//     environment). The functions offered read no file, clock or randomness.
 package jobspec

@@ -27,6 +27,19 @@ type parser struct {
 	// errors found on the model point back to the file.
 	pos     map[string]hcl.Range
 	jobType model.JobType
+	// inputs give the file's variables their values; ctx is what var. and
+	// local. references and function calls are evaluated in (set by
+	// variables before anything else is read, never nil after); declared
+	// names the variables and locals by scope, for errors.
+	inputs   Inputs
+	ctx      *hcl.EvalContext
+	declared map[string][]string
+	warns    Errors
+}
+
+// warnf records something accepted and ignored (Inputs.Warn).
+func (p *parser) warnf(rng hcl.Range, format string, args ...any) {
+	p.warns = append(p.warns, &Error{File: p.file, Line: rng.Start.Line, Column: rng.Start.Column, Message: fmt.Sprintf(format, args...)})
 }
 
 func (p *parser) errorf(rng hcl.Range, format string, args ...any) {
@@ -294,7 +307,10 @@ func (p *parser) strMap(c content, name, path string) map[string]string {
 // ---- the job ----------------------------------------------------------------
 
 func (p *parser) parseFile(body *hclsyntax.Body) *model.Job {
-	c := p.content(body, spec{what: "top-level", blocks: []string{"job"}})
+	c := p.content(body, spec{what: "top-level", blocks: []string{"job", "variable", "variables", "locals"}})
+	if !p.variables(c) {
+		return nil
+	}
 	jobs := c.blocks["job"]
 	if len(jobs) == 0 {
 		if len(p.errs) == 0 {
@@ -310,15 +326,15 @@ func (p *parser) parseFile(body *hclsyntax.Body) *model.Job {
 
 var (
 	jobSpec = spec{what: "job",
-		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta"},
+		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta", "region"},
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
-		attrs:  []string{"count", "meta"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta"},
+		attrs:  []string{"count", "meta", "max_run_duration"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -330,7 +346,8 @@ var (
 	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider"}, blocks: []string{"check"},
+	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
 		extra: unsupportedInCheck}
@@ -356,6 +373,10 @@ func (p *parser) job(b *hclsyntax.Block) *model.Job {
 	}
 	if a := c.attrs["namespace"]; a != nil {
 		j.Namespace, _ = p.str(a, "namespace")
+	}
+	if a := c.attrs["region"]; a != nil {
+		// A fleet is one region: the value is recorded, nothing reads it.
+		j.Region, _ = p.str(a, "region")
 	}
 	if a := c.attrs["datacenters"]; a != nil {
 		j.Datacenters, _ = p.strList(a, "datacenters")
@@ -400,6 +421,12 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 		g.Count, _ = p.integer(a, path+".count")
 	}
 	g.Meta = p.strMap(c, "meta", path+".meta")
+	if nb := p.one(c, "network"); nb != nil {
+		g.Network = p.network(nb, path+".network")
+	}
+	if a := c.attrs["max_run_duration"]; a != nil {
+		g.MaxRunDuration, _ = p.duration(a, path+".max_run_duration")
+	}
 
 	// Update: defaults, then the job's block, then the group's, field by
 	// field. A sysbatch job keeps only what was written, so that Validate
@@ -432,6 +459,11 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	for _, cb := range c.blocks["constraint"] {
 		if con, ok := p.constraint(cb, fmt.Sprintf("%s.constraints[%d]", path, len(g.Constraints))); ok {
 			g.Constraints = append(g.Constraints, con)
+		}
+	}
+	for _, sb := range c.blocks["service"] {
+		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(g.Services))); ok {
+			g.Services = append(g.Services, s)
 		}
 	}
 	p.at(path+".tasks", b.DefRange())
@@ -480,6 +512,14 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 	for _, sb := range c.blocks["service"] {
 		if s, ok := p.service(sb, fmt.Sprintf("%s.services[%d]", path, len(t.Services))); ok {
 			t.Services = append(t.Services, s)
+		}
+	}
+	if lb := p.one(c, "logs"); lb != nil {
+		p.logs(lb)
+	}
+	for _, tb := range c.blocks["template"] {
+		if tm, ok := p.template(tb, fmt.Sprintf("%s.templates[%d]", path, len(t.Templates))); ok {
+			t.Templates = append(t.Templates, tm)
 		}
 	}
 	// A task's constraints restrict the node its group lands on: hivelet

@@ -52,11 +52,31 @@ func (es Errors) Error() string {
 // Parse reads a job file, choosing the syntax by extension: .hcl and .nomad
 // are HCL, .json is the JSON wire form. On failure the error is Errors.
 func Parse(filename string, data []byte) (*model.Job, error) {
+	return ParseWith(filename, data, Inputs{})
+}
+
+// ParseWith is Parse with values for the file's variables. A JSON job has
+// no variables: var files or -var flags for one are an error.
+func ParseWith(filename string, data []byte, in Inputs) (*model.Job, error) {
 	switch strings.ToLower(filepath.Ext(filename)) {
 	case ".hcl", ".nomad":
-		return ParseHCL(filename, data)
+		return ParseHCLWith(filename, data, in)
 	case ".json":
-		return ParseJSON(filename, data)
+		if in.given() {
+			return nil, Errors{{File: filename, Message: "a JSON job has no variables: -var and -var-file apply to HCL job files"}}
+		}
+		job, err := ParseJSON(filename, data)
+		if err != nil {
+			return nil, err
+		}
+		var errs Errors
+		for _, dp := range checkDrivers(job, in.Drivers) {
+			errs = append(errs, &Error{File: filename, Path: dp.path, Message: dp.message})
+		}
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return job, nil
 	}
 	return nil, Errors{{File: filename, Message: "unknown job file extension: name it .hcl or .nomad (HCL) or .json (the JSON form)"}}
 }
@@ -67,10 +87,17 @@ func Parse(filename string, data []byte) (*model.Job, error) {
 // restart policies are defaulted field by field, counts default to 1, and
 // Job.Update is the job-level block over the defaults.
 func ParseHCL(filename string, src []byte) (*model.Job, error) {
+	return ParseHCLWith(filename, src, Inputs{})
+}
+
+// ParseHCLWith is ParseHCL with values for the file's variable blocks.
+// References to var.* and local.*, and function calls over them, are
+// computed; every other "${...}" stays text for the node.
+func ParseHCLWith(filename string, src []byte, in Inputs) (*model.Job, error) {
 	if len(src) > MaxFileSize {
 		return nil, Errors{{File: filename, Message: fmt.Sprintf("job file is %d bytes, larger than the %d-byte limit", len(src), MaxFileSize)}}
 	}
-	p := &parser{file: filename, src: src, pos: map[string]hcl.Range{}}
+	p := &parser{file: filename, src: src, pos: map[string]hcl.Range{}, inputs: in}
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		p.diags(diags)
@@ -101,6 +128,15 @@ func ParseHCL(filename string, src []byte) (*model.Job, error) {
 				continue
 			}
 			p.errorf(rng, "%s", ve.Message)
+		}
+	}
+	for _, dp := range checkDrivers(job, in.Drivers) {
+		p.errorf(p.locate(dp.path), "%s", dp.message)
+	}
+	if in.Warn != nil {
+		sort.SliceStable(p.warns, func(i, j int) bool { return p.warns[i].Line < p.warns[j].Line })
+		for _, w := range p.warns {
+			in.Warn(w)
 		}
 	}
 	if len(p.errs) > 0 {

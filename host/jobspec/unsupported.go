@@ -6,7 +6,6 @@ package jobspec
 // the block being read accepts it (then the block's own handling wins).
 var unsupported = map[string]string{
 	// Job level.
-	"region":        "hivelet has no regions: a fleet is one NATS cluster",
 	"multiregion":   "hivelet has no regions: a fleet is one NATS cluster",
 	"all_at_once":   "hivelet has no central scheduler: each node places its own allocations",
 	"periodic":      "hivelet has no central scheduler to launch runs on a timer; run a sysbatch job from cron instead",
@@ -14,9 +13,6 @@ var unsupported = map[string]string{
 	"ui":            "hivelet has no web UI",
 	"vault_token":   "hivelet has no Vault integration",
 	"consul_token":  "hivelet has no Consul integration",
-	"variable":      "hivelet job files are plain declarations; render variables before submitting",
-	"variables":     "hivelet job files are plain declarations; render variables before submitting",
-	"locals":        "hivelet job files are plain declarations; render locals before submitting",
 	"spread":        "a system job runs on every eligible node, there is nothing to spread",
 	"affinity":      "a system job runs on every eligible node; use a constraint to narrow the nodes",
 
@@ -24,7 +20,7 @@ var unsupported = map[string]string{
 	"reschedule":                   "hivelet has no central scheduler to move allocations; disconnect { replace } covers lost nodes",
 	"migrate":                      "system allocations are stopped on a draining node, not migrated",
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
-	"network":                      "hivelet sets up no group network; publish ports through the driver config (docker: ports / port_map)",
+	"network":                      "the network block belongs to the group in hivelet (Nomad deprecated it inside resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"ephemeral_disk":               "hivelet manages no allocation disk; use the driver's own mounts",
 	"consul":                       "hivelet registers nothing in Consul",
@@ -35,14 +31,12 @@ var unsupported = map[string]string{
 
 	// Task level.
 	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
-	"template":         "hivelet renders no templates; bake files into the image or pass values through env",
 	"artifact":         "hivelet downloads no artifacts; bake them into the image",
 	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"csi_plugin":       "hivelet has no CSI support",
 	"lifecycle":        "the tasks of a group start together; prestart, poststart and sidecar hooks are not supported",
 	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",
 	"identity":         "hivelet issues no workload identities",
-	"logs":             "log handling belongs to the driver (docker: logging { } in config)",
 	"leader":           "the tasks of a group are peers in hivelet",
 	"kind":             "hivelet has no service mesh",
 	"action":           "hivelet has no task actions",
@@ -62,7 +56,6 @@ var unsupported = map[string]string{
 	"sidecar_service":          "hivelet has no service mesh",
 	"sidecar_task":             "hivelet has no service mesh",
 	"gateway":                  "hivelet has no service mesh",
-	"tags":                     "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"canary_tags":              "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"canary_meta":              "hivelet keeps no service catalog: a service is only a port and its health checks",
 	"tagged_addresses":         "hivelet keeps no service catalog: a service is only a port and its health checks",
@@ -87,15 +80,12 @@ var unsupported = map[string]string{
 	"grpc_use_tls":             "hivelet's checks are http and tcp only",
 	"command":                  "hivelet's checks are http and tcp only (no script checks)",
 	"args":                     "hivelet's checks are http and tcp only (no script checks)",
-	"render_templates":         "hivelet renders no templates",
 }
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.
 var (
-	unsupportedInGroup = map[string]string{
-		"service": "services are declared per task in hivelet; move the service block into the task that serves the port",
-	}
-	unsupportedInTask = map[string]string{
+	unsupportedInGroup = map[string]string{}
+	unsupportedInTask  = map[string]string{
 		"restart": "the restart policy is set per group in hivelet; move it to the group",
 	}
 	unsupportedInService = map[string]string{

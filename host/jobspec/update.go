@@ -76,7 +76,9 @@ func (p *parser) update(b *hclsyntax.Block) *updateFields {
 		// Accepted so that Nomad files parse unchanged, checked, and
 		// ignored: hivelet paces a rollout by max_parallel slots and
 		// allocation health, not by a timer.
-		p.duration(a, scratch)
+		if _, ok := p.duration(a, scratch); ok {
+			p.warnf(a.NameRange, "stagger is accepted and ignored: hivelet paces a rollout by max_parallel update slots and allocation health, not by a timer")
+		}
 	}
 	u.canaryPolicy = p.policy(c, "canary_policy", u)
 	u.completionPolicy = p.policy(c, "completion_policy", u)

@@ -4,19 +4,23 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 )
 
-// value turns an attribute's expression into a cty value without evaluating
-// any reference: every "${...}" interpolation in a string is kept as its
-// source text, for the node to resolve at run time. Literals, strings, lists,
-// objects and arithmetic on literals are allowed; a bare reference outside a
-// string, a function call and a template directive (%{...}) are errors.
+// value turns an attribute's expression into a cty value. What refers only
+// to the file's variables and locals (var.*, local.*), and function calls
+// over them, is computed; every other "${...}" interpolation in a string is
+// kept as its source text, for the node to resolve at run time. A bare
+// run-time reference outside a string, a function call over one and a
+// template directive (%{...}) over one are errors.
 func (p *parser) value(expr hclsyntax.Expression) (cty.Value, bool) {
+	p.freeze(expr)
 	v, ok := p.valueOf(expr)
 	if ok && !finite(v) {
 		p.errorf(expr.Range(), "number out of range: job files hold numbers that fit a 64-bit float (about ±1e308, and not closer to zero than 1e-308)")
@@ -51,6 +55,9 @@ func finite(v cty.Value) bool {
 func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 	switch e := expr.(type) {
 	case *hclsyntax.TemplateExpr:
+		if evaluable(e) {
+			return p.eval(e)
+		}
 		var b strings.Builder
 		for _, part := range e.Parts {
 			if lit, ok := part.(*hclsyntax.LiteralValueExpr); ok && lit.Val.Type() == cty.String && lit.Val.IsKnown() && !lit.Val.IsNull() {
@@ -63,6 +70,9 @@ func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 		}
 		return cty.StringVal(b.String()), true
 	case *hclsyntax.TemplateWrapExpr:
+		if evaluable(e) {
+			return p.eval(e)
+		}
 		var b strings.Builder
 		if !p.interpolation(e.Wrapped, &b) {
 			return cty.NilVal, false
@@ -108,40 +118,95 @@ func (p *parser) valueOf(expr hclsyntax.Expression) (cty.Value, bool) {
 			return cty.NilVal, false
 		}
 		return cty.ObjectVal(attrs), true
+	}
+	if evaluable(expr) {
+		return p.eval(expr)
+	}
+	switch e := expr.(type) {
 	case *hclsyntax.ScopeTraversalExpr, *hclsyntax.RelativeTraversalExpr:
 		src := strings.TrimSpace(string(expr.Range().SliceBytes(p.src)))
 		p.errorf(expr.Range(), "reference %s outside a string: hivelet resolves references on the node at run time, write it as \"${%s}\"", src, src)
 		return cty.NilVal, false
 	case *hclsyntax.FunctionCallExpr:
-		p.errorf(expr.Range(), "function call %s(...) is not supported: hivelet job files are plain declarations; compute the value before submitting", e.Name)
+		p.errorf(expr.Range(), "function call %s(...) over %s: the file computes functions of its variables and locals only, and the node resolves run-time values only as plain \"${...}\" interpolations",
+			e.Name, p.runtimeRoot(expr))
 		return cty.NilVal, false
 	}
-	// Anything else (a literal, -1, 2 * 60, parentheses) must evaluate with
-	// no variables and no functions.
-	if len(expr.Variables()) > 0 {
-		src := strings.TrimSpace(string(expr.Range().SliceBytes(p.src)))
-		p.errorf(expr.Range(), "expression %q uses a reference outside a string: hivelet resolves references on the node at run time, inside \"${...}\" only", src)
-		return cty.NilVal, false
-	}
-	v, diags := expr.Value(nil)
-	if diags.HasErrors() {
-		p.diags(diags)
-		return cty.NilVal, false
-	}
-	if !v.IsWhollyKnown() {
-		p.errorf(expr.Range(), "value is not known until run time")
-		return cty.NilVal, false
-	}
-	return v, true
+	// Anything else that is left refers to a run-time value (what refers
+	// only to variables and locals was computed above).
+	src := strings.TrimSpace(string(expr.Range().SliceBytes(p.src)))
+	p.errorf(expr.Range(), "expression %q uses a reference outside a string: hivelet resolves references on the node at run time, inside \"${...}\" only", src)
+	return cty.NilVal, false
 }
 
-// interpolation writes one "${...}" part of a template back as its source
-// text. Template directives are refused: they would need evaluation.
+// freeze turns every "${...}" part of a string that refers to run-time
+// values (node., attr., NOMAD_...) into the literal text the node will
+// resolve, in place, so that what is left (variables, locals, functions)
+// can be computed around it: local.args = concat(["--port=${NOMAD_PORT_x}"],
+// var.extra) keeps the interpolation as text. A run-time reference
+// anywhere else (a function's argument, an operand) is left for valueOf to
+// refuse. Directives (%{...}) are left alone.
+func (p *parser) freeze(expr hclsyntax.Expression) {
+	opaque := func(part hclsyntax.Expression) (hclsyntax.Expression, bool) {
+		if _, lit := part.(*hclsyntax.LiteralValueExpr); lit || evaluable(part) {
+			return nil, false
+		}
+		src := strings.TrimSpace(string(part.Range().SliceBytes(p.src)))
+		if strings.HasPrefix(src, "%{") {
+			return nil, false
+		}
+		return &hclsyntax.LiteralValueExpr{Val: cty.StringVal("${" + src + "}"), SrcRange: part.Range()}, true
+	}
+	hclsyntax.VisitAll(expr, func(n hclsyntax.Node) hcl.Diagnostics {
+		switch t := n.(type) {
+		case *hclsyntax.TemplateExpr:
+			for i, part := range t.Parts {
+				if lit, ok := opaque(part); ok {
+					t.Parts[i] = lit
+				}
+			}
+		case *hclsyntax.TemplateWrapExpr:
+			if lit, ok := opaque(t.Wrapped); ok {
+				t.Wrapped = lit
+			}
+		}
+		return nil
+	})
+}
+
+// runtimeRoot is the source of the first reference of expr the node
+// resolves (not a variable or a local).
+func (p *parser) runtimeRoot(expr hclsyntax.Expression) string {
+	for _, tr := range expr.Variables() {
+		if !slices.Contains(scopes, tr.RootName()) {
+			return strings.TrimSpace(string(tr.SourceRange().SliceBytes(p.src)))
+		}
+	}
+	return "a run-time value"
+}
+
+// interpolation writes one "${...}" part of a template: computed when it
+// refers only to variables and locals, else back as its source text.
+// Template directives over run-time values are refused: the node does not
+// evaluate them.
 func (p *parser) interpolation(part hclsyntax.Expression, b *strings.Builder) bool {
 	src := strings.TrimSpace(string(part.Range().SliceBytes(p.src)))
 	if strings.HasPrefix(src, "%{") {
-		p.errorf(part.Range(), "template directives (%%{ ... }) are not supported: hivelet keeps only \"${...}\" interpolations, as text for the node to resolve at run time")
+		p.errorf(part.Range(), "template directives (%%{ ... }) over run-time values are not supported: the node resolves only \"${...}\" interpolations; a directive may use variables and locals")
 		return false
+	}
+	if evaluable(part) {
+		v, ok := p.eval(part)
+		if !ok {
+			return false
+		}
+		sv, err := convert.Convert(v, cty.String)
+		if err != nil || sv.IsNull() {
+			p.errorf(part.Range(), "cannot put %s in a string", typeName(v))
+			return false
+		}
+		b.WriteString(sv.AsString())
+		return true
 	}
 	b.WriteString("${")
 	b.WriteString(src)

@@ -258,18 +258,29 @@ func TestALongPollReturnsEarlyWhenDataArrives(t *testing.T) {
 		t.Fatalf("idle poll: %+v after %s", rep, d)
 	}
 
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		r.alloc.write(t, "web", false, "two\n")
-	}()
-	start = time.Now()
-	rep = r.mustFetch(t, Request{AllocID: allocID, Task: "web", Offset: 4, WaitMS: 8000})
-	d := time.Since(start)
-	if string(rep.Data) != "two\n" || rep.Offset != 8 {
-		t.Fatalf("poll: %+v", rep)
+	// An append wakes a poll that is waiting: the append is made only once
+	// the server has read the file, found nothing and read it again (two
+	// more resolver calls), and the reply must then come well before the
+	// poll's 8 s are up.
+	type result struct {
+		rep *Reply
+		err error
 	}
-	if d < 250*time.Millisecond || d > 3*time.Second {
-		t.Fatalf("the poll returned after %s: want soon after the append at 300 ms", d)
+	res := make(chan result, 1)
+	before := r.alloc.calls.Load()
+	go func() {
+		rep, err := r.fetch(t, Request{AllocID: allocID, Task: "web", Offset: 4, WaitMS: 8000})
+		res <- result{rep, err}
+	}()
+	testutil.Eventually(t, 5*time.Second, "the request to be waiting in its long poll", func() bool { return r.alloc.calls.Load() >= before+2 })
+	r.alloc.write(t, "web", false, "two\n")
+	appended := time.Now()
+	got := <-res
+	if got.err != nil || string(got.rep.Data) != "two\n" || got.rep.Offset != 8 {
+		t.Fatalf("poll: %+v %v", got.rep, got.err)
+	}
+	if d := time.Since(appended); d > 3*time.Second {
+		t.Fatalf("the poll returned %s after the append: want soon after it, not at its time out", d)
 	}
 }
 
@@ -311,7 +322,10 @@ func TestFollowEndsWithoutErrorWhenItsContextEnds(t *testing.T) {
 		errc <- Copy(ctx, r.client, prefix, nodeID, Request{AllocID: allocID, Task: "web"}, &out, CopyOptions{Follow: true})
 	}()
 	testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "a\n" })
-	time.Sleep(200 * time.Millisecond) // now in a long poll
+	// The follow is in a long poll once the server has looked at the file
+	// twice more with nothing new.
+	seen := r.alloc.calls.Load()
+	testutil.Eventually(t, 5*time.Second, "the follow to be waiting in a long poll", func() bool { return r.alloc.calls.Load() >= seen+2 })
 	cancel()
 	select {
 	case err := <-errc:

@@ -26,8 +26,11 @@ type Allocation struct {
 	States             []AllocState          `json:"states,omitempty"`
 	PreviousAllocation string                `json:"previous_allocation,omitempty"`
 	TaskStates         map[string]*TaskState `json:"task_states,omitempty"`
-	CreateTime         time.Time             `json:"create_time,omitzero"`
-	ModifyTime         time.Time             `json:"modify_time,omitzero"`
+	// Ports are the ports the allocation holds on its node (its group's
+	// network), chosen once when it first runs.
+	Ports      []AllocatedPort `json:"ports,omitempty"`
+	CreateTime time.Time       `json:"create_time,omitzero"`
+	ModifyTime time.Time       `json:"modify_time,omitzero"`
 }
 
 // DesiredTransition carries requests to move an allocation, set by an

@@ -8,9 +8,12 @@ import (
 // Job is a declared system or sysbatch job. Its JSON form is what `hivelet job
 // run` puts into the jobs bucket and what every agent decodes.
 type Job struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name,omitempty"`
-	Namespace   string            `json:"namespace,omitempty"`
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// Region is recorded and shown; a fleet is one region, so it changes
+	// nothing else.
+	Region      string            `json:"region,omitempty"`
 	Type        JobType           `json:"type"`
 	Version     uint64            `json:"version"`
 	Stop        bool              `json:"stop,omitempty"`
@@ -43,7 +46,15 @@ type Group struct {
 	Disconnect  *DisconnectStrategy `json:"disconnect,omitempty"`
 	Constraints []Constraint        `json:"constraints,omitempty"`
 	Meta        map[string]string   `json:"meta,omitempty"`
-	Tasks       []*Task             `json:"tasks"`
+	// Network is the ports the group's allocations hold on their node.
+	Network *Network `json:"network,omitempty"`
+	// Services are the group's own services (Nomad's group-level service
+	// blocks): their checks run while every task of the group runs.
+	Services []Service `json:"services,omitempty"`
+	// MaxRunDuration bounds how long a sysbatch allocation may run: its
+	// tasks are stopped, and the allocation fails, when it is exceeded.
+	MaxRunDuration Duration `json:"max_run_duration,omitempty"`
+	Tasks          []*Task  `json:"tasks"`
 }
 
 // Task is one process or container of a group.
@@ -60,6 +71,8 @@ type Task struct {
 	User        string            `json:"user,omitempty"`
 	Services    []Service         `json:"services,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	// Templates are rendered into the task's directory before it starts.
+	Templates []Template `json:"templates,omitempty"`
 }
 
 // Resources are a task's resource limits.
@@ -70,9 +83,13 @@ type Resources struct {
 
 // Service is a named endpoint of a task with its health checks.
 type Service struct {
-	Name   string  `json:"name,omitempty"`
-	Port   string  `json:"port,omitempty"`
-	Checks []Check `json:"checks,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Port is a port label of the group's network, a number (on loopback)
+	// or host:port.
+	Port string `json:"port,omitempty"`
+	// Tags are recorded with the service.
+	Tags   []string `json:"tags,omitempty"`
+	Checks []Check  `json:"checks,omitempty"`
 }
 
 // Check is a health check on a service.

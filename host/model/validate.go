@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -106,6 +107,9 @@ func (v *validator) job(j *Job) {
 	}
 	v.meta("meta", j.Meta)
 	v.constraints("constraints", j.Constraints)
+	if strings.TrimSpace(j.Region) == "" && j.Region != "" {
+		v.add("region", "region must not be blank")
+	}
 	if j.Update != nil {
 		if j.Type == JobTypeSysbatch {
 			v.add("update", "sysbatch jobs take no update block: each node runs the batch to completion, there is no rollout to pace")
@@ -159,6 +163,14 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	}
 	v.constraints(join(path, "constraints"), g.Constraints)
 	v.meta(join(path, "meta"), g.Meta)
+	if g.Network != nil {
+		v.network(join(path, "network"), g.Network)
+	}
+	if g.MaxRunDuration < 0 {
+		v.add(join(path, "max_run_duration"), "max_run_duration must not be negative, got %s", g.MaxRunDuration)
+	} else if g.MaxRunDuration > 0 && jt != JobTypeSysbatch {
+		v.add(join(path, "max_run_duration"), "max_run_duration applies to sysbatch jobs only: a system job's tasks run until the job is stopped")
+	}
 	if len(g.Tasks) == 0 {
 		v.add(join(path, "tasks"), "group %q needs at least one task", g.Name)
 	}
@@ -174,7 +186,47 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 		}
 		seen[t.Name] = true
 		v.task(tp, t)
+		for j, s := range t.Services {
+			v.servicePorts(fmt.Sprintf("%s.services[%d]", tp, j), s, g.Network)
+		}
 	}
+	for i, s := range g.Services {
+		sp := fmt.Sprintf("%s.services[%d]", path, i)
+		v.service(sp, s)
+		v.servicePorts(sp, s, g.Network)
+	}
+}
+
+// servicePorts checks that a service or check port written as a label names
+// a port of the group's network.
+func (v *validator) servicePorts(path string, s Service, n *Network) {
+	check := func(p, port string) {
+		if !IsPortLabel(port) {
+			return
+		}
+		if n != nil {
+			for _, np := range n.Ports {
+				if np.Label == port {
+					return
+				}
+			}
+		}
+		v.add(p, "port %q is not a port label of the group's network block (write network { port %q {} } in the group, or give a number)", port, port)
+	}
+	check(join(path, "port"), s.Port)
+	for i, c := range s.Checks {
+		check(fmt.Sprintf("%s.checks[%d].port", path, i), c.Port)
+	}
+}
+
+// IsPortLabel reports whether a service or check port is written as a port
+// label (not a number, not host:port, not an interpolation).
+func IsPortLabel(port string) bool {
+	if port == "" || !portLabelRE.MatchString(port) {
+		return false
+	}
+	_, err := strconv.Atoi(port)
+	return err != nil
 }
 
 func (v *validator) task(path string, t *Task) {
@@ -197,6 +249,7 @@ func (v *validator) task(path string, t *Task) {
 		}
 	}
 	v.meta(join(path, "meta"), t.Meta)
+	v.templates(path, t.Templates)
 	for i, s := range t.Services {
 		v.service(fmt.Sprintf("%s.services[%d]", path, i), s)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // Writer writes this node's record (fleet.NodeWriter implements it).
@@ -118,11 +119,11 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if time.Since(start) > h.cfg.Grace {
-			h.log.Error("node registration failed; retrying", "node_id", n.ID, "error", err, "attempt", attempt+1)
+			h.log.Error("node registration failed; retrying", "node_id", n.ID, "err", err, "attempt", attempt+1)
 		} else {
-			h.log.Debug("node registration failed within grace period; retrying", "node_id", n.ID, "error", err)
+			h.log.Debug("node registration failed within grace period; retrying", "node_id", n.ID, "err", err)
 		}
-		if !sleep(ctx, jitter(attempt, h.cfg.RetryMin, h.cfg.RetryMax)) {
+		if !wait.For(ctx, jitter(attempt, h.cfg.RetryMin, h.cfg.RetryMax)) {
 			return ctx.Err()
 		}
 	}
@@ -151,9 +152,9 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 			}
 			// Retry sooner than the period, backing off; say it once.
 			if failures == 0 {
-				h.log.Warn("heartbeat failed; retrying", "node_id", n.ID, "error", err)
+				h.log.Warn("heartbeat failed; retrying", "node_id", n.ID, "err", err)
 			} else {
-				h.log.Debug("heartbeat still failing", "node_id", n.ID, "error", err, "failures", failures+1)
+				h.log.Debug("heartbeat still failing", "node_id", n.ID, "err", err, "failures", failures+1)
 			}
 			failures++
 			next = min(h.cfg.Period, jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax))
@@ -185,17 +186,6 @@ func jitter(attempt int, lo, hi time.Duration) time.Duration {
 		d = hi
 	}
 	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // IntentSource is what FollowIntent reads: a change signal of its own

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -13,7 +14,12 @@ import (
 type DefaultCanaryChooser struct{}
 
 // ChooseCanaries implements CanaryChooser.
-func (DefaultCanaryChooser) ChooseCanaries(req CanaryRequest) (CanaryChoice, error) {
+func (DefaultCanaryChooser) ChooseCanaries(_ context.Context, req CanaryRequest) (CanaryChoice, error) {
+	return DefaultCanaries(req), nil
+}
+
+// DefaultCanaries is the built-in canary choice, as a pure function.
+func DefaultCanaries(req CanaryRequest) CanaryChoice {
 	ids := make([]string, 0, len(req.Eligible))
 	for _, n := range req.Eligible {
 		ids = append(ids, n.ID)
@@ -23,7 +29,7 @@ func (DefaultCanaryChooser) ChooseCanaries(req CanaryRequest) (CanaryChoice, err
 	if req.Count < len(ids) {
 		ids = ids[:max(req.Count, 0)]
 	}
-	return CanaryChoice{NodeIDs: ids}, nil
+	return CanaryChoice{NodeIDs: ids}
 }
 
 // ValidateCanaryChoice checks a canary policy's answer against its
@@ -65,7 +71,10 @@ func validateChoice(req CanaryRequest, c CanaryChoice) string {
 func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose bool) *CanaryDecision {
 	d := &CanaryDecision{Target: target, Existing: slices.Clip(append([]string{}, req.Existing...)), Chosen: []string{}}
 	if choose && req.Count > 0 && len(req.Eligible) > 0 {
-		c, err := chooser.ChooseCanaries(req)
+		// The reconciler runs in memory: the chooser it is given (the
+		// built-in default, or a fixture's) is asked without a deadline;
+		// the agent asks real policies itself, with one (host/rollout).
+		c, err := chooser.ChooseCanaries(context.Background(), req)
 		why := ""
 		if _, builtin := chooser.(DefaultCanaryChooser); builtin {
 			// the built-in answer is valid by construction
@@ -76,7 +85,7 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 		}
 		if why != "" {
 			d.Fallback = why
-			c, _ = DefaultCanaryChooser{}.ChooseCanaries(req)
+			c = DefaultCanaries(req)
 		}
 		d.Chosen = slices.Sorted(slices.Values(c.NodeIDs))
 		if len(c.NodeIDs) < req.Count {

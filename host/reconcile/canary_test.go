@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -31,10 +32,10 @@ type recorder struct {
 	useDefault bool
 }
 
-func (r *recorder) ChooseCanaries(req CanaryRequest) (CanaryChoice, error) {
+func (r *recorder) ChooseCanaries(ctx context.Context, req CanaryRequest) (CanaryChoice, error) {
 	r.reqs = append(r.reqs, req)
 	if r.useDefault {
-		return DefaultCanaryChooser{}.ChooseCanaries(req)
+		return DefaultCanaryChooser{}.ChooseCanaries(context.Background(), req)
 	}
 	return r.answer, r.err
 }
@@ -184,12 +185,12 @@ func TestABadCanaryAnswerFallsBackToTheDefaultAndIsReported(t *testing.T) {
 
 func TestTheDefaultChooserTakesEligibleNodesInIDOrder(t *testing.T) {
 	req := CanaryRequest{Count: 2, Eligible: []*model.Node{rnode("c"), rnode("a"), rnode("b")}}
-	c, err := DefaultCanaryChooser{}.ChooseCanaries(req)
+	c, err := DefaultCanaryChooser{}.ChooseCanaries(context.Background(), req)
 	if err != nil || !slices.Equal(c.NodeIDs, []string{"a", "b"}) {
 		t.Errorf("got %v %v", c.NodeIDs, err)
 	}
 	req.Count = 5
-	if c, _ := (DefaultCanaryChooser{}).ChooseCanaries(req); !slices.Equal(c.NodeIDs, []string{"a", "b", "c"}) || validateChoice(req, c) != "" {
+	if c, _ := (DefaultCanaryChooser{}).ChooseCanaries(context.Background(), req); !slices.Equal(c.NodeIDs, []string{"a", "b", "c"}) || validateChoice(req, c) != "" {
 		t.Errorf("fewer eligible than asked: %v must be valid without a reason", c.NodeIDs)
 	}
 }

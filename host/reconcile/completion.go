@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 type DefaultCompletion struct{}
 
 // DecideCompletion implements CompletionDecider; it never fails.
-func (DefaultCompletion) DecideCompletion(in CompletionInput) (CompletionDecision, error) {
+func (DefaultCompletion) DecideCompletion(ctx context.Context, in CompletionInput) (CompletionDecision, error) {
 	return DecideDefault(in), nil
 }
 

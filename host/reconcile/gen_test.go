@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -144,7 +145,7 @@ func genFleet(s *bytesrc) Input {
 // reason. It is deterministic, as a chooser must be.
 type wildChooser struct{ mode int }
 
-func (w *wildChooser) ChooseCanaries(req CanaryRequest) (CanaryChoice, error) {
+func (w *wildChooser) ChooseCanaries(ctx context.Context, req CanaryRequest) (CanaryChoice, error) {
 	var ids []string
 	for i := len(req.Eligible) - 1; i >= 0 && len(ids) < req.Count; i-- {
 		ids = append(ids, req.Eligible[i].ID)

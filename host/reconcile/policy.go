@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -16,7 +17,7 @@ import (
 // duplicate node or more than Count nodes, makes the reconciler fall back to
 // DefaultCanaryChooser for that decision.
 type CanaryChooser interface {
-	ChooseCanaries(req CanaryRequest) (CanaryChoice, error)
+	ChooseCanaries(ctx context.Context, req CanaryRequest) (CanaryChoice, error)
 }
 
 // CanaryRequest is the input of a canary decision.
@@ -50,7 +51,7 @@ type CanaryChoice struct {
 // Implemented by the WASM policy engine; the built-in default follows
 // spec/reconcile.md.
 type CompletionDecider interface {
-	DecideCompletion(in CompletionInput) (CompletionDecision, error)
+	DecideCompletion(ctx context.Context, in CompletionInput) (CompletionDecision, error)
 }
 
 // CompletionInput is the input of a completion decision.

@@ -192,6 +192,7 @@ func Decide(f Facts) Decision {
 	}
 	dec.Record = rec
 	plan := f.Plan
+	f.releases(&dec, rec)
 	if job.Stop {
 		if rec != nil && rec.D.Status.Active() {
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "cancel", Version: rec.D.JobVersion, Reason: model.DescStoppedJob,
@@ -199,7 +200,6 @@ func Decide(f Facts) Decision {
 		}
 		return dec // a stopped job only stops: the agent applies plan.Stop itself
 	}
-	f.releases(&dec, rec)
 	if rec == nil {
 		if !plan.DeploymentCreated || plan.Deployment == nil {
 			// No rollout for this version (no update strategy, max_parallel
@@ -246,6 +246,17 @@ func (f *Facts) place(dec *Decision, e reconcile.Entry) {
 // (I2).
 func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	hold := fmt.Sprintf("waiting for the deployment record of version %d", f.Job.Version)
+	// The record is created at the lowest level every eligible node speaks;
+	// this agent knows one level, so a node below it holds the creation
+	// (it would follow rules of its own).
+	blocked := false
+	for _, n := range f.Nodes {
+		if n.Live && n.Eligible && n.Protocol < Protocol {
+			hold = fmt.Sprintf("node %s speaks rollout protocol %d, not %d: no fleet rollout can be created", n.ID, n.Protocol, Protocol)
+			blocked = true
+			break
+		}
+	}
 	first := StableVersion(f.Records, f.Job.Version) == nil
 	for _, e := range f.Plan.Place {
 		if first {
@@ -259,6 +270,9 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	}
 	for _, e := range f.Plan.Update {
 		dec.Held = append(dec.Held, Held{Entry: e, Reason: hold})
+	}
+	if blocked {
+		return
 	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
 	cands := f.liveEligible()
@@ -295,8 +309,11 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 		}
 		st.MaxParallel = g.Update.MaxParallel
 		c.GroupCount[name] = g.Count
-		if g.Update.Canary <= 0 || f.Job.RevertOf != nil {
-			continue // a revert's spec is known good: no canary phase
+		if g.Update.Canary <= 0 || f.Job.RevertOf != nil || !f.outdated(name) {
+			// No canary phase: none asked for, a revert (its spec is known
+			// good), or nothing to roll out (a first version is placed,
+			// not canaried).
+			continue
 		}
 		count := (g.Update.Canary*len(ready) + 99) / 100
 		c.Canaries = append(c.Canaries, reconcile.CanaryRequest{
@@ -373,7 +390,7 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 		}
 		reason := choice.Reason
 		if why != "" {
-			choice, _ = reconcile.DefaultCanaryChooser{}.ChooseCanaries(req)
+			choice = reconcile.DefaultCanaries(req)
 			reason = why + "; the built-in default chose instead"
 			d.Events = model.AppendDeploymentEvent(d.Events, model.DeploymentEvent{Time: d.CreateTime, Kind: model.EventPolicyFault,
 				Message: fmt.Sprintf("group %s: %s", req.Group, why)})
@@ -395,4 +412,14 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 	}
 	d.StatusDescription = runningDescription(d)
 	return d
+}
+
+// outdated reports whether some live node runs an older version of group.
+func (f *Facts) outdated(group string) bool {
+	for _, a := range f.Allocs {
+		if a.TaskGroup == group && !a.Terminal() && a.JobVersion < f.Job.Version && f.live(a.NodeID) {
+			return true
+		}
+	}
+	return false
 }

@@ -96,7 +96,7 @@ func (f *Facts) Disruption() (bool, string) {
 			continue
 		}
 		eligible++
-		if !n.Live && !n.DownSince.IsZero() && f.Now.Sub(n.DownSince) < ttl {
+		if !n.DownSince.IsZero() && f.Now.Sub(n.DownSince) < ttl {
 			recent++
 		}
 	}
@@ -127,8 +127,27 @@ func canaryNode(st *model.DeploymentState, id string) bool {
 }
 
 // canarying reports whether st still waits for promotion.
+// A group whose canary policy chose nobody (with its reason) still waits
+// for a promotion: it never silently skips its canary phase.
 func canarying(st *model.DeploymentState) bool {
-	return st != nil && st.DesiredCanaries > 0 && !st.Promoted
+	return st != nil && !st.Promoted && (st.DesiredCanaries > 0 || st.CanaryPolicy != "")
+}
+
+// mayUpdate reports whether node id takes part in admission: live, in
+// scope and eligible, and ready (a node the reconciler leaves alone, not
+// ready or ineligible, would hold its rank without ever taking a slot).
+func (f *Facts) mayUpdate(id string) bool {
+	n, ok := f.node(id)
+	return ok && n.Live && n.Eligible && n.Ready
+}
+
+// owes reports whether node id's outdated allocations block completion:
+// live, in scope and eligible (a node whose driver is briefly unhealthy
+// still owes the rollout its allocations; one an operator made
+// ineligible does not).
+func (f *Facts) owes(id string) bool {
+	n, ok := f.node(id)
+	return ok && n.Live && n.Eligible
 }
 
 // Derive counts each group of the record d from the facts: what the CLI
@@ -189,9 +208,9 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 				default:
 					c.Pending++
 				}
-			case a.JobVersion < d.JobVersion && f.live(a.NodeID):
+			case a.JobVersion < d.JobVersion && f.owes(a.NodeID):
 				c.Outdated++
-				if !held[a.ID] && (!c.Canarying || canaryNode(st, a.NodeID)) {
+				if !held[a.ID] && f.mayUpdate(a.NodeID) && (!c.Canarying || canaryNode(st, a.NodeID)) {
 					c.Waiting++
 				}
 			}

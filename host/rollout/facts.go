@@ -48,7 +48,9 @@ type Node struct {
 	Eligible bool `json:"eligible"`
 	// Ready: it may receive placements now (the canary policy's candidates).
 	Ready bool `json:"ready"`
-	// DownSince is the server time its heartbeat key expired (not Live).
+	// DownSince is the server time its heartbeat key last expired: while
+	// not Live, since when it is down; once back, when it was (a node that
+	// expired within one TTL counts for the disruption guard either way).
 	DownSince time.Time `json:"down_since,omitzero"`
 	Protocol  int       `json:"protocol,omitempty"`
 	// Record is the node's record (the canary policy reads its

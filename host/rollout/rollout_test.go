@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -396,7 +397,7 @@ func TestOneStewardActsAndADeputyOnlyWhenOverdue(t *testing.T) {
 		t.Fatalf("stewards %v", stewards)
 	}
 	f := w.facts(t, deputy)
-	f.Overdue = map[string]time.Duration{"verdict:" + w.recs[0].D.ID: 2 * time.Second}
+	f.Overdue = map[string]time.Duration{"verdict:" + w.recs[0].D.ID + "@" + strconv.FormatInt(w.recs[0].D.ModifyTime.UnixNano(), 10): 2 * time.Second}
 	if !Decide(f).Verdict {
 		t.Fatal("an overdue deputy does not act")
 	}
@@ -469,5 +470,157 @@ func TestTheRecordIsCreatedOnceWithThePolicysChoiceAndReason(t *testing.T) {
 	none := CreateRecord(c, map[string]CanaryAnswer{"g": {Choice: reconcile.CanaryChoice{Reason: "no node has rack=a"}}})
 	if st := none.TaskGroups["g"]; len(st.CanaryNodes) != 0 || st.CanaryReason != "no node has rack=a" {
 		t.Fatalf("nobody chosen: %+v", st)
+	}
+}
+
+// A record is created only at a level every eligible node speaks: a node
+// of an older agent holds the creation and says why. Control: without it
+// the record is proposed.
+func TestANodeOfAnOlderProtocolHoldsTheCreation(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	w.nodes[2].Protocol = 0
+	dec := Decide(w.facts(t, "n1"))
+	if dec.Create != nil || !strings.Contains(heldFor(dec, "a-n1"), "node n3 speaks rollout protocol 0") {
+		t.Fatalf("create %+v, held %q", dec.Create, heldFor(dec, "a-n1"))
+	}
+	w.nodes[2].Protocol = Protocol
+	if dec := Decide(w.facts(t, "n1")); dec.Create == nil {
+		t.Fatal("control: no record proposed")
+	}
+}
+
+// A slot taken for an older version's deployment licenses no stop for the
+// newer one, and is released only once what replaces its allocation has a
+// verdict (before, a v2 slot let v3 stop its allocation and was released
+// while v3's replacement was still pending: two in flight).
+func TestAnOlderVersionsSlotLicensesNothingForTheNewOne(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	w.job.Version = 3
+	w.recs = append(w.recs, Record{D: &model.Deployment{ID: "v2", JobID: "web", JobVersion: 2, Status: model.DeploymentCancelled}})
+	d := w.record(func(d *model.Deployment) { d.ID, d.JobVersion = reconcile.DeploymentID("", "web", 3), 3 })
+	w.slots = []Slot{{Key: wanted.SlotKey("", "web", "g", 0), Revision: 4, Slot: model.Slot{JobID: "web", JobVersion: 2, DeploymentID: "v2",
+		Group: "g", Index: 0, Holder: "n1", OldAlloc: "a-n1", NewAlloc: "planned-by-v2"}}}
+	dec := Decide(w.facts(t, "n1"))
+	if len(dec.Stop) != 0 {
+		t.Fatalf("the v2 slot licensed a v3 stop: %+v", dec.Stop)
+	}
+	for _, n := range w.nodes {
+		if tk := w.take(t, n.ID); len(tk) != 0 {
+			t.Fatalf("%s takes a slot while v2's is held: %+v", n.ID, tk)
+		}
+	}
+	// Its old allocation was stopped and v3's replacement (another ID) is
+	// pending: the slot stays.
+	old := w.alloc("a-n1")
+	old.DesiredStatus, old.ClientStatus = model.DesiredStop, model.ClientComplete
+	nw := &model.Allocation{ID: "v3-repl", Name: "web.g[0]", JobID: "web", JobVersion: 3, TaskGroup: "g", NodeID: "n1",
+		DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning, PreviousAllocation: "a-n1", DeploymentID: d.ID}
+	w.allocs = append(w.allocs, nw)
+	if dec := Decide(w.facts(t, "n1")); len(dec.Releases) != 0 {
+		t.Fatalf("released while the replacement is pending: %+v", dec.Releases)
+	}
+	yes := true
+	nw.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &yes}
+	if dec := Decide(w.facts(t, "n1")); len(dec.Releases) != 1 {
+		t.Fatalf("control: not released after the replacement's verdict: %+v", dec.Releases)
+	}
+}
+
+// A live node that is not ready or not eligible never holds a rank in the
+// admission queue (it would never take its turn); control: once ready it
+// takes part again.
+func TestANodeThatCannotUpdateDoesNotBlockTheQueue(t *testing.T) {
+	w := newWorld(4, 1, 0)
+	d := w.record(nil)
+	// Find the rank-0 waiter and make it not ready.
+	var first string
+	for _, n := range w.nodes {
+		if len(w.take(t, n.ID)) == 1 {
+			first = n.ID
+		}
+	}
+	for i := range w.nodes {
+		if w.nodes[i].ID == first {
+			w.nodes[i].Ready = false
+		}
+	}
+	takers := 0
+	for _, n := range w.nodes {
+		if n.ID != first {
+			takers += len(w.take(t, n.ID))
+		}
+	}
+	if takers != 1 {
+		t.Fatalf("with the first waiter not ready, %d others take a slot, want 1", takers)
+	}
+	// It still owes the rollout: not complete.
+	if c := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})["g"]; c.Outdated != 4 || c.Complete {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// No verdict at all while the disruption guard holds: not even a success
+// counted on the nodes that are left.
+func TestNoVerdictDuringADisruption(t *testing.T) {
+	w := newWorld(10, 1, 0)
+	d := w.record(nil)
+	yes := true
+	for i, a := range w.allocs {
+		if i < 6 {
+			a.JobVersion, a.DeploymentStatus = 2, &model.AllocDeploymentStatus{Healthy: &yes}
+		}
+	}
+	for i := 6; i < 10; i++ {
+		w.nodes[i].Live, w.nodes[i].DownSince = false, t0.Add(-time.Second)
+	}
+	counts := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})
+	if !counts["g"].Complete {
+		t.Fatalf("the 6 live nodes are complete: %+v", counts["g"])
+	}
+	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed}, true, nil, "n1", t0, "x"); next != nil {
+		t.Fatal("a success was applied during a disruption")
+	}
+	for _, n := range w.nodes[:6] {
+		if Decide(w.facts(t, n.ID)).Verdict {
+			t.Fatalf("%s asks for a verdict during a disruption", n.ID)
+		}
+	}
+	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed}, false, nil, "n1", t0, "x"); next == nil || next.Status != model.DeploymentSuccessful {
+		t.Fatal("control: no success without the disruption")
+	}
+}
+
+// A canary policy that chose nobody leaves the group waiting for a
+// promotion (with the policy's reason), never silently unvetted.
+func TestAGroupWhosePolicyChoseNobodyStillWaitsForPromotion(t *testing.T) {
+	w := newWorld(3, 3, 30)
+	w.record(func(d *model.Deployment) {
+		d.TaskGroups["g"].CanaryPolicy = "labelled"
+		d.TaskGroups["g"].CanaryReason = "no node has canary=true"
+	})
+	for _, n := range w.nodes {
+		if tk := w.take(t, n.ID); len(tk) != 0 {
+			t.Fatalf("%s updates with no canary chosen and no promotion: %+v", n.ID, tk)
+		}
+	}
+	w.recs[0].D.TaskGroups["g"].Promoted = true
+	if tk := w.take(t, "n1"); len(tk) != 1 {
+		t.Fatalf("control: after promotion n1 takes %+v", tk)
+	}
+}
+
+// A first version (nothing running yet) gets no canary phase even when
+// its group asks for canaries; control: a second version does.
+func TestAFirstVersionIsPlacedNotCanaried(t *testing.T) {
+	w := newWorld(4, 1, 50)
+	w.allocs = nil
+	w.job.Version = 0
+	dec := Decide(w.facts(t, "n1"))
+	if dec.Create == nil || len(dec.Create.Canaries) != 0 || len(dec.Place) != 1 {
+		t.Fatalf("first version: create %+v, place %+v", dec.Create, dec.Place)
+	}
+	w2 := newWorld(4, 1, 50)
+	if dec := Decide(w2.facts(t, "n1")); dec.Create == nil || len(dec.Create.Canaries) != 1 {
+		t.Fatalf("control: second version's canary requests %+v", dec.Create)
 	}
 }

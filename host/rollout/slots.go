@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,12 +48,12 @@ func (f *Facts) releases(dec *Decision, rec *Record) {
 		if s.Slot.Holder != f.Self {
 			continue
 		}
-		nw, old := f.alloc(s.Slot.NewAlloc), f.alloc(s.Slot.OldAlloc)
+		nw, old := f.replacementOf(s.Slot), f.alloc(s.Slot.OldAlloc)
 		d := f.recordOf(s.Slot.JobVersion)
 		switch {
 		case verdictKnown(nw):
 			dec.Releases = append(dec.Releases, s)
-		case nw == nil && old != nil && !old.Terminal() && (d == nil || d.Status != model.DeploymentRunning):
+		case nw == nil && old != nil && !old.Terminal() && (d == nil || !slotLive(d)):
 			// Taken, not acted on, and the record stopped running: release
 			// without acting (T5).
 			dec.Releases = append(dec.Releases, s)
@@ -60,6 +61,27 @@ func (f *Facts) releases(dec *Decision, rec *Record) {
 			dec.Releases = append(dec.Releases, s)
 		}
 	}
+}
+
+// slotLive reports whether a slot of record d may still be acted on.
+func slotLive(d *model.Deployment) bool {
+	return d.Status == model.DeploymentRunning || d.Status == model.DeploymentSuccessful
+}
+
+// replacementOf is the allocation that replaces the slot's old allocation:
+// the planned one, or any allocation that carries the old one on (a newer
+// version's replacement of the same allocation), newest first.
+func (f *Facts) replacementOf(s model.Slot) *model.Allocation {
+	if a := f.alloc(s.NewAlloc); a != nil {
+		return a
+	}
+	var best *model.Allocation
+	for _, a := range f.Allocs {
+		if a.PreviousAllocation == s.OldAlloc && (best == nil || a.JobVersion > best.JobVersion) {
+			best = a
+		}
+	}
+	return best
 }
 
 // placing reports whether this round's plan places the name old had.
@@ -100,34 +122,40 @@ func (f *Facts) nodeActions(dec *Decision, d *model.Deployment, counts map[strin
 		}
 		f.place(dec, e)
 	}
-	mine := map[string]Slot{} // old allocation → this node's slot
+	// A slot licenses the stop of its old allocation only for the record
+	// it was taken for, and only while it is not being released (a slot of
+	// an older version's deployment finishes that replacement, never
+	// another one).
+	releasing := map[string]bool{}
+	for _, s := range dec.Releases {
+		releasing[s.Key] = true
+	}
+	mine := map[string]Slot{} // old allocation → this node's slot for d
 	for _, s := range f.Slots {
-		if s.Slot.Holder == f.Self {
+		if s.Slot.Holder == f.Self && s.Slot.DeploymentID == d.ID && !releasing[s.Key] {
 			mine[s.Slot.OldAlloc] = s
 		}
 	}
+	// A successful record still paces the nodes that come back with an
+	// outdated allocation (a partition healed after the rollout ended).
+	pacing := d.Status == model.DeploymentRunning || d.Status == model.DeploymentSuccessful
 	var pending []reconcile.Entry // destructive updates without a slot
 	for _, e := range f.Plan.Update {
 		switch {
 		case f.InPlace[e.AllocID]:
 			dec.InPlace = append(dec.InPlace, e)
-		case !d.Status.Active():
-			if d.Status == model.DeploymentSuccessful {
-				// A node that comes back after the rollout finished.
-				dec.Stop = append(dec.Stop, e)
-			} else {
-				dec.Held = append(dec.Held, Held{Entry: e, Reason: "deployment is " + string(d.Status)})
-			}
+		case !d.Status.Active() && d.Status != model.DeploymentSuccessful:
+			dec.Held = append(dec.Held, Held{Entry: e, Reason: "deployment is " + string(d.Status)})
 		default:
 			if _, ok := mine[e.AllocID]; ok {
-				if d.Status == model.DeploymentRunning {
+				if pacing {
 					dec.Stop = append(dec.Stop, e)
 				} else {
 					dec.Held = append(dec.Held, Held{Entry: e, Reason: "holds a slot; deployment is " + string(d.Status)})
 				}
 				continue
 			}
-			if d.Status != model.DeploymentRunning {
+			if !pacing {
 				dec.Held = append(dec.Held, Held{Entry: e, Reason: "update held: deployment is " + string(d.Status)})
 				continue
 			}
@@ -182,7 +210,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		nfree = min(nfree, len(free))
 		var ws []waiter
 		for _, a := range f.Allocs {
-			if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.live(a.NodeID) {
+			if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
 				continue
 			}
 			if canarying(st) && !canaryNode(st, a.NodeID) {
@@ -262,19 +290,23 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 		return false
 	}
 	nonce, now := f.Nonce, f.Now
+	// A duty's key names the record as read: a steward that is alive and
+	// writing changes it, so its deputies' timers start again (they act
+	// only for a steward that stopped moving the record).
+	at := d.ID + "@" + strconv.FormatInt(d.ModifyTime.UnixNano(), 10)
 	// T8: reclaim the job's slots whose holder expired (not during a
 	// disruption) or whose replacement already has its verdict.
 	for _, s := range f.Slots {
 		lost := !f.live(s.Slot.Holder) && !disrupted
 		done := verdictKnown(f.alloc(s.Slot.NewAlloc)) && s.Slot.Holder != f.Self
-		if (lost || done) && act("reclaim:"+s.Key) {
+		if (lost || done) && act("reclaim:"+s.Key+"@"+strconv.FormatUint(s.Revision, 10)) {
 			dec.Reclaims = append(dec.Reclaims, s)
 		}
 	}
 	switch d.Status {
 	case model.DeploymentRunning:
 	case model.DeploymentFailed:
-		if d.Revert != nil && d.Revert.Status == model.RevertPending && f.Job.Version == d.JobVersion && act("revert:"+d.ID) {
+		if d.Revert != nil && d.Revert.Status == model.RevertPending && f.Job.Version == d.JobVersion && act("revert:"+at) {
 			dec.Revert = &RevertWork{FailedVersion: d.JobVersion, ToVersion: d.Revert.ToVersion}
 		}
 		return
@@ -286,7 +318,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 		if st.ProgressDeadline <= 0 || !st.RequireProgressBy.IsZero() {
 			continue
 		}
-		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+d.ID) {
+		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+at) {
 			slots := f.Slots
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "start_clock", Version: d.JobVersion,
 				Apply: func(cur model.Deployment) (*model.Deployment, error) { return StartClock(cur, slots, now, nonce) }})
@@ -295,7 +327,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	}
 	// T9: progress above the watermark.
 	for name, st := range d.TaskGroups {
-		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+d.ID) {
+		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+at) {
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "progress", Version: d.JobVersion,
 				Apply: func(cur model.Deployment) (*model.Deployment, error) { return Progress(cur, counts, now, nonce) }})
 			break
@@ -309,11 +341,15 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 				continue
 			}
 			for _, id := range st.CanaryNodes {
-				if n, ok := f.node(id); (ok && !n.Live) || !ok {
-					reason := fmt.Sprintf("canary node %s of group %s lost before promotion", id, name)
+				if n, ok := f.node(id); !ok || !n.Live || !n.Eligible {
+					why := "lost"
+					if ok && n.Live {
+						why = "drained or made ineligible"
+					}
+					reason := fmt.Sprintf("canary node %s of group %s %s before promotion", id, name, why)
 					revert := st.AutoRevert
 					stable := StableVersion(f.Records, d.JobVersion)
-					if act("canary_lost:" + d.ID) {
+					if act("canary_lost:" + at) {
 						dec.Transitions = append(dec.Transitions, Transition{Kind: "fail", Version: d.JobVersion, Reason: reason,
 							Apply: func(cur model.Deployment) (*model.Deployment, error) {
 								return Fail(cur, reason, revert, stable, now, nonce)
@@ -324,7 +360,9 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			}
 		}
 	}
-	if act("verdict:" + d.ID) {
+	// No verdict while the disruption guard holds: neither a failure nor
+	// a success or promotion counted on a fleet that just lost many nodes.
+	if !disrupted && act("verdict:"+at) {
 		dec.Verdict = true
 	}
 }

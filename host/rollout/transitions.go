@@ -53,6 +53,11 @@ func event(d *model.Deployment, now time.Time, kind, msg string) {
 }
 
 func touch(d *model.Deployment, now time.Time, nonce string) {
+	// Monotonic: a queued CAS whose facts are older than the record it
+	// read still moves its modify time forward (readers compare it).
+	if !now.After(d.ModifyTime) {
+		now = d.ModifyTime.Add(time.Microsecond)
+	}
 	d.ModifyTime = now
 	if nonce != "" {
 		d.Nonce = nonce
@@ -330,11 +335,11 @@ func CompletionInput(d *model.Deployment, counts map[string]Counts, policy *mode
 // ApplyVerdict applies a completion policy's verdict (T4 promote by the
 // steward, T10 succeed, T11 fail) to the record just read, re-checking the
 // verdict's preconditions on it: a promotion still needs the healthy
-// canaries, a success the positive evidence of every group. A fail during
-// a disruption is not applied (the guard pauses verdicts).
+// canaries, a success the positive evidence of every group. Nothing is
+// applied during a disruption (the guard pauses verdicts).
 func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.CompletionDecision, disruption bool, stable *uint64, by string, now time.Time, nonce string) (*model.Deployment, error) {
-	if cur.Status != model.DeploymentRunning {
-		return nil, nil
+	if cur.Status != model.DeploymentRunning || disruption {
+		return nil, nil // no verdict of any kind while the disruption guard holds
 	}
 	switch v.Decision {
 	case reconcile.DecisionPromote:
@@ -358,9 +363,6 @@ func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.Co
 		touch(d, now, nonce)
 		return d, nil
 	case reconcile.DecisionFail:
-		if disruption {
-			return nil, nil
-		}
 		reason := v.Reason
 		if reason == "" {
 			reason = model.DescFailedAllocations

@@ -7,7 +7,7 @@
 //   - Every change is written (and fsynced by bbolt) before the call returns
 //     (concurrent changes share one transaction: see committer):
 //     the store is the node's memory across a restart or a SIGKILL, and what
-//     "diverged" is measured against (spec/wanted-state.md).
+//     "diverged" is measured against (docs/wanted-state.md).
 //   - The file is opened with a lock timeout, so a second agent on the same
 //     state directory fails with ErrLocked instead of hanging or corrupting
 //     it (TestASecondOpenOfTheSameStoreFailsWithErrLocked).

@@ -1,4 +1,4 @@
-// Package wanted owns the rules of spec/wanted-state.md: what a value read
+// Package wanted owns the rules of docs/wanted-state.md: what a value read
 // from a NATS JetStream KV bucket means to a host, and — just as important —
 // what it does not mean. Every rule is a pure function over plain values; the
 // package performs no I/O, reads no clock and logs nothing. host/fleet feeds

@@ -101,6 +101,10 @@ type Record[T any] struct {
 	// Time is the server timestamp of the newest entry applied (a put, or
 	// the delete, purge or expiry marker while Absent); zero when unknown.
 	Time time.Time `json:"time,omitzero"`
+	// Expired is the server timestamp of the key's last delete, purge or
+	// expiry marker, kept when the key is written again (for a node: when
+	// it last expired, which the disruption guard counts).
+	Expired time.Time `json:"expired,omitzero"`
 }
 
 // Decoder turns the value put under a key into a T, or says why it cannot.
@@ -128,6 +132,9 @@ func Apply[T any](prev Record[T], e Entry, decode Decoder[T]) (Record[T], Effect
 		}
 		next.Absent = true
 		next.Rejection = nil
+		if !e.Time.IsZero() {
+			next.Expired = e.Time
+		}
 		return next, EffectAbsent
 	}
 	v, err := decode(e.Key, e.Value)

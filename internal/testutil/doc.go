@@ -14,7 +14,7 @@
 // Invariants:
 //   - Only _test.go files import this package; no production package of the
 //     module may (TestNoProductionPackageImportsTestutil checks every
-//     package's non-test imports with `go list`).
+//     package's non-test imports with internal/imports, over `go list`).
 //   - Every helper that takes a testing.TB reports bad input and failures
 //     through t.Fatalf with a message that names the helper and the cause,
 //     and returns right after (so it also behaves with a testing.TB that

@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +17,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/internal/imports"
 )
 
 // recordingTB is a testing.TB whose Fatalf records the message instead of
@@ -265,36 +267,21 @@ func TestShortTempDirIsShortAndRemovedAtCleanup(t *testing.T) {
 
 // TestNoProductionPackageImportsTestutil: testutil is internal, so only the
 // module's own packages can import it; none of them may outside its tests.
-// The control is that `go list` does show it among some package's test
+// The control is that the listing does show it among some package's test
 // imports (the fields read are the right ones).
 func TestNoProductionPackageImportsTestutil(t *testing.T) {
 	const self = "github.com/hivelet/hivelet/internal/testutil"
-	goBin, err := exec.LookPath("go")
+	pkgs, err := imports.List("github.com/hivelet/hivelet/...")
 	if err != nil {
-		t.Fatalf("the go command is needed to list the module's imports: %v", err)
-	}
-	out, err := exec.Command(goBin, "list", "-f",
-		"{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}} {{join .XTestImports \" \"}}",
-		"github.com/hivelet/hivelet/...").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	testUsers := 0
-	for line := range strings.Lines(strings.TrimSpace(string(out))) {
-		parts := strings.Split(strings.TrimSpace(line), "|")
-		if len(parts) != 3 {
-			t.Fatalf("unexpected go list line %q", line)
+	for _, p := range pkgs {
+		if len(p.ImportsUnder(self)) > 0 {
+			t.Errorf("%s imports %s outside its _test.go files", p.ImportPath, self)
 		}
-		pkg, imports, testImports := parts[0], strings.Fields(parts[1]), strings.Fields(parts[2])
-		for _, imp := range imports {
-			if imp == self {
-				t.Errorf("%s imports %s outside its _test.go files", pkg, self)
-			}
-		}
-		for _, imp := range testImports {
-			if imp == self {
-				testUsers++
-			}
+		if slices.Contains(p.TestImports, self) {
+			testUsers++
 		}
 	}
 	if testUsers == 0 {

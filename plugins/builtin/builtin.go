@@ -25,15 +25,41 @@ func Registry() map[string]Factory {
 		mock.Name:   func() (driver.Driver, error) { return mock.New(), nil },
 		exec.Name:   func() (driver.Driver, error) { return exec.New(), nil },
 		docker.Name: docker.NewFromEnv,
+		RawExec:     newRawExec,
 	}
 }
 
-// Names lists the built-in drivers, sorted.
+// Names lists the built-in drivers an agent runs by default, sorted:
+// every one but raw_exec, which the agent's configuration must enable.
 func Names() []string {
 	var names []string
 	for n := range Registry() {
-		names = append(names, n)
+		if n != RawExec {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
+}
+
+// EnabledNames is Names, with raw_exec when rawExec is true.
+func EnabledNames(rawExec bool) []string {
+	names := Names()
+	if rawExec {
+		names = append(names, RawExec)
+		sort.Strings(names)
+	}
+	return names
+}
+
+// Schemas are the config schemas of every built-in driver, raw_exec
+// included, without starting any: what `job validate` checks a task's
+// config against.
+func Schemas() map[string]*driver.Schema {
+	return map[string]*driver.Schema{
+		mock.Name:   mock.Schema(),
+		exec.Name:   exec.Schema(),
+		RawExec:     exec.Schema(),
+		docker.Name: docker.Schema(),
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,15 +34,26 @@ type TaskConfig struct {
 	Entrypoint []string          `json:"entrypoint"`
 	Env        map[string]string `json:"env"`
 	Labels     map[string]string `json:"labels"`
-	Ports      []PortConfig      `json:"ports"`
-	Mount      []MountConfig     `json:"mount"`
-	Volumes    []string          `json:"volumes"`
+	// Ports names port labels of the group's network block (Nomad's form):
+	// each is published on the node's address, the allocated port mapped
+	// to the label's `to` (else the same number) in the container.
+	Ports []string `json:"ports"`
+	// Publish maps host ports to container ports directly.
+	Publish []PortConfig  `json:"publish"`
+	Mount   []MountConfig `json:"mount"`
+	Volumes []string      `json:"volumes"`
 	// NetworkMode is passed to the engine: "bridge" (default), "host", "none"...
 	NetworkMode string `json:"network_mode"`
-	WorkDir     string `json:"work_dir"`
-	User        string `json:"user"`
-	Privileged  bool   `json:"privileged"`
-	ForcePull   bool   `json:"force_pull"`
+	// PidMode and IpcMode: "host" shares the node's namespace.
+	PidMode    string         `json:"pid_mode"`
+	IpcMode    string         `json:"ipc_mode"`
+	CapAdd     []string       `json:"cap_add"`
+	CapDrop    []string       `json:"cap_drop"`
+	Devices    []DeviceConfig `json:"devices"`
+	WorkDir    string         `json:"work_dir"`
+	User       string         `json:"user"`
+	Privileged bool           `json:"privileged"`
+	ForcePull  bool           `json:"force_pull"`
 	// ImagePullTimeout bounds a pull ("5m"); empty: the driver's default.
 	ImagePullTimeout string       `json:"image_pull_timeout"`
 	Auth             []AuthConfig `json:"auth"`
@@ -52,6 +65,13 @@ type PortConfig struct {
 	Container int    `json:"container"`
 	Protocol  string `json:"protocol"`
 	HostIP    string `json:"host_ip"`
+}
+
+// DeviceConfig exposes a host device in the container.
+type DeviceConfig struct {
+	HostPath          string `json:"host_path"`
+	ContainerPath     string `json:"container_path"`
+	CgroupPermissions string `json:"cgroup_permissions"`
 }
 
 // MountConfig is one `mount` block: a bind mount or a named volume.
@@ -79,7 +99,8 @@ func Schema() *driver.Schema {
 		"entrypoint": {Type: driver.TypeStringList, Description: "overrides the image's entrypoint"},
 		"env":        {Type: driver.TypeStringMap, Description: "environment, on top of the task's env"},
 		"labels":     {Type: driver.TypeStringMap, Description: "container labels (hivelet.* is reserved)"},
-		"ports": {Type: driver.TypeObjectList, Description: "host port mappings: [{host = 8080, container = 80, protocol = \"tcp\", host_ip = \"127.0.0.1\"}]",
+		"ports":      {Type: driver.TypeStringList, Description: "port labels of the group's network block to publish: [\"http\"] (a host:container mapping is written publish { host = 8080, container = 80 })"},
+		"publish": {Type: driver.TypeObjectList, Description: "host port mappings: [{host = 8080, container = 80, protocol = \"tcp\", host_ip = \"127.0.0.1\"}]",
 			Elem: &driver.Schema{Fields: map[string]*driver.Field{
 				"host":      {Type: driver.TypeNumber, Description: "host port; 0 or absent lets the engine choose"},
 				"container": {Type: driver.TypeNumber, Required: true, Description: "container port"},
@@ -93,8 +114,18 @@ func Schema() *driver.Schema {
 				"target":   {Type: driver.TypeString, Required: true, Description: "absolute path in the container"},
 				"readonly": {Type: driver.TypeBool, Description: "mount read-only"},
 			}}},
-		"volumes":            {Type: driver.TypeStringList, Description: "docker-style \"source:target[:ro]\"; an absolute source is a bind mount, a name a named volume"},
-		"network_mode":       str("engine network mode: bridge (default), host, none, container:<id>, or a network name"),
+		"volumes":      {Type: driver.TypeStringList, Description: "docker-style \"source:target[:ro]\"; an absolute source is a bind mount, a name a named volume"},
+		"network_mode": str("engine network mode: bridge (default), host, none, container:<id>, or a network name"),
+		"pid_mode":     str("PID namespace: host shares the node's (default: the container's own)"),
+		"ipc_mode":     str("IPC namespace: host, shareable, private, none or container:<id> (default: the engine's)"),
+		"cap_add":      {Type: driver.TypeStringList, Description: "Linux capabilities to add; each must be allowed by the agent (HIVELET_DOCKER_ALLOW_CAPS)"},
+		"cap_drop":     {Type: driver.TypeStringList, Description: "Linux capabilities to drop (\"all\" drops every one)"},
+		"devices": {Type: driver.TypeObjectList, Description: "host devices: [{host_path = \"/dev/fuse\", container_path = \"/dev/fuse\", cgroup_permissions = \"rwm\"}]",
+			Elem: &driver.Schema{Fields: map[string]*driver.Field{
+				"host_path":          {Type: driver.TypeString, Required: true, Description: "absolute path of the device on the node"},
+				"container_path":     str("path in the container; default host_path"),
+				"cgroup_permissions": str("r, w and m (mknod), default rwm"),
+			}}},
 		"work_dir":           str("working directory in the container"),
 		"user":               str("user in the container; default the task's user"),
 		"privileged":         {Type: driver.TypeBool, Description: "privileged container; refused unless the agent allows it"},
@@ -121,9 +152,12 @@ type plan struct {
 // planOptions are the driver settings that shape a plan.
 type planOptions struct {
 	allowPrivileged bool
-	pullTimeout     time.Duration
-	engineLogSize   string
-	engineLogFiles  int
+	// allowCaps are the capabilities cap_add may name (lower case, no
+	// CAP_ prefix); "all" allows any. Nil: DefaultAllowCaps.
+	allowCaps      []string
+	pullTimeout    time.Duration
+	engineLogSize  string
+	engineLogFiles int
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
@@ -214,8 +248,20 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	cmd = append(cmd, c.Args...)
 
 	var ports []engine.PortMapping
-	for i, pc := range c.Ports {
-		path := "ports[" + strconv.Itoa(i) + "]"
+	for i, label := range c.Ports {
+		pm, err := labelPorts(label, tc.Env)
+		if err != nil {
+			bad("ports["+strconv.Itoa(i)+"]", "%v", err)
+			continue
+		}
+		// With the node's own network the task binds the port itself:
+		// there is nothing to publish.
+		if c.NetworkMode != "host" {
+			ports = append(ports, pm...)
+		}
+	}
+	for i, pc := range c.Publish {
+		path := "publish[" + strconv.Itoa(i) + "]"
 		if pc.Container < 1 || pc.Container > 65535 {
 			bad(path+".container", "port %d is out of 1..65535", pc.Container)
 		}
@@ -258,12 +304,53 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	}
 	for i, v := range c.Volumes {
 		parts := strings.Split(v, ":")
-		ok := (len(parts) == 2 || (len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"))) &&
+		ok := (len(parts) == 2 || (len(parts) == 3 && volumeOptions(parts[2]))) &&
 			parts[0] != "" && strings.HasPrefix(parts[1], "/")
 		if !ok {
-			bad("volumes["+strconv.Itoa(i)+"]", "want \"source:target[:ro|rw]\" with an absolute target, got %q", v)
+			bad("volumes["+strconv.Itoa(i)+"]", "want \"source:target[:options]\" with an absolute target and options among ro, rw, z, Z, nocopy and the propagation modes (rslave, rshared...), got %q", v)
 		}
 	}
+
+	for _, m := range []struct{ field, v string }{{"pid_mode", c.PidMode}, {"ipc_mode", c.IpcMode}} {
+		if m.v == "" || m.v == "host" || strings.HasPrefix(m.v, "container:") ||
+			(m.field == "ipc_mode" && slices.Contains([]string{"shareable", "private", "none"}, m.v)) {
+			continue
+		}
+		bad(m.field, "want host or container:<name>%s, got %q", map[bool]string{true: ", shareable, private or none"}[m.field == "ipc_mode"], m.v)
+	}
+	allowCaps := opts.allowCaps
+	if allowCaps == nil {
+		allowCaps = DefaultAllowCaps
+	}
+	capAdd := normalizeCaps(c.CapAdd)
+	for i, cp := range capAdd {
+		if !slices.Contains(allowCaps, "all") && !slices.Contains(allowCaps, cp) {
+			bad("cap_add["+strconv.Itoa(i)+"]", "capability %q is not allowed on this node (allowed: %s; the agent's %s widens it)", cp, strings.Join(allowCaps, ", "), EnvAllowCaps)
+		}
+	}
+	var devices []engine.Device
+	for i, dv := range c.Devices {
+		path := "devices[" + strconv.Itoa(i) + "]"
+		if !filepath.IsAbs(dv.HostPath) {
+			bad(path+".host_path", "must be an absolute path on the node, got %q", dv.HostPath)
+		}
+		cp := dv.ContainerPath
+		if cp == "" {
+			cp = dv.HostPath
+		} else if !filepath.IsAbs(cp) {
+			bad(path+".container_path", "must be an absolute path in the container, got %q", cp)
+		}
+		perms := dv.CgroupPermissions
+		if perms == "" {
+			perms = "rwm"
+		}
+		if strings.Trim(perms, "rwm") != "" {
+			bad(path+".cgroup_permissions", "want a combination of r, w and m, got %q", perms)
+		}
+		devices = append(devices, engine.Device{HostPath: dv.HostPath, ContainerPath: cp, CgroupPermissions: perms})
+	}
+
+	binds := append(append([]string(nil), c.Volumes...), taskDirBinds(tc, c)...)
 
 	user := c.User
 	if user == "" {
@@ -291,8 +378,13 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		StopSignal:  tc.KillSignal,
 		Ports:       ports,
 		Mounts:      mounts,
-		Binds:       c.Volumes,
+		Binds:       binds,
 		NetworkMode: c.NetworkMode,
+		PidMode:     c.PidMode,
+		IpcMode:     c.IpcMode,
+		CapAdd:      capAdd,
+		CapDrop:     normalizeCaps(c.CapDrop),
+		Devices:     devices,
 		Privileged:  c.Privileged,
 		CPUShares:   shares,
 		MemoryBytes: int64(tc.Resources.MemoryMB) << 20,
@@ -300,6 +392,91 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		LogMaxFiles: opts.engineLogFiles,
 	}
 	return p, nil
+}
+
+// taskDirBinds mounts the allocation's shared directory at /alloc and the
+// task's local/ and secrets/ at /local and /secrets, as Nomad's docker
+// driver does, so a task reads its rendered templates at /local/... It
+// mounts only directories the host created (AllocDir/alloc,
+// AllocDir/<task>/local, .../secrets) and never over a target the config
+// mounts itself.
+func taskDirBinds(tc *driver.TaskConfig, c TaskConfig) []string {
+	if tc.AllocDir == "" || tc.TaskName == "" {
+		return nil
+	}
+	taken := map[string]bool{}
+	for _, v := range c.Volumes {
+		if parts := strings.Split(v, ":"); len(parts) >= 2 {
+			taken[filepath.Clean(parts[1])] = true
+		}
+	}
+	for _, m := range c.Mount {
+		taken[filepath.Clean(m.Target)] = true
+	}
+	var out []string
+	for _, d := range []struct{ src, target string }{
+		{filepath.Join(tc.AllocDir, "alloc"), "/alloc"},
+		{filepath.Join(tc.AllocDir, tc.TaskName, "local"), "/local"},
+		{filepath.Join(tc.AllocDir, tc.TaskName, "secrets"), "/secrets"},
+	} {
+		if taken[d.target] {
+			continue
+		}
+		if fi, err := os.Stat(d.src); err == nil && fi.IsDir() {
+			out = append(out, d.src+":"+d.target)
+		}
+	}
+	return out
+}
+
+// volumeOptions reports whether opts is a comma-separated list of the
+// options the engine takes after a bind's target ("ro,rslave").
+func volumeOptions(opts string) bool {
+	known := []string{"ro", "rw", "z", "Z", "nocopy", "private", "rprivate", "shared", "rshared", "slave", "rslave"}
+	for _, o := range strings.Split(opts, ",") {
+		if !slices.Contains(known, o) {
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultAllowCaps are the capabilities cap_add may name unless the agent
+// says otherwise: Docker's default set (what a container has anyway),
+// as Nomad's docker driver allows by default.
+var DefaultAllowCaps = []string{"audit_write", "chown", "dac_override", "fowner", "fsetid", "kill", "mknod",
+	"net_bind_service", "setfcap", "setgid", "setpcap", "setuid", "sys_chroot"}
+
+// normalizeCaps writes capabilities as the allow list does: lower case,
+// without the CAP_ prefix.
+func normalizeCaps(caps []string) []string {
+	var out []string
+	for _, c := range caps {
+		out = append(out, strings.TrimPrefix(strings.ToLower(strings.TrimSpace(c)), "cap_"))
+	}
+	return out
+}
+
+// labelPorts publishes one port label of the allocation. The host tells a
+// driver the allocation's ports through the task's environment
+// (NOMAD_HOST_PORT_<label>: the port on the node, NOMAD_PORT_<label>: the
+// port in the task, NOMAD_HOST_IP_<label>: the address), which the node
+// sets and the task's own env cannot override. Like Nomad, each label is
+// published for tcp and udp.
+func labelPorts(label string, env map[string]string) ([]engine.PortMapping, error) {
+	hostPort, err := strconv.Atoi(env["NOMAD_HOST_PORT_"+label])
+	if err != nil {
+		return nil, fmt.Errorf("no port labelled %q in the group's network block (add network { port %q {} } to the group)", label, label)
+	}
+	inTask, err := strconv.Atoi(env["NOMAD_PORT_"+label])
+	if err != nil {
+		inTask = hostPort
+	}
+	ip := env["NOMAD_HOST_IP_"+label]
+	return []engine.PortMapping{
+		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "tcp"},
+		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "udp"},
+	}, nil
 }
 
 // owns reports whether a container's labels say it is this task's.

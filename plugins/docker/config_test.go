@@ -30,18 +30,26 @@ func TestAFullConfigBecomesTheContainerSpecWithOwnershipLabels(t *testing.T) {
 		"entrypoint": []any{"/bin/init"},
 		"env":        map[string]any{"BOTH": "config", "ONLY": "c"},
 		"labels":     map[string]any{"team": "a"},
-		"ports": []any{
+		"ports":      []any{"metrics"},
+		"publish": []any{
 			map[string]any{"host": 8080, "container": 80},
 			map[string]any{"container": float64(53), "protocol": "udp", "host_ip": "127.0.0.1"},
 		},
+		"pid_mode":           "host",
+		"ipc_mode":           "host",
+		"cap_add":            []any{"CAP_NET_BIND_SERVICE", "chown"},
+		"cap_drop":           []any{"ALL"},
+		"devices":            []any{map[string]any{"host_path": "/dev/fuse"}, map[string]any{"host_path": "/dev/null", "container_path": "/dev/n", "cgroup_permissions": "r"}},
 		"mount":              []any{map[string]any{"type": "volume", "source": "data", "target": "/data", "readonly": true}},
-		"volumes":            []any{"/srv:/srv:ro"},
+		"volumes":            []any{"/srv:/srv:ro", "/:/host:ro,rslave"},
 		"network_mode":       "bridge",
 		"work_dir":           "/w",
 		"image_pull_timeout": "30s",
 		"force_pull":         true,
 		"auth":               []any{map[string]any{"username": "u", "password": "p", "server_address": "r.example"}},
 	})
+	// The node tells the driver the allocation's ports through the env.
+	tc.Env["NOMAD_HOST_PORT_metrics"], tc.Env["NOMAD_PORT_metrics"], tc.Env["NOMAD_HOST_IP_metrics"] = "9100", "9100", "10.0.0.5"
 	p, err := makePlan(tc, planOptions{pullTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -51,18 +59,25 @@ func TestAFullConfigBecomesTheContainerSpecWithOwnershipLabels(t *testing.T) {
 		Image:      "example/web:1",
 		Entrypoint: []string{"/bin/init"},
 		Cmd:        []string{"/app", "serve", "80"},
-		Env:        []string{"BOTH=config", "FROM_TASK=1", "ONLY=c"},
+		Env:        []string{"BOTH=config", "FROM_TASK=1", "NOMAD_HOST_IP_metrics=10.0.0.5", "NOMAD_HOST_PORT_metrics=9100", "NOMAD_PORT_metrics=9100", "ONLY=c"},
 		Labels:     map[string]string{"team": "a", LabelAllocID: "a1", LabelTask: "web", LabelJob: "job1", LabelNodeID: "n1"},
 		WorkDir:    "/w",
 		User:       "nobody",
 		StopSignal: "SIGINT",
 		Ports: []engine.PortMapping{
+			{HostIP: "10.0.0.5", HostPort: 9100, ContainerPort: 9100, Protocol: "tcp"},
+			{HostIP: "10.0.0.5", HostPort: 9100, ContainerPort: 9100, Protocol: "udp"},
 			{HostPort: 8080, ContainerPort: 80, Protocol: "tcp"},
 			{HostIP: "127.0.0.1", ContainerPort: 53, Protocol: "udp"},
 		},
 		Mounts:      []engine.Mount{{Type: "volume", Source: "data", Target: "/data", ReadOnly: true}},
-		Binds:       []string{"/srv:/srv:ro"},
+		Binds:       []string{"/srv:/srv:ro", "/:/host:ro,rslave"},
 		NetworkMode: "bridge",
+		PidMode:     "host",
+		IpcMode:     "host",
+		CapAdd:      []string{"net_bind_service", "chown"},
+		CapDrop:     []string{"all"},
+		Devices:     []engine.Device{{HostPath: "/dev/fuse", ContainerPath: "/dev/fuse", CgroupPermissions: "rwm"}, {HostPath: "/dev/null", ContainerPath: "/dev/n", CgroupPermissions: "r"}},
 		CPUShares:   500,
 		MemoryBytes: 64 << 20,
 	}
@@ -88,14 +103,20 @@ func TestInvalidConfigsAreRefusedNamingEachField(t *testing.T) {
 		{"privileged refused", map[string]any{"image": "x", "privileged": true}, false, []string{"privileged"}},
 		{"privileged allowed (control)", map[string]any{"image": "x", "privileged": true}, true, nil},
 		{"reserved label", map[string]any{"image": "x", "labels": map[string]any{"hivelet.alloc_id": "other"}}, false, []string{"labels.hivelet.alloc_id"}},
-		{"port out of range", map[string]any{"image": "x", "ports": []any{map[string]any{"container": 70000, "host": -1}}}, false, []string{"ports[0].container", "ports[0].host"}},
-		{"port protocol", map[string]any{"image": "x", "ports": []any{map[string]any{"container": 80, "protocol": "sctp"}}}, false, []string{"ports[0].protocol"}},
-		{"port wrong type", map[string]any{"image": "x", "ports": []any{"8080:80"}}, false, []string{"ports[0]"}},
+		{"port out of range", map[string]any{"image": "x", "publish": []any{map[string]any{"container": 70000, "host": -1}}}, false, []string{"publish[0].container", "publish[0].host"}},
+		{"port protocol", map[string]any{"image": "x", "publish": []any{map[string]any{"container": 80, "protocol": "sctp"}}}, false, []string{"publish[0].protocol"}},
+		{"a ports block (the mapping form is publish)", map[string]any{"image": "x", "ports": []any{map[string]any{"container": 80}}}, false, []string{"ports[0]"}},
+		{"port label the group does not have", map[string]any{"image": "x", "ports": []any{"http"}}, false, []string{"ports[0]"}},
+		{"port label unknown even on the node's network", map[string]any{"image": "x", "ports": []any{"http"}, "network_mode": "host"}, false, []string{"ports[0]"}},
+		{"bad pid and ipc modes", map[string]any{"image": "x", "pid_mode": "shared", "ipc_mode": "everyone"}, false, []string{"ipc_mode", "pid_mode"}},
+		{"cap_add outside the allowed set", map[string]any{"image": "x", "cap_add": []any{"chown", "SYS_ADMIN"}}, false, []string{"cap_add[1]"}},
+		{"bad devices", map[string]any{"image": "x", "devices": []any{map[string]any{"host_path": "dev/fuse", "container_path": "x", "cgroup_permissions": "rwx"}}}, false,
+			[]string{"devices[0].cgroup_permissions", "devices[0].container_path", "devices[0].host_path"}},
 		{"relative bind", map[string]any{"image": "x", "mount": []any{map[string]any{"source": "rel", "target": "/t"}}}, false, []string{"mount[0].source"}},
 		{"bad mount type", map[string]any{"image": "x", "mount": []any{map[string]any{"type": "tmpfs", "source": "/a", "target": "t"}}}, false, []string{"mount[0].target", "mount[0].type"}},
 		{"bad volume", map[string]any{"image": "x", "volumes": []any{"/a", "/a:/b:rx", "data:/ok"}}, false, []string{"volumes[0]", "volumes[1]"}},
 		{"bad pull timeout", map[string]any{"image": "x", "image_pull_timeout": "soon"}, false, []string{"image_pull_timeout"}},
-		{"fractional port", map[string]any{"image": "x", "ports": []any{map[string]any{"container": 80.5}}}, false, []string{"ports.container"}},
+		{"fractional port", map[string]any{"image": "x", "publish": []any{map[string]any{"container": 80.5}}}, false, []string{"publish.container"}},
 		{"two auth blocks", map[string]any{"image": "x", "auth": []any{map[string]any{}, map[string]any{}}}, false, []string{"auth"}},
 	}
 	for _, c := range cases {
@@ -151,5 +172,23 @@ func TestOwnershipNeedsBothTheAllocAndTheTaskLabel(t *testing.T) {
 		if got := owns(c.labels, "a1", "web"); got != c.want {
 			t.Errorf("owns(%v) = %v, want %v", c.labels, got, c.want)
 		}
+	}
+}
+
+// TestAPortLabelOnTheNodesNetworkIsNotPublished: with network_mode = "host"
+// the task binds the allocated port itself; in docker's bridge network the
+// same label is published for tcp and udp, mapped to its `to`.
+func TestAPortLabelOnTheNodesNetworkIsNotPublished(t *testing.T) {
+	tc := baseTask(map[string]any{"image": "x", "ports": []any{"http"}, "network_mode": "host"})
+	tc.Env["NOMAD_HOST_PORT_http"], tc.Env["NOMAD_PORT_http"], tc.Env["NOMAD_HOST_IP_http"] = "21000", "8080", "127.0.0.1"
+	p, err := makePlan(tc, planOptions{})
+	if err != nil || len(p.spec.Ports) != 0 {
+		t.Fatalf("host network: %v, ports %+v", err, p)
+	}
+	tc.Config["network_mode"] = "bridge"
+	p, err = makePlan(tc, planOptions{})
+	want := []engine.PortMapping{{HostIP: "127.0.0.1", HostPort: 21000, ContainerPort: 8080, Protocol: "tcp"}, {HostIP: "127.0.0.1", HostPort: 21000, ContainerPort: 8080, Protocol: "udp"}}
+	if err != nil || !reflect.DeepEqual(p.spec.Ports, want) {
+		t.Fatalf("bridge network: %v, ports %+v", err, p.spec.Ports)
 	}
 }

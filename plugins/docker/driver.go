@@ -59,6 +59,9 @@ type Config struct {
 	Engine engine.Options
 	// AllowPrivileged lets tasks ask for privileged containers.
 	AllowPrivileged bool
+	// AllowCaps are the capabilities a task's cap_add may name (lower
+	// case, no CAP_ prefix; "all" allows any). Nil: DefaultAllowCaps.
+	AllowCaps []string
 	// LogMaxBytes and LogMaxFiles rotate each task's stdout and stderr
 	// files: at most LogMaxFiles old files of LogMaxBytes each are kept.
 	// Defaults: 10 MiB, 5.
@@ -106,9 +109,8 @@ type Driver struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	tasks *driver.Tasks[*task]
-
-	events *broadcaster
+	tasks  *driver.Tasks[*task]
+	events driver.Events // closed by Close
 }
 
 // task is one container the driver tracks.
@@ -190,7 +192,6 @@ func New(cfg Config) (*Driver, error) {
 		life:   life,
 		cancel: cancel,
 		tasks:  driver.NewTasks[*task]("task"),
-		events: newBroadcaster(),
 	}, nil
 }
 
@@ -199,7 +200,7 @@ func New(cfg Config) (*Driver, error) {
 func (d *Driver) Close() error {
 	d.cancel()
 	d.wg.Wait()
-	d.events.close()
+	d.events.Close()
 	return d.engine.Close()
 }
 
@@ -276,6 +277,7 @@ func (d *Driver) fingerprint(ctx context.Context) *driver.Fingerprint {
 func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.TaskHandle, error) {
 	p, err := makePlan(tc, planOptions{
 		allowPrivileged: d.cfg.AllowPrivileged,
+		allowCaps:       d.cfg.AllowCaps,
 		pullTimeout:     d.cfg.PullTimeout,
 		engineLogSize:   "10m",
 		engineLogFiles:  3,
@@ -798,7 +800,7 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 
 // TaskEvents streams the events of every task until ctx ends.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
-	return d.events.subscribe(ctx), nil
+	return d.events.Subscribe(ctx), nil
 }
 
 // SignalTask sends signal to the container's main process.
@@ -814,7 +816,7 @@ func (d *Driver) SignalTask(ctx context.Context, taskID string, signal string) e
 }
 
 func (d *Driver) emit(taskID, allocID, task, msg string, ann map[string]string) {
-	d.events.publish(&driver.TaskEvent{TaskID: taskID, AllocID: allocID, TaskName: task, Timestamp: time.Now(), Message: msg, Annotations: ann})
+	d.events.Publish(&driver.TaskEvent{TaskID: taskID, AllocID: allocID, TaskName: task, Timestamp: time.Now(), Message: msg, Annotations: ann})
 }
 
 func short(id string) string {

@@ -215,26 +215,9 @@ func TestAPublishedPortAnswersOnTheHost(t *testing.T) {
 	d := newDriver(t, docker.Config{})
 	port := testutil.FreePort(t)
 	tc := task(t, c, "serve", "8080")
-	tc.Config["ports"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
+	tc.Config["publish"] = []any{map[string]any{"host": port, "container": 8080, "host_ip": "127.0.0.1"}}
 	start(t, d, tc)
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
-	deadline := time.Now().Add(20 * time.Second)
-	var body string
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			if strings.HasPrefix(body, "hello ") {
-				break
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !strings.HasPrefix(body, "hello ") {
-		t.Fatalf("no answer on %s (last body %q)", url, body)
-	}
+	awaitHello(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/")
 	st, err := d.InspectTask(context.Background(), tc.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +230,103 @@ func TestAPublishedPortAnswersOnTheHost(t *testing.T) {
 	}
 	if r := wait(t, d, tc.ID, 10*time.Second); r.ExitCode != 0 {
 		t.Errorf("exit after stop: %+v", r)
+	}
+}
+
+// awaitHello polls url until the test program's "hello <host>" answers.
+func awaitHello(t *testing.T, url string) {
+	t.Helper()
+	var body string
+	testutil.Eventually(t, 20*time.Second, "an answer on "+url, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.HasPrefix(body, "hello ")
+	})
+}
+
+// TestAPortLabelIsPublishedOnTheNodeAddressFromTheAllocationsPorts: the
+// node hands the allocation's ports to the driver in the task's env; a
+// ports = ["http"] task answers on the node's port, mapped to its `to`.
+func TestAPortLabelIsPublishedOnTheNodeAddressFromTheAllocationsPorts(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	port := testutil.FreePort(t)
+	tc := task(t, c, "serve", "8080")
+	tc.Config["ports"] = []any{"http"}
+	tc.Env = map[string]string{"NOMAD_HOST_PORT_http": strconv.Itoa(port), "NOMAD_PORT_http": "8080", "NOMAD_HOST_IP_http": "127.0.0.1"}
+	start(t, d, tc)
+	awaitHello(t, "http://127.0.0.1:"+strconv.Itoa(port)+"/")
+	st, err := d.InspectTask(context.Background(), tc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st.Attributes["ports"]; !strings.Contains(p, strconv.Itoa(port)+":8080/tcp") || !strings.Contains(p, strconv.Itoa(port)+":8080/udp") {
+		t.Errorf("ports attribute %q: want the label published for tcp and udp", p)
+	}
+	if err := d.StopTask(context.Background(), tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, d, tc.ID, 10*time.Second)
+}
+
+// TestNamespacesCapabilitiesAndDevicesAreWhatTheConfigAsks: pid_mode and
+// ipc_mode "host" put the container in this machine's namespaces, cap_drop
+// and cap_add leave exactly the capability asked for, and a device appears
+// at its container path. The control container, with none of it, gets its
+// own namespaces and Docker's default capabilities.
+func TestNamespacesCapabilitiesAndDevicesAreWhatTheConfigAsks(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	run := func(extra map[string]any) map[string]string {
+		tc := task(t, c, "ns", "/dev/hivelet-null")
+		for k, v := range extra {
+			tc.Config[k] = v
+		}
+		start(t, d, tc)
+		waitOutput(t, tc.StdoutPath, "done\n")
+		out := map[string]string{}
+		for _, line := range strings.Split(read(t, tc.StdoutPath), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				out[k] = v
+			}
+		}
+		if err := d.StopTask(context.Background(), tc.ID, 5*time.Second, ""); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, d, tc.ID, 10*time.Second)
+		return out
+	}
+	hostNS := map[string]string{}
+	for _, n := range []string{"pid", "ipc"} {
+		l, err := os.Readlink("/proc/self/ns/" + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostNS[n] = l
+	}
+	got := run(map[string]any{
+		"pid_mode": "host", "ipc_mode": "host",
+		"cap_drop": []any{"ALL"}, "cap_add": []any{"CHOWN"},
+		"devices": []any{map[string]any{"host_path": "/dev/null", "container_path": "/dev/hivelet-null"}},
+	})
+	if got["pid"] != hostNS["pid"] || got["ipc"] != hostNS["ipc"] {
+		t.Errorf("namespaces pid=%s ipc=%s, want the host's %v", got["pid"], got["ipc"], hostNS)
+	}
+	if got["capeff"] != "0000000000000001" {
+		t.Errorf("capabilities %s, want only CAP_CHOWN (bit 0)", got["capeff"])
+	}
+	if got["dev /dev/hivelet-null"] != "ok" {
+		t.Errorf("device at its container path: %q", got["dev /dev/hivelet-null"])
+	}
+	control := run(nil)
+	if control["pid"] == hostNS["pid"] || control["ipc"] == hostNS["ipc"] || control["capeff"] == "0000000000000001" ||
+		control["dev /dev/hivelet-null"] != "missing" {
+		t.Errorf("control container: %v (host %v)", control, hostNS)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -17,6 +18,9 @@ const (
 	EnvLogMaxBytes     = "HIVELET_DOCKER_LOG_MAX_BYTES"    // bytes per log file
 	EnvLogMaxFiles     = "HIVELET_DOCKER_LOG_MAX_FILES"    // rotated files kept
 	EnvPullTimeout     = "HIVELET_DOCKER_PULL_TIMEOUT"     // e.g. "5m"
+	// EnvAllowCaps lists the capabilities cap_add may name ("net_admin,
+	// sys_time", or "all"); default DefaultAllowCaps.
+	EnvAllowCaps = "HIVELET_DOCKER_ALLOW_CAPS"
 )
 
 // ConfigFromEnv reads the driver's configuration from getenv (os.Getenv in
@@ -44,6 +48,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("%s=%q: want a positive count", EnvLogMaxFiles, v)
 		}
 		c.LogMaxFiles = n
+	}
+	if v := getenv(EnvAllowCaps); v != "" {
+		for _, cp := range normalizeCaps(strings.Split(v, ",")) {
+			if cp == "" || strings.ContainsAny(cp, " \t") {
+				return c, fmt.Errorf("%s=%q: want a comma-separated list of capabilities, or all", EnvAllowCaps, v)
+			}
+			c.AllowCaps = append(c.AllowCaps, cp)
+		}
 	}
 	if v := getenv(EnvPullTimeout); v != "" {
 		d, err := time.ParseDuration(v)

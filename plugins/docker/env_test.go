@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -20,6 +21,8 @@ func TestConfigFromEnvReadsEachSettingAndRejectsMalformedOnes(t *testing.T) {
 		{"bad size", map[string]string{EnvLogMaxBytes: "10MB"}, Config{}, true},
 		{"zero files", map[string]string{EnvLogMaxFiles: "0"}, Config{}, true},
 		{"bad timeout", map[string]string{EnvPullTimeout: "-1m"}, Config{}, true},
+		{"allowed caps", map[string]string{EnvAllowCaps: "NET_ADMIN, cap_sys_time"}, Config{AllowCaps: []string{"net_admin", "sys_time"}}, false},
+		{"bad caps", map[string]string{EnvAllowCaps: "net_admin,,"}, Config{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -27,7 +30,7 @@ func TestConfigFromEnvReadsEachSettingAndRejectsMalformedOnes(t *testing.T) {
 			if (err != nil) != c.wantErr {
 				t.Fatalf("err %v, wantErr %v", err, c.wantErr)
 			}
-			if !c.wantErr && got != c.want {
+			if !c.wantErr && !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got %+v, want %+v", got, c.want)
 			}
 		})

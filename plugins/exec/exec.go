@@ -29,7 +29,6 @@ import (
 	"os/user"
 	"sort"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -87,17 +86,15 @@ type task struct {
 
 // Driver is the exec driver. Use New.
 type Driver struct {
-	tasks *driver.Tasks[*task]
-
-	mu   sync.Mutex // guards subs
-	subs map[chan *driver.TaskEvent]struct{}
+	tasks  *driver.Tasks[*task]
+	events driver.Events
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns an exec driver with no tasks.
 func New() *Driver {
-	return &Driver{tasks: driver.NewTasks[*task]("exec task"), subs: map[chan *driver.TaskEvent]struct{}{}}
+	return &Driver{tasks: driver.NewTasks[*task]("exec task")}
 }
 
 // Info names the exec driver.
@@ -447,18 +444,7 @@ func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duratio
 // TaskEvents streams "started" and "exited" events of all tasks; a slow
 // reader loses events rather than stalling tasks.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
-	ch := make(chan *driver.TaskEvent, 64)
-	d.mu.Lock()
-	d.subs[ch] = struct{}{}
-	d.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		d.mu.Lock()
-		delete(d.subs, ch)
-		close(ch)
-		d.mu.Unlock()
-	}()
-	return ch, nil
+	return d.events.Subscribe(ctx), nil
 }
 
 func (d *Driver) emit(t *task, msg string) {
@@ -467,14 +453,7 @@ func (d *Driver) emit(t *task, msg string) {
 	if t.cfg != nil {
 		e.AllocID, e.TaskName = t.cfg.AllocID, t.cfg.TaskName
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for ch := range d.subs {
-		select {
-		case ch <- e:
-		default:
-		}
-	}
+	d.events.Publish(e)
 }
 
 // SignalTask sends a signal (by name, e.g. "SIGHUP") to the task's process

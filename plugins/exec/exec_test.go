@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -100,22 +101,34 @@ func TestInvalidConfigIsRefusedPerField(t *testing.T) {
 	}
 }
 
-// readPID waits for a file holding a PID.
+// readPID waits for a file holding a PID, written by the task.
 func readPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	pid := 0
+	testutil.Eventually(t, 10*time.Second, "a pid in "+path, func() bool {
 		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err == nil {
-				return pid
-			}
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no pid in %s", path)
-	return 0
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+// trapTask is a shell that installs trap, then says so in a file the test
+// waits on (waitReady), then loops until the trap ends it.
+func trapTask(t *testing.T, id, trap string) *driver.TaskConfig {
+	cfg := taskCfg(t, id, nil)
+	cfg.Config = map[string]any{"command": "/bin/sh", "args": []any{"-c", trap + `; echo $$ > "$READY"; while :; do sleep 0.05; done`}}
+	cfg.Env["READY"] = filepath.Join(cfg.AllocDir, "ready")
+	return cfg
+}
+
+// waitReady waits until a trapTask has installed its trap.
+func waitReady(t *testing.T, cfg *driver.TaskConfig) {
+	t.Helper()
+	readPID(t, cfg.Env["READY"])
 }
 
 func alive(pid int) bool {
@@ -153,23 +166,20 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 	if r.Signal != int(syscall.SIGKILL) {
 		t.Fatalf("exit %+v, want SIGKILL", r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(grandchild) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if alive(main) || alive(grandchild) {
-		t.Fatalf("main alive=%v grandchild alive=%v after stop", alive(main), alive(grandchild))
+	testutil.Eventually(t, 5*time.Second, "the grandchild to be gone", func() bool { return !alive(grandchild) })
+	if alive(main) {
+		t.Fatal("the task's main process is alive after stop")
 	}
 }
 
 func TestStopWithAHandledSignalEndsBeforeTheTimeout(t *testing.T) {
 	ctx := context.Background()
 	d := New()
-	if _, err := d.StartTask(ctx, taskCfg(t, "polite", map[string]any{"command": "/bin/sh",
-		"args": []any{"-c", `trap 'exit 3' INT; while :; do sleep 0.05; done`}})); err != nil {
+	cfg := trapTask(t, "polite", `trap 'exit 3' INT`)
+	if _, err := d.StartTask(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	waitReady(t, cfg)
 	start := time.Now()
 	if err := d.StopTask(ctx, "polite", 10*time.Second, "SIGINT"); err != nil {
 		t.Fatal(err)
@@ -197,13 +207,7 @@ func TestAGrandchildDoesNotOutliveATaskThatExits(t *testing.T) {
 	if r := waitExit(t, d, "leaver", 10*time.Second); !r.Successful() {
 		t.Fatalf("exit %+v", r)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(grandchild) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if alive(grandchild) {
-		t.Fatal("grandchild outlived the task")
-	}
+	testutil.Eventually(t, 5*time.Second, "the grandchild not to outlive the task", func() bool { return !alive(grandchild) })
 }
 
 func TestRecoverRefusesAReusedPID(t *testing.T) {
@@ -278,11 +282,11 @@ func TestStatsReportTheGroupsCPUAndMemory(t *testing.T) {
 func TestSignalAndUnknownTasks(t *testing.T) {
 	ctx := context.Background()
 	d := New()
-	if _, err := d.StartTask(ctx, taskCfg(t, "sig", map[string]any{"command": "/bin/sh",
-		"args": []any{"-c", `trap 'exit 5' USR1; while :; do sleep 0.05; done`}})); err != nil {
+	cfg := trapTask(t, "sig", `trap 'exit 5' USR1`)
+	if _, err := d.StartTask(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitReady(t, cfg)
 	if err := d.SignalTask(ctx, "sig", "SIGBOGUS"); err == nil {
 		t.Fatal("unknown signal accepted")
 	}

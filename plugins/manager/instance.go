@@ -87,7 +87,7 @@ func (i *instance) start(ctx context.Context) error {
 	reattached := false
 	if rec, ok := i.loadRecord(); ok {
 		if err := i.reattach(ctx, rec); err != nil {
-			i.log.Warn("not reattaching to plugin", "pid", rec.PID, "error", err)
+			i.log.Warn("not reattaching to plugin", "pid", rec.PID, "err", err)
 		} else {
 			reattached = true
 		}
@@ -115,7 +115,7 @@ func (i *instance) start(ctx context.Context) error {
 func (i *instance) loadRecord() (*record, bool) {
 	b, ok, err := i.m.cfg.Store.PluginReattach(i.p.Name)
 	if err != nil {
-		i.log.Warn("reading plugin reattach data", "error", err)
+		i.log.Warn("reading plugin reattach data", "err", err)
 		return nil, false
 	}
 	if !ok {
@@ -123,7 +123,7 @@ func (i *instance) loadRecord() (*record, bool) {
 	}
 	var r record
 	if err := json.Unmarshal(b, &r); err != nil {
-		i.log.Warn("ignoring unreadable plugin reattach data", "error", err)
+		i.log.Warn("ignoring unreadable plugin reattach data", "err", err)
 		return nil, false
 	}
 	return &r, true
@@ -177,7 +177,7 @@ func (i *instance) launch(ctx context.Context) error {
 		exe = f
 	}
 	if err := rotateLog(i.logPath()); err != nil {
-		i.log.Warn("rotating plugin log", "error", err)
+		i.log.Warn("rotating plugin log", "err", err)
 	}
 	cmd := exec.Command(path, i.p.Args...)
 	if exe != nil {
@@ -378,10 +378,10 @@ func (i *instance) connected(ctx context.Context, client *plugin.Client, rpc *pl
 			switch {
 			case err == nil:
 			case errors.Is(err, driver.ErrTaskNotFound):
-				i.log.Warn("task lost while its plugin was down", "task_id", h.TaskID, "error", err)
+				i.log.Warn("task lost while its plugin was down", "task_id", h.TaskID, "err", err)
 				i.forget(h.TaskID)
 			default:
-				i.log.Error("recovering task into relaunched plugin", "task_id", h.TaskID, "error", err)
+				i.log.Error("recovering task into relaunched plugin", "task_id", h.TaskID, "err", err)
 			}
 		}
 	}
@@ -439,7 +439,7 @@ func (i *instance) monitor() {
 			i.mu.Lock()
 			i.lastErr = err
 			i.mu.Unlock()
-			i.log.Error("relaunching driver plugin", "error", err, "retry_in", backoff)
+			i.log.Error("relaunching driver plugin", "err", err, "retry_in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-ctx.Done():

@@ -19,7 +19,13 @@
 //     backoff, and every task started or recovered through the manager is
 //     recovered from its handle before any call reaches the new process:
 //     no task is lost and none is started twice
-//     (TestExecTasksSurviveAPluginSIGKILL).
+//     (TestExecTasksSurviveAPluginSIGKILL);
+//   - an external plugin that is not pinned is logged at warn level when it
+//     is discovered, with the sum to pin it by and where
+//     (TestAnUnpinnedPluginIsWarnedAboutWithHowToPinIt);
+//   - the plugin directory is read by New and again by each Rescan, and
+//     only then: Rescan adds what appeared, never replaces or drops a
+//     plugin that has been launched (TestRescanAddsAPluginThatAppeared).
 //
 // go-plugin's AutoMTLS and SecureConfig make reattach impossible (v1.8), so
 // neither is used: sockets live in a 0700 directory owned by the host's
@@ -34,6 +40,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -139,9 +146,7 @@ func New(cfg Config) (*Manager, error) {
 		plugins: map[string]Plugin{},
 		insts:   map[string]*instance{},
 	}
-	for _, p := range found {
-		m.plugins[p.Name] = p
-	}
+	m.register(found)
 	for _, d := range []string{m.sockDir, m.logDir} {
 		if err := privateDir(d); err != nil {
 			return nil, err
@@ -166,12 +171,74 @@ func privateDir(dir string) error {
 	return nil
 }
 
+// register records discovered plugins and returns the names it added or
+// changed, sorted. A plugin this manager has an instance of (launched, or
+// being launched) keeps the executable it was launched from: swapping a
+// driver under its running tasks is a restart of the agent, not a reload.
+// Called with m.mu held, or before m is shared.
+func (m *Manager) register(found []Plugin) []string {
+	var changed []string
+	for _, p := range found {
+		old, known := m.plugins[p.Name]
+		if known && (old.Path == p.Path && old.Builtin == p.Builtin) {
+			continue
+		}
+		if _, running := m.insts[p.Name]; running {
+			m.log.Warn("driver plugin changed on disk; the running one is kept until the agent restarts",
+				"plugin", p.Name, "path", p.Path, "running_path", old.Path)
+			continue
+		}
+		m.plugins[p.Name] = p
+		changed = append(changed, p.Name)
+		if !p.Builtin {
+			m.warnIfUnpinned(p)
+		}
+	}
+	slices.Sort(changed)
+	return changed
+}
+
+// warnIfUnpinned logs, for an external plugin with no pinned SHA-256, that
+// whatever file sits at its path will be run, and how to pin it.
+func (m *Manager) warnIfUnpinned(p Plugin) {
+	if m.cfg.Checksums[p.Name] != "" {
+		return
+	}
+	sum, err := FileSHA256(p.Path)
+	if err != nil {
+		sum = "<run hivelet plugin list>"
+	}
+	m.log.Warn("driver plugin is not pinned: any executable at its path will be run",
+		"plugin", p.Name, "path", p.Path, "sha256", sum,
+		"pin", fmt.Sprintf(`add plugin %q { sha256 = %q } to the agent configuration`, p.Name, sum))
+}
+
+// Rescan reads the plugin directory again and makes the plugins that
+// appeared in it since New (or since the last Rescan) available to Driver
+// and Load; it returns their names, sorted. A plugin whose file vanished
+// stays known (its tasks keep running), and one already launched is not
+// replaced (see register). The agent calls it on SIGHUP.
+func (m *Manager) Rescan() ([]string, error) {
+	found, err := Discover(m.cfg.SelfExe, m.cfg.Builtins, m.cfg.PluginDir)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutdown {
+		return nil, errClosed
+	}
+	return m.register(found), nil
+}
+
 // Plugins lists the discovered plugins, sorted by name.
 func (m *Manager) Plugins() []Plugin {
+	m.mu.Lock()
 	found := make([]Plugin, 0, len(m.plugins))
 	for _, p := range m.plugins {
 		found = append(found, p)
 	}
+	m.mu.Unlock()
 	sortPlugins(found)
 	return found
 }

@@ -188,7 +188,7 @@ func (p *proxy) tracked(ctx context.Context, h *driver.TaskHandle, gen uint64) {
 		return
 	}
 	if err := p.call(ctx, true, func(d driver.Driver) error { return d.RecoverTask(ctx, h) }); err != nil {
-		p.i.log.Error("recovering a task started as its plugin restarted", "task_id", h.TaskID, "error", err)
+		p.i.log.Error("recovering a task started as its plugin restarted", "task_id", h.TaskID, "err", err)
 	}
 }
 

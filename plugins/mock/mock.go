@@ -124,17 +124,15 @@ func (t *task) exit(r *driver.ExitResult) bool {
 type Driver struct {
 	now func() time.Time
 
-	table *driver.Tasks[*task]
-
-	mu   sync.Mutex // guards subs
-	subs map[chan *driver.TaskEvent]struct{}
+	table  *driver.Tasks[*task]
+	events driver.Events
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns a mock driver with no tasks.
 func New() *Driver {
-	return &Driver{now: time.Now, table: driver.NewTasks[*task]("mock task"), subs: map[chan *driver.TaskEvent]struct{}{}}
+	return &Driver{now: time.Now, table: driver.NewTasks[*task]("mock task")}
 }
 
 // Info names the mock driver.
@@ -418,18 +416,7 @@ func (d *Driver) TaskStats(ctx context.Context, id string, interval time.Duratio
 
 // TaskEvents streams "started", "exited", "stopped" and "killed" events.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
-	ch := make(chan *driver.TaskEvent, 64)
-	d.mu.Lock()
-	d.subs[ch] = struct{}{}
-	d.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		d.mu.Lock()
-		delete(d.subs, ch)
-		close(ch)
-		d.mu.Unlock()
-	}()
-	return ch, nil
+	return d.events.Subscribe(ctx), nil
 }
 
 // emit sends an event to every subscriber without blocking (a slow
@@ -439,14 +426,7 @@ func (d *Driver) emit(id, msg string) {
 	if t, err := d.table.Get(id); err == nil && t.cfg != nil {
 		e.AllocID, e.TaskName = t.cfg.AllocID, t.cfg.TaskName
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for ch := range d.subs {
-		select {
-		case ch <- e:
-		default:
-		}
-	}
+	d.events.Publish(e)
 }
 
 // SignalTask records a signal; SIGKILL ends the task.

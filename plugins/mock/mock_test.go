@@ -210,24 +210,19 @@ func TestStdoutEventsAndManyTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		running := 0
-		d.mu.Lock()
-		for _, tk := range d.tasks {
-			select {
-			case <-tk.done:
-			default:
-				running++
-			}
+	// Every task but the talker (which runs until stopped) ends on its own:
+	// wait on each one's exit, with ctx as the bound.
+	for id, tk := range d.tasks {
+		if id == "talker" {
+			continue
 		}
-		d.mu.Unlock()
-		if running == 1 { // only the talker, which runs until stopped
-			break
+		select {
+		case <-tk.done:
+		case <-ctx.Done():
+			t.Fatalf("mock task %s still running: %v", id, ctx.Err())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d mock tasks still running", running, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if tk, err := d.table.Get("talker"); err != nil || tk.exited.Exited() {
+		t.Fatalf("control: the talker has exited or is gone (%v)", err)
 	}
 }

@@ -37,7 +37,22 @@ func Module(ctx context.Context, dir, out string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("building policy %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("building policy %s: %w: %s%s", dir, err, strings.TrimSpace(stderr.String()), hint(stderr.String()))
 	}
 	return nil
+}
+
+// hint explains the failures of a policy built outside this repository
+// whose go.mod does not reach the SDK, which is not on a module proxy yet.
+func hint(stderr string) string {
+	for _, sign := range []string{"go.mod file not found", "cannot find module providing package github.com/hivelet/hivelet",
+		"no required module provides package github.com/hivelet/hivelet", "github.com/hivelet/hivelet@"} {
+		if strings.Contains(stderr, sign) {
+			return "\n(the policy's module must reach github.com/hivelet/hivelet, which is not on a module proxy yet:" +
+				" add `require github.com/hivelet/hivelet v0.0.0-00010101000000-000000000000` and" +
+				" `replace github.com/hivelet/hivelet => /path/to/hivelet` to its go.mod and run go mod tidy," +
+				" or start from `hivelet policy init DIR`)"
+		}
+	}
+	return ""
 }

@@ -1,7 +1,8 @@
 // Package docker is hivelet's wrapper of the Docker Engine API.
 //
 // It owns every call to the engine and is the only package of the module
-// that imports github.com/docker/docker/...: callers see plain values
+// that imports github.com/docker/docker/... or github.com/moby/moby/...
+// (TestOnlyThisPackageImportsTheDockerClient): callers see plain values
 // (ContainerSpec, ContainerState, Stats...) so a move to the successor module
 // (github.com/moby/moby/client) stays inside this directory.
 //
@@ -267,6 +268,13 @@ type Mount struct {
 	ReadOnly bool
 }
 
+// Device exposes a host device in the container.
+type Device struct {
+	HostPath          string
+	ContainerPath     string
+	CgroupPermissions string // e.g. "rwm"
+}
+
 // ContainerSpec is everything needed to create a container.
 type ContainerSpec struct {
 	Name       string
@@ -283,6 +291,13 @@ type ContainerSpec struct {
 	Mounts      []Mount
 	Binds       []string // docker-style "src:dst[:ro]"
 	NetworkMode string
+	// PidMode and IpcMode are the engine's ("host", "container:<id>", ...);
+	// empty: the container's own namespace.
+	PidMode     string
+	IpcMode     string
+	CapAdd      []string
+	CapDrop     []string
+	Devices     []Device
 	Privileged  bool
 	CPUShares   int64
 	MemoryBytes int64
@@ -341,11 +356,19 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		Mounts:       mounts,
 		Binds:        spec.Binds,
 		NetworkMode:  container.NetworkMode(spec.NetworkMode),
+		PidMode:      container.PidMode(spec.PidMode),
+		IpcMode:      container.IpcMode(spec.IpcMode),
+		CapAdd:       spec.CapAdd,
+		CapDrop:      spec.CapDrop,
 		Privileged:   spec.Privileged,
 		Resources: container.Resources{
 			CPUShares: spec.CPUShares,
 			Memory:    spec.MemoryBytes,
 		},
+	}
+	for _, d := range spec.Devices {
+		host.Resources.Devices = append(host.Resources.Devices, container.DeviceMapping{
+			PathOnHost: d.HostPath, PathInContainer: d.ContainerPath, CgroupPermissions: d.CgroupPermissions})
 	}
 	if spec.MemoryBytes > 0 {
 		// No swap on top of the limit: the limit is the limit, and an

@@ -6,14 +6,45 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	driverpb "github.com/hivelet/hivelet/sdk/driver/proto"
 )
 
 var errNoHandle = errors.New("no task handle")
 
-// waitAcceptedHeader is the header the server sends once the driver accepted
-// a WaitTask call.
-const waitAcceptedHeader = "hivelet-wait-accepted"
+// acceptedHeader is the header the server sends on a server stream
+// (WaitTask, Fingerprint, TaskStats, TaskEvents) once the driver accepted
+// the call, so the client can tell a refusal (an error status with no
+// header) from a stream that simply has nothing to send yet. The name dates
+// from when only WaitTask sent it; it is part of protocol version 1.
+const acceptedHeader = "hivelet-wait-accepted"
+
+// serverStream is the client half of a server-streaming RPC.
+type serverStream[M any] interface {
+	Header() (metadata.MD, error)
+	Recv() (M, error)
+}
+
+// awaitAccepted blocks until the server accepted a freshly opened stream or
+// refused it, and returns the refusal. A plugin built before a stream sent
+// the header (only WaitTask always did) sends its headers with its first
+// message instead: that message is returned as first, for the caller to
+// deliver, so such a plugin keeps working (its call returns at its first
+// message rather than at once, bounded by the call's ctx).
+func awaitAccepted[M any](st serverStream[M]) (first M, haveFirst bool, err error) {
+	md, err := st.Header()
+	if err != nil || len(md.Get(acceptedHeader)) > 0 {
+		return first, false, err
+	}
+	// No accept header: either the server refused the call (trailers only,
+	// and Recv returns its status) or it predates the header.
+	first, err = st.Recv()
+	if err != nil {
+		return first, false, err
+	}
+	return first, true, nil
+}
 
 // client is the host's half: a Driver that calls a plugin over gRPC.
 type client struct {
@@ -46,17 +77,31 @@ func (c *client) ConfigSchema(ctx context.Context) (*Schema, error) {
 	return schemaFromPB(r.GetSchema()), nil
 }
 
-// recvLoop forwards a server stream into a channel until the stream or ctx
-// ends, then closes the channel.
-func recvLoop[M any, T any](ctx context.Context, recv func() (M, error), conv func(M) T) <-chan T {
+// openStream turns a server stream that has just been opened (st, with the
+// error of opening it) into a channel: it waits for the server to accept or
+// refuse the call (a refusal is returned, as what failed), then forwards
+// each message until the stream or ctx ends, and closes the channel.
+func openStream[M any, T any](ctx context.Context, st serverStream[M], err error, what string, conv func(M) T) (<-chan T, error) {
+	var first M
+	var haveFirst bool
+	if err == nil {
+		first, haveFirst, err = awaitAccepted(st)
+	}
+	if err != nil {
+		return nil, errFromStatus(what, err)
+	}
 	ch := make(chan T)
 	go func() {
 		defer close(ch)
 		for {
-			m, err := recv()
-			if err != nil {
-				return
+			m := first
+			if !haveFirst {
+				var rerr error
+				if m, rerr = st.Recv(); rerr != nil {
+					return
+				}
 			}
+			haveFirst = false
 			select {
 			case ch <- conv(m):
 			case <-ctx.Done():
@@ -64,17 +109,14 @@ func recvLoop[M any, T any](ctx context.Context, recv func() (M, error), conv fu
 			}
 		}
 	}()
-	return ch
+	return ch, nil
 }
 
 func (c *client) Fingerprint(ctx context.Context) (<-chan *Fingerprint, error) {
 	st, err := c.rpc.Fingerprint(ctx, &driverpb.FingerprintRequest{})
-	if err != nil {
-		return nil, errFromStatus("fingerprinting driver", err)
-	}
-	return recvLoop(ctx, st.Recv, func(m *driverpb.FingerprintResponse) *Fingerprint {
+	return openStream(ctx, st, err, "fingerprinting driver", func(m *driverpb.FingerprintResponse) *Fingerprint {
 		return &Fingerprint{Healthy: m.GetHealthy(), Description: m.GetDescription(), Attributes: m.GetAttributes()}
-	}), nil
+	})
 }
 
 func (c *client) StartTask(ctx context.Context, cfg *TaskConfig) (*TaskHandle, error) {
@@ -110,14 +152,10 @@ func (c *client) WaitTask(ctx context.Context, taskID string) (<-chan *ExitResul
 	if err != nil {
 		return nil, errFromStatus(fmt.Sprintf("waiting for task %s", taskID), err)
 	}
-	// The server sends headers once the driver accepted the wait, so an
-	// unknown task is an error here rather than a silently closed channel.
-	md, err := st.Header()
-	if err == nil && len(md.Get(waitAcceptedHeader)) == 0 {
-		// Trailers only: the server refused the wait; Recv has the status.
-		if _, err = st.Recv(); err == nil {
-			err = fmt.Errorf("the driver sent a result without accepting the wait")
-		}
+	// An unknown task is an error here rather than a silently closed channel.
+	_, haveFirst, err := awaitAccepted(st)
+	if err == nil && haveFirst {
+		err = fmt.Errorf("the driver sent a result without accepting the wait")
 	}
 	if err != nil {
 		return nil, errFromStatus(fmt.Sprintf("waiting for task %s", taskID), err)
@@ -154,20 +192,14 @@ func (c *client) InspectTask(ctx context.Context, taskID string) (*TaskStatus, e
 
 func (c *client) TaskStats(ctx context.Context, taskID string, interval time.Duration) (<-chan *TaskResourceUsage, error) {
 	st, err := c.rpc.TaskStats(ctx, &driverpb.TaskStatsRequest{TaskId: taskID, Interval: durToPB(interval)})
-	if err != nil {
-		return nil, errFromStatus(fmt.Sprintf("streaming stats of task %s", taskID), err)
-	}
-	return recvLoop(ctx, st.Recv, func(m *driverpb.TaskResourceUsage) *TaskResourceUsage {
+	return openStream(ctx, st, err, fmt.Sprintf("streaming stats of task %s", taskID), func(m *driverpb.TaskResourceUsage) *TaskResourceUsage {
 		return &TaskResourceUsage{Timestamp: tsFromPB(m.GetTimestamp()), CPUPercent: m.GetCpuPercent(), MemoryBytes: m.GetMemoryBytes()}
-	}), nil
+	})
 }
 
 func (c *client) TaskEvents(ctx context.Context) (<-chan *TaskEvent, error) {
 	st, err := c.rpc.TaskEvents(ctx, &driverpb.TaskEventsRequest{})
-	if err != nil {
-		return nil, errFromStatus("streaming task events", err)
-	}
-	return recvLoop(ctx, st.Recv, eventFromPB), nil
+	return openStream(ctx, st, err, "streaming task events", eventFromPB)
 }
 
 func (c *client) SignalTask(ctx context.Context, taskID string, signal string) error {

@@ -230,13 +230,16 @@ func durFromPB(d *durationpb.Duration) time.Duration {
 }
 
 // errToStatus turns a driver error into a gRPC status, keeping
-// ErrTaskNotFound recognisable on the other side.
+// ErrTaskNotFound and ErrNotSupported recognisable on the other side.
 func errToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, ErrTaskNotFound) {
 		return status.Error(codes.NotFound, err.Error())
+	}
+	if errors.Is(err, ErrNotSupported) {
+		return status.Error(codes.Unimplemented, err.Error())
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
@@ -245,7 +248,8 @@ func errToStatus(err error) error {
 }
 
 // errFromStatus is the inverse of errToStatus: NotFound becomes an error
-// wrapping ErrTaskNotFound; other errors keep their message (and their gRPC
+// wrapping ErrTaskNotFound, Unimplemented (a Base method, or an RPC the
+// plugin's SDK predates) one wrapping ErrNotSupported; other errors keep their message (and their gRPC
 // status, so callers can tell a lost connection, codes.Unavailable, from a
 // driver's refusal).
 func errFromStatus(what string, err error) error {
@@ -256,6 +260,9 @@ func errFromStatus(what string, err error) error {
 	if ok && st.Code() == codes.NotFound {
 		msg := strings.TrimSuffix(st.Message(), ErrTaskNotFound.Error())
 		return fmt.Errorf("%s: %s%w", what, msg, ErrTaskNotFound)
+	}
+	if ok && st.Code() == codes.Unimplemented {
+		return fmt.Errorf("%s: %s: %w", what, st.Message(), ErrNotSupported)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

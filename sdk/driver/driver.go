@@ -3,7 +3,8 @@
 // cross the plugin boundary, and (in this package's other files) Serve, which
 // turns an implementation into a go-plugin gRPC plugin binary.
 //
-// It imports nothing from the daemon. Everything that crosses the boundary is
+// It imports nothing from the daemon (TestTheSDKsImportNothingOfTheDaemon
+// checks every package under sdk/). Everything that crosses the boundary is
 // a plain, serialisable value; a TaskHandle in particular must be enough to
 // find the task again after the agent or the plugin process restarted.
 // Every value crosses the gRPC boundary intact and ErrTaskNotFound stays
@@ -14,7 +15,16 @@
 // It also offers, for driver authors, the bookkeeping every driver repeats
 // (tasks.go): Tasks, a table of tasks by ID whose Get of an unknown ID wraps
 // ErrTaskNotFound, and Exit, a task's exit latch that is finished once and
-// wakes every waiter (TestFirstFinishWinsAndEveryWaiterWakes).
+// wakes every waiter (TestFirstFinishWinsAndEveryWaiterWakes); Events, the
+// fan-out behind TaskEvents (TestEventsFanOut); and Base (base.go), which
+// answers the optional methods so that a minimal driver writes Info,
+// StartTask, WaitTask and StopTask
+// (TestBaseAnswersEveryOptionalMethodOverTheBoundary).
+//
+// The wire protocol is version 1 (ProtocolVersion): within it messages and
+// calls are only added, which TestTheReleasedProtocolIsUnchanged in
+// sdk/driver/proto enforces; docs/drivers.md, "Protocol versions", says how
+// a version 2 would be negotiated.
 package driver
 
 import (

@@ -194,7 +194,16 @@ func suggest(key string, fields map[string]*Field) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
+// maxSuggestLen bounds the keys suggest compares: the distance costs
+// len(a)×len(b), and a key longer than this is no typo of a field name.
+const maxSuggestLen = 64
+
+// editDistance is the Levenshtein distance of a and b, or a distance too
+// large to suggest anything when either is longer than maxSuggestLen.
 func editDistance(a, b string) int {
+	if len(a) > maxSuggestLen || len(b) > maxSuggestLen {
+		return 1 << 30
+	}
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

@@ -3,6 +3,7 @@ package driver_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -91,5 +92,32 @@ func TestDecodeConfigFillsTheDriversStruct(t *testing.T) {
 	}
 	if err := driver.DecodeConfig(map[string]any{"count": "x"}, &out); err == nil {
 		t.Fatal("a string decoded into an int field")
+	}
+}
+
+// TestNoSuggestionIsComputedPastTheLengthBound: the suggestion's edit
+// distance costs the product of the two lengths, so past 64 bytes no
+// distance is computed and nothing is suggested, even for a one-letter
+// typo of a long field; the control, the same typo of a short field, gets
+// its suggestion.
+func TestNoSuggestionIsComputedPastTheLengthBound(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	schema := &driver.Schema{Fields: map[string]*driver.Field{
+		"command": {Type: driver.TypeString},
+		long:      {Type: driver.TypeString},
+	}}
+	huge := strings.Repeat("command", 100_000)
+	for _, c := range []struct {
+		key, want string
+	}{
+		{"comand", `comand: unknown key (did you mean "command"?)`},
+		{long[1:] + "y", long[1:] + "y: unknown key"},
+		{huge, huge + ": unknown key"},
+	} {
+		err := driver.ValidateConfig(schema, map[string]any{c.key: "v"})
+		var ce *driver.ConfigError
+		if !errors.As(err, &ce) || len(ce.Fields) != 1 || ce.Fields[0].Error() != c.want {
+			t.Errorf("key of %d bytes: %v", len(c.key), err)
+		}
 	}
 }

@@ -15,6 +15,12 @@ type server struct {
 	impl Driver
 }
 
+// accept tells the client that the driver accepted a server-streaming call
+// (see awaitAccepted): a refusal is then an error status with no header.
+func accept(stream interface{ SendHeader(metadata.MD) error }) error {
+	return stream.SendHeader(metadata.Pairs(acceptedHeader, "1"))
+}
+
 func (s *server) Info(ctx context.Context, _ *driverpb.InfoRequest) (*driverpb.InfoResponse, error) {
 	info, err := s.impl.Info(ctx)
 	if err != nil {
@@ -43,6 +49,9 @@ func (s *server) Fingerprint(_ *driverpb.FingerprintRequest, stream driverpb.Dri
 	ch, err := s.impl.Fingerprint(stream.Context())
 	if err != nil {
 		return errToStatus(err)
+	}
+	if err := accept(stream); err != nil {
+		return err
 	}
 	for fp := range ch {
 		if fp == nil {
@@ -85,8 +94,7 @@ func (s *server) WaitTask(req *driverpb.WaitTaskRequest, stream driverpb.Driver_
 	if err != nil {
 		return errToStatus(err)
 	}
-	// Tell the client the wait is accepted (see client.WaitTask).
-	if err := stream.SendHeader(metadata.Pairs(waitAcceptedHeader, "1")); err != nil {
+	if err := accept(stream); err != nil {
 		return err
 	}
 	select {
@@ -127,6 +135,9 @@ func (s *server) TaskStats(req *driverpb.TaskStatsRequest, stream driverpb.Drive
 	if err != nil {
 		return errToStatus(err)
 	}
+	if err := accept(stream); err != nil {
+		return err
+	}
 	for u := range ch {
 		if u == nil {
 			continue
@@ -144,6 +155,9 @@ func (s *server) TaskEvents(_ *driverpb.TaskEventsRequest, stream driverpb.Drive
 	ch, err := s.impl.TaskEvents(stream.Context())
 	if err != nil {
 		return errToStatus(err)
+	}
+	if err := accept(stream); err != nil {
+		return err
 	}
 	for e := range ch {
 		if e == nil {

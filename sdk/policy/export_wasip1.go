@@ -7,10 +7,10 @@ import (
 	"unsafe"
 )
 
-// The module's exports (docs/policy-abi.md). Every export calls
-// runtime.Gosched before it returns: it gives the Go scheduler, and so the
-// garbage collector, a chance to run between calls (without it, a module
-// called in a loop can grow its heap until it runs out of memory).
+// The module's exports (docs/policy-abi.md). Invariant: every export calls
+// runtime.Gosched before it returns, so the Go scheduler, and with it the
+// garbage collector, runs between any two calls and a module called in a
+// loop keeps its heap flat (TestInstanceMemoryStaysFlat in policies).
 
 // out keeps the last answer alive until the next call, while the agent
 // copies it out of linear memory.

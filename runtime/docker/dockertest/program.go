@@ -14,6 +14,12 @@ package dockertest
 //	log N             print N lines to stdout and N to stderr, then wait
 //	oom               allocate and touch memory, 1 MiB at a time, forever
 //	busy              spin on the CPU until killed
+//	cat PATH...       print each file (or "missing PATH"), then "done", and
+//	                  wait for SIGTERM
+//	ns PATH...        print its pid and ipc namespaces ("pid=pid:[N]"), its
+//	                  effective capabilities ("capeff=HEX") and, for each
+//	                  PATH, "dev PATH=ok" or "dev PATH=missing"; then
+//	                  "done", and wait for SIGTERM
 const Program = `package main
 
 import (
@@ -22,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -103,6 +110,46 @@ func main() {
 				b[i] = 1
 			}
 			keep = append(keep, b)
+		}
+	case "cat":
+		exitOnTerm()
+		for _, p := range args {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				fmt.Println("missing", p)
+				continue
+			}
+			os.Stdout.Write(b)
+		}
+		fmt.Println("done")
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "ns":
+		exitOnTerm()
+		for _, n := range []string{"pid", "ipc"} {
+			l, err := os.Readlink("/proc/self/ns/" + n)
+			if err != nil {
+				l = err.Error()
+			}
+			fmt.Printf("%s=%s\n", n, l)
+		}
+		status, _ := os.ReadFile("/proc/self/status")
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				fmt.Printf("capeff=%s\n", strings.TrimSpace(v))
+			}
+		}
+		for _, p := range args {
+			state := "ok"
+			if _, err := os.Stat(p); err != nil {
+				state = "missing"
+			}
+			fmt.Printf("dev %s=%s\n", p, state)
+		}
+		fmt.Println("done")
+		for {
+			time.Sleep(time.Hour)
 		}
 	case "busy":
 		exitOnTerm()

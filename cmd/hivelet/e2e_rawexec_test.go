@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
+)
+
+const rawExecJob = `job "prune" {
+  type = "sysbatch"
+  group "g" {
+    max_run_duration = "1m"
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/echo"
+        args    = ["pruned on ${node.unique.name}"]
+      }
+    }
+  }
+}
+`
+
+// TestEndToEndRawExecRunsOnlyWhereTheAgentEnablesIt: with
+// raw_exec { enabled = true } the agent serves the raw_exec driver and a
+// raw_exec sysbatch job runs to completion; an agent without it reports no
+// such driver (control), as Nomad's does.
+func TestEndToEndRawExecRunsOnlyWhereTheAgentEnablesIt(t *testing.T) {
+	off := newAgent(t, "")
+	off.start()
+	if plugins := off.pluginNames(); len(plugins) == 0 || strings.Contains(plugins, "raw_exec") {
+		t.Fatalf("plugins of an agent without raw_exec enabled: %q", plugins)
+	}
+	off.signal(syscall.SIGTERM)
+
+	p := newAgent(t, "")
+	p.addConfig("raw_exec {\n  enabled = true\n}\nname = \"raw-node\"\n")
+	p.start()
+	if plugins := p.pluginNames(); !strings.Contains(plugins, "raw_exec") {
+		t.Fatalf("plugins of an agent with raw_exec enabled: %q", plugins)
+	}
+	if code, out := p.cli("job", "run", "-detach", e2eFile(t, t.TempDir(), "prune.hcl", rawExecJob)); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	var done *model.Allocation
+	testutil.Eventually(t, 30*time.Second, "the raw_exec allocation complete", func() bool {
+		for _, a := range p.allocs() {
+			if a.JobID == "prune" && a.ClientStatus == model.ClientComplete {
+				done = a
+				return true
+			}
+		}
+		return false
+	})
+	if code, out := p.cli("alloc", "logs", done.ID); code != 0 || out != "pruned on raw-node\n" {
+		t.Fatalf("alloc logs: exit %d\n%q", code, out)
+	}
+}
+
+// pluginNames is the agent's /v1/plugins answer, as text.
+func (p *agentProc) pluginNames() string {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.apiAddr + "/v1/plugins")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// planEntry is one entry of a plan's buckets, as `hivelet reconcile` prints
+// it.
+type planEntry struct {
+	NodeID string `json:"node_id"`
+	Rule   string `json:"rule"`
+	Canary bool   `json:"canary"`
+	Reason string `json:"reason"`
+}
+
+// claimPlan is the part of a plan the claims read.
+type claimPlan struct {
+	Buckets           map[string][]planEntry
+	DeploymentCreated bool `json:"deployment_created"`
+	Deployment        *struct {
+		Status     string `json:"status"`
+		TaskGroups map[string]struct {
+			CanaryNodes []string `json:"canary_nodes"`
+		} `json:"task_groups"`
+	} `json:"deployment"`
+	Updates []struct {
+		Status      string `json:"status"`
+		Description string `json:"status_description"`
+	} `json:"deployment_updates"`
+	Groups []struct {
+		Name        string `json:"name"`
+		MaxParallel int    `json:"max_parallel"`
+		UpdatesHeld string `json:"updates_held"`
+		Complete    bool   `json:"complete"`
+	} `json:"groups"`
+}
+
+var planBuckets = []string{"place", "update", "migrate", "stop", "ignore", "lost", "disconnecting", "reconnecting", "awaiting_promotion"}
+
+// in is an expected bucket entry: "bucket node rule", with " canary" at the
+// end for a canary entry.
+type in string
+
+// fixtureClaim is what one fixture of examples/reconcile must show, in a
+// sentence, and the plan's facts that make the sentence true. Every entry
+// of every bucket must be listed (so a plan that adds, drops or moves an
+// entry fails), and check reads the deployment side.
+type fixtureClaim struct {
+	shows   string
+	entries []in
+	check   func(p *claimPlan) error
+}
+
+func wantUpdate(status, descPart string) func(p *claimPlan) error {
+	return func(p *claimPlan) error {
+		for _, u := range p.Updates {
+			if u.Status == status && strings.Contains(u.Description, descPart) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no deployment update to %s saying %q: %+v", status, descPart, p.Updates)
+	}
+}
+
+var fixtureClaims = map[string]fixtureClaim{
+	"first-placement": {
+		shows:   "every ready node gets a placement, the not-ready node (node-d) nothing, and a deployment is created",
+		entries: []in{"place node-a name.3", "place node-b name.3", "place node-c name.3"},
+		check: func(p *claimPlan) error {
+			if !p.DeploymentCreated || p.Deployment == nil || p.Deployment.Status != "running" {
+				return fmt.Errorf("deployment created %v: %+v", p.DeploymentCreated, p.Deployment)
+			}
+			return nil
+		},
+	},
+	"rolling-update": {
+		shows:   "every outdated allocation is in update, max_parallel 2 is left to the hosts' slots, and a new deployment is created",
+		entries: []in{"update node-a alloc.13", "update node-b alloc.13", "update node-c alloc.13", "update node-d alloc.13"},
+		check: func(p *claimPlan) error {
+			if !p.DeploymentCreated || len(p.Groups) != 1 || p.Groups[0].MaxParallel != 2 {
+				return fmt.Errorf("deployment created %v, groups %+v", p.DeploymentCreated, p.Groups)
+			}
+			return nil
+		},
+	},
+	"canaries-first-round": {
+		shows: "half of four nodes become canary nodes, recorded in the new deployment; their allocations are updated as canaries and the others await promotion",
+		entries: []in{"update node-a alloc.12 canary", "update node-b alloc.12 canary",
+			"awaiting_promotion node-c alloc.12", "awaiting_promotion node-d alloc.12"},
+		check: func(p *claimPlan) error {
+			if !p.DeploymentCreated || p.Deployment == nil || !slices.Equal(p.Deployment.TaskGroups["web"].CanaryNodes, []string{"node-a", "node-b"}) {
+				return fmt.Errorf("deployment created %v, %+v", p.DeploymentCreated, p.Deployment)
+			}
+			return nil
+		},
+	},
+	"canaries-awaiting-promotion": {
+		shows: "the healthy canary stays, the other nodes await promotion, and the deployment says it needs manual promotion",
+		entries: []in{"ignore node-a alloc.14 canary",
+			"awaiting_promotion node-b alloc.12", "awaiting_promotion node-c alloc.12", "awaiting_promotion node-d alloc.12"},
+		check: wantUpdate("running", "manual promotion"),
+	},
+	"canaries-single-node": {
+		shows:   "the same fleet seen by node-c alone: only its own allocation, awaiting promotion, with the fleet's deployment update",
+		entries: []in{"awaiting_promotion node-c alloc.12"},
+		check:   wantUpdate("running", "manual promotion"),
+	},
+	"node-down-lost": {
+		shows: "allocations on a down node and on a gone one are lost, one a drain marked migrates, one on a draining node not yet marked is left alone",
+		entries: []in{"lost node-b alloc.8", "lost node-c alloc.8", "migrate node-e alloc.2",
+			"ignore node-d alloc.9", "ignore node-a alloc.14"},
+	},
+	"node-not-ready": {
+		shows:   "an allocation on a not-ready node is left alone, one on a node out of scope is stopped",
+		entries: []in{"ignore node-b alloc.10", "stop node-c alloc.11", "ignore node-a alloc.14"},
+	},
+	"disconnected-client": {
+		shows: "with disconnect handling: a running allocation on a disconnected node is disconnecting, an unknown one waits, one unknown too long is lost, one whose node is back is reconnecting",
+		entries: []in{"disconnecting node-c alloc.7", "ignore node-d alloc.4", "lost node-e alloc.3",
+			"reconnecting node-b alloc.5", "ignore node-a alloc.14"},
+	},
+	"sysbatch": {
+		shows:   "a sysbatch job: a terminal allocation of an older version is run again, one of this version is not, a missing one is placed, one that finished on a down node is left alone",
+		entries: []in{"update node-a name.1", "ignore node-b name.1", "place node-c name.3", "ignore node-d alloc.6"},
+	},
+	"job-stopped": {
+		shows:   "a stopped job stops every allocation and cancels its deployment",
+		entries: []in{"stop node-a alloc.1", "stop node-b alloc.1"},
+		check:   wantUpdate("cancelled", "job is stopped"),
+	},
+	"deployment-complete": {
+		shows:   "every node healthy at the current version completes the deployment",
+		entries: []in{"ignore node-a alloc.14", "ignore node-b alloc.14"},
+		check:   wantUpdate("successful", "completed"),
+	},
+	"paused-deployment": {
+		shows:   "a paused deployment holds the outdated allocation (ignored, saying why) while a missing name is still placed",
+		entries: []in{"place node-c name.3", "ignore node-b alloc.13", "ignore node-a alloc.14"},
+		check: func(p *claimPlan) error {
+			if len(p.Groups) != 1 || !strings.Contains(p.Groups[0].UpdatesHeld, "paused") {
+				return fmt.Errorf("groups %+v: want the update held because the deployment is paused", p.Groups)
+			}
+			return nil
+		},
+	},
+}
+
+// TestEveryReconcileFixtureShowsWhatItClaims checks each fixture's claim on
+// the plan `hivelet reconcile` prints for it, independently of the golden
+// plan bytes (which `-update` rewrites): each bucket holds exactly the
+// entries the claim lists, and the deployment side says what the claim
+// says. A fixture without a claim fails, so every fixture has its sentence.
+func TestEveryReconcileFixtureShowsWhatItClaims(t *testing.T) {
+	fixtures, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, fx := range fixtures {
+		if strings.HasSuffix(fx, ".plan.json") {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(fx), ".json")
+		claim, ok := fixtureClaims[name]
+		if !ok {
+			t.Errorf("examples/reconcile/%s.json has no claim: add what it shows to fixtureClaims", name)
+			continue
+		}
+		seen++
+		t.Run(name, func(t *testing.T) {
+			code, out := runPluginCLI("reconcile", "-f", fx)
+			if code != 0 {
+				t.Fatalf("reconcile: exit %d: %s", code, out)
+			}
+			p, err := decodeClaimPlan([]byte(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, problem := range claim.problems(p) {
+				t.Errorf("it should show that %s: %s", claim.shows, problem)
+			}
+		})
+	}
+	if seen != len(fixtureClaims) {
+		t.Errorf("%d claims for %d fixtures: a claim names a fixture that is gone", len(fixtureClaims), seen)
+	}
+}
+
+// problems lists how the plan fails the claim (none: it holds).
+func (c fixtureClaim) problems(p *claimPlan) []string {
+	var got []string
+	for _, b := range planBuckets {
+		for _, e := range p.Buckets[b] {
+			s := b + " " + e.NodeID + " " + e.Rule
+			if e.Canary {
+				s += " canary"
+			}
+			got = append(got, s)
+		}
+	}
+	want := make([]string, len(c.entries))
+	for i, e := range c.entries {
+		want[i] = string(e)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	var out []string
+	if !slices.Equal(got, want) {
+		out = append(out, fmt.Sprintf("the plan's entries are %q, the claim's %q", got, want))
+	}
+	if c.check != nil {
+		if err := c.check(p); err != nil {
+			out = append(out, err.Error())
+		}
+	}
+	return out
+}
+
+func decodeClaimPlan(b []byte) (*claimPlan, error) {
+	var p claimPlan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("decoding the plan: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, err
+	}
+	p.Buckets = map[string][]planEntry{}
+	for _, name := range planBuckets {
+		var es []planEntry
+		if r, ok := raw[name]; ok {
+			if err := json.Unmarshal(r, &es); err != nil {
+				return nil, fmt.Errorf("decoding bucket %s: %w", name, err)
+			}
+		}
+		p.Buckets[name] = es
+	}
+	return &p, nil
+}
+
+// TestTheClaimCheckSeesAMovedEntry is the control: the claims' check fails
+// a plan with one entry moved to another bucket and a plan whose
+// deployment says something else, so the claims cannot pass on a check
+// that reads nothing.
+func TestTheClaimCheckSeesAMovedEntry(t *testing.T) {
+	code, out := runPluginCLI("reconcile", "-f", filepath.Join(examplesDir, "job-stopped.json"))
+	if code != 0 {
+		t.Fatalf("reconcile: exit %d: %s", code, out)
+	}
+	p, err := decodeClaimPlan([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := fixtureClaims["job-stopped"]
+	if got := claim.problems(p); len(got) != 0 {
+		t.Fatalf("control: the real plan fails its claim: %q", got)
+	}
+	moved := *p
+	moved.Buckets = map[string][]planEntry{"stop": p.Buckets["stop"][:1], "ignore": p.Buckets["stop"][1:]}
+	if got := claim.problems(&moved); len(got) != 1 || !strings.Contains(got[0], "ignore node-b alloc.1") {
+		t.Errorf("an entry moved from stop to ignore: %q", got)
+	}
+	other := *p
+	other.Updates = nil
+	if got := claim.problems(&other); len(got) != 1 || !strings.Contains(got[0], "cancelled") {
+		t.Errorf("a plan without the cancellation: %q", got)
+	}
+}

@@ -1,0 +1,99 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
+	"github.com/hivelet/hivelet/plugins/mock"
+)
+
+// BenchmarkFleetRollout rolls one new version across HIVELET_FLEET_AGENTS
+// in-process agents (default 100) on one embedded NATS with the mock
+// driver: 10% canaries, auto-promote, max_parallel 10% of the nodes,
+// min_healthy_time 1 s. It reports the wall time beyond the health times
+// the job asks for (one canary wave plus ceil(rest / max_parallel) waves,
+// each min_healthy_time), the rollout's KV operations and CAS conflicts
+// per deployment and per agent, and asserts the invariants on the way:
+// never more than max_parallel replacements in flight (from the drivers'
+// timestamps), and only canary nodes start the new version before the
+// promotion.
+//
+//	go test -run '^$' -bench FleetRollout -benchtime 1x ./host/agent/
+func BenchmarkFleetRollout(b *testing.B) {
+	agents := 100
+	if v, err := strconv.Atoi(os.Getenv("HIVELET_FLEET_AGENTS")); err == nil && v > 0 {
+		agents = v
+	}
+	maxParallel := max(agents/10, 1)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w := newWorld(b)
+		rec := &recorder{tasks: map[string]string{}}
+		f := &testFleet{w: w, rec: rec}
+		for k := 1; k <= agents; k++ {
+			id := fmt.Sprintf("node-%03d", k)
+			drv := &countingDriver{Driver: &recordingDriver{Driver: mock.New(), node: id, rec: rec}}
+			f.nodes = append(f.nodes, w.newNodeResync(id, drv, "", 0))
+		}
+		mod := func(g *model.Group) {
+			g.Update.MaxParallel = maxParallel
+			g.Update.MinHealthyTime = model.Duration(time.Second)
+			g.Update.HealthyDeadline = model.Duration(30 * time.Second)
+			g.Update.ProgressDeadline = model.Duration(2 * time.Minute)
+		}
+		f.w.putJob(fleetJob(1, mod))
+		testutil.Eventually(b, 3*time.Minute, "v1 everywhere", func() bool {
+			d := w.deployment("", "web", 1)
+			return d != nil && d.Status == model.DeploymentSuccessful
+		})
+		before := w.store.Stats()
+		b.StartTimer()
+		start := time.Now()
+		f.w.putJob(fleetJob(2, func(g *model.Group) {
+			mod(g)
+			g.Update.Canary = 10
+			g.Update.AutoPromote = true
+		}))
+		var d *model.Deployment
+		testutil.Eventually(b, 5*time.Minute, "v2 successful", func() bool {
+			d = w.deployment("", "web", 2)
+			return d != nil && d.Status == model.DeploymentSuccessful
+		})
+		elapsed := time.Since(start)
+		b.StopTimer()
+		after := w.store.Stats()
+		canaries := d.TaskGroups["g"].CanaryNodes
+		waves := 1 + (agents-len(canaries)+maxParallel-1)/maxParallel
+		asked := time.Duration(waves) * time.Second
+		// Invariants from the drivers' timestamps.
+		promoted := d.TaskGroups["g"].PromotedAt
+		isCanary := map[string]bool{}
+		for _, c := range canaries {
+			isCanary[c] = true
+		}
+		skew := 50 * time.Millisecond // server time versus this process's clock
+		for _, e := range rec.all() {
+			if e.op == "start" && e.version == "v2" && !isCanary[e.node] && e.at.Before(promoted.Add(-skew)) {
+				b.Fatalf("%s started v2 at %v, before the promotion at %v, and is no canary", e.node, e.at, promoted)
+			}
+		}
+		if got := f.maxInFlight(b, "v1", "v2"); got > maxParallel {
+			b.Fatalf("%d replacements in flight, max_parallel %d", got, maxParallel)
+		}
+		ops := after.RolloutOps - before.RolloutOps
+		b.ReportMetric(elapsed.Seconds(), "rollout-s")
+		b.ReportMetric((elapsed - asked).Seconds(), "overhead-s")
+		b.ReportMetric(float64(ops), "kv-ops/deployment")
+		b.ReportMetric(float64(ops)/float64(agents), "kv-ops/agent")
+		b.ReportMetric(float64(after.CASConflicts-before.CASConflicts), "cas-conflicts/deployment")
+		b.ReportMetric(float64(after.SlotConflicts-before.SlotConflicts), "slot-conflicts/deployment")
+		for _, n := range f.nodes {
+			n.stopOnce(true)
+		}
+	}
+}

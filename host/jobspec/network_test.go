@@ -1,0 +1,226 @@
+package jobspec
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+// TestANodeExporterShapedJobParsesItsNetworkRegionTagsAndPorts: the shape
+// of nearly every community system job (a group network with a labelled
+// port, docker ports = ["label"], ${NOMAD_PORT_label}, a service on the
+// label with tags) parses into the model unchanged.
+func TestANodeExporterShapedJobParsesItsNetworkRegionTagsAndPorts(t *testing.T) {
+	j := mustParse(t, "node-exporter.nomad", `
+job "node-exporter" {
+  region      = "eu-west"
+  datacenters = ["dc1"]
+  type        = "system"
+
+  group "node-exporter" {
+    network {
+      port "metrics" {
+        static = 9100
+      }
+      port "admin" {
+        to = 8080
+      }
+      port "dyn" {}
+    }
+
+    task "node-exporter" {
+      driver = "docker"
+      config {
+        image = "node-exporter:local"
+        ports = ["metrics"]
+        args  = ["--web.listen-address=:${NOMAD_PORT_metrics}"]
+      }
+      service {
+        name = "node-exporter"
+        port = "metrics"
+        tags = ["prometheus", "system"]
+        check {
+          type     = "http"
+          path     = "/metrics"
+          interval = "10s"
+          timeout  = "2s"
+        }
+      }
+    }
+  }
+}`)
+	if j.Region != "eu-west" {
+		t.Errorf("region = %q, want it recorded", j.Region)
+	}
+	g := j.Groups[0]
+	wantNet := &model.Network{Mode: model.NetworkHost, Ports: []model.Port{
+		{Label: "metrics", Static: 9100}, {Label: "admin", To: 8080}, {Label: "dyn"},
+	}}
+	if !reflect.DeepEqual(g.Network, wantNet) {
+		t.Errorf("network = %+v, want %+v", g.Network, wantNet)
+	}
+	task := g.Tasks[0]
+	if got := task.Config["ports"]; !reflect.DeepEqual(got, []any{"metrics"}) {
+		t.Errorf("docker ports = %#v", got)
+	}
+	if got := task.Config["args"].([]any)[0]; got != "--web.listen-address=:${NOMAD_PORT_metrics}" {
+		t.Errorf("interpolation not kept as text: %q", got)
+	}
+	if s := task.Services[0]; s.Port != "metrics" || !reflect.DeepEqual(s.Tags, []string{"prometheus", "system"}) {
+		t.Errorf("service = %+v", s)
+	}
+}
+
+func TestAGroupLevelServiceIsTheGroups(t *testing.T) {
+	j := mustParse(t, "g.nomad", `
+job "j" {
+  type = "system"
+  group "g" {
+    network {
+      port "http" { static = 8080 }
+    }
+    service {
+      name     = "web"
+      port     = "http"
+      provider = "nomad"
+      tags     = ["a"]
+      check {
+        type     = "tcp"
+        interval = "5s"
+        timeout  = "1s"
+      }
+    }
+    task "t" { driver = "docker" }
+  }
+}`)
+	g := j.Groups[0]
+	if len(g.Services) != 1 || g.Services[0].Port != "http" || len(g.Services[0].Checks) != 1 || len(g.Tasks[0].Services) != 0 {
+		t.Fatalf("group services %+v, task services %+v", g.Services, g.Tasks[0].Services)
+	}
+}
+
+func TestMaxRunDurationIsReadOnSysbatchGroups(t *testing.T) {
+	j := mustParse(t, "gc.hcl", `
+job "gc" {
+  type = "sysbatch"
+  group "g" {
+    max_run_duration = "90s"
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}`)
+	if got := j.Groups[0].MaxRunDuration.D(); got != 90*time.Second {
+		t.Errorf("max_run_duration = %s, want 1m30s", got)
+	}
+	// Control: the same group in a system job is refused at its position.
+	_, err := ParseHCL("gc.hcl", []byte(`job "gc" {
+  type = "system"
+  group "g" {
+    max_run_duration = "90s"
+    task "t" { driver = "exec" }
+  }
+}`))
+	if err == nil || err.Error() != `gc.hcl:4:24: max_run_duration applies to sysbatch jobs only: a system job's tasks run until the job is stopped` {
+		t.Errorf("system job with max_run_duration: %v", err)
+	}
+}
+
+// TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas: with the built-in
+// drivers' schemas (what job validate passes), a config the driver would
+// refuse and a near-miss driver name are errors at the task's position; a
+// driver name far from every known one is left to the nodes (control).
+func TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas(t *testing.T) {
+	schemas := map[string]*driver.Schema{"docker": {Fields: map[string]*driver.Field{
+		"image": {Type: driver.TypeString, Required: true},
+		"ports": {Type: driver.TypeStringList},
+	}}}
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    task "a" {
+      driver = "dokcer"
+    }
+    task "b" {
+      driver = "docker"
+      config {
+        ports { container = 80 }
+      }
+    }
+    task "c" {
+      driver = "my-own-plugin"
+    }
+  }
+}`
+	_, err := ParseHCLWith("x.hcl", []byte(src), Inputs{Drivers: schemas})
+	want := `x.hcl:5:16: driver "dokcer" is not a built-in driver (did you mean "docker"?); a third-party plugin of that name is checked by the node
+x.hcl:9:7: docker config: image: required string is missing
+x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	if _, err := ParseHCL("x.hcl", []byte(src)); err != nil {
+		t.Fatalf("without schemas the configs are free-form: %v", err)
+	}
+	_, err = ParseWith("x.json", []byte(`{"id":"x","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"b","driver":"docker","config":{}}]}]}`), Inputs{Drivers: schemas})
+	if err == nil || err.Error() != "x.json: groups[0].tasks[0].config: docker config: image: required string is missing" {
+		t.Fatalf("JSON: %v", err)
+	}
+}
+
+// TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition: stagger, a task's
+// logs block, a template's splay and wait parse, and each is reported as a
+// warning at its position; a file without them warns nothing (control).
+func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
+	src := `job "w" {
+  type = "system"
+  update {
+    stagger = "30s"
+  }
+  group "g" {
+    task "t" {
+      driver = "docker"
+      logs {
+        max_files     = 3
+        max_file_size = 10
+      }
+      template {
+        data        = "x"
+        destination = "local/x"
+        splay       = "5s"
+        wait {
+          min = "1s"
+        }
+      }
+    }
+  }
+}`
+	var got []string
+	warn := func(e *Error) { got = append(got, e.Error()) }
+	if _, err := ParseHCLWith("w.hcl", []byte(src), Inputs{Warn: warn}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want %d", got, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("warning %q, want it to start with %q", got[i], want[i])
+		}
+	}
+	got = nil
+	if _, err := ParseHCLWith("w.hcl", []byte(`job "w" {
+  type = "system"
+  group "g" {
+    task "t" { driver = "docker" }
+  }
+}`), Inputs{Warn: warn}); err != nil || len(got) != 0 {
+		t.Fatalf("a plain file: %v, warnings %q", err, got)
+	}
+}

@@ -1,0 +1,22 @@
+# shape: a docker task sending its output to journald through docker's logging options
+# verdict: driver
+# want: logging: unknown key
+job "journal" {
+  type = "system"
+
+  group "g" {
+    task "app" {
+      driver = "docker"
+
+      config {
+        image = "example/app:1"
+        logging {
+          type = "journald"
+          config {
+            tag = "app"
+          }
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,32 @@
+# shape: an nginx ingress whose upstreams are rendered by a template from the service
+#        catalog (the load-balancing examples)
+# verdict: refused
+# want: template function "nomadService" is not available in hivelet
+job "nginx" {
+  type = "system"
+
+  group "nginx" {
+    network {
+      port "http" {
+        static = 80
+      }
+    }
+
+    task "nginx" {
+      driver = "docker"
+
+      config {
+        image   = "nginx:1.27"
+        ports   = ["http"]
+        volumes = ["local:/etc/nginx/conf.d"]
+      }
+
+      template {
+        data          = "upstream backend { {{ range nomadService \"web\" }} server {{ .Address }}:{{ .Port }}; {{ end }} }"
+        destination   = "local/load-balancer.conf"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+      }
+    }
+  }
+}

@@ -1,0 +1,118 @@
+package model
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// NetworkMode is how a group's tasks are networked. Only "host" exists:
+// the group shares the node's network; ports are allocated on the node and
+// each driver publishes them (docker maps them into the container).
+// Nomad's "bridge" (one network namespace per allocation, set up through
+// CNI) is refused by the parser with its reason: no driver of hivelet's
+// builds that namespace.
+type NetworkMode string
+
+const NetworkHost NetworkMode = "host"
+
+// NetworkModes lists every NetworkMode value.
+var NetworkModes = []NetworkMode{NetworkHost}
+
+func (m *NetworkMode) UnmarshalJSON(b []byte) error { return decodeEnum(b, m, NetworkModes) }
+
+// Network is a group's network block: the ports its allocations need on
+// the node.
+type Network struct {
+	Mode  NetworkMode `json:"mode"`
+	Ports []Port      `json:"ports,omitempty"`
+}
+
+// Port is one labelled port of a group's network. Static 0 means dynamic:
+// the node picks a free port from its configured range when it places the
+// allocation. To is the port inside the task (docker: the container port);
+// 0 means the same number as the port on the node.
+type Port struct {
+	Label  string `json:"label"`
+	Static int    `json:"static,omitempty"`
+	To     int    `json:"to,omitempty"`
+}
+
+// AllocatedPort is a port an allocation holds on its node, recorded with the
+// allocation when it is placed and kept for its life (across agent
+// restarts).
+type AllocatedPort struct {
+	Label string `json:"label"`
+	// Value is the port on the node.
+	Value int `json:"value"`
+	// To is the port inside the task; 0 means Value.
+	To int `json:"to,omitempty"`
+	// HostIP is the node address the port is published on.
+	HostIP string `json:"host_ip"`
+}
+
+// InTask is the port number the task itself listens on.
+func (p AllocatedPort) InTask() int {
+	if p.To > 0 {
+		return p.To
+	}
+	return p.Value
+}
+
+// Addr is host_ip:value, the address the port is reached at from outside
+// the task.
+func (p AllocatedPort) Addr() string {
+	return joinHostPort(p.HostIP, p.Value)
+}
+
+func joinHostPort(host string, port int) string {
+	for i := 0; i < len(host); i++ {
+		if host[i] == ':' {
+			return "[" + host + "]:" + strconv.Itoa(port)
+		}
+	}
+	return host + ":" + strconv.Itoa(port)
+}
+
+// portLabelRE is what a port label may contain: it becomes part of
+// environment variable names (NOMAD_PORT_<label>).
+var portLabelRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+func (v *validator) network(path string, n *Network) {
+	if !validEnum(n.Mode, NetworkModes) {
+		v.add(join(path, "mode"), "network mode %q is not supported (allowed: %s)", n.Mode, joinEnum(NetworkModes))
+	}
+	labels := map[string]bool{}
+	statics := map[int]string{}
+	for i, p := range n.Ports {
+		pp := fmt.Sprintf("%s.ports[%d]", path, i)
+		switch {
+		case !portLabelRE.MatchString(p.Label):
+			v.add(join(pp, "label"), "port label %q may contain only letters, digits and '_' (it becomes NOMAD_PORT_<label>)", p.Label)
+		case labels[p.Label]:
+			v.add(join(pp, "label"), "duplicate port label %q: labels must be unique within a group's network", p.Label)
+		}
+		labels[p.Label] = true
+		if p.Static < 0 || p.Static > 65535 {
+			v.add(join(pp, "static"), "static port %d is out of 1..65535", p.Static)
+		} else if p.Static > 0 {
+			if other, dup := statics[p.Static]; dup {
+				v.add(join(pp, "static"), "static port %d is already taken by label %q in this network", p.Static, other)
+			}
+			statics[p.Static] = p.Label
+		}
+		if p.To < 0 || p.To > 65535 {
+			v.add(join(pp, "to"), "to = %d is out of 1..65535 (0 or absent: the same port as on the node)", p.To)
+		}
+	}
+}
+
+// LookupPort returns the allocated port with the label, if any.
+func (a *Allocation) LookupPort(label string) (AllocatedPort, bool) {
+	for _, p := range a.Ports {
+		if p.Label == label {
+			return p, true
+		}
+	}
+	return AllocatedPort{}, false
+}

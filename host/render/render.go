@@ -1,0 +1,181 @@
+// Package render owns task templates (a job's template blocks): which
+// functions a template may call, checking a template when the job file is
+// read, and rendering it on the node from the task's environment.
+//
+// Invariants:
+//   - A template that calls a function hivelet does not have is refused when
+//     the file is read, naming the function and its line
+//     (TestAnUnknownFunctionIsRefusedWithItsLine); the node never meets it.
+//   - Rendering reads nothing but the values it is given (the task's
+//     environment: NOMAD_* variables, node attributes and meta, the
+//     allocation's ports, the task's env): no file, network or clock. The
+//     same inputs render the same bytes (TestRenderingIsAFunctionOfTheTaskEnvironment).
+package render
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Lookup resolves an environment name (NOMAD_PORT_http, node.unique.name,
+// attr.kernel.name, meta.rack, a task env variable).
+type Lookup func(name string) (string, bool)
+
+// unavailable are the template functions of Nomad's templates (consul-
+// template's) that need a source hivelet does not have, with the reason.
+var unavailable = map[string]string{
+	"key": "hivelet has no Consul KV", "keyOrDefault": "hivelet has no Consul KV", "keyExists": "hivelet has no Consul KV",
+	"ls": "hivelet has no Consul KV", "safeLs": "hivelet has no Consul KV", "tree": "hivelet has no Consul KV", "safeTree": "hivelet has no Consul KV",
+	"service": "hivelet has no Consul catalog", "services": "hivelet has no Consul catalog", "connect": "hivelet has no Consul catalog",
+	"node": "hivelet has no Consul catalog", "nodes": "hivelet has no Consul catalog", "caRoots": "hivelet has no Consul Connect", "caLeaf": "hivelet has no Consul Connect",
+	"secret": "hivelet has no Vault integration", "secrets": "hivelet has no Vault integration", "pkiCert": "hivelet has no Vault integration",
+	"nomadVar": "hivelet has no variables store for templates yet", "nomadVarList": "hivelet has no variables store for templates yet",
+	"nomadVarListSafe": "hivelet has no variables store for templates yet", "nomadVarExists": "hivelet has no variables store for templates yet",
+	"nomadService": "hivelet has no service catalog for templates yet", "nomadServices": "hivelet has no service catalog for templates yet",
+	"file":      "templates read only the task's environment, not files on the node",
+	"plugin":    "templates run no programs",
+	"sockaddr":  "templates read only the task's environment; use {{ env \"NOMAD_IP_<label>\" }}",
+	"timestamp": "a rendered file must not depend on when it was rendered",
+}
+
+// Names lists the functions a template may call, besides text/template's
+// own (and, or, not, len, index, printf, eq, ...).
+func Names() []string {
+	fm := funcs(func(string) (string, bool) { return "", false })
+	out := make([]string, 0, len(fm))
+	for k := range fm {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func funcs(lookup Lookup) template.FuncMap {
+	return template.FuncMap{
+		"env": func(name string) string { v, _ := lookup(name); return v },
+		"envOrDefault": func(name, def string) string {
+			if v, ok := lookup(name); ok && v != "" {
+				return v
+			}
+			return def
+		},
+		"toUpper":      strings.ToUpper,
+		"toLower":      strings.ToLower,
+		"toTitle":      func(s string) string { return strings.ToUpper(s[:min(1, len(s))]) + s[min(1, len(s)):] },
+		"trimSpace":    strings.TrimSpace,
+		"trim":         func(cut, s string) string { return strings.Trim(s, cut) },
+		"trimPrefix":   func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
+		"trimSuffix":   func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+		"replaceAll":   func(old, new, s string) string { return strings.ReplaceAll(s, old, new) },
+		"split":        func(sep, s string) []string { return strings.Split(s, sep) },
+		"join":         func(sep string, parts []string) string { return strings.Join(parts, sep) },
+		"contains":     func(sub, s string) bool { return strings.Contains(s, sub) },
+		"containsAny":  func(chars, s string) bool { return strings.ContainsAny(s, chars) },
+		"parseInt":     func(s string) (int64, error) { return strconv.ParseInt(strings.TrimSpace(s), 10, 64) },
+		"parseFloat":   func(s string) (float64, error) { return strconv.ParseFloat(strings.TrimSpace(s), 64) },
+		"parseBool":    func(s string) (bool, error) { return strconv.ParseBool(strings.TrimSpace(s)) },
+		"base64Encode": func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) },
+		"base64Decode": func(s string) (string, error) {
+			b, err := base64.StdEncoding.DecodeString(s)
+			return string(b), err
+		},
+		"toJSON": func(v any) (string, error) {
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
+		"regexReplaceAll": func(re, repl, s string) (string, error) {
+			r, err := regexp.Compile(re)
+			if err != nil {
+				return "", err
+			}
+			return r.ReplaceAllString(s, repl), nil
+		},
+		"regexMatch": func(re, s string) (bool, error) { return regexp.MatchString(re, s) },
+	}
+}
+
+// Error is a problem in a template, at a line of its text (1-based; 0 when
+// unknown).
+type Error struct {
+	Line    int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+var lineRE = regexp.MustCompile(`^template: [^:]*:(\d+):(?:\d+:)? ?(.*)$`)
+var undefinedRE = regexp.MustCompile(`function "([^"]+)" not defined`)
+
+// Check parses a template with the given delimiters ("" = {{ }}) and
+// reports the first problem: a syntax error or a function hivelet does not
+// have, with its line.
+func Check(text, left, right string) error {
+	_, err := parse(text, left, right, func(string) (string, bool) { return "", false })
+	return err
+}
+
+func parse(text, left, right string, lookup Lookup) (*template.Template, error) {
+	t, err := template.New("t").Delims(left, right).Option("missingkey=zero").Funcs(funcs(lookup)).Parse(text)
+	if err == nil {
+		return t, nil
+	}
+	msg := err.Error()
+	line := 0
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	if m := undefinedRE.FindStringSubmatch(msg); m != nil {
+		name := m[1]
+		if why, ok := unavailable[name]; ok {
+			msg = fmt.Sprintf("template function %q is not available in hivelet (%s)", name, why)
+		} else {
+			msg = fmt.Sprintf("template function %q is not available in hivelet (available: %s, and text/template's own)", name, strings.Join(Names(), ", "))
+		}
+	}
+	return nil, &Error{Line: line, Message: msg}
+}
+
+// Render renders a template from the task's environment.
+func Render(text, left, right string, lookup Lookup) ([]byte, error) {
+	t, err := parse(text, left, right, lookup)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, nil); err != nil {
+		return nil, fmt.Errorf("rendering: %w", err)
+	}
+	return []byte(b.String()), nil
+}
+
+// ParseEnvFile reads a rendered env = true file: KEY=VALUE lines; blank
+// lines and lines starting with # are skipped; an optional "export " and
+// matching quotes around the value are removed.
+func ParseEnvFile(data []byte) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("line %d: want KEY=VALUE, got %q", i+1, line)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		out[k] = v
+	}
+	return out, nil
+}

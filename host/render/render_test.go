@@ -1,0 +1,64 @@
+package render
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func lookupIn(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestRenderingIsAFunctionOfTheTaskEnvironment(t *testing.T) {
+	env := map[string]string{"NOMAD_PORT_http": "9100", "node.unique.name": "n1", "attr.kernel.name": "linux", "TAGS": "a,b"}
+	text := `port={{ env "NOMAD_PORT_http" }}
+node={{ env "node.unique.name" | toUpper }}
+kernel={{ env "attr.kernel.name" }}
+missing=[{{ env "NOPE" }}] default={{ envOrDefault "NOPE" "x" }}
+{{ range split "," (env "TAGS") }}tag={{ . }}
+{{ end }}`
+	want := "port=9100\nnode=N1\nkernel=linux\nmissing=[] default=x\ntag=a\ntag=b\n"
+	for range 2 {
+		got, err := Render(text, "", "", lookupIn(env))
+		if err != nil || string(got) != want {
+			t.Fatalf("rendered %q (%v), want %q", got, err, want)
+		}
+	}
+	// Delimiters: the default ones are then plain text.
+	got, err := Render(`[[ env "NOMAD_PORT_http" ]] {{ kept }}`, "[[", "]]", lookupIn(env))
+	if err != nil || string(got) != "9100 {{ kept }}" {
+		t.Fatalf("custom delimiters: %q %v", got, err)
+	}
+}
+
+func TestAnUnknownFunctionIsRefusedWithItsLine(t *testing.T) {
+	err := Check("a\nb {{ nomadService \"web\" }}\n", "", "")
+	var re *Error
+	if !errors.As(err, &re) || re.Line != 2 || !strings.Contains(re.Message, `template function "nomadService" is not available in hivelet (hivelet has no service catalog`) {
+		t.Fatalf("nomadService: %#v", err)
+	}
+	err = Check("{{ frobnicate }}", "", "")
+	if !errors.As(err, &re) || re.Line != 1 || !strings.Contains(re.Message, `"frobnicate" is not available in hivelet (available: base64Decode, `) {
+		t.Fatalf("unknown function: %#v", err)
+	}
+	if err := Check("{{ if }}", "", ""); !errors.As(err, &re) || re.Line != 1 {
+		t.Fatalf("syntax error: %#v", err)
+	}
+	// Control: every offered function parses.
+	if err := Check(`{{ env "A" | toLower | toTitle | trimSpace }}{{ replaceAll "a" "b" "c" }}{{ join "," (split "," "x") }}`, "", ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnvFilesAreKeyValueLines(t *testing.T) {
+	got, err := ParseEnvFile([]byte("# comment\nA=1\nexport B = \"two words\"\n\nC='3'\nD=\n"))
+	want := map[string]string{"A": "1", "B": "two words", "C": "3", "D": ""}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v %v, want %v", got, err, want)
+	}
+	if _, err := ParseEnvFile([]byte("A=1\nnot a pair\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("bad line: %v", err)
+	}
+}

@@ -1,0 +1,56 @@
+package policies
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestACaseCanAssertTheReasonAndPropertiesOfTheChosenSet(t *testing.T) {
+	two := 2
+	canary := Outcome{Got: Expect{NodeIDs: []string{"n3", "n1"}}, Reason: "marked nodes spread over 2 datacenters"}
+	cases := []struct {
+		name string
+		want Want
+		out  Outcome
+		fail string // a substring of the one failure; empty: passes
+	}{
+		{"exact ids pass", Want{Expect: Expect{NodeIDs: []string{"n3", "n1"}}}, canary, ""},
+		{"exact ids are ordered", Want{Expect: Expect{NodeIDs: []string{"n1", "n3"}}}, canary, "node_ids"},
+		{"absent ids assert none chosen", Want{}, canary, "node_ids"},
+		{"reason substrings pass", Want{Expect: Expect{NodeIDs: []string{"n3", "n1"}}, ReasonContains: []string{"marked", "2 datacenters"}}, canary, ""},
+		{"a missing reason substring fails", Want{Expect: Expect{NodeIDs: []string{"n3", "n1"}}, ReasonContains: []string{"marked", "3 datacenters"}}, canary, `contain "3 datacenters"`},
+		{"chosen leaves ids free", Want{Chosen: &ChosenSet{Count: &two, Includes: []string{"n1"}, Excludes: []string{"n2"}, Within: []string{"n1", "n3", "n4"}}}, canary, ""},
+		{"chosen count", Want{Chosen: &ChosenSet{Count: new(int)}}, canary, "want 0 nodes, got 2"},
+		{"chosen includes", Want{Chosen: &ChosenSet{Includes: []string{"n2"}}}, canary, "want n2 among"},
+		{"chosen excludes", Want{Chosen: &ChosenSet{Excludes: []string{"n3"}}}, canary, "want n3 not among"},
+		{"chosen within", Want{Chosen: &ChosenSet{Within: []string{"n1"}}}, canary, "n3 is not within"},
+		{"chosen with exact ids checks both", Want{Expect: Expect{NodeIDs: []string{"n1"}}, Chosen: &ChosenSet{}}, canary, "node_ids"},
+		{"completion decision", Want{Expect: Expect{Decision: "promote"}, ReasonContains: []string{"healthy"}},
+			Outcome{Got: Expect{Decision: "promote"}, Reason: "all canaries healthy"}, ""},
+		{"completion decision differs", Want{Expect: Expect{Decision: "promote"}},
+			Outcome{Got: Expect{Decision: "continue"}, Reason: "waiting"}, "decision"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.want.Check(c.out)
+			switch {
+			case c.fail == "" && len(d) > 0:
+				t.Fatalf("want a pass, got %q", d)
+			case c.fail != "" && (len(d) != 1 || !strings.Contains(d[0], c.fail)):
+				t.Fatalf("want one failure containing %q, got %q", c.fail, d)
+			}
+		})
+	}
+}
+
+func TestAnUnknownFieldOfACaseIsRefused(t *testing.T) {
+	var cf CaseFile
+	ok := `{"cases":[{"name":"x","input":{"canary":{"count":1}},"want":{"chosen":{"count":1},"reason_contains":["a"]}}]}`
+	if err := DecodeStrict([]byte(ok), &cf); err != nil {
+		t.Fatalf("control, every field known: %v", err)
+	}
+	bad := `{"cases":[{"name":"x","input":{"canary":{"count":1}},"want":{"reason_contain":["a"]}}]}`
+	if err := DecodeStrict([]byte(bad), &cf); err == nil || !strings.Contains(err.Error(), "reason_contain") {
+		t.Fatalf("a misspelt assertion was accepted (it would assert nothing): %v", err)
+	}
+}

@@ -1,0 +1,180 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/sdk/policy"
+)
+
+// This file adapts the engine to the reconciler: Module.Canary and
+// Module.Completion run one decision on a module (a fault is returned), and
+// Engine.ChooseCanaries and Engine.DecideCompletion implement
+// reconcile.CanaryChooser and reconcile.CompletionDecider (a fault falls
+// back to the native default and is reported).
+
+var (
+	_ reconcile.CanaryChooser     = (*Engine)(nil)
+	_ reconcile.CompletionDecider = (*Engine)(nil)
+)
+
+// evaluate runs one decision's export with input and returns the answer's
+// bytes, or a fault.
+func (m *Module) evaluate(ctx context.Context, kind Kind, input []byte, now time.Time, seed uint64) ([]byte, *Fault) {
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		f, _ := AsFault(err)
+		return nil, f
+	}
+	fn, name := inst.canary, exportCanary
+	if kind == KindCompletion {
+		fn, name = inst.completion, exportCompletion
+	}
+	out, err := m.call(ctx, inst, fn, name, input, now, seed)
+	if err != nil {
+		f, _ := AsFault(err)
+		// A trap or a deadline poisons the instance; an invalid answer from
+		// a healthy call does not, but the memory restore costs as much as
+		// a check, so every fault discards.
+		m.release(inst, false)
+		return nil, f
+	}
+	m.release(inst, true)
+	return out, nil
+}
+
+// evaluateEncoded encodes a decision's input with enc into a pooled
+// buffer, evaluates it and gives the buffer back.
+func (m *Module) evaluateEncoded(ctx context.Context, kind Kind, enc func([]byte) []byte, now time.Time, seed uint64) ([]byte, *Fault) {
+	bp := m.engine.bufs.Get().(*[]byte)
+	input := enc((*bp)[:0])
+	raw, f := m.evaluate(ctx, kind, input, now, seed)
+	*bp = input
+	m.engine.bufs.Put(bp)
+	return raw, f
+}
+
+// answerFault is the fault of an answer that did not decode: the policy's
+// own error answer, or an invalid output.
+func answerFault(err error) *Fault {
+	var pe *policy.PolicyError
+	if errors.As(err, &pe) {
+		return &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
+	}
+	return &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+}
+
+// Canary evaluates the module's canary policy on req and validates the
+// answer. It does not fall back: a fault comes back as a *Fault.
+func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if m.Kinds&KindCanary == 0 {
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no canary policy"}
+	}
+	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
+	raw, f := m.evaluateEncoded(ctx, KindCanary, func(b []byte) []byte { return appendCanaryInput(b, &req, fields, attr, meta) },
+		time.Unix(0, 0), seedOf(req.DeploymentID, req.Group))
+	if f != nil {
+		return reconcile.CanaryChoice{}, f
+	}
+	out, err := policy.DecodeCanaryOutput(raw)
+	if err != nil {
+		return reconcile.CanaryChoice{}, answerFault(err)
+	}
+	if err := validateCanary(&req, out); err != nil {
+		return reconcile.CanaryChoice{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	return reconcile.CanaryChoice{NodeIDs: out.NodeIDs, Reason: out.Reason}, nil
+}
+
+// Completion evaluates the module's completion policy on in and validates
+// the answer. It does not fall back: a fault comes back as a *Fault.
+func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	if m.Kinds&KindCompletion == 0 {
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
+	}
+	var id string
+	if in.Deployment != nil {
+		id = in.Deployment.ID
+	}
+	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte { return policy.AppendCompletionInput(b, completionInput(&in)) },
+		in.Now, seedOf(id, in.Now.String()))
+	if f != nil {
+		return reconcile.CompletionDecision{}, f
+	}
+	out, err := policy.DecodeCompletionOutput(raw)
+	if err != nil {
+		return reconcile.CompletionDecision{}, answerFault(err)
+	}
+	if err := validateCompletion(&in, out); err != nil {
+		return reconcile.CompletionDecision{}, &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
+	}
+	return reconcile.CompletionDecision{Decision: reconcile.Decision(out.Decision.String()), Revert: out.Revert, Reason: out.Reason}, nil
+}
+
+// ChooseCanaries implements reconcile.CanaryChooser: req.Policy's module
+// answers (nil: the native default); on a fault the native default answers
+// and the fault is reported.
+func (e *Engine) ChooseCanaries(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
+	if req.Policy == nil {
+		e.evals.WithLabelValues("canary", "native").Inc()
+		return NativeCanary(req), nil
+	}
+	m, f := e.resolve(req.Policy, KindCanary)
+	if f == nil {
+		choice, err := m.Canary(ctx, req)
+		if err == nil {
+			e.evals.WithLabelValues("canary", "module").Inc()
+			return choice, nil
+		}
+		f, _ = AsFault(err)
+		f.Policy, f.Digest = req.Policy.Name, m.Digest
+	}
+	f.Decision, f.DeploymentID, f.JobID = "canary", req.DeploymentID, req.JobID
+	e.report(f)
+	e.evals.WithLabelValues("canary", "fallback").Inc()
+	choice := NativeCanary(req)
+	choice.Reason = "policy fault, native default: " + choice.Reason
+	return choice, nil
+}
+
+// DecideCompletion implements reconcile.CompletionDecider, with the same
+// fallback as ChooseCanaries.
+func (e *Engine) DecideCompletion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	if in.Policy == nil {
+		e.evals.WithLabelValues("completion", "native").Inc()
+		return NativeCompletion(in), nil
+	}
+	m, f := e.resolve(in.Policy, KindCompletion)
+	if f == nil {
+		d, err := m.Completion(ctx, in)
+		if err == nil {
+			e.evals.WithLabelValues("completion", "module").Inc()
+			return d, nil
+		}
+		f, _ = AsFault(err)
+		f.Policy, f.Digest = in.Policy.Name, m.Digest
+	}
+	f.Decision = "completion"
+	if in.Deployment != nil {
+		f.DeploymentID, f.JobID = in.Deployment.ID, in.Deployment.JobID
+	}
+	e.report(f)
+	e.evals.WithLabelValues("completion", "fallback").Inc()
+	d := NativeCompletion(in)
+	d.Reason = "policy fault, native default: " + d.Reason
+	return d, nil
+}
+
+// report logs, counts and hands on a fault.
+func (e *Engine) report(f *Fault) {
+	e.log.Warn("policy fault, using the native default",
+		"policy", f.Policy, "policy_digest", f.Digest, "decision", f.Decision,
+		"kind", string(f.Kind), "reason", f.Reason,
+		"deployment_id", f.DeploymentID, "job", f.JobID)
+	e.faults.WithLabelValues(f.Decision, string(f.Kind)).Inc()
+	if e.opts.OnFault != nil {
+		e.opts.OnFault(f)
+	}
+}

@@ -1,0 +1,37 @@
+package driver_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hivelet/hivelet/internal/imports"
+)
+
+// TestTheSDKsImportNothingOfTheDaemon: authors depend on sdk/... alone, so
+// no package under sdk/ imports another package of this module (host/,
+// plugins/, policies/, runtime/, internal/, cmd/). The control is sdk/driver
+// itself, which the scan must see importing sdk/driver/proto.
+func TestTheSDKsImportNothingOfTheDaemon(t *testing.T) {
+	const module, sdk = "github.com/hivelet/hivelet", "github.com/hivelet/hivelet/sdk"
+	pkgs, err := imports.List(sdk + "/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := false
+	for _, p := range pkgs {
+		for _, imp := range p.ImportsUnder(module) {
+			if imp == sdk+"/driver/proto" && p.ImportPath == sdk+"/driver" {
+				control = true
+			}
+			if !imports.Under(imp, sdk) {
+				t.Errorf("%s imports %s: the SDKs may import only each other, the standard library and third-party modules", p.ImportPath, imp)
+			}
+		}
+	}
+	if !control {
+		t.Fatalf("control: the scan does not see %s/driver importing %s/driver/proto", sdk, sdk)
+	}
+	if len(pkgs) < 3 || !strings.HasPrefix(pkgs[0].ImportPath, sdk) {
+		t.Fatalf("listed %d packages, starting with %q", len(pkgs), pkgs[0].ImportPath)
+	}
+}
