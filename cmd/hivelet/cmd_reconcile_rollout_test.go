@@ -286,6 +286,28 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "canary-policy-chose-nobody",
+			check: func(t *testing.T, out *rolloutOutput) {
+				d := out.Decision
+				if c := d.Counts["g"]; !c.Canarying || c.Waiting != 0 || len(d.Takes) != 0 || len(d.Stop) != 0 {
+					t.Fatalf("counts %+v takes %+v stop %+v", c, d.Takes, d.Stop)
+				}
+				// The operator can go on: promotion is not refused (0/0).
+				p, err := rollout.Promote(*d.Record.D, d.Counts, nil, "cli", d.Record.D.CreateTime, "n")
+				if err != nil || p == nil || !p.TaskGroups["g"].Promoted {
+					t.Fatalf("promote: %v %+v", err, p)
+				}
+			},
+			// Control: once promoted, the first node in the admission order
+			// takes the slot.
+			control: func(fx *rolloutFixture) { recordOf(fx, 2).TaskGroups["g"].Promoted = true },
+			after: func(t *testing.T, out *rolloutOutput) {
+				if len(out.Decision.Takes) != 1 || out.Decision.Takes[0].Slot.Holder != "n1" {
+					t.Fatalf("promoted: takes %+v", out.Decision.Takes)
+				}
+			},
+		},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
