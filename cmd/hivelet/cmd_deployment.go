@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -11,21 +12,26 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// newDeploymentCmd is `hivelet deployment list|status`, reading the
-// deployments bucket.
+// newDeploymentCmd is `hivelet deployment list|status|promote|fail|pause|resume`
+// (docs/rollout.md).
 //
-// Exit codes: 0 read done; 1 NATS unreachable; 2 bad input (unknown or
-// ambiguous deployment).
+// Exit codes: 0 done; 1 NATS unreachable, or the action was refused (the
+// core's reason is printed); 2 bad input (usage, unknown or ambiguous
+// deployment).
 func newDeploymentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deployment",
-		Short: "Show deployments (one per job version) from the deployments bucket",
+		Short: "Show deployments (one per job version) and steer their rollout: promote, pause, resume, fail",
 	}
-	cmd.AddCommand(newDeploymentListCmd(), newDeploymentStatusCmd())
+	cmd.AddCommand(newDeploymentListCmd(), newDeploymentStatusCmd(), newDeploymentPromoteCmd(),
+		newDeploymentActionCmd("fail", "Mark a deployment failed (auto_revert groups: revert pending to the newest stable version)"),
+		newDeploymentActionCmd("pause", "Pause a running deployment: no update slot is taken until resumed"),
+		newDeploymentActionCmd("resume", "Resume a paused deployment: its deadlines move by the time paused"))
 	return cmd
 }
 
@@ -166,39 +172,89 @@ func findDeployment(rows []deploymentRow, arg, namespace string) (deploymentRow,
 	return deploymentRow{}, badInput(fmt.Errorf("no deployment with ID, ID prefix or job %q", arg))
 }
 
+// rowsOf are the view's deployment records, as loadDeployments returns
+// them.
+func rowsOf(v *fleet.View) []deploymentRow {
+	var rows []deploymentRow
+	for _, st := range v.Deployments {
+		if st.Value != nil && !st.Absent {
+			rows = append(rows, deploymentRow{st.Value, st.Revision})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].d.ID < rows[j].d.ID })
+	return rows
+}
+
 func newDeploymentStatusCmd() *cobra.Command {
 	var o clusterOpts
-	var asJSON bool
+	var asJSON, watch bool
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "status ID|JOB|JOB@VERSION",
-		Short: "Show one deployment: status, per-group progress, canary nodes",
-		Args:  cobra.ExactArgs(1),
+		Use:   "status [-watch] ID|JOB|JOB@VERSION",
+		Short: "Show one deployment: status and the fleet aggregate derived from the allocations and slots",
+		Long: "Show one deployment: its record, and per group the counts every agent derives from the\n" +
+			"allocations, nodes and update slots (canaries healthy, promoted, updated/total, in flight\n" +
+			"with the slot holders, waiting, unhealthy, the progress deadline), the lost nodes, the\n" +
+			"steward and the last events (docs/rollout.md). -watch follows it until it is decided.\n\n" +
+			"Exit codes: 0 read done (-watch: successful, or healthy canaries waiting for manual\n" +
+			"promotion); 1 NATS unreachable (-watch: failed or cancelled, or the wait timed out);\n" +
+			"2 bad input (unknown or ambiguous deployment).",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rows, rejected, err := loadDeployments(cmd, &o)
-			if err != nil {
-				return err
-			}
-			warnRejected(cmd.ErrOrStderr(), rejected)
-			r, err := findDeployment(rows, args[0], o.namespace)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSONOut(out, struct {
-					Deployment *model.Deployment `json:"deployment"`
-					Revision   uint64            `json:"revision"`
-				}{r.d, r.rev})
-			}
-			printDeployment(out, r.d, r.rev)
-			return nil
+			return o.withFleet(func(ctx context.Context, st *fleet.Store) error {
+				if watch {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, wait)
+					defer cancel()
+				}
+				return deploymentStatus(ctx, cmd.OutOrStdout(), st, &o, args[0], asJSON, watch, wait)
+			})
 		},
 	}
 	o.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the record and its fleet aggregate)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "follow the deployment until it is decided")
+	cmd.Flags().DurationVar(&wait, "timeout", 15*time.Minute, "with -watch: give up after this long (exit code 1)")
 	return cmd
 }
 
+// deploymentStatus prints (or, watching, follows) the deployment arg names.
+func deploymentStatus(ctx context.Context, out io.Writer, st *fleet.Store, o *clusterOpts, arg string, asJSON, watch bool, wait time.Duration) error {
+	src, r, err := resolveDeployment(ctx, st, o, arg)
+	if err != nil {
+		return err
+	}
+	current := func() (deploymentRow, fleetAggregate) {
+		v := src.View()
+		d, rev, ok := v.Deployment(r.d.Namespace, r.d.JobID, r.d.JobVersion)
+		if !ok {
+			d, rev = r.d, r.rev
+		}
+		return deploymentRow{d, rev}, aggregateFromView(d, v, src.ServerNow(time.Now()), st.NodeTTL())
+	}
+	row, agg := current()
+	if asJSON {
+		return writeJSONOut(out, struct {
+			Deployment *model.Deployment `json:"deployment"`
+			Revision   uint64            `json:"revision"`
+			Fleet      fleetAggregate    `json:"fleet"`
+		}{row.d, row.rev, agg})
+	}
+	if !watch {
+		printDeployment(out, row.d, row.rev)
+		for _, l := range agg.lines() {
+			fmt.Fprintln(out, l)
+		}
+		return nil
+	}
+	return watchOutcome(ctx, src, out, isTerminal(out), wait, func() (outcome, error) {
+		_, agg := current()
+		return outcome{lines: agg.lines(), done: agg.Done, ok: agg.Done && agg.Code == 0, reason: agg.Reason, revertPending: agg.RevertPending}, nil
+	})
+}
+
+// printDeployment prints the record's own fields (the counts are derived:
+// see fleetAggregate).
 func printDeployment(w io.Writer, d *model.Deployment, rev uint64) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t= %s\n", k, v) }
@@ -214,27 +270,13 @@ func printDeployment(w io.Writer, d *model.Deployment, rev uint64) {
 	if !d.ModifyTime.IsZero() {
 		row("Modified", d.ModifyTime.Format(time.RFC3339))
 	}
+	if d.RevertOf != nil {
+		row("Revert of", strconv.FormatUint(*d.RevertOf, 10))
+	}
+	if d.Revert != nil {
+		row("Revert", rolledBack(d))
+	}
 	row("KV Revision", strconv.FormatUint(rev, 10))
 	tw.Flush()
-	fmt.Fprintln(w, "\nDeployed")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPROMOTED\tDESIRED CANARIES\tDESIRED\tPLACED\tHEALTHY\tUNHEALTHY\tPROGRESS DEADLINE")
-	for _, name := range sortedKeys(d.TaskGroups) {
-		g := d.TaskGroups[name]
-		if g == nil {
-			continue
-		}
-		deadline := "-"
-		if !g.RequireProgressBy.IsZero() {
-			deadline = g.RequireProgressBy.Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\n", name, g.Promoted, g.DesiredCanaries, g.DesiredTotal,
-			g.PlacedAllocs, g.HealthyAllocs, g.UnhealthyAllocs, deadline)
-	}
-	tw.Flush()
-	for _, name := range sortedKeys(d.TaskGroups) {
-		if g := d.TaskGroups[name]; g != nil && len(g.CanaryNodes) > 0 {
-			fmt.Fprintf(w, "Canary nodes of %s: %s\n", name, strings.Join(g.CanaryNodes, ", "))
-		}
-	}
+	fmt.Fprintln(w)
 }

@@ -77,24 +77,13 @@ func failed(format string, a ...any) error { return &exitError{code: 1, err: fmt
 // allocation failed, the wait timed out, or NATS could not be reached;
 // 2 bad input (usage, unreadable or invalid job file, unknown job).
 func addJobClusterCmds(job *cobra.Command) {
-	job.AddCommand(newJobRunCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd())
-}
-
-// sameSpec reports whether two versions declare the same job: everything but
-// the version, the submit time and the stable flag.
-func sameSpec(a, b *model.Job) bool {
-	ca, cb := *a, *b
-	ca.Version, cb.Version = 0, 0
-	ca.SubmitTime, cb.SubmitTime = time.Time{}, time.Time{}
-	ca.Stable, cb.Stable = false, false
-	ja, _ := json.Marshal(&ca)
-	jb, _ := json.Marshal(&cb)
-	return string(ja) == string(jb)
+	job.AddCommand(newJobRunCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd(), newJobRevertCmd())
 }
 
 // writeJob writes job by compare-and-set: version 0 when new, the current
-// version + 1 when the spec changed, nothing when it did not. It returns
-// the version in force and whether it wrote.
+// version + 1 when the spec changed, nothing when it did not. Every version
+// it writes is recorded in the job_versions bucket too (`job revert` reads
+// it back). It returns the version in force and whether it wrote.
 func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, bool, error) {
 	key := wanted.JobKey(job.Namespace, job.ID)
 	for range 5 {
@@ -117,7 +106,7 @@ func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, boo
 			// version replaces it.
 			next := uint64(0)
 			if cur != nil {
-				if sameSpec(cur, job) {
+				if model.SameSpec(cur, job) {
 					return cur.Version, false, nil
 				}
 				next = cur.Version + 1
@@ -138,6 +127,9 @@ func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, boo
 			cancel()
 		}
 		if err == nil {
+			if perr := st.PutJobVersion(ctx, job); perr != nil && !errors.Is(perr, fleet.ErrNoBucket) {
+				return job.Version, true, fmt.Errorf("job %s version %d written, but not recorded for revert: %w", key, job.Version, perr)
+			}
 			return job.Version, true, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -242,19 +234,29 @@ type nodeProgress struct {
 	Failed, Complete, OldVersion, Awaiting int
 }
 
-// rollout is what `job run` shows and decides on; progressOf is pure.
-type rollout struct {
+// runProgress is what `job run` shows and decides on; progressOf is pure.
+type runProgress struct {
 	Nodes      []nodeProgress
 	Deployment *model.Deployment
+	// Fleet is the deployment's fleet aggregate (rollout.md, "What the
+	// CLI shows"), when the version has a record.
+	Fleet *fleetAggregate
 	// Target is how many nodes should run the job (ready, in scope).
 	Target int
 	Done   bool
 	OK     bool
 	Reason string
+	// RevertPending: the deployment failed and its revert is not written
+	// yet (follow waits revertGrace for it).
+	RevertPending bool
 }
 
-func progressOf(job *model.Job, version uint64, v *fleet.View) rollout {
-	var r rollout
+// perNodeMax: above this many nodes `job run` prints the aggregate alone.
+const perNodeMax = 20
+
+// progressOf is the rollout of job's version in view v at server time now.
+func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, nodeTTL time.Duration) runProgress {
+	var r runProgress
 	perNode := map[string]*nodeProgress{}
 	get := func(id string) *nodeProgress {
 		p := perNode[id]
@@ -314,18 +316,9 @@ func progressOf(job *model.Job, version uint64, v *fleet.View) rollout {
 	}
 	if d, _, ok := v.Deployment(job.Namespace, job.ID, version); ok {
 		r.Deployment = d
-		switch d.Status {
-		case model.DeploymentSuccessful:
-			r.Done, r.OK, r.Reason = true, true, "deployment successful"
-		case model.DeploymentFailed, model.DeploymentCancelled:
-			r.Done, r.Reason = true, fmt.Sprintf("deployment %s: %s", d.Status, d.StatusDescription)
-		case model.DeploymentRunning:
-			if d.StatusDescription == model.DescNeedsPromotion {
-				// Nothing more happens without an operator: say so and stop
-				// following (the canaries are placed; the rest waits).
-				r.Done, r.OK, r.Reason = true, true, fmt.Sprintf("deployment %s needs manual promotion (canaries placed; the other nodes wait)", short(d.ID))
-			}
-		}
+		agg := aggregateFromView(d, v, now, nodeTTL)
+		r.Fleet = &agg
+		r.Done, r.OK, r.Reason, r.RevertPending = agg.Done, agg.Done && agg.Code == 0, agg.Reason, agg.RevertPending
 		return r
 	}
 	if job.Stop {
@@ -360,7 +353,7 @@ func progressOf(job *model.Job, version uint64, v *fleet.View) rollout {
 	return r
 }
 
-func (r rollout) lines(job *model.Job, version uint64) []string {
+func (r runProgress) lines(job *model.Job, version uint64) []string {
 	var out []string
 	head := fmt.Sprintf("job %q version %d: %d node(s) targeted", job.ID, version, r.Target)
 	if d := r.Deployment; d != nil {
@@ -370,6 +363,9 @@ func (r rollout) lines(job *model.Job, version uint64) []string {
 		}
 	}
 	out = append(out, head)
+	if r.Fleet != nil && len(r.Nodes) > perNodeMax {
+		return append(out, r.Fleet.lines()...)
+	}
 	for _, p := range r.Nodes {
 		line := fmt.Sprintf("  node %s: placed %d, running %d, healthy %d", p.Node, p.Placed, p.Running, p.Healthy)
 		if p.Unhealthy > 0 {
@@ -386,6 +382,9 @@ func (r rollout) lines(job *model.Job, version uint64) []string {
 		}
 		out = append(out, line)
 	}
+	if r.Fleet != nil {
+		out = append(out, r.Fleet.lines()...)
+	}
 	return out
 }
 
@@ -397,32 +396,60 @@ const noNodeGrace = 15 * time.Second
 func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64, out io.Writer, tty bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments}})
-	go func() { _ = src.Run(ctx) }()
-	select {
-	case <-src.Synced():
-	case <-ctx.Done():
-		return failed("reading the fleet's state: %v", ctx.Err())
+	src, err := syncedSource(ctx, st, rolloutKinds...)
+	if err != nil {
+		return err
 	}
+	began := time.Now()
+	return watchOutcome(ctx, src, out, tty, wait, func() (outcome, error) {
+		r := progressOf(job, version, src.View(), src.ServerNow(time.Now()), st.NodeTTL())
+		if r.Target == 0 && r.Deployment == nil && !job.Stop && time.Since(began) > noNodeGrace {
+			fmt.Fprintf(out, "==> no ready node runs this job (datacenters, node pool, constraints, drivers)\n")
+			return outcome{}, failed("job %s: no ready node matches it", job.ID)
+		}
+		return outcome{lines: r.lines(job, version), done: r.Done, ok: r.OK, reason: r.Reason, revertPending: r.RevertPending}, nil
+	})
+}
+
+// outcome is one evaluation of a followed rollout.
+type outcome struct {
+	lines         []string
+	done, ok      bool
+	reason        string
+	revertPending bool
+}
+
+// watchOutcome redraws eval's lines on every change (and every second:
+// deadlines count down) until eval says done, then lets the last statuses
+// arrive (a failure's pending revert for up to revertGrace), prints the
+// reason and returns nil (ok) or an exit-1 error.
+func watchOutcome(ctx context.Context, src *fleet.Source, out io.Writer, tty bool, wait time.Duration, eval func() (outcome, error)) error {
 	prev := ""
 	drawn := 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var settle <-chan time.Time // after the outcome: let the allocations' last status arrive
-	began := time.Now()
+	var pendingSince time.Time
+	graced := func() (outcome, error) {
+		r, err := eval()
+		if err == nil && r.done && r.revertPending {
+			if pendingSince.IsZero() {
+				pendingSince = time.Now()
+			}
+			r.done = time.Since(pendingSince) >= revertGrace
+		}
+		return r, err
+	}
 	for {
-		r := progressOf(job, version, src.View())
-		if r.Target == 0 && r.Deployment == nil && !job.Stop && time.Since(began) > noNodeGrace {
-			fmt.Fprintf(out, "==> no ready node runs this job (datacenters, node pool, constraints, drivers)\n")
-			return failed("job %s: no ready node matches it", job.ID)
+		r, err := graced()
+		if err != nil {
+			return err
 		}
-		if r.Done && settle == nil {
+		if r.done && settle == nil {
 			settle = time.After(500 * time.Millisecond)
-			r.Done = false
 		}
-		lines := r.lines(job, version)
-		printLines(out, lines, prev, tty, drawn)
-		drawn, prev = len(lines), strings.Join(lines, "\n")
+		printLines(out, r.lines, prev, tty, drawn)
+		drawn, prev = len(r.lines), strings.Join(r.lines, "\n")
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -432,17 +459,20 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 		case <-src.Changed():
 		case <-tick.C:
 		case <-settle:
-			r = progressOf(job, version, src.View())
-			if !r.Done { // cannot happen: an outcome is final
+			r, err = graced()
+			if err != nil {
+				return err
+			}
+			if !r.done { // a pending revert settled meanwhile, or the view moved on
 				settle = nil
 				continue
 			}
-			printLines(out, r.lines(job, version), prev, tty, drawn)
-			fmt.Fprintf(out, "==> %s\n", r.Reason)
-			if r.OK {
+			printLines(out, r.lines, prev, tty, drawn)
+			fmt.Fprintf(out, "==> %s\n", r.reason)
+			if r.ok {
 				return nil
 			}
-			return failed("%s", r.Reason)
+			return failed("%s", r.reason)
 		}
 	}
 }
@@ -687,11 +717,38 @@ func jobHistory(ctx context.Context, st *fleet.Store, key string) ([]historyEntr
 	return out, nil
 }
 
+// stableVersions reads the job's deployment records and returns, per
+// version, its Stable column: "yes" when its deployment succeeded (a
+// revert target, rollout.StableVersion), its status otherwise, "-" with
+// no deployment.
+func stableVersions(ctx context.Context, st *fleet.Store, namespace, jobID string) func(uint64) string {
+	status := map[uint64]model.DeploymentStatus{}
+	if st.Deployments != nil {
+		if ds, _, err := st.ListDeployments(ctx); err == nil {
+			for _, d := range ds {
+				if v := d.Value; v != nil && v.JobID == jobID && wanted.JobKey(v.Namespace, v.JobID) == wanted.JobKey(namespace, jobID) {
+					status[v.JobVersion] = v.Status
+				}
+			}
+		}
+	}
+	return func(v uint64) string {
+		s, ok := status[v]
+		switch {
+		case !ok:
+			return "-"
+		case s == model.DeploymentSuccessful:
+			return "yes"
+		}
+		return "no (" + string(s) + ")"
+	}
+}
+
 func newJobHistoryCmd() *cobra.Command {
 	var o clusterOpts
 	cmd := &cobra.Command{
 		Use:   "history ID",
-		Short: "List the versions of a job kept in the jobs bucket (newest last)",
+		Short: "List the versions of a job kept in the jobs bucket (newest last), which are stable, which are reverts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
@@ -708,16 +765,21 @@ func newJobHistoryCmd() *cobra.Command {
 			if err != nil {
 				return failed("reading history of %s: %v", args[0], err)
 			}
+			stable := stableVersions(ctx, st, o.namespace, args[0])
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "Revision\tOp\tVersion\tStop\tSubmitted\tNote")
+			fmt.Fprintln(tw, "Revision\tOp\tVersion\tStop\tStable\tSubmitted\tNote")
 			for _, h := range hist {
 				switch {
 				case h.job != nil:
-					fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t\n", h.revision, h.op, h.job.Version, h.job.Stop, h.job.SubmitTime.Format(time.RFC3339))
+					note := ""
+					if h.job.RevertOf != nil {
+						note = fmt.Sprintf("revert of version %d", *h.job.RevertOf)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%s\t%s\n", h.revision, h.op, h.job.Version, h.job.Stop, stable(h.job.Version), h.job.SubmitTime.Format(time.RFC3339), note)
 				case h.err != nil:
-					fmt.Fprintf(tw, "%d\t%s\t-\t-\t%s\trejected: %v\n", h.revision, h.op, h.created.Format(time.RFC3339), h.err)
+					fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t%s\trejected: %v\n", h.revision, h.op, h.created.Format(time.RFC3339), h.err)
 				default:
-					fmt.Fprintf(tw, "%d\t%s\t-\t-\t%s\t\n", h.revision, h.op, h.created.Format(time.RFC3339))
+					fmt.Fprintf(tw, "%d\t%s\t-\t-\t-\t%s\t\n", h.revision, h.op, h.created.Format(time.RFC3339))
 				}
 			}
 			return tw.Flush()

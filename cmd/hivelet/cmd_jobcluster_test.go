@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
@@ -27,6 +28,21 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 		return map[string]wanted.DeploymentState{k: {Key: k, Value: &model.Deployment{ID: "d", JobID: "web", JobVersion: 2, Status: s}}}
 	}
 	nodes := map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")}
+	// Waiting for manual promotion ends `job run` (exit 0) only once the
+	// canaries are healthy.
+	canarying := func() map[string]wanted.DeploymentState {
+		m := dep(model.DeploymentRunning)
+		for _, st := range m {
+			st.Value.StatusDescription = model.DescNeedsPromotion
+			st.Value.TaskGroups = map[string]*model.DeploymentState{"g": {CanaryNodes: []string{"n1"}, DesiredCanaries: 1, MaxParallel: 1}}
+		}
+		return m
+	}
+	healthy := func(s wanted.AllocState) wanted.AllocState {
+		yes := true
+		s.Value.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &yes}
+		return s
+	}
 	cases := []struct {
 		name     string
 		view     fleet.View
@@ -37,13 +53,10 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 		{"deployment successful", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentSuccessful)}, true, true},
 		{"deployment failed", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentFailed)}, true, false},
 		{"deployment cancelled", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentCancelled)}, true, false},
-		{"deployment waiting for manual promotion", fleet.View{Nodes: nodes, Deployments: func() map[string]wanted.DeploymentState {
-			m := dep(model.DeploymentRunning)
-			for _, st := range m {
-				st.Value.StatusDescription = model.DescNeedsPromotion
-			}
-			return m
-		}()}, true, true},
+		{"manual promotion, the canary not healthy yet", fleet.View{Nodes: nodes, Deployments: canarying(),
+			Allocs: map[string]wanted.AllocState{"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
+		{"manual promotion, the canary healthy", fleet.View{Nodes: nodes, Deployments: canarying(),
+			Allocs: map[string]wanted.AllocState{"a": healthy(progressAlloc("a", "n1", 2, model.ClientRunning))}}, true, true},
 		{"no deployment, one of two nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
 			"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
 		{"no deployment, both nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
@@ -56,7 +69,7 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := progressOf(job, 2, &c.view)
+			r := progressOf(job, 2, &c.view, time.Now(), 30*time.Second)
 			if r.Done != c.done || r.OK != c.ok {
 				t.Fatalf("done=%v ok=%v (%s), want done=%v ok=%v", r.Done, r.OK, r.Reason, c.done, c.ok)
 			}
@@ -70,11 +83,11 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 func TestSameSpecIgnoresOnlyVersionSubmitTimeAndStable(t *testing.T) {
 	a := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Stable: true}
 	b := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 7}
-	if !sameSpec(a, b) {
+	if !model.SameSpec(a, b) {
 		t.Fatal("jobs differing only in version and stable are not the same spec")
 	}
 	c := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Priority: 60}
-	if sameSpec(a, c) {
+	if model.SameSpec(a, c) {
 		t.Fatal("control: a priority change is a spec change")
 	}
 }

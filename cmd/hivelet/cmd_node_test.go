@@ -165,7 +165,7 @@ func TestDeploymentListAndStatusReadTheBucket(t *testing.T) {
 		t.Fatalf("list: %d %q %q", code, out, errs)
 	}
 	out, _, code = cli(t, append([]string{"deployment", "status", "web"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "Job Version = 2") || !strings.Contains(out, "Canary nodes of g: n1") {
+	if code != 0 || !strings.Contains(out, "Job Version = 2") || !strings.Contains(out, "group g: canaries 0/0 healthy on n1") {
 		t.Fatalf("status web (newest): %d %q", code, out)
 	}
 	out, _, code = cli(t, append([]string{"deployment", "status", "web@1"}, flags...)...)

@@ -17,12 +17,17 @@ import (
 // (docs/reconcile.md).
 func newReconcileCmd() *cobra.Command {
 	var file string
+	var withRollout bool
 	cmd := &cobra.Command{
-		Use:   "reconcile -f FIXTURE",
+		Use:   "reconcile [-rollout] -f FIXTURE",
 		Short: "Print, as JSON, what the reconciler would do for a fixture (a dry run; - reads stdin)",
 		Long: "Reads one JSON fixture (job, ready_nodes, not_ready_nodes, tainted_nodes, live_allocs,\n" +
 			"terminal_allocs, deployment, now, disconnect_handling, optional node_id) and prints the plan:\n" +
 			"the eight buckets, awaiting_promotion, the resulting deployment and the status updates.\n" +
+			"With -rollout the fixture holds raw fleet facts instead (job, records, allocs, nodes with\n" +
+			"liveness, slots, self, now) and the output is the node's plan and the rollout core's\n" +
+			"decision: transitions, slot takes, releases, reclaims, stops, places, held entries with\n" +
+			"reasons, the steward, whether a verdict is wanted, a hold (examples/rollout).\n" +
 			"See docs/reconcile.md. A malformed fixture exits with code 2.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,7 +44,11 @@ func newReconcileCmd() *cobra.Command {
 			if err != nil {
 				return badInput(fmt.Errorf("reading fixture: %w", err))
 			}
-			out, err := reconcileFixture(data)
+			run := reconcileFixture
+			if withRollout {
+				run = reconcileRolloutFixture
+			}
+			out, err := run(data)
 			if err != nil {
 				return err
 			}
@@ -48,6 +57,7 @@ func newReconcileCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "fixture file (JSON), or - for stdin")
+	cmd.Flags().BoolVar(&withRollout, "rollout", false, "the fixture holds fleet facts: print the plan and the rollout core's decision")
 	return cmd
 }
 

@@ -12,11 +12,17 @@
 //	go api.Serve(ctx, api.Config{Addr: "127.0.0.1:4646"}, h, log)
 //
 // Endpoints: GET /v1/node, /v1/allocations, /v1/jobs, /v1/rejections,
-// /v1/plugins, /v1/policies, /v1/health, /metrics. A provider left nil
-// answers 404 {"error": "... not available"}.
+// /v1/plugins, /v1/policies, /v1/health, /metrics; POST
+// /v1/deployment/{job}/promote|fail|pause|resume and
+// /v1/job/{job}/revert/{version} (the rollout actions, docs/rollout.md). A
+// provider left nil answers 404 {"error": "... not available"}.
 //
 // Invariants:
 //   - Serve refuses a non-loopback address unless Config.AllowNonLoopback.
 //     TestServeRefusesANonLoopbackAddress.
-//   - Read-only: no endpoint changes anything.
+//   - Every GET is read-only. The POSTs are the operator's rollout actions
+//     (Operator): one compare-and-set each, whose body is host/rollout's pure
+//     transition re-run on the record just read — the same functions the
+//     CLI calls, so a refusal is 409 with the core's reason here and exit 1
+//     there. TestTheRolloutActionsAnswerWithTheCoresCodes.
 package api

@@ -78,6 +78,9 @@ type Providers struct {
 	Plugins    PluginProvider
 	Policies   PolicyProvider
 	Health     HealthProvider
+	// Operator serves the rollout actions (POST /v1/deployment/...,
+	// /v1/job/{job}/revert/{version}).
+	Operator *Operator
 }
 
 // ViewSource is what JobsFromSource and RejectionsFromSource read
@@ -168,6 +171,7 @@ func NewHandler(p Providers, gatherer prometheus.Gatherer) http.Handler {
 		}
 		writeJSON(w, code, h)
 	})
+	serveRollout(mux, p.Operator)
 	if gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}
