@@ -89,6 +89,9 @@ func TestTheFleetExampleRunsAJobEverywhereThroughACutOffAgentAndDeadNATSServers(
 	_, v1 := anUpdateConvergesWithANATSServerKilled(t, f, v0)
 	theKilledServerAndAKilledAgentComeBack(t, f, f.Agent(2), v1)
 	theWholeClusterDownPastTheTTLRestartsNoTask(t, f, ttl)
+	aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t, f, ttl, 2)
+	t.Logf("canary rollout with a cut-off holder done %s after the start", time.Since(began).Round(time.Millisecond))
+	theWholeClusterDownMidRolloutWritesNoReclaim(t, f, ttl, 3)
 	t.Logf("whole test %s", time.Since(began).Round(time.Millisecond))
 }
 

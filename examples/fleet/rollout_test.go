@@ -199,7 +199,7 @@ func theWholeClusterDownMidRolloutWritesNoReclaim(t *testing.T, f *fleettest.Fle
 		return ok, why
 	})
 	for _, c := range f.Agents {
-		if f.LoggedSince(c, downAt, "update slot reclaimed") {
+		if f.LoggedSince(c, downAt, "its holder's node expired") {
 			t.Fatalf("%s reclaimed a slot after the whole cluster was down (the disruption guard did not hold)", c.Name)
 		}
 	}

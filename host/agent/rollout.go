@@ -134,9 +134,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		}
 	}
 	slices.SortFunc(f.Records, func(x, y rollout.Record) int { return int(x.D.JobVersion) - int(y.D.JobVersion) })
-	for _, al := range own {
-		f.Allocs = append(f.Allocs, al)
-	}
+	f.Allocs = append(f.Allocs, own...)
 	for _, al := range others {
 		if al != nil && al.NodeID != a.nodeID {
 			f.Allocs = append(f.Allocs, al)
@@ -313,11 +311,14 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 			errs = append(errs, err)
 			continue
 		}
-		what := "released"
+		what, why := "released", "the replacement's health is known"
 		if s.Slot.Holder != a.nodeID {
 			what = "reclaimed"
+			if !holderLive(w.facts, s.Slot.Holder) {
+				why = "its holder's node expired"
+			}
 		}
-		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc)
+		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc, "why", why)
 		kick = true
 	}
 	for _, t := range dec.Takes {
@@ -538,4 +539,13 @@ func (a *Agent) NoteReconnect() {
 	a.reconnectedAt = now
 	a.mu.Unlock()
 	a.Kick()
+}
+
+func holderLive(f rollout.Facts, id string) bool {
+	for _, n := range f.Nodes {
+		if n.ID == id {
+			return n.Live
+		}
+	}
+	return false
 }
