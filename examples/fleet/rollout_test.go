@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +95,7 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 	}
 	// A non-canary holder, cut off while it holds its slot.
 	var holder *fleettest.Container
+	var replacement string
 	f.WaitFor(60*time.Second, "a slot held by a node that is not the canary", func() (bool, string) {
 		slots, err := f.Slots(jobID)
 		if err != nil {
@@ -106,7 +106,7 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 		}
 		for _, s := range slots {
 			if c := nodes[s.Holder]; c != nil && c != canary {
-				holder = c
+				holder, replacement = c, s.NewAlloc
 				return true, ""
 			}
 		}
@@ -140,27 +140,18 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 		ok, why, _ := f.RunningAt(jobID, v, 1, rest...)
 		return ok, why
 	})
-	// The holder comes back: what it ran when cut off keeps running.
-	allocs, err := f.Allocs(holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := fleettest.Live(allocs, jobID)
+	// The holder comes back: the replacement it was making when cut off
+	// (the slot's new allocation) keeps running, started once.
 	f.Reconnect(holder)
 	f.WaitFor(ttl+30*time.Second, holder.Name+" ready again", func() (bool, string) { return f.NodesReady(holder) })
+	var after []*model.Allocation
 	f.WaitFor(60*time.Second, holder.Name+" on the new version", func() (bool, string) {
-		ok, why, _ := f.RunningAt(jobID, v, 1, holder)
+		ok, why, by := f.RunningAt(jobID, v, 1, holder)
+		after = by[holder.Name]
 		return ok, why
 	})
-	allocs, err = f.Allocs(holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := fleettest.Live(allocs, jobID)
-	for _, a := range before {
-		if a.JobVersion == v && !slices.ContainsFunc(after, func(b *model.Allocation) bool { return b.ID == a.ID }) {
-			t.Fatalf("%s's allocation %s of the new version was replaced after the reconnect", holder.Name, a.ID)
-		}
+	if after[0].ID != replacement {
+		t.Fatalf("%s runs %s after the reconnect; the replacement it made under its slot was %s", holder.Name, after[0].ID, replacement)
 	}
 	if logs, err := f.AllocLogs(after[0].ID, "t"); err != nil || starts(logs) != 1 {
 		t.Fatalf("%s after the reconnect: alloc logs %q (%v), want exactly one start", holder.Name, logs, err)
