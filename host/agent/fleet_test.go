@@ -671,3 +671,64 @@ func TestADriverOutageMidRolloutNeitherCompletesTheDeploymentNorLosesPacing(t *t
 		}
 	}
 }
+
+// An agent restarted early in a rollout keeps the deployment's pacing: its
+// slot is in the rollout bucket, not in its memory, and completion waits
+// for every allocation of the new version (before, a restart could let a
+// rollout of 6 at max_parallel 1 report success with 1 replaced).
+func TestAnAgentRestartedMidRolloutKeepsItsPacing(t *testing.T) {
+	f := newFleet(t, 1, 0)
+	six := func(g *model.Group) { g.Count = 6; g.Update.MinHealthyTime = model.Duration(300 * time.Millisecond) }
+	f.w.putJob(fleetJob(1, six))
+	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.w.putJob(fleetJob(2, six))
+	n := f.nodes[0]
+	testutil.Eventually(t, 20*time.Second, "the first replacement started", func() bool {
+		return slices.Contains(f.startsOf()[n.id], "v2")
+	})
+	n.stop(false) // tasks keep running; the agent's memory is gone
+	n.start()
+	f.waitStatus(t, 2, model.DeploymentSuccessful, 40*time.Second)
+	v2 := 0
+	for _, a := range n.live("web") {
+		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
+			v2++
+		}
+	}
+	if v2 != 6 {
+		t.Fatalf("successful with %d of 6 replaced", v2)
+	}
+	if got := f.maxInFlightOn(t, n, "v1", "v2"); got > 1 {
+		t.Fatalf("%d replacements in flight at once across the restart, max_parallel 1", got)
+	}
+}
+
+// maxInFlightOn is maxInFlight for the replacements of one node with many
+// allocations: the i-th stop of the old version pairs with the i-th health
+// verdict of the new one.
+func (f *testFleet) maxInFlightOn(t *testing.T, n *node, from, to string) int {
+	var stops, healthy []time.Time
+	for _, e := range f.rec.all() {
+		if e.node == n.id && e.op == "stop" && e.version == from {
+			stops = append(stops, e.at)
+		}
+	}
+	for _, a := range n.agent.Allocs() {
+		if "v"+strconv.FormatUint(a.JobVersion, 10) == to && a.DeploymentStatus.IsHealthy() {
+			healthy = append(healthy, a.DeploymentStatus.Timestamp)
+		}
+	}
+	slices.SortFunc(stops, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(healthy, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range min(len(stops), len(healthy)) {
+		k := 0
+		for j := range min(len(stops), len(healthy)) {
+			if !stops[j].After(stops[i]) && healthy[j].After(stops[i]) {
+				k++
+			}
+		}
+		most = max(most, k)
+	}
+	return most
+}
