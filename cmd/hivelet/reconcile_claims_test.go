@@ -125,7 +125,7 @@ var fixtureClaims = map[string]fixtureClaim{
 			"reconnecting node-b alloc.5", "ignore node-a alloc.14"},
 	},
 	"sysbatch": {
-		shows: "a sysbatch job: a terminal allocation of an older version is run again, one of this version is not, a missing one is placed, one that finished on a down node is left alone",
+		shows:   "a sysbatch job: a terminal allocation of an older version is run again, one of this version is not, a missing one is placed, one that finished on a down node is left alone",
 		entries: []in{"update node-a name.1", "ignore node-b name.1", "place node-c name.3", "ignore node-d alloc.6"},
 	},
 	"job-stopped": {
