@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/sdk/policy"
 )
@@ -117,54 +118,59 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 // answers (nil: the native default); on a fault the native default answers
 // and the fault is reported.
 func (e *Engine) ChooseCanaries(ctx context.Context, req reconcile.CanaryRequest) (reconcile.CanaryChoice, error) {
-	if req.Policy == nil {
-		e.evals.WithLabelValues("canary", "native").Inc()
-		return NativeCanary(req), nil
+	choice, fellBack := decide(e, KindCanary, "canary", req.Policy,
+		func(m *Module) (reconcile.CanaryChoice, error) { return m.Canary(ctx, req) },
+		func() reconcile.CanaryChoice { return NativeCanary(req) },
+		func(f *Fault) { f.DeploymentID, f.JobID = req.DeploymentID, req.JobID })
+	if fellBack {
+		choice.Reason = "policy fault, native default: " + choice.Reason
 	}
-	m, f := e.resolve(req.Policy, KindCanary)
-	if f == nil {
-		choice, err := m.Canary(ctx, req)
-		if err == nil {
-			e.evals.WithLabelValues("canary", "module").Inc()
-			return choice, nil
-		}
-		f, _ = AsFault(err)
-		f.Policy, f.Digest = req.Policy.Name, m.Digest
-	}
-	f.Decision, f.DeploymentID, f.JobID = "canary", req.DeploymentID, req.JobID
-	e.report(f)
-	e.evals.WithLabelValues("canary", "fallback").Inc()
-	choice := NativeCanary(req)
-	choice.Reason = "policy fault, native default: " + choice.Reason
 	return choice, nil
 }
 
 // DecideCompletion implements reconcile.CompletionDecider, with the same
 // fallback as ChooseCanaries.
 func (e *Engine) DecideCompletion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
-	if in.Policy == nil {
-		e.evals.WithLabelValues("completion", "native").Inc()
-		return NativeCompletion(in), nil
+	d, fellBack := decide(e, KindCompletion, "completion", in.Policy,
+		func(m *Module) (reconcile.CompletionDecision, error) { return m.Completion(ctx, in) },
+		func() reconcile.CompletionDecision { return NativeCompletion(in) },
+		func(f *Fault) {
+			if in.Deployment != nil {
+				f.DeploymentID, f.JobID = in.Deployment.ID, in.Deployment.JobID
+			}
+		})
+	if fellBack {
+		d.Reason = "policy fault, native default: " + d.Reason
 	}
-	m, f := e.resolve(in.Policy, KindCompletion)
+	return d, nil
+}
+
+// decide is the shape of both decisions: no policy named, the native
+// answer; else the named module's answer; on a fault (the module not
+// loaded, or its evaluation failed) the fault, tagged with the decision by
+// tag, is reported and the native answer is returned with fellBack set.
+// Every evaluation is counted by decision and by who answered.
+func decide[T any](e *Engine, kind Kind, decision string, ref *model.PolicyRef,
+	eval func(*Module) (T, error), native func() T, tag func(*Fault)) (answer T, fellBack bool) {
+	if ref == nil {
+		e.evals.WithLabelValues(decision, "native").Inc()
+		return native(), false
+	}
+	m, f := e.resolve(ref, kind)
 	if f == nil {
-		d, err := m.Completion(ctx, in)
+		got, err := eval(m)
 		if err == nil {
-			e.evals.WithLabelValues("completion", "module").Inc()
-			return d, nil
+			e.evals.WithLabelValues(decision, "module").Inc()
+			return got, false
 		}
 		f, _ = AsFault(err)
-		f.Policy, f.Digest = in.Policy.Name, m.Digest
+		f.Policy, f.Digest = ref.Name, m.Digest
 	}
-	f.Decision = "completion"
-	if in.Deployment != nil {
-		f.DeploymentID, f.JobID = in.Deployment.ID, in.Deployment.JobID
-	}
+	f.Decision = decision
+	tag(f)
 	e.report(f)
-	e.evals.WithLabelValues("completion", "fallback").Inc()
-	d := NativeCompletion(in)
-	d.Reason = "policy fault, native default: " + d.Reason
-	return d, nil
+	e.evals.WithLabelValues(decision, "fallback").Inc()
+	return native(), true
 }
 
 // report logs, counts and hands on a fault.

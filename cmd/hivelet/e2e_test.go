@@ -7,6 +7,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -41,10 +43,18 @@ func hiveletBinary(t *testing.T) string {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	binOnce.Do(func() {
-		// One fixed path, replaced atomically by each test process: no
-		// binary is left behind per run, and a binary another process is
-		// running keeps its inode.
-		dir := filepath.Join(os.TempDir(), "hivelet-e2e-bin")
+		// One path per source tree, replaced atomically by each test
+		// process of that tree: no binary is left behind per run, a binary
+		// another process is running keeps its inode, and the agents
+		// spawned here run this tree's build, never one another checkout
+		// of the module (a worktree next to this one) put in its place.
+		wd, err := os.Getwd()
+		if err != nil {
+			binErr = err
+			return
+		}
+		tree := sha256.Sum256([]byte(wd))
+		dir := filepath.Join(os.TempDir(), "hivelet-e2e-bin-"+hex.EncodeToString(tree[:6]))
 		if binErr = os.MkdirAll(dir, 0o755); binErr != nil {
 			return
 		}
@@ -639,6 +649,12 @@ func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
 			}
 		}
 		return false
+	})
+	// The agent's API knows the allocation before its record reaches the
+	// allocs bucket, where the CLI looks it up: wait for the record.
+	testutil.Eventually(t, 10*time.Second, "the batch allocation's record in the allocs bucket", func() bool {
+		code, _ := p.cli("alloc", "status", batchAlloc.ID)
+		return code == 0
 	})
 	start := time.Now()
 	if code, out := p.cli("alloc", "logs", "-f", batchAlloc.ID, "b"); code != 0 || out != "batch-out" {

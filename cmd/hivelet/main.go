@@ -1,10 +1,13 @@
 // Command hivelet is the one binary of the project: the agent daemon, the
-// operator CLI (job, node, alloc, deployment, policy, plugin, reconcile), and,
-// re-executed by the plugin manager, the built-in driver plugins.
+// operator CLI (job, node, alloc, deployment, policy, plugin, reconcile), the
+// authors' skeletons (policy init, driver init), and, re-executed by the
+// plugin manager, the built-in driver plugins.
 //
 // Each command group lives in its own file of this package and is added to
 // the root here. Exit codes: 0 success, 1 operation failed, 2 bad input
-// (usage, malformed file or fixture).
+// (usage, malformed file or fixture). What the agent does is in
+// docs/lifecycle.md and docs/agent.md; the rules it applies in
+// docs/reconciler-rules.md and docs/wanted-state.md.
 package main
 
 import (
