@@ -238,7 +238,7 @@ func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testin
 	t.Logf("job update accepted %s after the kill", time.Since(killed).Round(time.Millisecond))
 	// The killed agent's node still counts as live until its heartbeat key
 	// expires (node_ttl, 30 s here): until then it may hold its turn in the
-	// update slots' admission order (spec/rollout.md), so the survivors'
+	// update slots' admission order (docs/rollout.md), so the survivors'
 	// update can wait for the expiry.
 	testutil.Eventually(t, 75*time.Second, "mock-demo v1 running on the two survivors", func() bool {
 		return runningVersion(agents[0], "mock-demo", 1) && runningVersion(agents[1], "mock-demo", 1) &&

@@ -14,7 +14,7 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// The fleet aggregate of one deployment (spec/rollout.md, "What the CLI
+// The fleet aggregate of one deployment (docs/rollout.md, "What the CLI
 // shows"): `job run` and `deployment status` print it from the same pure
 // function, fleetAggregate, over the same facts (api.FleetFacts), so their
 // counts are the ones every agent derives (rollout.Derive) and never the
@@ -75,7 +75,7 @@ func promoteCommand(d *model.Deployment) string {
 func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 	agg := fleetAggregate{Deployment: d}
 	counts := rollout.Derive(d, f)
-	if ranked := rollout.RankedNodes(d.ID, api.LiveEligible(f)); len(ranked) > 0 {
+	if ranked := rollout.RankedNodes(d.ID, f.LiveEligible()); len(ranked) > 0 {
 		agg.Steward = ranked[0]
 	}
 	if on, why := f.Disruption(); on {

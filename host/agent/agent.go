@@ -3,7 +3,7 @@
 // on every change of wanted state (jobs, nodes, allocations, deployments,
 // driver health), runs the pure reconciler for this node over the fleet view
 // and applies the plan through allocation runners, as licensed by the fleet
-// rollout core (host/rollout, spec/rollout.md, docs/rollout.md). It writes
+// rollout core (host/rollout, docs/rollout.md). It writes
 // this node's allocations' status to the allocations bucket; the shared
 // rollout writes (the deployment record, created once and changed only by
 // compare-and-set; the update slots of the rollout bucket; a revert) go

@@ -2,7 +2,7 @@ package agent
 
 // Fleet rollouts with several agents in one process on one embedded NATS
 // server, each with its own mock driver whose calls are recorded with
-// timestamps (spec/rollout.md's invariants, asserted on what the drivers
+// timestamps (docs/rollout.md's invariants, asserted on what the drivers
 // saw, not only on the records).
 
 import (
@@ -172,6 +172,14 @@ func (f *testFleet) waitStatus(t *testing.T, version uint64, status model.Deploy
 	return d
 }
 
+// atV1 runs version 1 of the job everywhere, its deployment successful:
+// the stable version the tests roll from.
+func (f *testFleet) atV1(t *testing.T, mod func(g *model.Group)) {
+	t.Helper()
+	f.w.putJob(fleetJob(1, mod))
+	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+}
+
 // settle waits until every running agent made k more full passes: the
 // "nothing happened" checks wait for passes, not for time.
 func (f *testFleet) settle(t *testing.T, k uint64) {
@@ -289,8 +297,7 @@ func repeats(def int) int {
 // control: promotion lets every other node update, paced by max_parallel.
 func TestACanaryRolloutUpdatesExactlyTheStoredCanarySetUntilPromoted(t *testing.T) {
 	f := newFleet(t, 5, 0)
-	f.w.putJob(fleetJob(1, func(g *model.Group) { g.Update.MaxParallel = 2 }))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, func(g *model.Group) { g.Update.MaxParallel = 2 })
 	for v := uint64(2); v <= uint64(1+repeats(50)); v++ {
 		before := f.startsOf()
 		f.w.putJob(fleetJob(v, func(g *model.Group) { g.Update.MaxParallel = 2; g.Update.Canary = 20 }))
@@ -334,8 +341,7 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 				g.Update.MaxParallel = m
 				g.Update.MinHealthyTime = model.Duration(150 * time.Millisecond)
 			}
-			f.w.putJob(fleetJob(1, mod))
-			f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+			f.atV1(t, mod)
 			f.w.putJob(fleetJob(2, mod))
 			f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
 			testutil.Eventually(t, 10*time.Second, "every node on v2", func() bool { return f.allRun(2) })
@@ -350,8 +356,7 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 // node back to the stable version's spec, written as a new version.
 func TestAnUnhealthyCanaryFailsTheRolloutAndAutoRevertRestoresTheStableSpec(t *testing.T) {
 	f := newFleet(t, 5, 0)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	bad := fleetJob(2, func(g *model.Group) {
 		g.Update.Canary = 20
 		g.Update.AutoRevert = true
@@ -428,8 +433,7 @@ func TestTenAgentsRacingToCreateMakeOneRecord(t *testing.T) {
 // version; after promotion it is updated like the rest.
 func TestANodeJoiningMidCanaryPlacesTheStableVersion(t *testing.T) {
 	f := newFleet(t, 4, 0)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.Canary = 25; g.Update.MaxParallel = 4 }))
 	var d *model.Deployment
 	testutil.Eventually(t, 20*time.Second, "the canary healthy", func() bool {
@@ -455,8 +459,7 @@ func TestANodeJoiningMidCanaryPlacesTheStableVersion(t *testing.T) {
 // deadline; control: promoting it then lets the rollout finish.
 func TestAHealthyCanaryAwaitingPromotionOutlivesTheProgressDeadline(t *testing.T) {
 	f := newFleet(t, 3, 0)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	f.w.putJob(fleetJob(2, func(g *model.Group) {
 		g.Update.Canary = 34
 		g.Update.ProgressDeadline = model.Duration(time.Second)
@@ -486,8 +489,7 @@ func TestAHealthyCanaryAwaitingPromotionOutlivesTheProgressDeadline(t *testing.T
 // paused time; control: after resume the rollout finishes.
 func TestPauseStopsNewSlotsAndResumeMovesTheDeadline(t *testing.T) {
 	f := newFleet(t, 4, 0)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.MinHealthyTime = model.Duration(300 * time.Millisecond) }))
 	testutil.Eventually(t, 20*time.Second, "the first replacement started", func() bool {
 		for _, starts := range f.startsOf() {
@@ -542,8 +544,7 @@ func TestPauseStopsNewSlotsAndResumeMovesTheDeadline(t *testing.T) {
 // abandoned and the operator's version runs.
 func TestAnOperatorsPushDuringAPendingRevertWins(t *testing.T) {
 	f := newFleet(t, 3, 0)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.MinHealthyTime = model.Duration(3 * time.Second) }))
 	testutil.Eventually(t, 20*time.Second, "v2's record", func() bool { return f.w.deployment("", "web", 2) != nil })
 	// The steward fails v2 with a revert pending just as the operator
@@ -577,8 +578,7 @@ func TestAnOperatorsPushDuringAPendingRevertWins(t *testing.T) {
 // rollout finishes on the others.
 func TestAHolderThatDiesIsReclaimedAndTheRolloutFinishes(t *testing.T) {
 	f := newFleet(t, 4, 3*time.Second)
-	f.w.putJob(fleetJob(1, nil))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, nil)
 	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.MinHealthyTime = model.Duration(time.Second) }))
 	var holder string
 	var rev uint64
@@ -614,8 +614,7 @@ func TestAHolderThatDiesIsReclaimedAndTheRolloutFinishes(t *testing.T) {
 func TestADriverOutageMidRolloutNeitherCompletesTheDeploymentNorLosesPacing(t *testing.T) {
 	f := newFleet(t, 1, 0)
 	six := func(g *model.Group) { g.Count = 6; g.Update.MinHealthyTime = model.Duration(200 * time.Millisecond) }
-	f.w.putJob(fleetJob(1, six))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, six)
 	f.w.putJob(fleetJob(2, six))
 	n := f.nodes[0]
 	testutil.Eventually(t, 20*time.Second, "the first replacement started", func() bool {
@@ -629,47 +628,24 @@ func TestADriverOutageMidRolloutNeitherCompletesTheDeploymentNorLosesPacing(t *t
 	}
 	n.driverDown.Store(false)
 	f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
-	v2 := 0
-	for _, a := range n.live("web") {
-		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
-			v2++
-		}
-	}
-	if v2 != 6 {
+	if v2 := healthyAt(n, 2); v2 != 6 {
 		t.Fatalf("successful with %d of 6 replaced", v2)
 	}
 	// Pacing held: the replacements never overlapped.
-	type span struct{ a, b time.Time }
-	var spans []span
-	stops := map[string]time.Time{}
-	for _, e := range f.rec.all() {
-		if e.op == "stop" && e.version == "v1" {
-			stops[e.alloc] = e.at
+	if got := f.maxInFlightOn(t, n, "v1", "v2"); got != 1 {
+		t.Fatalf("%d replacements in flight at once, max_parallel 1", got)
+	}
+}
+
+// healthyAt counts a node's live, healthy allocations of web at version.
+func healthyAt(n *node, version uint64) int {
+	k := 0
+	for _, a := range n.live("web") {
+		if a.JobVersion == version && a.DeploymentStatus.IsHealthy() {
+			k++
 		}
 	}
-	var healthy []time.Time
-	for _, a := range n.agent.Allocs() {
-		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
-			healthy = append(healthy, a.DeploymentStatus.Timestamp)
-		}
-	}
-	var stopTimes []time.Time
-	for _, at := range stops {
-		stopTimes = append(stopTimes, at)
-	}
-	slices.SortFunc(stopTimes, func(a, b time.Time) int { return a.Compare(b) })
-	slices.SortFunc(healthy, func(a, b time.Time) int { return a.Compare(b) })
-	if len(stopTimes) != 6 || len(healthy) != 6 {
-		t.Fatalf("%d stops of v1, %d healthy v2", len(stopTimes), len(healthy))
-	}
-	for i := range stopTimes {
-		spans = append(spans, span{stopTimes[i], healthy[i]})
-	}
-	for i := 1; i < len(spans); i++ {
-		if spans[i].a.Before(spans[i-1].b) {
-			t.Fatalf("replacement %d stopped its old task at %v, before replacement %d was healthy at %v", i, spans[i].a, i-1, spans[i-1].b)
-		}
-	}
+	return k
 }
 
 // An agent restarted early in a rollout keeps the deployment's pacing: its
@@ -679,8 +655,7 @@ func TestADriverOutageMidRolloutNeitherCompletesTheDeploymentNorLosesPacing(t *t
 func TestAnAgentRestartedMidRolloutKeepsItsPacing(t *testing.T) {
 	f := newFleet(t, 1, 0)
 	six := func(g *model.Group) { g.Count = 6; g.Update.MinHealthyTime = model.Duration(300 * time.Millisecond) }
-	f.w.putJob(fleetJob(1, six))
-	f.waitStatus(t, 1, model.DeploymentSuccessful, 20*time.Second)
+	f.atV1(t, six)
 	f.w.putJob(fleetJob(2, six))
 	n := f.nodes[0]
 	testutil.Eventually(t, 20*time.Second, "the first replacement started", func() bool {
@@ -689,13 +664,7 @@ func TestAnAgentRestartedMidRolloutKeepsItsPacing(t *testing.T) {
 	n.stop(false) // tasks keep running; the agent's memory is gone
 	n.start()
 	f.waitStatus(t, 2, model.DeploymentSuccessful, 40*time.Second)
-	v2 := 0
-	for _, a := range n.live("web") {
-		if a.JobVersion == 2 && a.DeploymentStatus.IsHealthy() {
-			v2++
-		}
-	}
-	if v2 != 6 {
+	if v2 := healthyAt(n, 2); v2 != 6 {
 		t.Fatalf("successful with %d of 6 replaced", v2)
 	}
 	if got := f.maxInFlightOn(t, n, "v1", "v2"); got > 1 {

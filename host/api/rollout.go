@@ -18,7 +18,7 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
-// The operator's rollout actions (spec/rollout.md T3 pause/resume, T4
+// The operator's rollout actions (docs/rollout.md T3 pause/resume, T4
 // promote, T11 fail, and a revert by hand): each is one compare-and-set
 // whose body is the pure transition of host/rollout re-run on the record
 // the CAS just read, stamped with the NATS server's clock. The CLI calls
@@ -278,17 +278,4 @@ func InScope(job *model.Job, n *model.Node) bool {
 		}
 	}
 	return agent.PlacesOn(job, &c)
-}
-
-// LiveEligible returns the IDs of the facts' live eligible nodes, sorted:
-// the steward's candidates (rollout.RankedNodes(deployment ID, these)[0]).
-func LiveEligible(f *rollout.Facts) []string {
-	var out []string
-	for _, n := range f.Nodes {
-		if n.Live && n.Eligible {
-			out = append(out, n.ID)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // The rollout bucket's update slots and the job_versions bucket
-// (spec/rollout.md, "Keys"). A slot is taken by create-if-absent with a
+// (docs/rollout.md, "Keys"). A slot is taken by create-if-absent with a
 // per-key TTL, released or reclaimed by a delete at the revision the
 // deleter read: a slot that changed hands since is never deleted.
 
@@ -189,7 +189,7 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64
 // (TTL one minute) to the rollout bucket and returns the server timestamp
 // of that write. The CLI stamps its record changes (pause, resume,
 // promote) with it, so every time compared across machines is the
-// server's (spec/rollout.md, I6).
+// server's (docs/rollout.md, I6).
 func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 	if s.Rollout == nil {
 		return time.Time{}, ErrNoBucket

@@ -665,7 +665,7 @@ func (s *Source) notify() {
 
 // ServerNow estimates the NATS server's clock at local time t from the
 // server timestamps of the entries received (every cross-machine time of
-// the rollout protocol is the server's, spec/rollout.md I6). The estimate
+// the rollout protocol is the server's, docs/rollout.md I6). The estimate
 // lags the server by at most the fastest delivery seen; before any entry
 // arrived it is t itself.
 func (s *Source) ServerNow(t time.Time) time.Time {

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Deployment tracks the rollout of one job version across the fleet. It is a
 // shared record: it changes only by compare-and-set on its KV revision.
@@ -69,6 +72,32 @@ type DeploymentRevert struct {
 	// AsVersion is the job version the revert was written as (RevertDone).
 	AsVersion uint64 `json:"as_version,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+}
+
+// Clone returns a copy of d that shares nothing a transition changes
+// (group states, canary lists, events, revert).
+func (d *Deployment) Clone() *Deployment {
+	c := *d
+	c.TaskGroups = make(map[string]*DeploymentState, len(d.TaskGroups))
+	for name, st := range d.TaskGroups {
+		if st == nil {
+			continue
+		}
+		s := *st
+		s.CanaryNodes = slices.Clone(st.CanaryNodes)
+		s.PlacedCanaries = slices.Clone(st.PlacedCanaries)
+		c.TaskGroups[name] = &s
+	}
+	c.Events = slices.Clone(d.Events)
+	if d.Revert != nil {
+		r := *d.Revert
+		c.Revert = &r
+	}
+	if d.RevertOf != nil {
+		v := *d.RevertOf
+		c.RevertOf = &v
+	}
+	return &c
 }
 
 // MaxDeploymentEvents caps Deployment.Events.
@@ -164,7 +193,7 @@ const (
 	DescPromoted             = "Deployment is running (promoted)"
 )
 
-// Slot is one max_parallel update slot of a job group (spec/rollout.md,
+// Slot is one max_parallel update slot of a job group (docs/rollout.md,
 // I5): whoever holds it may replace one outdated allocation. It lives in
 // the rollout bucket under a key that names the job, group and index but
 // not the version, so that a new version of a job never exceeds

@@ -102,7 +102,7 @@ func TestRecordedCanaryNodesAreReusedWithoutAskingAgain(t *testing.T) {
 	}
 	// A recorded set smaller than the target (a node joined since, or the
 	// policy chose fewer) is never extended: the set is chosen once
-	// (spec/rollout.md, I4), so promotion still waits for exactly the
+	// (docs/rollout.md, I4), so promotion still waits for exactly the
 	// recorded canaries.
 	in.Deployment.TaskGroups["web"].CanaryNodes = []string{"n4"}
 	in.Deployment.TaskGroups["web"].DesiredCanaries = 1

@@ -18,9 +18,9 @@ func (DefaultCompletion) DecideCompletion(ctx context.Context, in CompletionInpu
 	return DecideDefault(in), nil
 }
 
-// DecideDefault is the built-in completion decision of spec/md
+// DecideDefault is the built-in completion decision of docs/reconciler-rules.md
 // ("Deployments"), in native Go: what a job naming no completion policy
-// gets, and the fallback of every policy fault (spec/md,
+// gets, and the fallback of every policy fault (docs/reconciler-rules.md,
 // "Deployments"). In order: a deployment that is not running continues; a
 // group with an unhealthy allocation, or past its require-progress-by
 // without being complete, fails the deployment (revert when a failing group

@@ -47,20 +47,7 @@ func (f *fleet) resolveDeployment() error {
 	return nil
 }
 
-func cloneDeployment(d *model.Deployment) *model.Deployment {
-	c := *d
-	c.TaskGroups = make(map[string]*model.DeploymentState, len(d.TaskGroups))
-	for name, st := range d.TaskGroups {
-		if st == nil {
-			continue
-		}
-		s := *st
-		s.CanaryNodes = slices.Clone(st.CanaryNodes)
-		s.PlacedCanaries = slices.Clone(st.PlacedCanaries)
-		c.TaskGroups[name] = &s
-	}
-	return &c
-}
+func cloneDeployment(d *model.Deployment) *model.Deployment { return d.Clone() }
 
 // qualifies reports whether a group takes part in a deployment: it has a
 // rolling update strategy (max_parallel > 0), something is desired, and

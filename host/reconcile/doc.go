@@ -1,4 +1,4 @@
-// Package reconcile owns the pure node reconciler of spec/reconcile.md: given
+// Package reconcile owns the pure node reconciler of docs/reconciler-rules.md: given
 // a job, the fleet's nodes, allocations and current deployment, it decides
 // what each node must place, update, migrate, stop, ignore, mark lost,
 // disconnect or reconnect, which nodes are canaries, and what happens to the

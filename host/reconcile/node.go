@@ -105,7 +105,7 @@ type decision struct {
 	held   bool // an update held by the deployment's status
 }
 
-// alloc applies the per-allocation rules 1–14 of spec/reconcile.md.
+// alloc applies the per-allocation rules 1–14 of docs/reconciler-rules.md.
 // gr is the group the allocation's name is required by, or nil.
 func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector) {
 	d := decision{a: a, gr: gr, ni: ni}

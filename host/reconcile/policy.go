@@ -49,7 +49,7 @@ type CanaryChoice struct {
 // CompletionDecider makes the second judgement call: whether a deployment
 // continues, is promoted, succeeds or fails (and whether it reverts).
 // Implemented by the WASM policy engine; the built-in default follows
-// spec/reconcile.md.
+// docs/reconciler-rules.md.
 type CompletionDecider interface {
 	DecideCompletion(ctx context.Context, in CompletionInput) (CompletionDecision, error)
 }

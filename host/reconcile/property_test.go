@@ -13,7 +13,7 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 )
 
-// checkProperties checks the invariants of spec/reconcile.md "Outputs" and
+// checkProperties checks the invariants of docs/reconciler-rules.md "Outputs" and
 // of the canary and deployment rules on one plan.
 func checkProperties(in Input, p *Plan) error {
 	var errs []string

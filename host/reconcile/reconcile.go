@@ -426,7 +426,7 @@ func (f *fleet) settleCanaries() {
 		if f.dep != nil {
 			req.DeploymentID = f.dep.ID
 		}
-		// A recorded group's canary set is settled (I4 of spec/rollout.md):
+		// A recorded group's canary set is settled (I4 of docs/rollout.md):
 		// it is never chosen again, only read.
 		settled := st != nil && (len(st.CanaryNodes) > 0 || st.DesiredCanaries > 0 || st.CanaryPolicy != "")
 		gr.decision = settleCanaries(chooser, req, target, f.held == "" && !settled)

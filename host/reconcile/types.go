@@ -51,7 +51,7 @@ type Entry struct {
 	// allocation's ID; for a sysbatch terminal decision, the terminal one.
 	AllocID string `json:"alloc_id"`
 	Canary  bool   `json:"canary"`
-	// Rule names the rule of spec/reconcile.md that decided: "alloc.1" to
+	// Rule names the rule of docs/reconciler-rules.md that decided: "alloc.1" to
 	// "alloc.14" (per live allocation), "name.1" and "name.3" (per required
 	// name with no live allocation), "duplicate".
 	Rule string `json:"rule"`

@@ -275,7 +275,7 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 		return
 	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
-	cands := f.liveEligible()
+	cands := f.LiveEligible()
 	if !slices.Contains(cands, f.Self) {
 		cands = append(cands, f.Self)
 	}

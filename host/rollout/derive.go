@@ -49,8 +49,10 @@ func rankOf(key string, ids []string, id string) int {
 	return slices.Index(RankedNodes(key, ids), id)
 }
 
-// liveEligible returns the IDs of the live eligible nodes, sorted.
-func (f *Facts) liveEligible() []string {
+// LiveEligible returns the IDs of the live eligible nodes, sorted: the
+// steward's candidates (RankedNodes(deployment ID, these)[0] is the
+// steward) and the nodes a group's desired total counts.
+func (f *Facts) LiveEligible() []string {
 	var out []string
 	for _, n := range f.Nodes {
 		if n.Live && n.Eligible {
@@ -159,7 +161,7 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 	if d == nil {
 		return out
 	}
-	nodes := f.liveEligible()
+	nodes := f.LiveEligible()
 	isCounted := map[string]bool{}
 	for _, id := range nodes {
 		isCounted[id] = true

@@ -1,5 +1,5 @@
 // Package rollout is the pure core of the fleet rollout protocol
-// (spec/rollout.md, docs/rollout.md): given the stored deployment record of
+// (docs/rollout.md): given the stored deployment record of
 // a job, the derived facts of the fleet (allocations, live nodes, update
 // slots) and the server time, it says which record transitions to attempt
 // (each a compare-and-set proposal with its precondition re-checked on the

@@ -11,7 +11,7 @@ import (
 // A record of a higher level holds the job (the agent cannot follow it).
 const Protocol = 1
 
-// Defaults of the protocol (spec/rollout.md).
+// Defaults of the protocol (docs/rollout.md).
 const (
 	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
 	CreateStep = 20 * time.Millisecond

@@ -166,7 +166,7 @@ func (f *Facts) nodeActions(dec *Decision, d *model.Deployment, counts map[strin
 }
 
 // admit decides which of this node's destructive updates try a slot now
-// (spec/rollout.md, "Admission"): the waiting allocations of the group are
+// (docs/rollout.md, "Admission"): the waiting allocations of the group are
 // ordered by hash(deployment ‖ node); the one at rank r tries the r-th free
 // index only if r < free. Every held slot of the job group counts, of any
 // version (I5).
@@ -268,7 +268,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 // was lost, and write a pending revert.
 func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	d := rec.D
-	cands := f.liveEligible()
+	cands := f.LiveEligible()
 	ranked := RankedNodes(d.ID, cands)
 	if len(ranked) > 0 {
 		dec.Steward = ranked[0]

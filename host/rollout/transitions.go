@@ -13,7 +13,7 @@ import (
 )
 
 // The transition functions below are the record's compare-and-set bodies
-// (spec/rollout.md, T1–T12). Each takes the record just read (a copy the
+// (docs/rollout.md, T1–T12). Each takes the record just read (a copy the
 // function may change) and returns the record to write, nil when there is
 // nothing to write (already done: a lost race that the winner settled), or
 // an error when the transition is refused on that record. Each re-checks
@@ -28,25 +28,7 @@ func refused(format string, a ...any) error {
 }
 
 // clone copies the record deeply enough for a transition to change it.
-func clone(d model.Deployment) *model.Deployment {
-	c := d
-	c.TaskGroups = make(map[string]*model.DeploymentState, len(d.TaskGroups))
-	for name, st := range d.TaskGroups {
-		if st == nil {
-			continue
-		}
-		s := *st
-		s.CanaryNodes = slices.Clone(st.CanaryNodes)
-		s.PlacedCanaries = slices.Clone(st.PlacedCanaries)
-		c.TaskGroups[name] = &s
-	}
-	c.Events = slices.Clone(d.Events)
-	if d.Revert != nil {
-		r := *d.Revert
-		c.Revert = &r
-	}
-	return &c
-}
+func clone(d model.Deployment) *model.Deployment { return d.Clone() }
 
 func event(d *model.Deployment, now time.Time, kind, msg string) {
 	d.Events = model.AppendDeploymentEvent(d.Events, model.DeploymentEvent{Time: now, Kind: kind, Message: msg})
