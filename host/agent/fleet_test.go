@@ -165,11 +165,40 @@ func (f *testFleet) allRun(version uint64) bool {
 func (f *testFleet) waitStatus(t *testing.T, version uint64, status model.DeploymentStatus, within time.Duration) *model.Deployment {
 	t.Helper()
 	var d *model.Deployment
-	testutil.Eventually(t, within, fmt.Sprintf("deployment of version %d %s", version, status), func() bool {
+	deadline := time.Now().Add(within)
+	for {
 		d = f.w.deployment("", "web", version)
-		return d != nil && d.Status == status
-	})
-	return d
+		if d != nil && d.Status == status {
+			return d
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, as testutil.Eventually does
+	}
+	// What the fleet looked like, for the failure's reader.
+	t.Logf("deployment of version %d: %s", version, mustJSON(d))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if keys, err := f.w.store.Rollout.ListKeys(ctx); err == nil {
+		for k := range keys.Keys() {
+			if e, err := f.w.store.Rollout.Get(ctx, k); err == nil {
+				t.Logf("rollout key %s rev %d: %s", k, e.Revision(), e.Value())
+			}
+		}
+	}
+	for _, n := range f.nodes {
+		if n.agent == nil {
+			continue
+		}
+		st := n.agent.Status()
+		t.Logf("%s: passes %d, counts %+v, errors %v, deployment errors %v", n.id, st.Passes, st.LastCounts, st.Errors, st.DeploymentErrors)
+		for _, a := range n.agent.Allocs() {
+			t.Logf("  alloc %s %s v%d desired %s client %s deployment %s health %s prev %s", a.ID, a.Name, a.JobVersion, a.DesiredStatus, a.ClientStatus, a.DeploymentID, mustJSON(a.DeploymentStatus), a.PreviousAllocation)
+		}
+	}
+	t.Fatalf("timed out after %s waiting for deployment of version %d %s", within, version, status)
+	return nil
 }
 
 // atV1 runs version 1 of the job everywhere, its deployment successful:
