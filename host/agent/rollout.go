@@ -180,6 +180,16 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	f.ReconnectedAt = a.reconnectedAt
 	a.mu.Unlock()
+	// The nodes bucket's watch resuming (after a reconnect, or once its
+	// stream has a leader again) counts as a reconnect: expiries read
+	// around it are not trusted for one TTL.
+	if r, ok := a.cfg.Source.(interface{ ResumedAt(string) time.Time }); ok {
+		if t := r.ResumedAt(fleet.KindNodes); !t.IsZero() {
+			if st := a.serverNow(t); st.After(f.ReconnectedAt) {
+				f.ReconnectedAt = st
+			}
+		}
+	}
 	return f
 }
 
@@ -318,7 +328,8 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 				why = "its holder's node expired"
 			}
 		}
-		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc, "why", why)
+		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc, "why", why,
+			"decided_at", w.facts.Now, "reconnected_at", w.facts.ReconnectedAt, "holder_down_since", holderDownSince(w.facts, s.Slot.Holder))
 		kick = true
 	}
 	for _, t := range dec.Takes {
@@ -538,7 +549,17 @@ func (a *Agent) NoteReconnect() {
 	a.mu.Lock()
 	a.reconnectedAt = now
 	a.mu.Unlock()
+	a.log.Info("NATS reconnected: no reclaim and no verdict for one node TTL (disruption guard)", "server_time", now)
 	a.Kick()
+}
+
+func holderDownSince(f rollout.Facts, id string) time.Time {
+	for _, n := range f.Nodes {
+		if n.ID == id {
+			return n.DownSince
+		}
+	}
+	return time.Time{}
 }
 
 func holderLive(f rollout.Facts, id string) bool {

@@ -46,6 +46,9 @@ type Source struct {
 	epochs  map[string]time.Time
 	synced  map[string]bool
 	restart map[string]uint64
+	// resumedAt is, per kind, the local time its watcher was last
+	// re-created to resume after an interruption.
+	resumedAt map[string]time.Time
 	gen     uint64
 	snap    *View
 	prev    *View           // the last snapshot taken, kept for its unchanged maps
@@ -82,7 +85,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
-		synced: map[string]bool{}, restart: map[string]uint64{},
+		synced: map[string]bool{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
 }
@@ -219,6 +222,14 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			continue
 		}
 		attempt = 0
+		if resume > 0 {
+			// A watch resumed after an interruption (a reconnect, a leader
+			// change, a stall): readers that judge liveness wait a TTL
+			// before trusting expiries again (the disruption guard).
+			s.mu.Lock()
+			s.resumedAt[b.kind] = time.Now()
+			s.mu.Unlock()
+		}
 		if s.watchHook != nil {
 			s.watchHook(b.kind, w)
 		}
@@ -661,6 +672,14 @@ func (s *Source) notify() {
 		default:
 		}
 	}
+}
+
+// ResumedAt is the local time the bucket kind's watcher last resumed after
+// an interruption (zero: never).
+func (s *Source) ResumedAt(kind string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resumedAt[kind]
 }
 
 // ServerNow estimates the NATS server's clock at local time t from the
