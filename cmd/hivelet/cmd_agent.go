@@ -24,6 +24,7 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/host/vars"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
@@ -262,6 +263,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	varStore, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	if err != nil {
+		return err
+	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics})
@@ -333,7 +338,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 	})

@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 		newReconcileCmd(),
 		newPolicyCmd(),
 		newPluginCmd(),
+		newVarCmd(),
 	)
 	usageErrors(root)
 	return root

@@ -109,7 +109,9 @@ type Config struct {
 	AllocRoot string
 	// Ports is the node's port table, shared by every runner (nil: a group
 	// with a network block cannot start here).
-	Ports      allocrunner.PortTable
+	Ports allocrunner.PortTable
+	// Vars is the variables store templates read (nil: none).
+	Vars       allocrunner.Vars
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -245,6 +247,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		AllocRoot: a.cfg.AllocRoot,
 		Handles:   handles,
 		Ports:     a.cfg.Ports,
+		Vars:      a.cfg.Vars,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

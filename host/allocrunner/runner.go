@@ -77,6 +77,9 @@ type Config struct {
 	// Handles are the stored handles of a restored allocation, by task name:
 	// those tasks are reattached, not started.
 	Handles map[string]*driver.TaskHandle
+	// Vars is the variables store the tasks' templates read (nomadVar);
+	// nil: a template reading a variable fails to render.
+	Vars Vars
 	// Ports is the node's port table; an allocation whose group has a
 	// network takes its ports there before its tasks start and gives them
 	// back when they are gone. Nil: such an allocation fails to start.
@@ -106,8 +109,9 @@ type Runner struct {
 	running  map[string]bool // task name → running now
 	final    map[string]bool // task name → finished for good
 	checks   map[string]error
-	healthGn int    // generation of the health tracker; bumped by an in-place update
-	failStop string // set when the run limit stops the allocation: its tasks die failed, for this reason
+	healthGn int                 // generation of the health tracker; bumped by an in-place update
+	failStop string              // set when the run limit stops the allocation: its tasks die failed, for this reason
+	tplPaths map[string][]string // task name → the variables its templates read at the last render
 	started  bool
 	bgClosed bool // no new background goroutine may start
 
@@ -152,6 +156,7 @@ func New(cfg Config) *Runner {
 		running:  map[string]bool{},
 		final:    map[string]bool{},
 		checks:   map[string]error{},
+		tplPaths: map[string][]string{},
 		stopping: make(chan struct{}),
 		changed:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
