@@ -23,6 +23,7 @@ import (
 	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/host/services"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/vars"
 	"github.com/hivelet/hivelet/plugins/builtin"
@@ -267,6 +268,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	svcStore, err := services.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	if err != nil {
+		return err
+	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics})
@@ -338,7 +343,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore, Services: svcStore,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 	})

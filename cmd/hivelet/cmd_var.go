@@ -14,6 +14,15 @@ import (
 	"github.com/hivelet/hivelet/host/vars"
 )
 
+// connect dials NATS for a command that needs no job bucket.
+func (o *clusterOpts) connect(ctx context.Context) (*fleet.Conn, error) {
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s (is `hivelet agent` running?): %w", o.natsURL, err)
+	}
+	return conn, nil
+}
+
 // newVarCmd is the variables store's command group: the values task
 // templates read with {{ with nomadVar "PATH" }}.
 func newVarCmd() *cobra.Command {
@@ -23,9 +32,9 @@ func newVarCmd() *cobra.Command {
 		Short: "Write and read variables, the values task templates read (nomadVar)",
 	}
 	store := func(ctx context.Context) (*vars.Store, func(), error) {
-		conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+		conn, err := o.connect(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s (is `hivelet agent` running?): %w", o.natsURL, err)
+			return nil, nil, err
 		}
 		s, err := vars.Open(ctx, conn.JetStream(), o.prefix, o.timeout)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,10 +42,13 @@ func hiveletBinary(t *testing.T) string {
 		t.Skip("end-to-end test: skipped with -short")
 	}
 	binOnce.Do(func() {
-		// One fixed path, replaced atomically by each test process: no
-		// binary is left behind per run, and a binary another process is
-		// running keeps its inode.
-		dir := filepath.Join(os.TempDir(), "hivelet-e2e-bin")
+		// One fixed path per source tree, replaced atomically by each test
+		// process: no binary is left behind per run, a binary another
+		// process is running keeps its inode, and the test processes of
+		// two checkouts (worktrees built in parallel) never run each
+		// other's binary.
+		wd, _ := os.Getwd()
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("hivelet-e2e-bin-%08x", crc32.ChecksumIEEE([]byte(wd))))
 		if binErr = os.MkdirAll(dir, 0o755); binErr != nil {
 			return
 		}

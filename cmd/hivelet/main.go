@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newPolicyCmd(),
 		newPluginCmd(),
 		newVarCmd(),
+		newServiceCmd(),
 	)
 	usageErrors(root)
 	return root

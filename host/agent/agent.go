@@ -111,7 +111,9 @@ type Config struct {
 	// with a network block cannot start here).
 	Ports allocrunner.PortTable
 	// Vars is the variables store templates read (nil: none).
-	Vars       allocrunner.Vars
+	Vars allocrunner.Vars
+	// Services is where allocations register their services (nil: none).
+	Services   allocrunner.ServiceRegistry
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -248,6 +250,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Handles:   handles,
 		Ports:     a.cfg.Ports,
 		Vars:      a.cfg.Vars,
+		Services:  a.cfg.Services,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

@@ -77,6 +77,9 @@ type Config struct {
 	// Handles are the stored handles of a restored allocation, by task name:
 	// those tasks are reattached, not started.
 	Handles map[string]*driver.TaskHandle
+	// Services is where the allocation's services are registered while
+	// their checks pass (nil: not registered anywhere).
+	Services ServiceRegistry
 	// Vars is the variables store the tasks' templates read (nomadVar);
 	// nil: a template reading a variable fails to render.
 	Vars Vars
@@ -112,8 +115,15 @@ type Runner struct {
 	healthGn int                 // generation of the health tracker; bumped by an in-place update
 	failStop string              // set when the run limit stops the allocation: its tasks die failed, for this reason
 	tplPaths map[string][]string // task name → the variables its templates read at the last render
-	started  bool
-	bgClosed bool // no new background goroutine may start
+	// registered are the service registrations written, by key; svcPoke
+	// wakes the service loop; detached says the runner was detached (its
+	// registrations stay, as its tasks do).
+	registered map[string]*model.ServiceRegistration
+	checkRan   map[string]bool // check key → it has run at least once
+	svcPoke    chan struct{}
+	detached   bool
+	started    bool
+	bgClosed   bool // no new background goroutine may start
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
@@ -157,9 +167,13 @@ func New(cfg Config) *Runner {
 		final:    map[string]bool{},
 		checks:   map[string]error{},
 		tplPaths: map[string][]string{},
-		stopping: make(chan struct{}),
-		changed:  make(chan struct{}, 1),
-		done:     make(chan struct{}),
+
+		registered: map[string]*model.ServiceRegistration{},
+		checkRan:   map[string]bool{},
+		svcPoke:    make(chan struct{}, 1),
+		stopping:   make(chan struct{}),
+		changed:    make(chan struct{}, 1),
+		done:       make(chan struct{}),
 
 		firstDone: make(chan struct{}),
 	}
@@ -299,6 +313,18 @@ func (r *Runner) Run() {
 	}
 	r.startHealth()
 	r.watchRunDuration(g, jobType)
+	if r.cfg.Services != nil && hasServices(g) {
+		if len(r.cfg.Handles) > 0 {
+			// Restored: the runner before the agent's restart registered
+			// what was healthy. Taken as registered, each stays until its
+			// checks say otherwise.
+			r.mu.Lock()
+			r.registered = r.desiredServicesLocked(true)
+			r.mu.Unlock()
+		}
+		r.bgWG.Add(1)
+		go r.serviceLoop()
+	}
 	r.tasksWG.Add(len(tasks))
 	go func() {
 		r.tasksWG.Wait()
@@ -307,6 +333,12 @@ func (r *Runner) Run() {
 		r.bgClosed = true
 		r.mu.Unlock()
 		r.bgWG.Wait()
+		r.mu.Lock()
+		detached := r.detached
+		r.mu.Unlock()
+		if r.cfg.Services != nil && !detached {
+			r.deregisterAll()
+		}
 		r.releasePorts()
 		r.closeDone()
 	}()
@@ -358,6 +390,9 @@ func (r *Runner) markStoppedBeforeStart() {
 // Detach ends the runner's goroutines and leaves its tasks running, with
 // their handles in the store, for the next agent to reattach.
 func (r *Runner) Detach() {
+	r.mu.Lock()
+	r.detached = true
+	r.mu.Unlock()
 	r.cancel()
 	r.mu.Lock()
 	started := r.started
@@ -431,6 +466,7 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 	case r.changed <- struct{}{}:
 	default:
 	}
+	r.pokeServices()
 }
 
 func (r *Runner) setClientStatusLocked(s model.ClientStatus, desc string) {

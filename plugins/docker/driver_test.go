@@ -882,7 +882,7 @@ func TestAStartThatFailsLeavesNoContainerBehind(t *testing.T) {
 	defer ln.Close()
 	taken := ln.Addr().(*net.TCPAddr).Port
 	tc := task(t, c, "serve", "8080")
-	tc.Config["ports"] = []any{map[string]any{"host": taken, "container": 8080, "host_ip": "127.0.0.1"}}
+	tc.Config["publish"] = []any{map[string]any{"host": taken, "container": 8080, "host_ip": "127.0.0.1"}}
 	if _, err := d.StartTask(ctx, tc); err == nil {
 		t.Fatal("a task started on a host port that is taken")
 	}
