@@ -358,8 +358,23 @@ func (r *Runner) Stop(ctx context.Context, reason string) error {
 		r.alloc.DesiredDescription = reason
 	}
 	started := r.started
+	var delay time.Duration
+	if g := r.group(); g != nil && r.cfg.Services != nil && hasServices(g) {
+		delay = g.ShutdownDelay.D()
+	}
 	r.mu.Unlock()
-	r.persist()
+	r.persist() // with intent stop: the service loop deregisters
+	if started && delay > 0 {
+		// shutdown_delay: the services go first, the tasks keep serving
+		// what is already on its way, then they get their kill signal.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-r.done:
+		}
+		t.Stop()
+	}
 	r.stopOnce.Do(func() { close(r.stopping) })
 	if !started {
 		r.markStoppedBeforeStart()

@@ -165,3 +165,36 @@ func TestARestoredAllocationsFailingServiceIsDeregistered(t *testing.T) {
 		t.Fatalf("registrations left: %d", reg.count())
 	}
 }
+
+// TestShutdownDelayDeregistersTheServicesBeforeTheTasksAreKilled: with a
+// shutdown_delay, Stop deregisters first and sends the kill signal only
+// after the delay; the control without one kills at once.
+func TestShutdownDelayDeregistersTheServicesBeforeTheTasksAreKilled(t *testing.T) {
+	run := func(delay time.Duration) (deregisteredBeforeKill bool, took time.Duration) {
+		f := newFixture(t, map[string]any{}, nil, nil)
+		f.job.Groups[0].ShutdownDelay = model.Duration(delay)
+		f.job.Groups[0].Tasks[0].Services = []model.Service{{Name: "plain", Port: "9000"}}
+		reg := &memRegistry{regs: map[string]*model.ServiceRegistration{}}
+		r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1"}, Drivers: f.drv, Validate: validate, Store: f.store,
+			AllocRoot: f.root, Services: reg})
+		r.Run()
+		testutil.Eventually(t, 5*time.Second, "registered", func() bool { return reg.count() == 1 })
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = r.Stop(ctx, "test")
+		}()
+		start := time.Now()
+		testutil.Eventually(t, 5*time.Second, "deregistered or killed", func() bool { return reg.count() == 0 || len(f.drv.stopCalls()) > 0 })
+		deregisteredBeforeKill = reg.count() == 0 && len(f.drv.stopCalls()) == 0
+		<-r.Done()
+		return deregisteredBeforeKill, time.Since(start)
+	}
+	const delay = time.Second
+	if first, took := run(delay); !first || took < delay {
+		t.Fatalf("with shutdown_delay: deregistered before the kill %v, stop took %s", first, took)
+	}
+	if _, took := run(0); took >= delay {
+		t.Fatalf("without shutdown_delay the stop took %s, as long as the delay", took)
+	}
+}
