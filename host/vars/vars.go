@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hivelet/hivelet/host/bucket"
 )
 
 // Bucket is the bucket name for a prefix.
@@ -49,29 +51,22 @@ type Store struct {
 
 // Ensure opens the bucket, creating it when absent (the agent's way).
 func Ensure(ctx context.Context, js jetstream.JetStream, prefix string, replicas int, timeout time.Duration) (*Store, error) {
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(rctx, jetstream.KeyValueConfig{Bucket: Bucket(prefix), History: 8,
-		Replicas: max(replicas, 1), Description: "hivelet variables read by task templates"})
+	kv, err := bucket.Ensure(ctx, js, jetstream.KeyValueConfig{Bucket: Bucket(prefix), History: 8,
+		Replicas: max(replicas, 1), Description: "hivelet variables read by task templates"}, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", Bucket(prefix), err)
+		return nil, err
 	}
 	return &Store{kv: kv, timeout: timeout}, nil
 }
 
 // ErrNoBucket is Open's answer when no agent created the bucket yet.
-var ErrNoBucket = errors.New("the variables bucket does not exist: start `hivelet agent` first (it creates the buckets)")
+var ErrNoBucket = bucket.ErrMissing
 
 // Open opens an existing bucket (the CLI's way).
 func Open(ctx context.Context, js jetstream.JetStream, prefix string, timeout time.Duration) (*Store, error) {
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	kv, err := js.KeyValue(rctx, Bucket(prefix))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("%s: %w", Bucket(prefix), ErrNoBucket)
-	}
+	kv, err := bucket.Open(ctx, js, Bucket(prefix), timeout)
 	if err != nil {
-		return nil, fmt.Errorf("opening bucket %s: %w", Bucket(prefix), err)
+		return nil, err
 	}
 	return &Store{kv: kv, timeout: timeout}, nil
 }
