@@ -31,17 +31,26 @@ func newVarCmd() *cobra.Command {
 		Use:   "var",
 		Short: "Write and read variables, the values task templates read (nomadVar)",
 	}
-	store := func(ctx context.Context) (*vars.Store, func(), error) {
+	// withStore checks the path argument (when there is one), opens the
+	// store and runs f with it.
+	withStore := func(path string, f func(ctx context.Context, s *vars.Store) error) error {
+		if path != "" {
+			if err := vars.CheckPath(path); err != nil {
+				return badInput(err)
+			}
+		}
+		ctx, cancel := signalContext()
+		defer cancel()
 		conn, err := o.connect(ctx)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
+		defer conn.Close()
 		s, err := vars.Open(ctx, conn.JetStream(), o.prefix, o.timeout)
 		if err != nil {
-			conn.Close()
-			return nil, nil, err
+			return err
 		}
-		return s, conn.Close, nil
+		return f(ctx, s)
 	}
 	put := &cobra.Command{
 		Use:   "put PATH KEY=VALUE...",
@@ -56,21 +65,13 @@ func newVarCmd() *cobra.Command {
 				}
 				items[k] = v
 			}
-			if err := vars.CheckPath(args[0]); err != nil {
-				return badInput(err)
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			s, closeConn, err := store(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			if err := s.Put(ctx, args[0], items); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d item(s) written\n", args[0], len(items))
-			return nil
+			return withStore(args[0], func(ctx context.Context, s *vars.Store) error {
+				if err := s.Put(ctx, args[0], items); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d item(s) written\n", args[0], len(items))
+				return nil
+			})
 		},
 	}
 	var asJSON bool
@@ -79,35 +80,27 @@ func newVarCmd() *cobra.Command {
 		Short: "Print a variable's items as KEY=VALUE lines (or -json)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := vars.CheckPath(args[0]); err != nil {
-				return badInput(err)
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			s, closeConn, err := store(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			items, ok, err := s.Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return failed("variable %s does not exist", args[0])
-			}
-			if asJSON {
-				b, err := json.MarshalIndent(items, "", "  ")
+			return withStore(args[0], func(ctx context.Context, s *vars.Store) error {
+				items, ok, err := s.Get(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				if !ok {
+					return failed("variable %s does not exist", args[0])
+				}
+				if asJSON {
+					b, err := json.MarshalIndent(items, "", "  ")
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), string(b))
+					return nil
+				}
+				for _, k := range slices.Sorted(maps.Keys(items)) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", k, items[k])
+				}
 				return nil
-			}
-			for _, k := range slices.Sorted(maps.Keys(items)) {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s=%s\n", k, items[k])
-			}
-			return nil
+			})
 		},
 	}
 	get.Flags().BoolVar(&asJSON, "json", false, "print the items as a JSON object")
@@ -116,25 +109,16 @@ func newVarCmd() *cobra.Command {
 		Short: "List the variables' paths, all or those under PREFIX",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prefix := ""
-			if len(args) == 1 {
-				prefix = args[0]
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			s, closeConn, err := store(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			paths, err := s.List(ctx, prefix)
-			if err != nil {
-				return err
-			}
-			for _, p := range paths {
-				fmt.Fprintln(cmd.OutOrStdout(), p)
-			}
-			return nil
+			return withStore("", func(ctx context.Context, s *vars.Store) error {
+				paths, err := s.List(ctx, strings.Join(args, ""))
+				if err != nil {
+					return err
+				}
+				for _, p := range paths {
+					fmt.Fprintln(cmd.OutOrStdout(), p)
+				}
+				return nil
+			})
 		},
 	}
 	del := &cobra.Command{
@@ -142,21 +126,13 @@ func newVarCmd() *cobra.Command {
 		Short: "Delete a variable",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := vars.CheckPath(args[0]); err != nil {
-				return badInput(err)
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			s, closeConn, err := store(ctx)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			if err := s.Delete(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: deleted\n", args[0])
-			return nil
+			return withStore(args[0], func(ctx context.Context, s *vars.Store) error {
+				if err := s.Delete(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: deleted\n", args[0])
+				return nil
+			})
 		},
 	}
 	for _, c := range []*cobra.Command{put, get, list, del} {

@@ -13,6 +13,27 @@ import (
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
+// serveTCP listens on addr and accepts (and closes) every connection until
+// the listener is closed, by the test or at its cleanup.
+func serveTCP(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
+}
+
 // memRegistry records registrations by key.
 type memRegistry struct {
 	mu   sync.Mutex
@@ -52,21 +73,8 @@ func (m *memRegistry) count() int {
 // after Stop. A task service without checks is registered while its task
 // runs, under the default name.
 func TestAServiceIsRegisteredWhileItsCheckPassesAndGoneWhenTheAllocationStops(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := serveTCP(t, "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
-	accept := func(l net.Listener) {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}
-	go accept(l)
 	f := newFixture(t, map[string]any{}, nil, nil)
 	g := f.job.Groups[0]
 	g.Network = &model.Network{Mode: model.NetworkHost, Ports: []model.Port{{Label: "http", Static: port}}}
@@ -91,12 +99,7 @@ func TestAServiceIsRegisteredWhileItsCheckPassesAndGoneWhenTheAllocationStops(t 
 	if reg.get("web-g-t/a1") == nil {
 		t.Fatal("the service without checks went with the other's failure")
 	}
-	l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		t.Fatalf("listening again on the port: %v", err)
-	}
-	defer l2.Close()
-	go accept(l2)
+	serveTCP(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	testutil.Eventually(t, 5*time.Second, "registered again", func() bool { return reg.get("web-api/a1") != nil })
 
 	stopRunner(t, r)
@@ -127,20 +130,8 @@ func TestADetachedRunnerLeavesItsRegistrations(t *testing.T) {
 // knew nothing of it would leave it forever); a stop then deletes every key
 // the allocation may have written.
 func TestARestoredAllocationsFailingServiceIsDeregistered(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := serveTCP(t, "127.0.0.1:0")
 	port := l.Addr().(*net.TCPAddr).Port
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
 	f := newFixture(t, map[string]any{}, nil, nil)
 	g := f.job.Groups[0]
 	g.Services = []model.Service{{Name: "api", Port: strconv.Itoa(port), Checks: []model.Check{

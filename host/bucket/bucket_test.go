@@ -7,26 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 func TestAgentsRacingToCreateABucketAllOpenIt(t *testing.T) {
-	s := testutil.StartNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
+	_, js := testutil.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js := func() jetstream.JetStream {
-		nc, err := nats.Connect(s.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		j, _ := jetstream.New(nc)
-		return j
-	}
 	if _, err := Open(ctx, js(), "hv_x", time.Second); !errors.Is(err, ErrMissing) {
 		t.Fatalf("open before any agent: %v", err)
 	}

@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -32,13 +28,7 @@ func TestANameThatIsNoKeyIsRefused(t *testing.T) {
 func TestRegistrationsAreListedByNameAndDeregistered(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := testutil.StartNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js, _ := testutil.JetStream(t)
 	if _, err := Open(ctx, js, "hv", time.Second); !errors.Is(err, ErrNoBucket) {
 		t.Fatalf("open before the agent: %v", err)
 	}

@@ -7,27 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/hivelet/hivelet/internal/testutil"
 )
-
-func newJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	s := testutil.StartNATS(t, &server.Options{JetStream: true, StoreDir: t.TempDir()})
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
 
 func TestPathsAreCheckedBeforeAnyRequest(t *testing.T) {
 	for _, bad := range []string{"", "a.b", "/a", "a/", "a//b", "a b", "ünï"} {
@@ -52,7 +33,7 @@ func TestPathsAreCheckedBeforeAnyRequest(t *testing.T) {
 func TestAVariableIsPutReadListedWatchedAndDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js := newJS(t)
+	js, _ := testutil.JetStream(t)
 	if _, err := Open(ctx, js, "hv", time.Second); !errors.Is(err, ErrNoBucket) {
 		t.Fatalf("open before the agent created the bucket: %v", err)
 	}
