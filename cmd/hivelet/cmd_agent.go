@@ -343,7 +343,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore, Services: svcStore,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore, Services: svcStore, Catalog: svcStore,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 	})

@@ -78,3 +78,75 @@ func TestEndToEndAVariableChangeRerendersTheTemplateAndRestartsTheTask(t *testin
 		t.Fatalf("job stop: exit %d\n%s", code, out)
 	}
 }
+
+const webServiceJob = `job "web" {
+  type = "system"
+  update {
+    min_healthy_time = "300ms"
+    healthy_deadline = "30s"
+  }
+  group "g" {
+    service {
+      name = "web"
+      port = "8080"
+      tags = ["backend"]
+    }
+    task "web" {
+      driver = "mock"
+    }
+  }
+}
+`
+
+const ingressJob = `job "ingress" {
+  type = "system"
+  update {
+    min_healthy_time = "300ms"
+    healthy_deadline = "30s"
+  }
+  group "g" {
+    task "lb" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \"upstreams: $(cat \"$NOMAD_TASK_DIR/local/upstreams\")\"; exec sleep 600"]
+      }
+      kill_timeout = "2s"
+      template {
+        destination = "local/upstreams"
+        data        = "{{ range nomadService \"web\" }}{{ .Port }}/{{ index .Tags 0 }} {{ end }}end"
+      }
+    }
+  }
+}
+`
+
+// TestEndToEndAnIngressTemplateFollowsTheServicesItReads: an ingress-style
+// template lists the instances of a service; when the service registers
+// (its job placed after the ingress), the file is rendered again and the
+// task restarted with the instance in it.
+func TestEndToEndAnIngressTemplateFollowsTheServicesItReads(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	dir := t.TempDir()
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "ingress.hcl", ingressJob)); code != 0 {
+		t.Fatalf("job run ingress: exit %d\n%s", code, out)
+	}
+	id := liveOf(p.allocs(), "ingress")[0].ID
+	logsHave := func(s string) func() bool {
+		return func() bool { code, out := p.cli("alloc", "logs", id); return code == 0 && strings.Contains(out, s) }
+	}
+	testutil.Eventually(t, 20*time.Second, "the ingress rendered with no upstream", logsHave("upstreams: end"))
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "web.hcl", webServiceJob)); code != 0 {
+		t.Fatalf("job run web: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "the ingress restarted with the web instance", logsHave("upstreams: 8080/backend end"))
+	if code, out := p.cli("service", "info", "web"); code != 0 || !strings.Contains(out, ":8080") {
+		t.Fatalf("service info web: exit %d\n%s", code, out)
+	}
+	for _, j := range []string{"web", "ingress"} {
+		if code, out := p.cli("job", "stop", j); code != 0 {
+			t.Fatalf("job stop %s: exit %d\n%s", j, code, out)
+		}
+	}
+}

@@ -112,8 +112,10 @@ type Config struct {
 	Ports allocrunner.PortTable
 	// Vars is the variables store templates read (nil: none).
 	Vars allocrunner.Vars
-	// Services is where allocations register their services (nil: none).
+	// Services is where allocations register their services, and Catalog
+	// what their templates read of them (nil: none).
 	Services   allocrunner.ServiceRegistry
+	Catalog    allocrunner.Catalog
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -251,6 +253,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Ports:     a.cfg.Ports,
 		Vars:      a.cfg.Vars,
 		Services:  a.cfg.Services,
+		Catalog:   a.cfg.Catalog,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

@@ -80,6 +80,9 @@ type Config struct {
 	// Services is where the allocation's services are registered while
 	// their checks pass (nil: not registered anywhere).
 	Services ServiceRegistry
+	// Catalog is the services bucket the tasks' templates read
+	// (nomadService); nil: a template reading a service fails to render.
+	Catalog Catalog
 	// Vars is the variables store the tasks' templates read (nomadVar);
 	// nil: a template reading a variable fails to render.
 	Vars Vars
@@ -105,16 +108,16 @@ type Runner struct {
 	ctx    context.Context // ends on Detach
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	alloc    *model.Allocation
-	job      *model.Job
-	intent   model.DesiredStatus
-	running  map[string]bool // task name → running now
-	final    map[string]bool // task name → finished for good
-	checks   map[string]error
-	healthGn int                 // generation of the health tracker; bumped by an in-place update
-	failStop string              // set when the run limit stops the allocation: its tasks die failed, for this reason
-	tplPaths map[string][]string // task name → the variables its templates read at the last render
+	mu         sync.Mutex
+	alloc      *model.Allocation
+	job        *model.Job
+	intent     model.DesiredStatus
+	running    map[string]bool // task name → running now
+	final      map[string]bool // task name → finished for good
+	checks     map[string]error
+	healthGn   int                        // generation of the health tracker; bumped by an in-place update
+	failStop   string                     // set when the run limit stops the allocation: its tasks die failed, for this reason
+	tplSources map[string]templateSources // task name → what its templates read at the last render
 	// registered are the service registrations written, by key; svcPoke
 	// wakes the service loop; detached says the runner was detached (its
 	// registrations stay, as its tasks do).
@@ -155,18 +158,18 @@ func New(cfg Config) *Runner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{
-		cfg:      cfg,
-		log:      cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
-		now:      cfg.Now,
-		ctx:      ctx,
-		cancel:   cancel,
-		alloc:    a,
-		job:      cfg.Job,
-		intent:   model.DesiredRun,
-		running:  map[string]bool{},
-		final:    map[string]bool{},
-		checks:   map[string]error{},
-		tplPaths: map[string][]string{},
+		cfg:        cfg,
+		log:        cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
+		now:        cfg.Now,
+		ctx:        ctx,
+		cancel:     cancel,
+		alloc:      a,
+		job:        cfg.Job,
+		intent:     model.DesiredRun,
+		running:    map[string]bool{},
+		final:      map[string]bool{},
+		checks:     map[string]error{},
+		tplSources: map[string]templateSources{},
 
 		registered: map[string]*model.ServiceRegistration{},
 		checkRan:   map[string]bool{},

@@ -58,14 +58,14 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 		cfg = map[string]any{}
 	}
 	if len(t.Templates) > 0 {
-		vars, paths, err := renderTemplates(ctx, t, env, taskEnv, taskDir, r.cfg.Vars)
+		vars, src, err := r.renderTemplates(ctx, t, env, taskEnv, taskDir)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(taskEnv, vars)
 		maps.Copy(taskEnv, env.fixed) // the ports stay what the node allocated
 		r.mu.Lock()
-		r.tplPaths[t.Name] = paths
+		r.tplSources[t.Name] = src
 		r.mu.Unlock()
 	}
 	r.mu.Lock()

@@ -35,6 +35,16 @@ type Vars interface {
 	Watch(ctx context.Context, paths []string) (<-chan struct{}, error)
 }
 
+// Catalog is the services bucket templates read (host/services.Store).
+type Catalog interface {
+	Instances(ctx context.Context, name string) ([]*model.ServiceRegistration, error)
+	WatchServices(ctx context.Context, names []string) (<-chan struct{}, error)
+}
+
+// templateSources are what a task's templates read at their last render:
+// the variables' paths and the services' names.
+type templateSources struct{ vars, services []string }
+
 // templateError marks a start that failed rendering a template.
 type templateError struct{ error }
 
@@ -47,10 +57,23 @@ type rendering struct {
 	taskEnv map[string]string
 	taskDir string
 	vars    Vars
+	catalog Catalog
 	ctx     context.Context
 
-	mu    sync.Mutex
-	paths map[string]bool // variables read
+	mu       sync.Mutex
+	paths    map[string]bool // variables read
+	services map[string]bool // services read
+}
+
+func (r *Runner) newRendering(ctx context.Context, env TaskEnv, taskEnv map[string]string, taskDir string) *rendering {
+	return &rendering{env: env, taskEnv: taskEnv, taskDir: taskDir, vars: r.cfg.Vars, catalog: r.cfg.Catalog, ctx: ctx,
+		paths: map[string]bool{}, services: map[string]bool{}}
+}
+
+func (rd *rendering) read() templateSources {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return templateSources{vars: slices.Sorted(maps.Keys(rd.paths)), services: slices.Sorted(maps.Keys(rd.services))}
 }
 
 func (rd *rendering) sources() render.Sources {
@@ -67,6 +90,14 @@ func (rd *rendering) sources() render.Sources {
 			rd.paths[path] = true
 			rd.mu.Unlock()
 			return rd.vars.Get(rd.ctx, path)
+		}
+	}
+	if rd.catalog != nil {
+		src.Service = func(name string) ([]*model.ServiceRegistration, error) {
+			rd.mu.Lock()
+			rd.services[name] = true
+			rd.mu.Unlock()
+			return rd.catalog.Instances(rd.ctx, name)
 		}
 	}
 	return src
@@ -114,12 +145,12 @@ func (rd *rendering) one(tpl model.Template) (out []byte, dest string, err error
 }
 
 // renderTemplates writes each of the task's templates into its directory
-// and returns the variables of those with env = true, and the paths of
-// the variables they read. A template reads the task's environment
-// (taskEnv: NOMAD_* variables, the ports, the task's env), the node's
-// values (node.*, attr.*, meta.*) and the variables store.
-func renderTemplates(ctx context.Context, t *model.Task, env TaskEnv, taskEnv map[string]string, taskDir string, vars Vars) (map[string]string, []string, error) {
-	rd := &rendering{env: env, taskEnv: taskEnv, taskDir: taskDir, vars: vars, ctx: ctx, paths: map[string]bool{}}
+// and returns the variables of those with env = true, and what they read.
+// A template reads the task's environment (taskEnv: NOMAD_* variables, the
+// ports, the task's env), the node's values (node.*, attr.*, meta.*), the
+// variables store and the services bucket.
+func (r *Runner) renderTemplates(ctx context.Context, t *model.Task, env TaskEnv, taskEnv map[string]string, taskDir string) (map[string]string, templateSources, error) {
+	rd := r.newRendering(ctx, env, taskEnv, taskDir)
 	out := map[string]string{}
 	for i, tpl := range t.Templates {
 		data, dest, err := rd.one(tpl)
@@ -134,10 +165,10 @@ func renderTemplates(ctx context.Context, t *model.Task, env TaskEnv, taskEnv ma
 			maps.Copy(out, kv)
 		}
 		if err != nil {
-			return nil, nil, templateError{fmt.Errorf("template %d (%s): %w", i, tpl.Destination, err)}
+			return nil, templateSources{}, templateError{fmt.Errorf("template %d (%s): %w", i, tpl.Destination, err)}
 		}
 	}
-	return out, slices.Sorted(maps.Keys(rd.paths)), nil
+	return out, rd.read(), nil
 }
 
 // rerender renders the task's templates again after a variable changed and
@@ -147,7 +178,7 @@ func renderTemplates(ctx context.Context, t *model.Task, env TaskEnv, taskEnv ma
 // send.
 func (r *Runner) rerender(ctx context.Context, t *model.Task) (restart bool, signals []string, err error) {
 	env, taskEnv, taskDir := r.taskEnvFor(t)
-	rd := &rendering{env: env, taskEnv: taskEnv, taskDir: taskDir, vars: r.cfg.Vars, ctx: ctx, paths: map[string]bool{}}
+	rd := r.newRendering(ctx, env, taskEnv, taskDir)
 	for i, tpl := range t.Templates {
 		data, dest, err := rd.one(tpl)
 		if err != nil {
@@ -159,7 +190,7 @@ func (r *Runner) rerender(ctx context.Context, t *model.Task) (restart bool, sig
 		if err := writeFileAtomic(dest, data, os.FileMode(tpl.FileMode())); err != nil {
 			return false, nil, fmt.Errorf("template %d (%s): %w", i, tpl.Destination, err)
 		}
-		r.event(t.Name, EventTemplateRendered, fmt.Sprintf("template %s rendered again: a variable it reads changed", tpl.Destination))
+		r.event(t.Name, EventTemplateRendered, fmt.Sprintf("template %s rendered again: a variable or service it reads changed", tpl.Destination))
 		switch {
 		case tpl.Env || tpl.ChangeMode == "" || tpl.ChangeMode == model.ChangeRestart:
 			restart = true
@@ -170,16 +201,18 @@ func (r *Runner) rerender(ctx context.Context, t *model.Task) (restart bool, sig
 	return restart, signals, nil
 }
 
-// watchTemplates follows the variables the task's templates read while the
-// task runs (started or reattached as h): on a change it renders them
+// watchTemplates follows the variables and services the task's templates
+// read while the task runs (started or reattached as h): on a change it renders them
 // again and applies their change modes (signals are sent here; a restart
 // is asked for on the returned channel, which wait turns into a stop and
 // the task loop into a start). It returns nil when there is nothing to
 // follow.
 func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle) <-chan struct{} {
 	r.mu.Lock()
-	paths := r.tplPaths[t.Name]
-	if r.cfg.Vars == nil || len(paths) == 0 || r.bgClosed {
+	src := r.tplSources[t.Name]
+	varsOn := r.cfg.Vars != nil && len(src.vars) > 0
+	servicesOn := r.cfg.Catalog != nil && len(src.services) > 0
+	if (!varsOn && !servicesOn) || r.bgClosed {
 		r.mu.Unlock()
 		return nil
 	}
@@ -188,16 +221,29 @@ func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model
 	restart := make(chan struct{}, 1)
 	go func() {
 		defer r.bgWG.Done()
-		changes, err := r.cfg.Vars.Watch(ctx, paths)
-		if err != nil {
-			r.log.Error("watching the variables of the task's templates", "task", t.Name, "err", err)
-			return
+		var varChanges, svcChanges <-chan struct{}
+		var err error
+		if varsOn {
+			if varChanges, err = r.cfg.Vars.Watch(ctx, src.vars); err != nil {
+				r.log.Error("watching the variables of the task's templates", "task", t.Name, "err", err)
+				return
+			}
+		}
+		if servicesOn {
+			if svcChanges, err = r.cfg.Catalog.WatchServices(ctx, src.services); err != nil {
+				r.log.Error("watching the services of the task's templates", "task", t.Name, "err", err)
+				return
+			}
 		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case _, ok := <-changes:
+			case _, ok := <-varChanges:
+				if !ok {
+					return
+				}
+			case _, ok := <-svcChanges:
 				if !ok {
 					return
 				}

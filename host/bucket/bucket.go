@@ -57,3 +57,43 @@ func Open(ctx context.Context, js jetstream.JetStream, name string, timeout time
 	}
 	return kv, nil
 }
+
+// Merge turns key watchers into one channel that receives after any update
+// any of them sees (bursts coalesce); the watchers are stopped and the
+// channel closed when ctx ends or every watcher has ended.
+func Merge(ctx context.Context, ws []jetstream.KeyWatcher) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	done := make(chan struct{}, len(ws))
+	for _, w := range ws {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok := <-w.Updates():
+					if !ok {
+						return
+					}
+					if e == nil {
+						continue
+					}
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	go func() {
+		for range ws {
+			<-done
+		}
+		for _, w := range ws {
+			_ = w.Stop()
+		}
+		close(out)
+	}()
+	return out
+}

@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // Lookup resolves an environment name (NOMAD_PORT_http, node.unique.name,
@@ -32,11 +34,16 @@ type Lookup func(name string) (string, bool)
 // and whether it exists.
 type VarLookup func(path string) (map[string]string, bool, error)
 
-// Sources are what a template reads: the task's environment and the
-// variables store (nil: no store, nomadVar fails).
+// ServiceLookup reads the registered instances of a service (host/services).
+type ServiceLookup func(name string) ([]*model.ServiceRegistration, error)
+
+// Sources are what a template reads: the task's environment, the variables
+// store (nil: no store, nomadVar fails) and the services bucket (nil: none,
+// nomadService fails).
 type Sources struct {
-	Env Lookup
-	Var VarLookup
+	Env     Lookup
+	Var     VarLookup
+	Service ServiceLookup
 }
 
 // unavailable are the template functions of Nomad's templates (consul-
@@ -48,11 +55,11 @@ var unavailable = map[string]string{
 	"node": "hivelet has no Consul catalog", "nodes": "hivelet has no Consul catalog", "caRoots": "hivelet has no Consul Connect", "caLeaf": "hivelet has no Consul Connect",
 	"secret": "hivelet has no Vault integration", "secrets": "hivelet has no Vault integration", "pkiCert": "hivelet has no Vault integration",
 	"nomadVarList": "hivelet's templates read variables by path (nomadVar), not lists of them", "nomadVarListSafe": "hivelet's templates read variables by path (nomadVar), not lists of them",
-	"nomadService": "hivelet has no service catalog for templates yet", "nomadServices": "hivelet has no service catalog for templates yet",
-	"file":      "templates read only the task's environment, not files on the node",
-	"plugin":    "templates run no programs",
-	"sockaddr":  "templates read only the task's environment; use {{ env \"NOMAD_IP_<label>\" }}",
-	"timestamp": "a rendered file must not depend on when it was rendered",
+	"nomadServices": "hivelet's templates read a service by name (nomadService), not the list of services",
+	"file":          "templates read only the task's environment, not files on the node",
+	"plugin":        "templates run no programs",
+	"sockaddr":      "templates read only the task's environment; use {{ env \"NOMAD_IP_<label>\" }}",
+	"timestamp":     "a rendered file must not depend on when it was rendered",
 }
 
 // Names lists the functions a template may call, besides text/template's
@@ -94,6 +101,14 @@ func funcs(src Sources) template.FuncMap {
 		"nomadVarExists": func(path string) (bool, error) {
 			_, ok, err := readVar(path)
 			return ok, err
+		},
+		// nomadService is the registered instances of a service (each
+		// with .Address, .Port, .Tags, .NodeID, .AllocID), sorted by node.
+		"nomadService": func(name string) ([]*model.ServiceRegistration, error) {
+			if src.Service == nil {
+				return nil, fmt.Errorf("service %s: this node has no services bucket", name)
+			}
+			return src.Service(name)
 		},
 		"env": func(name string) string { v, _ := lookup(name); return v },
 		"envOrDefault": func(name, def string) string {

@@ -2,6 +2,7 @@ package render
 
 import (
 	"errors"
+	"github.com/hivelet/hivelet/host/model"
 	"reflect"
 	"strings"
 	"testing"
@@ -34,10 +35,10 @@ missing=[{{ env "NOPE" }}] default={{ envOrDefault "NOPE" "x" }}
 }
 
 func TestAnUnknownFunctionIsRefusedWithItsLine(t *testing.T) {
-	err := Check("a\nb {{ nomadService \"web\" }}\n", "", "")
+	err := Check("a\nb {{ secret \"kv/db\" }}\n", "", "")
 	var re *Error
-	if !errors.As(err, &re) || re.Line != 2 || !strings.Contains(re.Message, `template function "nomadService" is not available in hivelet (hivelet has no service catalog`) {
-		t.Fatalf("nomadService: %#v", err)
+	if !errors.As(err, &re) || re.Line != 2 || !strings.Contains(re.Message, `template function "secret" is not available in hivelet (hivelet has no Vault integration)`) {
+		t.Fatalf("secret: %#v", err)
 	}
 	err = Check("{{ frobnicate }}", "", "")
 	if !errors.As(err, &re) || re.Line != 1 || !strings.Contains(re.Message, `"frobnicate" is not available in hivelet (available: base64Decode, `) {
@@ -80,5 +81,21 @@ func TestVariablesAreReadByPath(t *testing.T) {
 	}
 	if _, err := Render(`{{ nomadVar "app/db" }}`, "", "", Sources{}); err == nil || !strings.Contains(err.Error(), "no variables store") {
 		t.Fatalf("no store: %v", err)
+	}
+}
+
+func TestServicesAreReadByName(t *testing.T) {
+	src := Sources{Service: func(name string) ([]*model.ServiceRegistration, error) {
+		if name != "web" {
+			return nil, nil
+		}
+		return []*model.ServiceRegistration{{Name: "web", Address: "10.0.0.1", Port: 8080}, {Name: "web", Address: "10.0.0.2", Port: 8081}}, nil
+	}}
+	got, err := Render(`{{ range nomadService "web" }}server {{ .Address }}:{{ .Port }};{{ end }}|{{ len (nomadService "db") }}`, "", "", src)
+	if err != nil || string(got) != "server 10.0.0.1:8080;server 10.0.0.2:8081;|0" {
+		t.Fatalf("rendered %q %v", got, err)
+	}
+	if _, err := Render(`{{ nomadService "web" }}`, "", "", Sources{}); err == nil {
+		t.Fatal("rendered a service with no services bucket")
 	}
 }

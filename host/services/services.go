@@ -130,16 +130,72 @@ func (s *Store) List(ctx context.Context) (byName map[string][]*model.ServiceReg
 		byName[r.Name] = append(byName[r.Name], &r)
 	}
 	for _, rs := range byName {
-		sort.Slice(rs, func(i, j int) bool {
-			if rs[i].NodeID != rs[j].NodeID {
-				return rs[i].NodeID < rs[j].NodeID
-			}
-			if rs[i].AllocID != rs[j].AllocID {
-				return rs[i].AllocID < rs[j].AllocID
-			}
-			return rs[i].Index < rs[j].Index
-		})
+		sortInstances(rs)
 	}
 	sort.Strings(bad)
 	return byName, bad, nil
+}
+
+// Instances returns the registrations of one service, sorted by node then
+// allocation.
+func (s *Store) Instances(ctx context.Context, name string) ([]*model.ServiceRegistration, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	keys, err := s.kv.ListKeysFiltered(rctx, name+".>")
+	if err != nil {
+		return nil, fmt.Errorf("listing service %s: %w", name, err)
+	}
+	var out []*model.ServiceRegistration
+	for k := range keys.Keys() {
+		e, err := s.kv.Get(rctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading service %s: %w", k, err)
+		}
+		var r model.ServiceRegistration
+		if err := model.Decode(e.Value(), &r); err != nil {
+			continue // reported by List; an instance that does not decode is none
+		}
+		out = append(out, &r)
+	}
+	sortInstances(out)
+	return out, nil
+}
+
+func sortInstances(rs []*model.ServiceRegistration) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].NodeID != rs[j].NodeID {
+			return rs[i].NodeID < rs[j].NodeID
+		}
+		if rs[i].AllocID != rs[j].AllocID {
+			return rs[i].AllocID < rs[j].AllocID
+		}
+		return rs[i].Index < rs[j].Index
+	})
+}
+
+// WatchServices sends on the returned channel after any registration or
+// deregistration of one of names, coalescing bursts; it closes when ctx
+// ends.
+func (s *Store) WatchServices(ctx context.Context, names []string) (<-chan struct{}, error) {
+	var ws []jetstream.KeyWatcher
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			return nil, err
+		}
+		w, err := s.kv.Watch(ctx, n+".>", jetstream.UpdatesOnly())
+		if err != nil {
+			for _, w := range ws {
+				_ = w.Stop()
+			}
+			return nil, fmt.Errorf("watching service %s: %w", n, err)
+		}
+		ws = append(ws, w)
+	}
+	return bucket.Merge(ctx, ws), nil
 }

@@ -154,7 +154,6 @@ func (s *Store) Watch(ctx context.Context, paths []string) (<-chan struct{}, err
 			return nil, err
 		}
 	}
-	out := make(chan struct{}, 1)
 	var ws []jetstream.KeyWatcher
 	for _, p := range paths {
 		w, err := s.kv.Watch(ctx, p, jetstream.UpdatesOnly())
@@ -166,37 +165,5 @@ func (s *Store) Watch(ctx context.Context, paths []string) (<-chan struct{}, err
 		}
 		ws = append(ws, w)
 	}
-	done := make(chan struct{}, len(ws))
-	for _, w := range ws {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case e, ok := <-w.Updates():
-					if !ok {
-						return
-					}
-					if e == nil {
-						continue
-					}
-					select {
-					case out <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	go func() {
-		for range ws {
-			<-done
-		}
-		for _, w := range ws {
-			_ = w.Stop()
-		}
-		close(out)
-	}()
-	return out, nil
+	return bucket.Merge(ctx, ws), nil
 }
