@@ -250,6 +250,9 @@ func Canonicalize(j *model.Job) {
 		if g.Restart == nil {
 			g.Restart = model.DefaultRestartPolicy(j.Type)
 		}
+		if g.Network != nil && g.Network.Mode == "" {
+			g.Network.Mode = model.NetworkHost // as in HCL, Nomad's default
+		}
 	}
 }
 
