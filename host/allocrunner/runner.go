@@ -1,11 +1,25 @@
-// Package allocrunner owns the life of one allocation on this node: it starts
-// the allocation's tasks through their driver plugins (after validating each
-// task's config against the driver's schema), waits on them, applies the
-// group's restart policy, runs the tasks' service checks, tracks deployment
-// health (min_healthy_time, healthy_deadline), and stops the tasks with their
+// Package allocrunner owns the life of one allocation on this node: it takes
+// the allocation's ports from the node's table, renders its tasks'
+// templates, starts the tasks through their driver plugins (after
+// validating each task's config against the driver's schema), waits on
+// them, applies the group's restart policy, runs the service checks,
+// registers the services while they pass, re-renders templates when the
+// variables or services they read change, tracks deployment health
+// (min_healthy_time, healthy_deadline), enforces a sysbatch group's
+// max_run_duration, and stops the tasks with their shutdown_delay,
 // kill_timeout and kill_signal.
 //
 // Invariants:
+//   - An allocation's ports are recorded with it before any task starts and
+//     never change; a restored allocation claims the very ports it recorded
+//     (TestARestoredAllocationKeepsTheVeryPortsItRecorded); they are given
+//     back when its tasks are gone. A port it cannot have fails it before
+//     any task starts (TestASecondAllocationWantingAHeldStaticPortFailsBeforeAnyTaskStarts).
+//   - A service is registered only while its checks pass and its tasks run,
+//     and a finished allocation leaves no registration, including one a
+//     runner before an agent restart wrote
+//     (TestARestoredAllocationsFailingServiceIsDeregistered); Detach leaves
+//     them, as it leaves the tasks.
 //   - Every change of the allocation or of a task handle is written to the
 //     state store before it is reported (OnUpdate), so a restarted agent
 //     reattaches to exactly what was running (TestARestoredRunnerReattachesWithoutStarting).
