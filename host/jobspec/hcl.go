@@ -330,7 +330,7 @@ var (
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
 		attrs:  []string{"count", "meta", "max_run_duration", "shutdown_delay"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
@@ -429,6 +429,9 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	}
 	if a := c.attrs["shutdown_delay"]; a != nil {
 		g.ShutdownDelay, _ = p.duration(a, path+".shutdown_delay")
+	}
+	if eb := p.one(c, "ephemeral_disk"); eb != nil {
+		p.ephemeralDisk(eb)
 	}
 
 	// Update: defaults, then the job's block, then the group's, field by

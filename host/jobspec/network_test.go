@@ -178,7 +178,7 @@ x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
 }
 
 // TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition: stagger, a task's
-// logs block, a template's splay and wait parse, and each is reported as a
+// logs block, a template's splay and wait, a group's ephemeral_disk parse, and each is reported as a
 // warning at its position; a file without them warns nothing (control).
 func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
 	src := `job "w" {
@@ -202,6 +202,9 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
         }
       }
     }
+    ephemeral_disk {
+      size = 300
+    }
   }
 }`
 	var got []string
@@ -209,7 +212,7 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
 	if _, err := ParseHCLWith("w.hcl", []byte(src), Inputs{Warn: warn}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored"}
+	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored", "w.hcl:23:5: the ephemeral_disk block is accepted and not applied"}
 	if len(got) != len(want) {
 		t.Fatalf("warnings %q, want %d", got, len(want))
 	}

@@ -22,7 +22,6 @@ var unsupported = map[string]string{
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
 	"network":                      "the network block belongs to the group in hivelet (Nomad deprecated it inside resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
-	"ephemeral_disk":               "hivelet manages no allocation disk; use the driver's own mounts",
 	"consul":                       "hivelet registers nothing in Consul",
 	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
 	"stop_after_client_disconnect": "a node cut off from the fleet keeps running its tasks in hivelet",
