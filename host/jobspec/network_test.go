@@ -212,7 +212,7 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
 	if _, err := ParseHCLWith("w.hcl", []byte(src), Inputs{Warn: warn}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored", "w.hcl:23:5: the ephemeral_disk block is accepted and not applied"}
+	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored", "w.hcl:22:5: the ephemeral_disk block is accepted and not applied"}
 	if len(got) != len(want) {
 		t.Fatalf("warnings %q, want %d", got, len(want))
 	}
