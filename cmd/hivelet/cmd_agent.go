@@ -26,7 +26,9 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
 	fleetrollout "github.com/hivelet/hivelet/host/rollout"
+	"github.com/hivelet/hivelet/host/services"
 	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/host/vars"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
@@ -266,6 +268,14 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err != nil {
 		return err
 	}
+	varStore, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	if err != nil {
+		return err
+	}
+	svcStore, err := services.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	if err != nil {
+		return err
+	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics})
@@ -339,7 +349,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 
 	a, err := agent.New(agent.Config{
 		Node: buildNode, Source: src, Allocs: fstore.ForNode(nodeID), Deployments: fstore, Store: store,
-		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable,
+		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore, Services: svcStore, Catalog: svcStore,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
 		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), BootID: bootID,

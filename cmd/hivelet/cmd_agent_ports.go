@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/ports"
 )
@@ -8,7 +9,7 @@ import (
 // AttrNetworkAddress is the node attribute naming the address the node
 // publishes its allocations' ports on (Nomad's attribute of that name), so
 // a constraint or a task can read it as ${attr.unique.network.ip-address}.
-const AttrNetworkAddress = "unique.network.ip-address"
+const AttrNetworkAddress = allocrunner.AttrNetworkAddress
 
 // newPortTable builds the node's port table from the agent's network block:
 // ports are published on network.address (dev: 127.0.0.1; otherwise, when

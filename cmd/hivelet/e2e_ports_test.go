@@ -174,6 +174,15 @@ func TestEndToEndPortsAreReachableNeverSharedAndKeptAcrossARestart(t *testing.T)
 	if !hello("http://127.0.0.1:" + strconv.Itoa(static) + "/") {
 		t.Fatalf("the static port %d does not answer on 127.0.0.1", static)
 	}
+	// Its service is registered at the address of its label once the
+	// check passes.
+	testutil.Eventually(t, 20*time.Second, "the exporter service registered", func() bool {
+		code, out := p.cli("service", "info", "exporter")
+		return code == 0 && strings.Contains(out, "127.0.0.1:"+strconv.Itoa(static)) && strings.Contains(out, "metrics")
+	})
+	if code, out := p.cli("service", "list"); code != 0 || !strings.Contains(out, "exporter") {
+		t.Fatalf("service list: exit %d\n%s", code, out)
+	}
 	if code, out := p.cli("job", "run", e2eFile(t, dir, "dyn.hcl", dynamicJobHCL(dyn, env.Tag))); code != 0 || !strings.Contains(out, "deployment successful") {
 		t.Fatalf("job run dyn: exit %d\n%s", code, out)
 	}
@@ -234,4 +243,9 @@ func TestEndToEndPortsAreReachableNeverSharedAndKeptAcrossARestart(t *testing.T)
 		}
 	}
 	testutil.Eventually(t, 30*time.Second, "no container running", func() bool { return containerOf(exporter) == "" && containerOf(dyn) == "" })
+	// Stopped, its service is gone.
+	testutil.Eventually(t, 20*time.Second, "the exporter service deregistered", func() bool {
+		code, out := p.cli("service", "info", "exporter")
+		return code == 1 && strings.Contains(out, `no instance of service "exporter"`)
+	})
 }

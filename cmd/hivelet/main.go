@@ -47,6 +47,8 @@ func newRootCmd() *cobra.Command {
 		newPolicyCmd(),
 		newPluginCmd(),
 		newDriverCmd(),
+		newVarCmd(),
+		newServiceCmd(),
 	)
 	usageErrors(root)
 	return root

@@ -1,10 +1,17 @@
 # A metrics exporter run as a plain process by the exec driver, on every
-# Linux node, with a tcp check.
+# Linux node, on the static port 9100 (the group's network), with a tcp
+# check on that port label and its service registered while it passes.
 job "node-exporter" {
   type        = "system"
   datacenters = ["*"]
 
   group "exporter" {
+    network {
+      port "metrics" {
+        static = 9100
+      }
+    }
+
     disconnect {
       lost_after = "5m"
       replace    = false
@@ -17,7 +24,7 @@ job "node-exporter" {
 
       config {
         command = "/usr/local/bin/node_exporter"
-        args    = ["--web.listen-address=:9100", "--collector.textfile.directory=${NOMAD_ALLOC_DIR}/textfile"]
+        args    = ["--web.listen-address=${NOMAD_ADDR_metrics}", "--collector.textfile.directory=${NOMAD_ALLOC_DIR}/textfile"]
       }
 
       resources {
@@ -27,7 +34,8 @@ job "node-exporter" {
 
       service {
         name = "node-exporter"
-        port = "9100"
+        port = "metrics"
+        tags = ["prometheus"]
 
         check {
           type     = "tcp"

@@ -110,7 +110,13 @@ type Config struct {
 	AllocRoot string
 	// Ports is the node's port table, shared by every runner (nil: a group
 	// with a network block cannot start here).
-	Ports      allocrunner.PortTable
+	Ports allocrunner.PortTable
+	// Vars is the variables store templates read (nil: none).
+	Vars allocrunner.Vars
+	// Services is where allocations register their services, and Catalog
+	// what their templates read of them (nil: none).
+	Services   allocrunner.ServiceRegistry
+	Catalog    allocrunner.Catalog
 	Canaries   reconcile.CanaryChooser     // nil: the reconciler's default
 	Completion reconcile.CompletionDecider // nil: reconcile.DefaultCompletion
 	Metrics    Metrics
@@ -267,6 +273,9 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		AllocRoot: a.cfg.AllocRoot,
 		Handles:   handles,
 		Ports:     a.cfg.Ports,
+		Vars:      a.cfg.Vars,
+		Services:  a.cfg.Services,
+		Catalog:   a.cfg.Catalog,
 		OnUpdate:  a.onAllocUpdate,
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,

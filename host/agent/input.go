@@ -134,13 +134,14 @@ func tasksEqual(a, b *model.Group) bool {
 		Network        *model.Network
 		MaxRunDuration model.Duration
 		Services       []model.Service
+		ShutdownDelay  model.Duration
 	}
-	ja, err1 := json.Marshal(shape{a.Tasks, a.Meta, a.Network, a.MaxRunDuration, a.Services})
-	jb, err2 := json.Marshal(shape{b.Tasks, b.Meta, b.Network, b.MaxRunDuration, b.Services})
+	ja, err1 := json.Marshal(shape{a.Tasks, a.Meta, a.Network, a.MaxRunDuration, a.Services, a.ShutdownDelay})
+	jb, err2 := json.Marshal(shape{b.Tasks, b.Meta, b.Network, b.MaxRunDuration, b.Services, b.ShutdownDelay})
 	if err1 != nil || err2 != nil {
 		return reflect.DeepEqual(a.Tasks, b.Tasks) && reflect.DeepEqual(a.Meta, b.Meta) &&
 			reflect.DeepEqual(a.Network, b.Network) && a.MaxRunDuration == b.MaxRunDuration &&
-			reflect.DeepEqual(a.Services, b.Services)
+			reflect.DeepEqual(a.Services, b.Services) && a.ShutdownDelay == b.ShutdownDelay
 	}
 	return string(ja) == string(jb)
 }

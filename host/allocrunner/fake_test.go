@@ -28,6 +28,7 @@ type fakeDriver struct {
 	// RecoverTask calls fail with a transient (not "not found") error.
 	driverErrs, recoverErrs int
 	destroys                int
+	signals                 []string // "task ID signal" of each SignalTask
 }
 
 type fakeStop struct {
@@ -220,7 +221,18 @@ func (f *fakeDriver) TaskStats(ctx context.Context, id string, interval time.Dur
 func (f *fakeDriver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
 	return make(chan *driver.TaskEvent), nil
 }
-func (f *fakeDriver) SignalTask(ctx context.Context, id, sig string) error { return nil }
+func (f *fakeDriver) SignalTask(ctx context.Context, id, sig string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signals = append(f.signals, id+" "+sig)
+	return nil
+}
+
+func (f *fakeDriver) signalsSent() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.signals...)
+}
 
 func (f *fakeDriver) startCount(id string) int {
 	f.mu.Lock()

@@ -189,7 +189,14 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 		r.mu.Lock()
 		prev := r.checks[key]
 		r.checks[key] = err
+		first := !r.checkRan[key] && notRunning == ""
+		if notRunning == "" {
+			r.checkRan[key] = true
+		}
 		r.mu.Unlock()
+		if first {
+			r.pokeServices()
+		}
 		if (prev == nil) != (err == nil) {
 			if err != nil {
 				r.log.Info("check failing", "check", key, "err", err)
@@ -200,6 +207,7 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 			case r.changed <- struct{}{}:
 			default:
 			}
+			r.pokeServices()
 		}
 		select {
 		case <-r.ctx.Done():

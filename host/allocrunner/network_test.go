@@ -210,24 +210,10 @@ func TestAChecksPortLabelProbesTheAddressTheNodePublished(t *testing.T) {
 // healthy. The control (nothing listening) stays unhealthy.
 func TestAGroupServiceCheckProbesTheLabelOnceEveryTaskRuns(t *testing.T) {
 	run := func(listen bool) *model.Allocation {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := serveTCP(t, "127.0.0.1:0")
 		port := l.Addr().(*net.TCPAddr).Port
 		if !listen {
 			l.Close()
-		} else {
-			defer l.Close()
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
 		}
 		f := newFixture(t, map[string]any{}, nil, fastUpdate(50*time.Millisecond, 2*time.Second))
 		g := f.job.Groups[0]

@@ -1,11 +1,25 @@
-// Package allocrunner owns the life of one allocation on this node: it starts
-// the allocation's tasks through their driver plugins (after validating each
-// task's config against the driver's schema), waits on them, applies the
-// group's restart policy, runs the tasks' service checks, tracks deployment
-// health (min_healthy_time, healthy_deadline), and stops the tasks with their
+// Package allocrunner owns the life of one allocation on this node: it takes
+// the allocation's ports from the node's table, renders its tasks'
+// templates, starts the tasks through their driver plugins (after
+// validating each task's config against the driver's schema), waits on
+// them, applies the group's restart policy, runs the service checks,
+// registers the services while they pass, re-renders templates when the
+// variables or services they read change, tracks deployment health
+// (min_healthy_time, healthy_deadline), enforces a sysbatch group's
+// max_run_duration, and stops the tasks with their shutdown_delay,
 // kill_timeout and kill_signal.
 //
 // Invariants:
+//   - An allocation's ports are recorded with it before any task starts and
+//     never change; a restored allocation claims the very ports it recorded
+//     (TestARestoredAllocationKeepsTheVeryPortsItRecorded); they are given
+//     back when its tasks are gone. A port it cannot have fails it before
+//     any task starts (TestASecondAllocationWantingAHeldStaticPortFailsBeforeAnyTaskStarts).
+//   - A service is registered only while its checks pass and its tasks run,
+//     and a finished allocation leaves no registration, including one a
+//     runner before an agent restart wrote
+//     (TestARestoredAllocationsFailingServiceIsDeregistered); Detach leaves
+//     them, as it leaves the tasks.
 //   - Every change of the allocation or of a task handle is written to the
 //     state store before it is reported (OnUpdate), so a restarted agent
 //     reattaches to exactly what was running (TestARestoredRunnerReattachesWithoutStarting).
@@ -77,6 +91,15 @@ type Config struct {
 	// Handles are the stored handles of a restored allocation, by task name:
 	// those tasks are reattached, not started.
 	Handles map[string]*driver.TaskHandle
+	// Services is where the allocation's services are registered while
+	// their checks pass (nil: not registered anywhere).
+	Services ServiceRegistry
+	// Catalog is the services bucket the tasks' templates read
+	// (nomadService); nil: a template reading a service fails to render.
+	Catalog Catalog
+	// Vars is the variables store the tasks' templates read (nomadVar);
+	// nil: a template reading a variable fails to render.
+	Vars Vars
 	// Ports is the node's port table; an allocation whose group has a
 	// network takes its ports there before its tasks start and gives them
 	// back when they are gone. Nil: such an allocation fails to start.
@@ -99,17 +122,25 @@ type Runner struct {
 	ctx    context.Context // ends on Detach
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	alloc    *model.Allocation
-	job      *model.Job
-	intent   model.DesiredStatus
-	running  map[string]bool // task name → running now
-	final    map[string]bool // task name → finished for good
-	checks   map[string]error
-	healthGn int    // generation of the health tracker; bumped by an in-place update
-	failStop string // set when the run limit stops the allocation: its tasks die failed, for this reason
-	started  bool
-	bgClosed bool // no new background goroutine may start
+	mu         sync.Mutex
+	alloc      *model.Allocation
+	job        *model.Job
+	intent     model.DesiredStatus
+	running    map[string]bool // task name → running now
+	final      map[string]bool // task name → finished for good
+	checks     map[string]error
+	healthGn   int                        // generation of the health tracker; bumped by an in-place update
+	failStop   string                     // set when the run limit stops the allocation: its tasks die failed, for this reason
+	tplSources map[string]templateSources // task name → what its templates read at the last render
+	// registered are the service registrations written, by key; svcPoke
+	// wakes the service loop; detached says the runner was detached (its
+	// registrations stay, as its tasks do).
+	registered map[string]*model.ServiceRegistration
+	checkRan   map[string]bool // check key → it has run at least once
+	svcPoke    chan struct{}
+	detached   bool
+	started    bool
+	bgClosed   bool // no new background goroutine may start
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
@@ -141,20 +172,25 @@ func New(cfg Config) *Runner {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runner{
-		cfg:      cfg,
-		log:      cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
-		now:      cfg.Now,
-		ctx:      ctx,
-		cancel:   cancel,
-		alloc:    a,
-		job:      cfg.Job,
-		intent:   model.DesiredRun,
-		running:  map[string]bool{},
-		final:    map[string]bool{},
-		checks:   map[string]error{},
-		stopping: make(chan struct{}),
-		changed:  make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
+		now:        cfg.Now,
+		ctx:        ctx,
+		cancel:     cancel,
+		alloc:      a,
+		job:        cfg.Job,
+		intent:     model.DesiredRun,
+		running:    map[string]bool{},
+		final:      map[string]bool{},
+		checks:     map[string]error{},
+		tplSources: map[string]templateSources{},
+
+		registered: map[string]*model.ServiceRegistration{},
+		checkRan:   map[string]bool{},
+		svcPoke:    make(chan struct{}, 1),
+		stopping:   make(chan struct{}),
+		changed:    make(chan struct{}, 1),
+		done:       make(chan struct{}),
 
 		firstDone: make(chan struct{}),
 	}
@@ -294,6 +330,18 @@ func (r *Runner) Run() {
 	}
 	r.startHealth()
 	r.watchRunDuration(g, jobType)
+	if r.cfg.Services != nil && hasServices(g) {
+		if len(r.cfg.Handles) > 0 {
+			// Restored: the runner before the agent's restart registered
+			// what was healthy. Taken as registered, each stays until its
+			// checks say otherwise.
+			r.mu.Lock()
+			r.registered = r.desiredServicesLocked(true)
+			r.mu.Unlock()
+		}
+		r.bgWG.Add(1)
+		go r.serviceLoop()
+	}
 	r.tasksWG.Add(len(tasks))
 	go func() {
 		r.tasksWG.Wait()
@@ -302,6 +350,12 @@ func (r *Runner) Run() {
 		r.bgClosed = true
 		r.mu.Unlock()
 		r.bgWG.Wait()
+		r.mu.Lock()
+		detached := r.detached
+		r.mu.Unlock()
+		if r.cfg.Services != nil && !detached {
+			r.deregisterAll()
+		}
 		r.releasePorts()
 		r.closeDone()
 	}()
@@ -321,8 +375,23 @@ func (r *Runner) Stop(ctx context.Context, reason string) error {
 		r.alloc.DesiredDescription = reason
 	}
 	started := r.started
+	var delay time.Duration
+	if g := r.group(); g != nil && r.cfg.Services != nil && hasServices(g) {
+		delay = g.ShutdownDelay.D()
+	}
 	r.mu.Unlock()
-	r.persist()
+	r.persist() // with intent stop: the service loop deregisters
+	if started && delay > 0 {
+		// shutdown_delay: the services go first, the tasks keep serving
+		// what is already on its way, then they get their kill signal.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-r.done:
+		}
+		t.Stop()
+	}
 	r.stopOnce.Do(func() { close(r.stopping) })
 	if !started {
 		r.markStoppedBeforeStart()
@@ -353,6 +422,9 @@ func (r *Runner) markStoppedBeforeStart() {
 // Detach ends the runner's goroutines and leaves its tasks running, with
 // their handles in the store, for the next agent to reattach.
 func (r *Runner) Detach() {
+	r.mu.Lock()
+	r.detached = true
+	r.mu.Unlock()
 	r.cancel()
 	r.mu.Lock()
 	started := r.started
@@ -426,6 +498,7 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 	case r.changed <- struct{}{}:
 	default:
 	}
+	r.pokeServices()
 }
 
 func (r *Runner) setClientStatusLocked(s model.ClientStatus, desc string) {

@@ -28,42 +28,56 @@ const (
 
 func (r *Runner) taskID(task string) string { return r.alloc.ID + "/" + task }
 
-// buildTaskConfig interpolates the task's config and env and builds what the
-// driver receives.
-func (r *Runner) buildTaskConfig(t *model.Task) (*driver.TaskConfig, error) {
+// taskEnvFor is a task's interpolation variables, its process
+// environment (before templates) and its directory.
+func (r *Runner) taskEnvFor(t *model.Task) (TaskEnv, map[string]string, string) {
 	r.mu.Lock()
 	alloc, job := CloneAlloc(r.alloc), r.job
 	g := r.group()
 	r.mu.Unlock()
 	allocDir := r.AllocDir()
 	taskDir := filepath.Join(allocDir, t.Name)
+	env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, allocDir, taskDir)
+	return env, env.Env(t.Env), taskDir
+}
+
+// buildTaskConfig interpolates the task's config and env, renders its
+// templates, and builds what the driver receives.
+func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.TaskConfig, error) {
+	env, taskEnv, taskDir := r.taskEnvFor(t)
+	alloc := env.vars["NOMAD_ALLOC_ID"]
+	allocDir := r.AllocDir()
 	stdout, stderr := LogPaths(allocDir, t.Name)
 	// Nomad's task directory layout: local/ and secrets/ for the task
 	// (templates render there; docker mounts them at /local and /secrets).
 	if err := mkdirs(taskDir, filepath.Join(taskDir, "local"), filepath.Join(taskDir, "secrets"), filepath.Dir(stdout)); err != nil {
 		return nil, fmt.Errorf("creating allocation directories: %w", err)
 	}
-	env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, allocDir, taskDir)
 	cfg, _ := env.ReplaceAll(t.Config).(map[string]any)
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
-	taskEnv := env.Env(t.Env)
 	if len(t.Templates) > 0 {
-		vars, err := renderTemplates(t, env, taskEnv, taskDir)
+		vars, src, err := r.renderTemplates(ctx, t, env, taskEnv, taskDir)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(taskEnv, vars)
 		maps.Copy(taskEnv, env.fixed) // the ports stay what the node allocated
+		r.mu.Lock()
+		r.tplSources[t.Name] = src
+		r.mu.Unlock()
 	}
+	r.mu.Lock()
+	jobID, group, nodeID := r.alloc.JobID, r.alloc.TaskGroup, r.alloc.NodeID
+	r.mu.Unlock()
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
-		AllocID:    alloc.ID,
+		AllocID:    alloc,
 		TaskName:   t.Name,
-		JobID:      alloc.JobID,
-		Group:      alloc.TaskGroup,
-		NodeID:     alloc.NodeID,
+		JobID:      jobID,
+		Group:      group,
+		NodeID:     nodeID,
 		Config:     cfg,
 		Env:        taskEnv,
 		User:       t.User,
@@ -79,7 +93,7 @@ func (r *Runner) buildTaskConfig(t *model.Task) (*driver.TaskConfig, error) {
 type errPermanent struct{ error }
 
 func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*driver.TaskHandle, error) {
-	tc, err := r.buildTaskConfig(t)
+	tc, err := r.buildTaskConfig(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -204,9 +218,12 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		firstOver()
 
 		var res *driver.ExitResult
+		restarted := false
 		if exitErr == "" && h != nil {
 			var detached bool
-			res, detached = r.wait(ctx, drv, t, h)
+			wctx, stopWatch := context.WithCancel(ctx)
+			res, detached, restarted = r.wait(ctx, drv, t, h, r.watchTemplates(wctx, drv, t, h))
+			stopWatch()
 			if detached {
 				return
 			}
@@ -233,6 +250,17 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			r.event(t.Name, EventTerminated, msg)
 			r.destroy(drv, t, h)
 			h = nil
+		}
+		if restarted {
+			// A template asked for it: not a failure, so the restart
+			// policy is not consulted.
+			r.event(t.Name, EventRestarting, "a template changed; restarting now")
+			r.setTask(t.Name, func(ts *model.TaskState) {
+				ts.State = "pending"
+				ts.Restarts++
+				ts.FinishedAt = r.now()
+			})
+			continue
 		}
 		if jobType == model.JobTypeSysbatch && res.Successful() {
 			r.finishTask(t, nil, false, "completed")
@@ -286,16 +314,18 @@ func (r *Runner) pause(ctx context.Context, d *time.Duration) bool {
 }
 
 // wait waits for a task's exit. On Stop it stops the task with its
-// kill_timeout and kill_signal and keeps waiting for the exit. When the
-// driver loses sight of the task (plugin restarted) it tries to recover it
-// before counting an exit. detached is true when the runner was detached.
-func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle) (res *driver.ExitResult, detached bool) {
+// kill_timeout and kill_signal and keeps waiting for the exit; so it does
+// on a word from restart (a template changed), and then reports restarted.
+// When the driver loses sight of the task (plugin restarted) it tries to
+// recover it before counting an exit. detached is true when the runner was
+// detached.
+func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle, restart <-chan struct{}) (res *driver.ExitResult, detached, restarted bool) {
 	stopSent := false
 	for attempt := 0; ; attempt++ {
 		ch, err := drv.WaitTask(ctx, h.TaskID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, true
+				return nil, true, false
 			}
 			res = &driver.ExitResult{Err: fmt.Sprintf("waiting on task: %v", err)}
 		} else {
@@ -307,16 +337,24 @@ func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *
 			for {
 				select {
 				case <-ctx.Done():
-					return nil, true
+					return nil, true, false
+				case <-restart:
+					if !stopSent {
+						restart, restarted, stopSent = nil, true, true
+						go r.kill(drv, t, h)
+					}
 				case <-stopping:
 					stopping = nil
-					stopSent = true
-					go r.kill(drv, t, h)
+					restarted = false // a stop wins over a restart
+					if !stopSent {
+						stopSent = true
+						go r.kill(drv, t, h)
+					}
 				case got, ok := <-ch:
 					if ok && got != nil {
 						res = got
 					} else if ctx.Err() != nil {
-						return nil, true
+						return nil, true, false
 					} else {
 						res = &driver.ExitResult{Err: "driver closed the wait stream without a result"}
 					}
@@ -325,17 +363,17 @@ func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *
 			}
 		}
 		if res.Err == "" || attempt >= 3 || ctx.Err() != nil {
-			return res, ctx.Err() != nil
+			return res, ctx.Err() != nil, restarted && ctx.Err() == nil
 		}
 		// The driver lost the task's wait: a restarted plugin may still have it.
 		select {
 		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
 		case <-ctx.Done():
-			return nil, true
+			return nil, true, false
 		}
 		if err := drv.RecoverTask(ctx, h); err != nil {
 			if errIsNotFound(err) {
-				return res, false
+				return res, false, restarted
 			}
 			continue
 		}

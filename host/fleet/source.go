@@ -49,11 +49,11 @@ type Source struct {
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
-	gen     uint64
-	snap    *View
-	prev    *View           // the last snapshot taken, kept for its unchanged maps
-	stale   map[string]bool // kinds changed since prev
-	changes changeLog
+	gen       uint64
+	snap      *View
+	prev      *View           // the last snapshot taken, kept for its unchanged maps
+	stale     map[string]bool // kinds changed since prev
+	changes   changeLog
 
 	// minSkew is the smallest (local receipt time − server timestamp)
 	// seen on an entry: local time minus it estimates the server's clock.

@@ -54,7 +54,8 @@ func readHeader(t *testing.T, name string, src []byte) corpusCase {
 
 // driverProblems checks what the built-in driver checks at start: that it
 // exists, that the config matches its schema, and (docker) that each
-// ports label is one of the group's network.
+// ports label is one of the group's network and each cap_add is allowed on
+// a node with the default docker settings.
 func driverProblems(job *model.Job) []string {
 	// raw_exec is the exec driver under Nomad's name, on agents that enable it.
 	schemas := map[string]*driver.Schema{"docker": docker.Schema(), "exec": exec.Schema(), "mock": mock.Schema(), "raw_exec": exec.Schema()}
@@ -86,6 +87,13 @@ func driverProblems(job *model.Job) []string {
 						out = append(out, fmt.Sprintf("task %s: ports label %v is not in the group's network", task.Name, l))
 					}
 				}
+				caps, _ := cfg["cap_add"].([]any)
+				for i, c := range caps {
+					name := strings.TrimPrefix(strings.ToLower(fmt.Sprint(c)), "cap_")
+					if !slices.Contains(docker.DefaultAllowCaps, name) {
+						out = append(out, fmt.Sprintf("task %s: cap_add[%d]: %q needs docker.allow_caps on the node", task.Name, i, name))
+					}
+				}
 			}
 		}
 	}
@@ -97,8 +105,8 @@ func driverProblems(job *model.Job) []string {
 // checks at start) and compares with the verdict its header states.
 func TestTheCorpusGetsItsVerdicts(t *testing.T) {
 	files, err := filepath.Glob("testdata/corpus/*.nomad")
-	if err != nil || len(files) < 20 {
-		t.Fatalf("corpus: %d files (%v), want at least 20", len(files), err)
+	if err != nil || len(files) < 30 {
+		t.Fatalf("corpus: %d files (%v), want at least 30", len(files), err)
 	}
 	tally := map[string]int{}
 	for _, f := range files {

@@ -329,11 +329,11 @@ var (
 		attrs:  []string{"type", "datacenters", "node_pool", "priority", "namespace", "name", "meta", "region"},
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
-		attrs:  []string{"count", "meta", "max_run_duration"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service"},
+		attrs:  []string{"count", "meta", "max_run_duration", "shutdown_delay"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
-		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta"},
+		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
 		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
@@ -427,6 +427,12 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	if a := c.attrs["max_run_duration"]; a != nil {
 		g.MaxRunDuration, _ = p.duration(a, path+".max_run_duration")
 	}
+	if a := c.attrs["shutdown_delay"]; a != nil {
+		g.ShutdownDelay, _ = p.duration(a, path+".shutdown_delay")
+	}
+	if eb := p.one(c, "ephemeral_disk"); eb != nil {
+		p.ephemeralDisk(eb)
+	}
 
 	// Update: defaults, then the job's block, then the group's, field by
 	// field. A sysbatch job keeps only what was written, so that Validate
@@ -493,6 +499,13 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 	}
 	if a := c.attrs["kill_signal"]; a != nil {
 		t.KillSignal, _ = p.str(a, path+".kill_signal")
+	}
+	if a := c.attrs["shutdown_delay"]; a != nil {
+		// The group's allocation waits once, before any task is killed:
+		// the longest delay, the group's or a task's, is kept there.
+		if d, ok := p.duration(a, groupPath+".shutdown_delay"); ok && d > g.ShutdownDelay {
+			g.ShutdownDelay = d
+		}
 	}
 	t.Env = p.strMap(c, "env", path+".env")
 	t.Meta = p.strMap(c, "meta", path+".meta")

@@ -133,8 +133,9 @@ job "gc" {
 
 // TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas: with the built-in
 // drivers' schemas (what job validate passes), a config the driver would
-// refuse and a near-miss driver name are errors at the task's position; a
-// driver name far from every known one is left to the nodes (control).
+// refuse is an error at the task's position, a near-miss driver name a
+// warning there (it may be a plugin of the nodes); a driver name far from
+// every known one is left to the nodes (control: no word about it).
 func TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas(t *testing.T) {
 	schemas := map[string]*driver.Schema{"docker": {Fields: map[string]*driver.Field{
 		"image": {Type: driver.TypeString, Required: true},
@@ -157,12 +158,15 @@ func TestTaskConfigsAreCheckedAgainstTheGivenDriverSchemas(t *testing.T) {
     }
   }
 }`
-	_, err := ParseHCLWith("x.hcl", []byte(src), Inputs{Drivers: schemas})
-	want := `x.hcl:5:16: driver "dokcer" is not a built-in driver (did you mean "docker"?); a third-party plugin of that name is checked by the node
-x.hcl:9:7: docker config: image: required string is missing
+	var warns []string
+	_, err := ParseHCLWith("x.hcl", []byte(src), Inputs{Drivers: schemas, Warn: func(e *Error) { warns = append(warns, e.Error()) }})
+	want := `x.hcl:9:7: docker config: image: required string is missing
 x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	if len(warns) != 1 || warns[0] != `x.hcl:5:16: driver "dokcer" is not a built-in driver (did you mean "docker"?); only a node with a plugin of that name can run the task` {
+		t.Fatalf("warnings %q", warns)
 	}
 	if _, err := ParseHCL("x.hcl", []byte(src)); err != nil {
 		t.Fatalf("without schemas the configs are free-form: %v", err)
@@ -174,7 +178,7 @@ x.hcl:9:7: docker config: ports[0]: must be a string, got an object`
 }
 
 // TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition: stagger, a task's
-// logs block, a template's splay and wait parse, and each is reported as a
+// logs block, a template's splay and wait, a group's ephemeral_disk parse, and each is reported as a
 // warning at its position; a file without them warns nothing (control).
 func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
 	src := `job "w" {
@@ -198,6 +202,9 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
         }
       }
     }
+    ephemeral_disk {
+      size = 300
+    }
   }
 }`
 	var got []string
@@ -205,7 +212,7 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
 	if _, err := ParseHCLWith("w.hcl", []byte(src), Inputs{Warn: warn}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored"}
+	want := []string{"w.hcl:4:5: stagger is accepted and ignored", "w.hcl:9:7: the logs block is accepted and not applied", "w.hcl:16:9: splay is accepted and ignored", "w.hcl:17:9: wait is accepted and ignored", "w.hcl:22:5: the ephemeral_disk block is accepted and not applied"}
 	if len(got) != len(want) {
 		t.Fatalf("warnings %q, want %d", got, len(want))
 	}

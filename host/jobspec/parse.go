@@ -71,7 +71,12 @@ func ParseWith(filename string, data []byte, in Inputs) (*model.Job, error) {
 		}
 		var errs Errors
 		for _, dp := range checkDrivers(job, in.Drivers) {
-			errs = append(errs, &Error{File: filename, Path: dp.path, Message: dp.message})
+			e := &Error{File: filename, Path: dp.path, Message: dp.message}
+			if !dp.warning {
+				errs = append(errs, e)
+			} else if in.Warn != nil {
+				in.Warn(e)
+			}
 		}
 		if len(errs) > 0 {
 			return nil, errs
@@ -131,7 +136,11 @@ func ParseHCLWith(filename string, src []byte, in Inputs) (*model.Job, error) {
 		}
 	}
 	for _, dp := range checkDrivers(job, in.Drivers) {
-		p.errorf(p.locate(dp.path), "%s", dp.message)
+		if dp.warning {
+			p.warnf(p.locate(dp.path), "%s", dp.message)
+		} else {
+			p.errorf(p.locate(dp.path), "%s", dp.message)
+		}
 	}
 	if in.Warn != nil {
 		sort.SliceStable(p.warns, func(i, j int) bool { return p.warns[i].Line < p.warns[j].Line })
@@ -249,6 +258,9 @@ func Canonicalize(j *model.Job) {
 		}
 		if g.Restart == nil {
 			g.Restart = model.DefaultRestartPolicy(j.Type)
+		}
+		if g.Network != nil && g.Network.Mode == "" {
+			g.Network.Mode = model.NetworkHost // as in HCL, Nomad's default
 		}
 	}
 }

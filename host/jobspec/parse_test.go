@@ -384,7 +384,7 @@ func TestCanonicalJSONRoundTripsByteForByte(t *testing.T) {
 func TestJSONJobsGetTheSameDefaultsAsHCL(t *testing.T) {
 	fromJSON, err := ParseJSON("j.json", []byte(`{"id":"j","type":"system",
 		"update":{"max_parallel":2,"min_healthy_time":"5s","healthy_deadline":"1m","progress_deadline":"5m"},
-		"groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"mock"}]}]}`))
+		"groups":[{"name":"g","count":1,"network":{"ports":[{"label":"http"}]},"tasks":[{"name":"t","driver":"mock"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,6 +398,9 @@ job "j" {
     progress_deadline = "5m"
   }
   group "g" {
+    network {
+      port "http" {}
+    }
     task "t" { driver = "mock" }
   }
 }`)

@@ -133,3 +133,28 @@ func (p *parser) logs(b *hclsyntax.Block) {
 	}
 	p.warnf(b.TypeRange, "the logs block is accepted and not applied: the driver rotates a task's output by its own settings (docker: HIVELET_DOCKER_LOG_MAX_BYTES, HIVELET_DOCKER_LOG_MAX_FILES)")
 }
+
+var ephemeralDiskSpec = spec{what: "ephemeral_disk", attrs: []string{"size", "sticky", "migrate"}}
+
+// ephemeralDisk reads a group's ephemeral_disk block: accepted, checked
+// and not applied (a warning says so). Nomad reserves the size when it
+// schedules; hivelet has no scheduler, and an allocation's directory is
+// the node's disk; sticky and migrate move data between nodes a system
+// job never moves between.
+func (p *parser) ephemeralDisk(b *hclsyntax.Block) {
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, ephemeralDiskSpec)
+	if a := c.attrs["size"]; a != nil {
+		if v, ok := p.integer(a, "ephemeral_disk.size"); ok && v < 0 {
+			p.errorf(a.Expr.Range(), "size must not be negative, got %d", v)
+		}
+	}
+	for _, n := range []string{"sticky", "migrate"} {
+		if a := c.attrs[n]; a != nil {
+			p.boolean(a, "ephemeral_disk."+n)
+		}
+	}
+	p.warnf(b.TypeRange, "the ephemeral_disk block is accepted and not applied: hivelet reserves no disk (an allocation's directory is on the node's disk) and moves no allocation data")
+}

@@ -22,12 +22,10 @@ var unsupported = map[string]string{
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
 	"network":                      "the network block belongs to the group in hivelet (Nomad deprecated it inside resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
-	"ephemeral_disk":               "hivelet manages no allocation disk; use the driver's own mounts",
 	"consul":                       "hivelet registers nothing in Consul",
 	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
 	"stop_after_client_disconnect": "a node cut off from the fleet keeps running its tasks in hivelet",
 	"prevent_reschedule_on_lost":   "hivelet reschedules nothing; use disconnect { replace = false }",
-	"shutdown_delay":               "hivelet keeps no service catalog to deregister from before a stop",
 
 	// Task level.
 	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
@@ -56,13 +54,13 @@ var unsupported = map[string]string{
 	"sidecar_service":          "hivelet has no service mesh",
 	"sidecar_task":             "hivelet has no service mesh",
 	"gateway":                  "hivelet has no service mesh",
-	"canary_tags":              "hivelet keeps no service catalog: a service is only a port and its health checks",
-	"canary_meta":              "hivelet keeps no service catalog: a service is only a port and its health checks",
-	"tagged_addresses":         "hivelet keeps no service catalog: a service is only a port and its health checks",
-	"enable_tag_override":      "hivelet keeps no service catalog: a service is only a port and its health checks",
-	"address":                  "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"canary_tags":              "hivelet registers a service with its tags only; canaries are not told apart in the catalog",
+	"canary_meta":              "hivelet registers a service with its tags only; canaries are not told apart in the catalog",
+	"tagged_addresses":         "hivelet registers a service at the one address its port resolves to",
+	"enable_tag_override":      "hivelet's catalog is written by the nodes only; tags are not overridden from outside",
+	"address":                  "hivelet registers a service at the address its port resolves to (a label's node address, or the node's)",
 	"address_mode":             "hivelet checks the port the driver publishes; there are no address modes",
-	"weights":                  "hivelet keeps no service catalog: a service is only a port and its health checks",
+	"weights":                  "hivelet registers a service with its tags only; there are no DNS weights",
 	"on_update":                "every check counts toward deployment health in hivelet",
 	"check_restart":            "a failing check marks the allocation unhealthy; restarts follow the group's restart policy",
 	"method":                   "hivelet's http checks are plain GET requests",
@@ -89,7 +87,7 @@ var (
 		"restart": "the restart policy is set per group in hivelet; move it to the group",
 	}
 	unsupportedInService = map[string]string{
-		"meta": "hivelet keeps no service catalog: a service is only a port and its health checks",
+		"meta": "hivelet registers a service with its tags only",
 		"task": "services are declared inside their task in hivelet",
 	}
 	unsupportedInCheck = map[string]string{

@@ -51,6 +51,9 @@ type Group struct {
 	// Services are the group's own services (Nomad's group-level service
 	// blocks): their checks run while every task of the group runs.
 	Services []Service `json:"services,omitempty"`
+	// ShutdownDelay is how long a stopping allocation waits, its services
+	// deregistered, before its tasks are sent their kill signal.
+	ShutdownDelay Duration `json:"shutdown_delay,omitempty"`
 	// MaxRunDuration bounds how long a sysbatch allocation may run: its
 	// tasks are stopped, and the allocation fails, when it is exceeded.
 	MaxRunDuration Duration `json:"max_run_duration,omitempty"`

@@ -166,6 +166,9 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	if g.Network != nil {
 		v.network(join(path, "network"), g.Network)
 	}
+	if g.ShutdownDelay < 0 {
+		v.add(join(path, "shutdown_delay"), "shutdown_delay must not be negative, got %s", g.ShutdownDelay)
+	}
 	if g.MaxRunDuration < 0 {
 		v.add(join(path, "max_run_duration"), "max_run_duration must not be negative, got %s", g.MaxRunDuration)
 	} else if g.MaxRunDuration > 0 && jt != JobTypeSysbatch {

@@ -6,10 +6,11 @@
 //   - A template that calls a function hivelet does not have is refused when
 //     the file is read, naming the function and its line
 //     (TestAnUnknownFunctionIsRefusedWithItsLine); the node never meets it.
-//   - Rendering reads nothing but the values it is given (the task's
+//   - Rendering reads nothing but the sources it is given (the task's
 //     environment: NOMAD_* variables, node attributes and meta, the
-//     allocation's ports, the task's env): no file, network or clock. The
-//     same inputs render the same bytes (TestRenderingIsAFunctionOfTheTaskEnvironment).
+//     allocation's ports, the task's env; and the variables store through
+//     its lookup): no file, network or clock of its own. The same inputs
+//     render the same bytes (TestRenderingIsAFunctionOfTheTaskEnvironment).
 package render
 
 import (
@@ -21,11 +22,29 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // Lookup resolves an environment name (NOMAD_PORT_http, node.unique.name,
 // attr.kernel.name, meta.rack, a task env variable).
 type Lookup func(name string) (string, bool)
+
+// VarLookup reads a variable of the variables store (host/vars): its items,
+// and whether it exists.
+type VarLookup func(path string) (map[string]string, bool, error)
+
+// ServiceLookup reads the registered instances of a service (host/services).
+type ServiceLookup func(name string) ([]*model.ServiceRegistration, error)
+
+// Sources are what a template reads: the task's environment, the variables
+// store (nil: no store, nomadVar fails) and the services bucket (nil: none,
+// nomadService fails).
+type Sources struct {
+	Env     Lookup
+	Var     VarLookup
+	Service ServiceLookup
+}
 
 // unavailable are the template functions of Nomad's templates (consul-
 // template's) that need a source hivelet does not have, with the reason.
@@ -35,19 +54,18 @@ var unavailable = map[string]string{
 	"service": "hivelet has no Consul catalog", "services": "hivelet has no Consul catalog", "connect": "hivelet has no Consul catalog",
 	"node": "hivelet has no Consul catalog", "nodes": "hivelet has no Consul catalog", "caRoots": "hivelet has no Consul Connect", "caLeaf": "hivelet has no Consul Connect",
 	"secret": "hivelet has no Vault integration", "secrets": "hivelet has no Vault integration", "pkiCert": "hivelet has no Vault integration",
-	"nomadVar": "hivelet has no variables store for templates yet", "nomadVarList": "hivelet has no variables store for templates yet",
-	"nomadVarListSafe": "hivelet has no variables store for templates yet", "nomadVarExists": "hivelet has no variables store for templates yet",
-	"nomadService": "hivelet has no service catalog for templates yet", "nomadServices": "hivelet has no service catalog for templates yet",
-	"file":      "templates read only the task's environment, not files on the node",
-	"plugin":    "templates run no programs",
-	"sockaddr":  "templates read only the task's environment; use {{ env \"NOMAD_IP_<label>\" }}",
-	"timestamp": "a rendered file must not depend on when it was rendered",
+	"nomadVarList": "hivelet's templates read variables by path (nomadVar), not lists of them", "nomadVarListSafe": "hivelet's templates read variables by path (nomadVar), not lists of them",
+	"nomadServices": "hivelet's templates read a service by name (nomadService), not the list of services",
+	"file":          "templates read only the task's environment, not files on the node",
+	"plugin":        "templates run no programs",
+	"sockaddr":      "templates read only the task's environment; use {{ env \"NOMAD_IP_<label>\" }}",
+	"timestamp":     "a rendered file must not depend on when it was rendered",
 }
 
 // Names lists the functions a template may call, besides text/template's
 // own (and, or, not, len, index, printf, eq, ...).
 func Names() []string {
-	fm := funcs(func(string) (string, bool) { return "", false })
+	fm := funcs(Sources{})
 	out := make([]string, 0, len(fm))
 	for k := range fm {
 		out = append(out, k)
@@ -56,8 +74,42 @@ func Names() []string {
 	return out
 }
 
-func funcs(lookup Lookup) template.FuncMap {
+func funcs(src Sources) template.FuncMap {
+	lookup := src.Env
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	readVar := func(path string) (map[string]string, bool, error) {
+		if src.Var == nil {
+			return nil, false, fmt.Errorf("variable %s: this node has no variables store", path)
+		}
+		return src.Var(path)
+	}
 	return template.FuncMap{
+		// nomadVar is a variable's items (a missing one is an error: the
+		// file would render wrong); nomadVarExists says whether it exists.
+		"nomadVar": func(path string) (map[string]string, error) {
+			items, ok, err := readVar(path)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, fmt.Errorf("variable %s does not exist (hivelet var put %s key=value)", path, path)
+			}
+			return items, nil
+		},
+		"nomadVarExists": func(path string) (bool, error) {
+			_, ok, err := readVar(path)
+			return ok, err
+		},
+		// nomadService is the registered instances of a service (each
+		// with .Address, .Port, .Tags, .NodeID, .AllocID), sorted by node.
+		"nomadService": func(name string) ([]*model.ServiceRegistration, error) {
+			if src.Service == nil {
+				return nil, fmt.Errorf("service %s: this node has no services bucket", name)
+			}
+			return src.Service(name)
+		},
 		"env": func(name string) string { v, _ := lookup(name); return v },
 		"envOrDefault": func(name, def string) string {
 			if v, ok := lookup(name); ok && v != "" {
@@ -116,12 +168,12 @@ var undefinedRE = regexp.MustCompile(`function "([^"]+)" not defined`)
 // reports the first problem: a syntax error or a function hivelet does not
 // have, with its line.
 func Check(text, left, right string) error {
-	_, err := parse(text, left, right, func(string) (string, bool) { return "", false })
+	_, err := parse(text, left, right, Sources{})
 	return err
 }
 
-func parse(text, left, right string, lookup Lookup) (*template.Template, error) {
-	t, err := template.New("t").Delims(left, right).Option("missingkey=zero").Funcs(funcs(lookup)).Parse(text)
+func parse(text, left, right string, src Sources) (*template.Template, error) {
+	t, err := template.New("t").Delims(left, right).Option("missingkey=zero").Funcs(funcs(src)).Parse(text)
 	if err == nil {
 		return t, nil
 	}
@@ -142,9 +194,9 @@ func parse(text, left, right string, lookup Lookup) (*template.Template, error) 
 	return nil, &Error{Line: line, Message: msg}
 }
 
-// Render renders a template from the task's environment.
-func Render(text, left, right string, lookup Lookup) ([]byte, error) {
-	t, err := parse(text, left, right, lookup)
+// Render renders a template from its sources.
+func Render(text, left, right string, src Sources) ([]byte, error) {
+	t, err := parse(text, left, right, src)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,7 @@
 # shape: a job reading its secrets through a template with env = true (the
 #        configuration-from-KV examples)
-# verdict: refused
-# want: template function "nomadVar" is not available in hivelet
+#        (the variable is written with `hivelet var put nomad/jobs/app password=...`)
+# verdict: runs
 job "app" {
   type = "system"
 

@@ -1,7 +1,7 @@
 # shape: an nginx ingress whose upstreams are rendered by a template from the service
 #        catalog (the load-balancing examples)
-# verdict: refused
-# want: template function "nomadService" is not available in hivelet
+#        (re-rendered, and nginx signalled, when an instance registers or goes)
+# verdict: runs
 job "nginx" {
   type = "system"
 

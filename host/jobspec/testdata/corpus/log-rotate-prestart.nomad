@@ -1,0 +1,29 @@
+# shape: a node agent with a prestart task preparing its directory (lifecycle hooks)
+# verdict: refused
+# want: stanza "lifecycle" is not supported by hivelet
+job "agent-with-init" {
+  type = "system"
+
+  group "g" {
+    task "init" {
+      driver = "exec"
+
+      lifecycle {
+        hook    = "prestart"
+        sidecar = false
+      }
+
+      config {
+        command = "/bin/mkdir"
+        args    = ["-p", "/var/lib/agent"]
+      }
+    }
+
+    task "agent" {
+      driver = "exec"
+      config {
+        command = "/usr/local/bin/agent"
+      }
+    }
+  }
+}
