@@ -115,7 +115,7 @@ func TestAMalformedJobIsRejectedAndThePreviousVersionKeepsRunning(t *testing.T) 
 		}
 		return false
 	})
-	time.Sleep(300 * time.Millisecond)
+	n.waitPasses(t, 2)
 	if a := onlyLive(t, n, "web"); a == nil || a.ID != first.ID || a.JobVersion != 1 {
 		t.Fatalf("after a rejected declaration: %+v", n.live("web"))
 	}
@@ -177,7 +177,7 @@ func TestARestartedAgentReattachesAndStartsNothing(t *testing.T) {
 		a := onlyLive(t, n2, "web")
 		return a != nil && a.ID == first.ID && a.ClientStatus == model.ClientRunning && drv.recovers.Load() == 1
 	})
-	time.Sleep(300 * time.Millisecond)
+	n2.waitPasses(t, 2)
 	if s := drv.starts.Load(); s != 1 {
 		t.Fatalf("%d starts across a restart, want 1", s)
 	}
@@ -205,7 +205,7 @@ func TestAPassFailsClosedWhenADriverIsUnreachable(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "failed closed", func() bool {
 		return strings.Contains(n.agent.Status().FailedClosed, "driver mock")
 	})
-	time.Sleep(300 * time.Millisecond)
+	n.waitPasses(t, 2)
 	if a := onlyLive(t, n, "web"); a == nil || a.ID != first.ID || n.mock.stops.Load() != 0 || n.mock.starts.Load() != 1 {
 		t.Fatalf("a node that cannot enumerate its tasks acted: live %+v, stops %d, starts %d", n.live("web"), n.mock.stops.Load(), n.mock.starts.Load())
 	}
@@ -307,7 +307,7 @@ func TestACanaryRolloutIsPromotedWhenAutoPromoteAndWaitsForAnOperatorOtherwise(t
 				d := w.deployment("", "web", 2)
 				return d != nil && d.Status == model.DeploymentRunning && d.StatusDescription == model.DescNeedsPromotion
 			})
-			time.Sleep(500 * time.Millisecond)
+			n.waitPasses(t, 3)
 			if d := w.deployment("", "web", 2); d.TaskGroups["g"].Promoted || d.Status != model.DeploymentRunning {
 				t.Fatalf("a manual rollout promoted itself: %+v", d)
 			}
@@ -336,7 +336,7 @@ func TestASysbatchJobRunsOnceAndAgainOnlyForANewVersion(t *testing.T) {
 	}
 	w.putJob(job(1, "one"))
 	testutil.Eventually(t, 10*time.Second, "v1 complete", func() bool { return len(done()) == 1 })
-	time.Sleep(700 * time.Millisecond) // passes come and go (resync 500 ms): nothing re-runs
+	n.waitPasses(t, 3) // passes come and go: nothing re-runs
 	if s := n.mock.starts.Load(); s != 1 {
 		t.Fatalf("a finished sysbatch allocation ran %d times", s)
 	}
@@ -491,7 +491,7 @@ func TestAJobWhosePolicyIsStillLoadingIsHeldNotDecidedByAStandIn(t *testing.T) {
 	w.putJob(named)
 	w.putJob(mockJob("plain", 1, nil))
 	testutil.Eventually(t, 10*time.Second, "the control job runs", func() bool { return onlyLive(t, n, "plain") != nil })
-	time.Sleep(600 * time.Millisecond) // several backstop passes
+	n.waitPasses(t, 3) // several backstop passes
 	if l := n.live("named"); len(l) != 0 || w.deployment("", "named", 1) != nil {
 		t.Fatalf("a job whose policy is loading was acted on: %d allocations, deployment %v", len(l), w.deployment("", "named", 1))
 	}

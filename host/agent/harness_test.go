@@ -16,6 +16,7 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/mock"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -297,4 +298,15 @@ func mustJSON(v any) []byte {
 
 func fleetSource(w *world) *fleet.Source {
 	return fleet.NewSource(w.store, fleet.SourceConfig{Log: w.log})
+}
+
+// waitPasses waits until the node's agent made k more passes (full passes
+// come every resync period): a "nothing happened" check waits for passes
+// that could have made it happen, never for a length of time.
+func (n *node) waitPasses(t *testing.T, k uint64) {
+	t.Helper()
+	base := n.agent.Status().Passes
+	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("%d more passes of %s", k, n.id), func() bool {
+		return n.agent.Status().Passes >= base+k
+	})
 }
