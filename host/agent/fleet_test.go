@@ -730,3 +730,38 @@ func (f *testFleet) maxInFlightOn(t *testing.T, n *node, from, to string) int {
 	}
 	return most
 }
+
+// A canary node that dies before promotion is replaced by the canary
+// policy's choice (the built-in default names one); the replacement runs
+// the new version as a canary, and after promotion the rollout finishes
+// on the live nodes.
+func TestADeadCanaryNodeIsReplacedByThePolicysChoice(t *testing.T) {
+	f := newFleet(t, 4, 3*time.Second)
+	f.atV1(t, nil)
+	f.w.putJob(fleetJob(2, func(g *model.Group) { g.Update.Canary = 25 }))
+	var d *model.Deployment
+	testutil.Eventually(t, 20*time.Second, "v2's canary healthy", func() bool {
+		d = f.w.deployment("", "web", 2)
+		return d != nil && f.counts(t, d)["g"].CanariesHealthy == 1
+	})
+	dead := d.TaskGroups["g"].CanaryNodes[0]
+	for _, n := range f.nodes {
+		if n.id == dead {
+			n.stopOnce(false) // the canary's agent dies; its heartbeats stop
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, "the dead canary node replaced", func() bool {
+		d = f.w.deployment("", "web", 2)
+		nodes := d.TaskGroups["g"].CanaryNodes
+		return d.Status == model.DeploymentRunning && len(nodes) == 1 && nodes[0] != dead
+	})
+	replacement := d.TaskGroups["g"].CanaryNodes[0]
+	testutil.Eventually(t, 20*time.Second, "the replacement runs v2 healthy", func() bool {
+		return f.runs(true)[replacement] == 2
+	})
+	if err := f.promote(t, 2); err != nil {
+		t.Fatal(err)
+	}
+	f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
+	testutil.Eventually(t, 10*time.Second, "every live node on v2", func() bool { return f.allRun(2) })
+}

@@ -55,7 +55,7 @@ type rolloutWork struct {
 func (w rolloutWork) empty() bool {
 	d := w.dec
 	return d.Create == nil && len(d.Transitions) == 0 && !d.Verdict && len(d.Takes) == 0 &&
-		len(d.Releases) == 0 && len(d.Reclaims) == 0 && d.Revert == nil
+		len(d.Releases) == 0 && len(d.Reclaims) == 0 && d.Revert == nil && d.CanaryReplace == nil
 }
 
 func nonce() string {
@@ -345,6 +345,18 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		} else if changed {
 			kick = true
 		}
+	}
+	if r := dec.CanaryReplace; r != nil {
+		answer := a.chooseCanaries(ctx, []reconcile.CanaryRequest{r.Request})[r.Group]
+		now, nonce := w.facts.Now, w.facts.Nonce
+		if err := a.modifyDeployment(ctx, job.Namespace, job.ID, r.Version, func(cur model.Deployment) (*model.Deployment, error) {
+			return rollout.ReplaceCanary(cur, r, answer, now, nonce)
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("replacing lost canary node %s: %w", r.Lost, err))
+		} else {
+			a.log.Info("lost canary node handled", "job", job.ID, "group", r.Group, "lost", r.Lost, "why", r.Why, "replacement", answer.Choice.NodeIDs, "reason", answer.Choice.Reason)
+		}
+		kick = true
 	}
 	if dec.Revert != nil {
 		if err := a.writeRevert(ctx, w); err != nil {

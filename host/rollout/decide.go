@@ -77,6 +77,9 @@ type Decision struct {
 	Verdict bool `json:"verdict,omitempty"`
 	// Revert is a pending revert to write.
 	Revert *RevertWork `json:"revert,omitempty"`
+	// CanaryReplace asks the canary policy to replace a canary node lost
+	// before promotion; the loop applies the answer with ReplaceCanary.
+	CanaryReplace *CanaryReplacement `json:"canary_replace,omitempty"`
 	// Takes, Releases (own slots, T7) and Reclaims (T8, as steward).
 	Takes    []Take `json:"takes,omitempty"`
 	Releases []Slot `json:"releases,omitempty"`

@@ -624,3 +624,41 @@ func TestAFirstVersionIsPlacedNotCanaried(t *testing.T) {
 		t.Fatalf("control: second version's canary requests %+v", dec.Create)
 	}
 }
+
+// A canary node lost before promotion: the steward asks the canary policy
+// for a replacement among the ready non-canary nodes; its answer replaces
+// the lost node in the stored set (the one change I4 allows), and without
+// an answer the group fails, saying why.
+func TestALostCanaryNodeIsReplacedByThePolicyOrFailsTheGroup(t *testing.T) {
+	w := newWorld(4, 1, 25)
+	d := w.record(func(d *model.Deployment) {
+		d.TaskGroups["g"].CanaryNodes = []string{"n2"}
+		d.TaskGroups["g"].DesiredCanaries = 1
+		d.TaskGroups["g"].CanaryPolicy = "default"
+	})
+	w.nodes[1].Live, w.nodes[1].DownSince = false, t0.Add(-time.Minute)
+	var r *CanaryReplacement
+	for _, n := range []string{"n1", "n3", "n4"} {
+		if dec := Decide(w.facts(t, n)); dec.CanaryReplace != nil {
+			r = dec.CanaryReplace
+		}
+	}
+	if r == nil || r.Lost != "n2" || r.Request.Count != 1 || len(r.Request.Eligible) != 3 {
+		t.Fatalf("replacement request %+v", r)
+	}
+	next, err := ReplaceCanary(*d, r, CanaryAnswer{Choice: reconcile.CanaryChoice{NodeIDs: []string{"n4"}, Reason: "same rack"}}, t0, "x")
+	if err != nil || next.Status != model.DeploymentRunning || !slices.Equal(next.TaskGroups["g"].CanaryNodes, []string{"n4"}) || next.TaskGroups["g"].DesiredCanaries != 1 {
+		t.Fatalf("replaced: %+v %v", next, err)
+	}
+	// A second try on the record that already has the replacement: nothing.
+	if again, _ := ReplaceCanary(*next, r, CanaryAnswer{Choice: reconcile.CanaryChoice{NodeIDs: []string{"n3"}}}, t0, "y"); again != nil {
+		t.Fatalf("replaced twice: %+v", again.TaskGroups["g"])
+	}
+	// No replacement named, or a bad one: the group fails, saying why.
+	for _, a := range []CanaryAnswer{{Choice: reconcile.CanaryChoice{Reason: "no other rack"}}, {Choice: reconcile.CanaryChoice{NodeIDs: []string{"n2"}}}} {
+		failed, err := ReplaceCanary(*d, r, a, t0, "z")
+		if err != nil || failed.Status != model.DeploymentFailed || !strings.Contains(failed.StatusDescription, "canary node n2 of group g lost before promotion") {
+			t.Fatalf("answer %+v: %+v %v", a, failed, err)
+		}
+	}
+}

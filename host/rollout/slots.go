@@ -333,7 +333,9 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			break
 		}
 	}
-	// A canary node lost before promotion fails the group.
+	// A canary node lost (or drained) before promotion: the canary policy
+	// is asked for a replacement (the one change I4 allows to the set);
+	// without one the group fails.
 	if !disrupted {
 		for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
 			st := d.TaskGroups[name]
@@ -346,14 +348,8 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 					if ok && n.Live {
 						why = "drained or made ineligible"
 					}
-					reason := fmt.Sprintf("canary node %s of group %s %s before promotion", id, name, why)
-					revert := st.AutoRevert
-					stable := StableVersion(f.Records, d.JobVersion)
 					if act("canary_lost:" + at) {
-						dec.Transitions = append(dec.Transitions, Transition{Kind: "fail", Version: d.JobVersion, Reason: reason,
-							Apply: func(cur model.Deployment) (*model.Deployment, error) {
-								return Fail(cur, reason, revert, stable, now, nonce)
-							}})
+						dec.CanaryReplace = f.replacementRequest(d, name, id, why)
 					}
 					return
 				}
@@ -369,3 +365,90 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 
 // DeputyStepFor is how long a decision must be overdue before deputy k acts.
 func DeputyStepFor(k int) time.Duration { return time.Duration(k) * DeputyStep }
+
+// CanaryReplacement asks the canary policy for a node to replace a canary
+// node lost before promotion.
+type CanaryReplacement struct {
+	Group   string                  `json:"group"`
+	Lost    string                  `json:"lost"`
+	Why     string                  `json:"why"`
+	Request reconcile.CanaryRequest `json:"request"`
+	// Version is the record's job version; Revert and Stable what a
+	// failure would do.
+	Version uint64  `json:"version"`
+	Revert  bool    `json:"revert,omitempty"`
+	Stable  *uint64 `json:"stable,omitempty"`
+}
+
+// replacementRequest builds the request for one lost canary node: one
+// node, among the ready nodes that are not canary nodes already.
+func (f *Facts) replacementRequest(d *model.Deployment, group, lost, why string) *CanaryReplacement {
+	st := d.TaskGroups[group]
+	var eligible []*model.Node
+	for _, n := range f.readyNodes() {
+		if !slices.Contains(st.CanaryNodes, n.ID) {
+			eligible = append(eligible, n)
+		}
+	}
+	var existing []string
+	for _, id := range st.CanaryNodes {
+		if id != lost {
+			existing = append(existing, id)
+		}
+	}
+	var policy *model.PolicyRef
+	pct := 0
+	if g := groupOf(f.Job, group); g != nil && g.Update != nil {
+		policy, pct = g.Update.CanaryPolicy, g.Update.Canary
+	}
+	return &CanaryReplacement{Group: group, Lost: lost, Why: why, Version: d.JobVersion, Revert: st.AutoRevert,
+		Stable: StableVersion(f.Records, d.JobVersion),
+		Request: reconcile.CanaryRequest{JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID, Group: group,
+			Percent: pct, Count: 1, Eligible: eligible, Existing: existing, Policy: policy}}
+}
+
+// ReplaceCanary is the one change I4 allows to a canary set: on the record
+// just read, a canary node lost before promotion is replaced by the node
+// the canary policy named (checked against the request), or, when it named
+// none (or a bad one), the deployment fails saying so.
+func ReplaceCanary(cur model.Deployment, r *CanaryReplacement, a CanaryAnswer, now time.Time, nonce string) (*model.Deployment, error) {
+	if cur.Status != model.DeploymentRunning {
+		return nil, nil
+	}
+	st := cur.TaskGroups[r.Group]
+	if !canarying(st) || !slices.Contains(st.CanaryNodes, r.Lost) {
+		return nil, nil // promoted, or replaced already
+	}
+	why := ""
+	switch {
+	case a.Err != nil:
+		why = "the canary policy failed: " + a.Err.Error()
+	case len(a.Choice.NodeIDs) == 0:
+		why = "the canary policy named no replacement"
+		if a.Choice.Reason != "" {
+			why += ": " + a.Choice.Reason
+		}
+	default:
+		if bad := reconcile.ValidateCanaryChoice(r.Request, a.Choice); bad != "" {
+			why = "the canary policy's replacement was refused: " + bad
+		} else if slices.Contains(st.CanaryNodes, a.Choice.NodeIDs[0]) {
+			why = "the canary policy named a node that is a canary node already"
+		}
+	}
+	if why != "" {
+		return Fail(cur, fmt.Sprintf("canary node %s of group %s %s before promotion; %s", r.Lost, r.Group, r.Why, why), r.Revert, r.Stable, now, nonce)
+	}
+	d := clone(cur)
+	g := d.TaskGroups[r.Group]
+	nodes := slices.DeleteFunc(slices.Clone(g.CanaryNodes), func(id string) bool { return id == r.Lost })
+	nodes = append(nodes, a.Choice.NodeIDs[0])
+	slices.Sort(nodes)
+	g.CanaryNodes = nodes
+	msg := fmt.Sprintf("group %s: canary node %s %s before promotion, replaced by %s", r.Group, r.Lost, r.Why, a.Choice.NodeIDs[0])
+	if a.Choice.Reason != "" {
+		msg += " (" + a.Choice.Reason + ")"
+	}
+	event(d, now, model.EventCanary, msg)
+	touch(d, now, nonce)
+	return d, nil
+}
