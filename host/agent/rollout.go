@@ -244,6 +244,15 @@ func (a *Agent) queueRollout(k string, w rolloutWork) {
 		return
 	}
 	a.mu.Lock()
+	if old, ok := a.rolloutQueue[k]; ok {
+		// The older work is dropped unexecuted: its releases are no
+		// longer pending (the new work names the ones still due).
+		for _, s := range append(slices.Clone(old.dec.Releases), old.dec.Reclaims...) {
+			if rev, marked := a.slotsReleasing[s.Key]; marked && rev == s.Revision {
+				delete(a.slotsReleasing, s.Key)
+			}
+		}
+	}
 	a.rolloutQueue[k] = w
 	for _, s := range append(slices.Clone(w.dec.Releases), w.dec.Reclaims...) {
 		a.slotsReleasing[s.Key] = s.Revision
