@@ -64,12 +64,20 @@ func (f *Facts) LiveEligible() []string {
 }
 
 func (f *Facts) node(id string) (Node, bool) {
-	for _, n := range f.Nodes {
-		if n.ID == id {
-			return n, true
+	if f.nodeIdx == nil {
+		// Built once per decision: lookups by node are on every path.
+		f.nodeIdx = make(map[string]int, len(f.Nodes))
+		for i, n := range f.Nodes {
+			if _, dup := f.nodeIdx[n.ID]; !dup {
+				f.nodeIdx[n.ID] = i
+			}
 		}
 	}
-	return Node{}, false
+	i, ok := f.nodeIdx[id]
+	if !ok {
+		return Node{}, false
+	}
+	return f.Nodes[i], true
 }
 
 // live reports whether node id's heartbeat key is present. A node this

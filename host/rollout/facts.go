@@ -113,6 +113,11 @@ type Facts struct {
 	Overdue map[string]time.Duration `json:"overdue,omitempty"`
 	// Nonce is a fresh random token for the writes of this decision.
 	Nonce string `json:"nonce,omitempty"`
+
+	// Indexes of Nodes and Allocs, built on first use by the decision that
+	// owns this copy of the facts (never shared between goroutines).
+	nodeIdx  map[string]int
+	allocIdx map[string]*model.Allocation
 }
 
 // Counts are a group's rollout counts, derived from the allocations and

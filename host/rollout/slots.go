@@ -16,12 +16,15 @@ func (f *Facts) alloc(id string) *model.Allocation {
 	if id == "" {
 		return nil
 	}
-	for _, a := range f.Allocs {
-		if a.ID == id {
-			return a
+	if f.allocIdx == nil {
+		f.allocIdx = make(map[string]*model.Allocation, len(f.Allocs))
+		for _, a := range f.Allocs {
+			if _, dup := f.allocIdx[a.ID]; !dup {
+				f.allocIdx[a.ID] = a
+			}
 		}
 	}
-	return nil
+	return f.allocIdx[id]
 }
 
 // verdictKnown reports whether the allocation's health is decided: a
