@@ -30,17 +30,27 @@ func Rendezvous(key, node string) uint64 {
 
 // RankedNodes returns ids ordered by Rendezvous(key, id) (ties by ID).
 func RankedNodes(key string, ids []string) []string {
-	out := slices.Clone(ids)
-	slices.SortFunc(out, func(a, b string) int {
-		ha, hb := Rendezvous(key, a), Rendezvous(key, b)
+	type ranked struct {
+		h  uint64
+		id string
+	}
+	rs := make([]ranked, len(ids))
+	for i, id := range ids {
+		rs[i] = ranked{Rendezvous(key, id), id} // each hash once, not once per comparison
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
 		switch {
-		case ha < hb:
+		case a.h < b.h:
 			return -1
-		case ha > hb:
+		case a.h > b.h:
 			return 1
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(a.id, b.id)
 	})
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.id
+	}
 	return out
 }
 
