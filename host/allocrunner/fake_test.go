@@ -29,6 +29,7 @@ type fakeDriver struct {
 	driverErrs, recoverErrs int
 	destroys                int
 	signals                 []string // "task ID signal" of each SignalTask
+	order                   []string // task IDs in the order StartTask was called
 }
 
 type fakeStop struct {
@@ -113,6 +114,7 @@ func (f *fakeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*dr
 	f.mu.Lock()
 	f.tasks[cfg.ID] = t
 	f.starts[cfg.ID]++
+	f.order = append(f.order, cfg.ID)
 	f.mu.Unlock()
 	if runFor > 0 {
 		go func() {

@@ -54,7 +54,11 @@ func (r *Runner) healthyNowLocked() (ok, failed bool) {
 	if len(r.alloc.TaskStates) == 0 {
 		return false, false
 	}
-	for _, ts := range r.alloc.TaskStates {
+	g := r.group()
+	for name, ts := range r.alloc.TaskStates {
+		if ts.State == "dead" && !ts.Failed && g != nil && g.LookupTask(name).IsInit() {
+			continue // a prestart task that did its work
+		}
 		if ts.State != "running" {
 			return false, ts.Failed
 		}
@@ -172,7 +176,7 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 			notRunning = t.Name
 		} else if t == nil && g != nil {
 			for _, gt := range g.Tasks {
-				if !r.running[gt.Name] {
+				if !gt.IsInit() && !r.running[gt.Name] {
 					notRunning = gt.Name
 					break
 				}

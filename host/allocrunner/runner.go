@@ -342,7 +342,23 @@ func (r *Runner) Run() {
 		r.bgWG.Add(1)
 		go r.serviceLoop()
 	}
-	r.tasksWG.Add(len(tasks))
+	// Prestart (init) tasks run first, each to completion once per
+	// allocation; the main tasks start when every one has succeeded. An
+	// init task a restored allocation already completed is not run again.
+	var inits, mains []*model.Task
+	r.mu.Lock()
+	for _, t := range tasks {
+		switch {
+		case !t.IsInit():
+			mains = append(mains, t)
+		case r.alloc.TaskStates[t.Name].State == "dead" && !r.alloc.TaskStates[t.Name].Failed && r.cfg.Handles[t.Name] == nil:
+			r.firstAttemptOver() // done before the agent restarted
+		default:
+			inits = append(inits, t)
+		}
+	}
+	r.mu.Unlock()
+	r.tasksWG.Add(len(inits) + len(mains))
 	go func() {
 		r.tasksWG.Wait()
 		r.cancel() // end the check and health goroutines
@@ -359,8 +375,46 @@ func (r *Runner) Run() {
 		r.releasePorts()
 		r.closeDone()
 	}()
-	for _, t := range tasks {
-		go r.runTask(t, r.cfg.Handles[t.Name])
+	if len(inits) == 0 {
+		for _, t := range mains {
+			go r.runTask(t, r.cfg.Handles[t.Name])
+		}
+		return
+	}
+	initDone := make(chan struct{}, len(inits))
+	for _, t := range inits {
+		go func() {
+			r.runTask(t, r.cfg.Handles[t.Name])
+			initDone <- struct{}{}
+		}()
+	}
+	go r.startMainsAfter(inits, mains, initDone)
+}
+
+// startMainsAfter starts the main tasks once every init task finished
+// successfully. If one failed for good, or the allocation was stopped or
+// the runner detached meanwhile, the main tasks are never started (the
+// allocation's status says why).
+func (r *Runner) startMainsAfter(inits, mains []*model.Task, initDone <-chan struct{}) {
+	for range inits {
+		<-initDone
+	}
+	r.mu.Lock()
+	ok := r.ctx.Err() == nil
+	for _, t := range inits {
+		ts := r.alloc.TaskStates[t.Name]
+		ok = ok && ts.State == "dead" && !ts.Failed
+	}
+	r.mu.Unlock()
+	if ok && !r.isStopping() {
+		for _, t := range mains {
+			go r.runTask(t, r.cfg.Handles[t.Name])
+		}
+		return
+	}
+	for range mains {
+		r.firstAttemptOver()
+		r.tasksWG.Done()
 	}
 }
 

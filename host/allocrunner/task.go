@@ -262,7 +262,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			})
 			continue
 		}
-		if jobType == model.JobTypeSysbatch && res.Successful() {
+		if (jobType == model.JobTypeSysbatch || t.IsInit()) && res.Successful() {
 			r.finishTask(t, nil, false, "completed")
 			return
 		}

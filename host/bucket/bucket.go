@@ -58,6 +58,24 @@ func Open(ctx context.Context, js jetstream.JetStream, name string, timeout time
 	return kv, nil
 }
 
+// Watch watches each key pattern of kv for updates (not the values it
+// holds now) and merges them (Merge); a pattern that cannot be watched
+// stops the ones already made.
+func Watch(ctx context.Context, kv jetstream.KeyValue, patterns []string) (<-chan struct{}, error) {
+	var ws []jetstream.KeyWatcher
+	for _, p := range patterns {
+		w, err := kv.Watch(ctx, p, jetstream.UpdatesOnly())
+		if err != nil {
+			for _, w := range ws {
+				_ = w.Stop()
+			}
+			return nil, fmt.Errorf("watching %s: %w", p, err)
+		}
+		ws = append(ws, w)
+	}
+	return Merge(ctx, ws), nil
+}
+
 // Merge turns key watchers into one channel that receives after any update
 // any of them sees (bursts coalesce); the watchers are stopped and the
 // channel closed when ctx ends or every watcher has ended.

@@ -158,3 +158,32 @@ func (p *parser) ephemeralDisk(b *hclsyntax.Block) {
 	}
 	p.warnf(b.TypeRange, "the ephemeral_disk block is accepted and not applied: hivelet reserves no disk (an allocation's directory is on the node's disk) and moves no allocation data")
 }
+
+var lifecycleSpec = spec{what: "lifecycle", attrs: []string{"hook", "sidecar"}}
+
+// lifecycle reads a task's lifecycle block: prestart hooks run; poststart
+// and poststop are refused with their reason.
+func (p *parser) lifecycle(b *hclsyntax.Block, path string) *model.Lifecycle {
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return nil
+	}
+	c := p.content(b.Body, lifecycleSpec)
+	l := &model.Lifecycle{}
+	p.at(path+".hook", b.TypeRange)
+	if a := c.attrs["hook"]; a != nil {
+		h, ok := p.str(a, path+".hook")
+		switch {
+		case !ok:
+			return nil
+		case h == "poststart" || h == "poststop":
+			p.errorf(a.Expr.Range(), "lifecycle hook %q is not supported by hivelet: it runs prestart hooks only (an init task before the main tasks, or a prestart sidecar alongside them)", h)
+			return nil
+		}
+		l.Hook = model.LifecycleHook(h)
+	}
+	if a := c.attrs["sidecar"]; a != nil {
+		l.Sidecar, _ = p.boolean(a, path+".sidecar")
+	}
+	return l
+}

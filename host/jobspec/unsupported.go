@@ -32,7 +32,6 @@ var unsupported = map[string]string{
 	"artifact":         "hivelet downloads no artifacts; bake them into the image",
 	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"csi_plugin":       "hivelet has no CSI support",
-	"lifecycle":        "the tasks of a group start together; prestart, poststart and sidecar hooks are not supported",
 	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",
 	"identity":         "hivelet issues no workload identities",
 	"leader":           "the tasks of a group are peers in hivelet",

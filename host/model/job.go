@@ -76,6 +76,8 @@ type Task struct {
 	Meta        map[string]string `json:"meta,omitempty"`
 	// Templates are rendered into the task's directory before it starts.
 	Templates []Template `json:"templates,omitempty"`
+	// Lifecycle makes the task a prestart hook of its group.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
 
 // Resources are a task's resource limits.

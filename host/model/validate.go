@@ -177,6 +177,15 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	if len(g.Tasks) == 0 {
 		v.add(join(path, "tasks"), "group %q needs at least one task", g.Name)
 	}
+	mains := 0
+	for _, t := range g.Tasks {
+		if t != nil && !t.IsInit() {
+			mains++
+		}
+	}
+	if len(g.Tasks) > 0 && mains == 0 {
+		v.add(join(path, "tasks"), "group %q has only prestart tasks: it needs a main task (one without a lifecycle block, or a sidecar) for them to prepare", g.Name)
+	}
 	seen := map[string]bool{}
 	for i, t := range g.Tasks {
 		tp := fmt.Sprintf("%s.tasks[%d]", path, i)
@@ -253,6 +262,9 @@ func (v *validator) task(path string, t *Task) {
 	}
 	v.meta(join(path, "meta"), t.Meta)
 	v.templates(path, t.Templates)
+	if t.Lifecycle != nil && !validEnum(t.Lifecycle.Hook, LifecycleHooks) {
+		v.add(join(path, "lifecycle.hook"), "lifecycle hook %q is not supported (allowed: %s)", t.Lifecycle.Hook, joinEnum(LifecycleHooks))
+	}
 	for i, s := range t.Services {
 		v.service(fmt.Sprintf("%s.services[%d]", path, i), s)
 	}

@@ -52,7 +52,7 @@ func TestWireFormatDocNamesEveryField(t *testing.T) {
 	}
 	enums := map[string][]string{
 		"JobType": strs(JobTypes), "ConstraintOperator": strs(ConstraintOperators), "RestartMode": strs(RestartModes),
-		"ReconcileMode": strs(ReconcileModes), "CheckType": strs(CheckTypes), "NetworkMode": strs(NetworkModes), "ChangeMode": strs(ChangeModes), "NodeStatus": strs(NodeStatuses),
+		"ReconcileMode": strs(ReconcileModes), "CheckType": strs(CheckTypes), "NetworkMode": strs(NetworkModes), "ChangeMode": strs(ChangeModes), "LifecycleHook": strs(LifecycleHooks), "NodeStatus": strs(NodeStatuses),
 		"Eligibility": strs(Eligibilities), "DesiredStatus": strs(DesiredStatuses), "ClientStatus": strs(ClientStatuses),
 		"AllocStateField": strs(AllocStateFields), "DeploymentStatus": strs(DeploymentStatuses), "RevertStatus": strs(RevertStatuses),
 	}

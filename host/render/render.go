@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hivelet/hivelet/host/model"
 )
@@ -117,9 +119,15 @@ func funcs(src Sources) template.FuncMap {
 			}
 			return def
 		},
-		"toUpper":      strings.ToUpper,
-		"toLower":      strings.ToLower,
-		"toTitle":      func(s string) string { return strings.ToUpper(s[:min(1, len(s))]) + s[min(1, len(s)):] },
+		"toUpper": strings.ToUpper,
+		"toLower": strings.ToLower,
+		"toTitle": func(s string) string {
+			r, n := utf8.DecodeRuneInString(s)
+			if n == 0 {
+				return s
+			}
+			return string(unicode.ToUpper(r)) + s[n:]
+		},
 		"trimSpace":    strings.TrimSpace,
 		"trim":         func(cut, s string) string { return strings.Trim(s, cut) },
 		"trimPrefix":   func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },

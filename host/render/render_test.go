@@ -47,6 +47,9 @@ func TestAnUnknownFunctionIsRefusedWithItsLine(t *testing.T) {
 	if err := Check("{{ if }}", "", ""); !errors.As(err, &re) || re.Line != 1 {
 		t.Fatalf("syntax error: %#v", err)
 	}
+	if got, err := Render(`{{ toTitle "élan" }}|{{ toTitle "" }}`, "", "", Sources{}); err != nil || string(got) != "Élan|" {
+		t.Fatalf("toTitle: %q %v", got, err)
+	}
 	// Control: every offered function parses.
 	if err := Check(`{{ env "A" | toLower | toTitle | trimSpace }}{{ replaceAll "a" "b" "c" }}{{ join "," (split "," "x") }}`, "", ""); err != nil {
 		t.Fatal(err)

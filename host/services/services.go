@@ -183,19 +183,12 @@ func sortInstances(rs []*model.ServiceRegistration) {
 // deregistration of one of names, coalescing bursts; it closes when ctx
 // ends.
 func (s *Store) WatchServices(ctx context.Context, names []string) (<-chan struct{}, error) {
-	var ws []jetstream.KeyWatcher
-	for _, n := range names {
+	patterns := make([]string, len(names))
+	for i, n := range names {
 		if err := CheckName(n); err != nil {
 			return nil, err
 		}
-		w, err := s.kv.Watch(ctx, n+".>", jetstream.UpdatesOnly())
-		if err != nil {
-			for _, w := range ws {
-				_ = w.Stop()
-			}
-			return nil, fmt.Errorf("watching service %s: %w", n, err)
-		}
-		ws = append(ws, w)
+		patterns[i] = n + ".>"
 	}
-	return bucket.Merge(ctx, ws), nil
+	return bucket.Watch(ctx, s.kv, patterns)
 }

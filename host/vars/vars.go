@@ -154,16 +154,5 @@ func (s *Store) Watch(ctx context.Context, paths []string) (<-chan struct{}, err
 			return nil, err
 		}
 	}
-	var ws []jetstream.KeyWatcher
-	for _, p := range paths {
-		w, err := s.kv.Watch(ctx, p, jetstream.UpdatesOnly())
-		if err != nil {
-			for _, w := range ws {
-				_ = w.Stop()
-			}
-			return nil, fmt.Errorf("watching variable %s: %w", p, err)
-		}
-		ws = append(ws, w)
-	}
-	return bucket.Merge(ctx, ws), nil
+	return bucket.Watch(ctx, s.kv, paths)
 }

@@ -1,6 +1,5 @@
 # shape: a node agent with a prestart task preparing its directory (lifecycle hooks)
-# verdict: refused
-# want: stanza "lifecycle" is not supported by hivelet
+# verdict: runs
 job "agent-with-init" {
   type = "system"
 

@@ -1,0 +1,86 @@
+package allocrunner
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
+	"github.com/hivelet/hivelet/sdk/driver"
+)
+
+func (f *fakeDriver) startOrder() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order)
+}
+
+// lifecycleFixture is a system group with an init task (prestart) given
+// initCfg, a prestart sidecar and a main task.
+func lifecycleFixture(t *testing.T, initCfg map[string]any, pol *model.RestartPolicy) *fixture {
+	f := newFixture(t, map[string]any{}, pol, nil)
+	g := f.job.Groups[0]
+	g.Tasks = append([]*model.Task{
+		{Name: "init", Driver: "fake", Config: initCfg, Lifecycle: &model.Lifecycle{Hook: model.HookPrestart}},
+		{Name: "side", Driver: "fake", Config: map[string]any{}, Lifecycle: &model.Lifecycle{Hook: model.HookPrestart, Sidecar: true}},
+	}, g.Tasks...)
+	return f
+}
+
+// TestAPrestartTaskRunsToCompletionBeforeTheMainTasks: the init task runs
+// first, once (its exit 0 is not restarted in a system job), then the
+// sidecar and the main task start; the allocation runs and turns healthy
+// with the init task dead.
+func TestAPrestartTaskRunsToCompletionBeforeTheMainTasks(t *testing.T) {
+	f := lifecycleFixture(t, map[string]any{"run_for": "50ms"}, nil)
+	f.job.Groups[0].Update = fastUpdate(50*time.Millisecond, 5*time.Second)
+	r := f.runner(nil)
+	r.Run()
+	testutil.Eventually(t, 5*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	order := f.drv.startOrder()
+	if len(order) != 3 || order[0] != "a1/init" || !slices.Contains(order, "a1/side") || !slices.Contains(order, "a1/t") {
+		t.Fatalf("start order %v: the init task must start first, alone, and once", order)
+	}
+	a := r.Alloc()
+	if a.ClientStatus != model.ClientRunning || a.TaskStates["init"].State != "dead" || a.TaskStates["init"].Failed {
+		t.Fatalf("status %s, init %+v", a.ClientStatus, a.TaskStates["init"])
+	}
+	stopRunner(t, r)
+}
+
+// TestAFailingPrestartTaskFailsTheAllocationWithoutStartingTheMainTasks,
+// and a restored allocation whose init task completed does not run it
+// again (control: the main tasks are reattached, not started).
+func TestAFailingPrestartTaskFailsTheAllocationWithoutStartingTheMainTasks(t *testing.T) {
+	pol := &model.RestartPolicy{Attempts: 1, Interval: model.Duration(time.Minute), Delay: model.Duration(5 * time.Millisecond), Mode: model.RestartModeFail}
+	f := lifecycleFixture(t, map[string]any{"run_for": "5ms", "exit_code": 3}, pol)
+	r := f.runner(nil)
+	r.Run()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner never finished")
+	}
+	if a := r.Alloc(); a.ClientStatus != model.ClientFailed || f.drv.startCount("a1/init") != 2 || f.drv.startCount("a1/t") != 0 || f.drv.startCount("a1/side") != 0 {
+		t.Fatalf("status %s; starts init %d, main %d, sidecar %d", a.ClientStatus, f.drv.startCount("a1/init"), f.drv.startCount("a1/t"), f.drv.startCount("a1/side"))
+	}
+
+	ok := lifecycleFixture(t, map[string]any{"run_for": "5ms"}, nil)
+	first := ok.runner(nil)
+	first.Run()
+	testutil.Eventually(t, 5*time.Second, "running", func() bool { return first.Alloc().ClientStatus == model.ClientRunning })
+	first.Detach()
+	ok.store.mu.Lock()
+	rec := ok.store.allocs["a1"]
+	handles := map[string]*driver.TaskHandle{"t": ok.store.handles["a1/t"], "side": ok.store.handles["a1/side"]}
+	ok.store.mu.Unlock()
+	ok.alloc, ok.job = rec.Alloc, rec.Job
+	restored := ok.runner(handles)
+	restored.Run()
+	testutil.Eventually(t, 5*time.Second, "reattached", func() bool { return ok.drv.recoverCount("a1/t") == 1 && ok.drv.recoverCount("a1/side") == 1 })
+	if ok.drv.startCount("a1/init") != 1 || ok.drv.startCount("a1/t") != 1 {
+		t.Fatalf("after the restore: init started %d times, main %d", ok.drv.startCount("a1/init"), ok.drv.startCount("a1/t"))
+	}
+	stopRunner(t, restored)
+}
