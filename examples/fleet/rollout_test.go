@@ -113,7 +113,16 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 		return false, fmt.Sprintf("slots %+v", slots)
 	})
 	f.Disconnect(holder)
+	cutAt := time.Now()
 	f.WaitFor(ttl+20*time.Second, holder.Name+"'s node expired", func() (bool, string) { return f.NodeGone(holder) })
+	f.WaitFor(30*time.Second, "a loss verdict for "+holder.Name, func() (bool, string) {
+		for _, c := range f.Agents {
+			if c != holder && f.LoggedSince(c, cutAt, "node lost: verdict written") {
+				return true, ""
+			}
+		}
+		return false, "no agent wrote one"
+	})
 	f.WaitFor(60*time.Second, "the cut-off holder's slot reclaimed", func() (bool, string) {
 		slots, err := f.Slots(jobID)
 		if err != nil {
@@ -142,8 +151,12 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 	})
 	// The holder comes back: the replacement it was making when cut off
 	// (the slot's new allocation) keeps running, started once.
+	backAt := time.Now()
 	f.Reconnect(holder)
 	f.WaitFor(ttl+30*time.Second, holder.Name+" ready again", func() (bool, string) { return f.NodesReady(holder) })
+	f.WaitFor(30*time.Second, holder.Name+" deleting its loss verdict", func() (bool, string) {
+		return f.LoggedSince(holder, backAt, "its loss verdict deleted"), "not yet"
+	})
 	var after []*model.Allocation
 	f.WaitFor(60*time.Second, holder.Name+" on the new version", func() (bool, string) {
 		ok, why, by := f.RunningAt(jobID, v, 1, holder)
@@ -161,7 +174,8 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 // theWholeClusterDownMidRolloutWritesNoReclaim stops every NATS server
 // past the TTL while a slot is held: when the cluster is back every node
 // key expired at once, the disruption guard holds, and no agent reclaims a
-// slot (the holder finishes and releases it itself); the rollout completes.
+// slot (the holder finishes and releases it itself) or writes a loss
+// verdict; the rollout completes.
 func theWholeClusterDownMidRolloutWritesNoReclaim(t *testing.T, f *fleettest.Fleet, ttl time.Duration, version int) {
 	v := uint64(version)
 	path := f.WriteFile(fmt.Sprintf("plain-%d.hcl", version), strings.Replace(mockJob(version), `min_healthy_time = "500ms"`, `min_healthy_time = "3s"`, 1))
@@ -192,6 +206,9 @@ func theWholeClusterDownMidRolloutWritesNoReclaim(t *testing.T, f *fleettest.Fle
 	for _, c := range f.Agents {
 		if f.LoggedSince(c, downAt, "its holder's node expired") {
 			t.Fatalf("%s reclaimed a slot after the whole cluster was down (the disruption guard did not hold)", c.Name)
+		}
+		if f.LoggedSince(c, downAt, "node lost: verdict written") {
+			t.Fatalf("%s wrote a loss verdict after the whole cluster was down (the disruption guard did not hold)", c.Name)
 		}
 	}
 }

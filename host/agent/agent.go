@@ -57,6 +57,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -166,6 +167,7 @@ type Agent struct {
 	dueSince       map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
 	versions       map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
 	reconnectedAt  time.Time                       // server time of the last reconnect to NATS (the disruption guard)
+	lossWork       *rollout.LossDecision           // the last pass's loss verdicts, for the worker
 	bootID         string
 	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
 	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass

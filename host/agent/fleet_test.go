@@ -765,3 +765,54 @@ func TestADeadCanaryNodeIsReplacedByThePolicysChoice(t *testing.T) {
 	f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
 	testutil.Eventually(t, 10*time.Second, "every live node on v2", func() bool { return f.allRun(2) })
 }
+
+// A dead agent's node gets one loss verdict (T13), written by one agent;
+// when the node comes back it deletes the verdict (T14) and its
+// allocation was never restarted.
+func TestALostNodeGetsOneVerdictAndDeletesItOnReturn(t *testing.T) {
+	f := newFleet(t, 4, 3*time.Second)
+	f.atV1(t, nil)
+	lost := f.nodes[3]
+	before := onlyLive(t, lost, "web")
+	lost.stop(false) // the agent dies; its task stays; its heartbeats stop
+	lost.agent = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var key string
+	testutil.Eventually(t, 20*time.Second, "a loss verdict for the dead node", func() bool {
+		keys, err := f.w.store.Rollout.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		for k := range keys.Keys() {
+			if n, _, ok := wanted.ParseDownKey(k); ok && n == lost.id {
+				key = k
+			}
+		}
+		return key != ""
+	})
+	e, err := f.w.store.Rollout.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := wanted.DecodeVerdict(key, e.Value())
+	if err != nil || v.DownSince.IsZero() || v.WrittenBy == "" || v.WrittenBy == lost.id {
+		t.Fatalf("verdict %+v (%v)", v, err)
+	}
+	hist, err := f.w.store.Rollout.History(ctx, key)
+	if err != nil || len(hist) != 1 {
+		t.Fatalf("the verdict was written %d times (%v)", len(hist), err)
+	}
+	// The node returns on its state directory: the verdict goes, its
+	// allocation is the same one, its task not started again.
+	starts := lost.mock.starts.Load()
+	lost.start()
+	testutil.Eventually(t, 20*time.Second, "the verdict deleted by the returning node", func() bool {
+		_, err := f.w.store.Rollout.Get(ctx, key)
+		return err != nil
+	})
+	after := onlyLive(t, lost, "web")
+	if after == nil || after.ID != before.ID || lost.mock.starts.Load() != starts {
+		t.Fatalf("after the return: %+v (before %s), starts %d → %d", after, before.ID, starts, lost.mock.starts.Load())
+	}
+}

@@ -220,6 +220,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		a.queueRollout(k, work)
 	}
+	a.lossPass(view, self, now)
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))
 	for _, e := range errs {

@@ -37,6 +37,8 @@ type DeploymentWriter interface {
 	ReleaseSlot(ctx context.Context, key string, rev uint64) error
 	GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error)
 	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
+	CreateVerdict(ctx context.Context, key string, v model.LossVerdict) error
+	DeleteVerdict(ctx context.Context, key string, rev uint64) error
 }
 
 // policyDeadline bounds one policy decision asked by the loop, from
@@ -140,6 +142,12 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 			f.Allocs = append(f.Allocs, al)
 		}
 	}
+	downSince := map[string]time.Time{}
+	for _, st := range view.Downs {
+		if v := st.Value; v != nil && !st.Absent && (downSince[v.Node].IsZero() || v.DownSince.Before(downSince[v.Node])) {
+			downSince[v.Node] = v.DownSince
+		}
+	}
 	carrying := map[string]bool{}
 	for _, al := range f.Allocs {
 		carrying[al.NodeID] = true
@@ -152,7 +160,11 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		if !inScope(job, n) && !carrying[n.ID] {
 			continue
 		}
-		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, st.Expired))
+		expired := st.Expired
+		if st.Absent && expired.IsZero() {
+			expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
+		}
+		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, expired))
 	}
 	f.Nodes = append(f.Nodes, rolloutNode(job, self, true, time.Time{}))
 	slices.SortFunc(f.Nodes, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
@@ -276,6 +288,7 @@ func (a *Agent) rolloutLoop(ctx context.Context) {
 		batch := a.rolloutQueue
 		a.rolloutQueue = map[string]rolloutWork{}
 		a.mu.Unlock()
+		a.carryOutLosses(ctx)
 		var msgs []string
 		for _, k := range slices.Sorted(maps.Keys(batch)) {
 			for _, err := range a.carryOut(ctx, batch[k]) {
@@ -590,4 +603,81 @@ func holderLive(f rollout.Facts, id string) bool {
 		}
 	}
 	return false
+}
+
+// lossPass decides this pass's loss verdicts (T13, T14) over every node
+// of the view and hands them to the worker.
+func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
+	if a.cfg.Deployments == nil {
+		return
+	}
+	var nodes []rollout.Node
+	for k, st := range view.Nodes {
+		if st.Value == nil || k == a.nodeID {
+			continue
+		}
+		n := rollout.Node{ID: st.Value.ID, Live: !st.Absent, DownSince: st.Expired, Protocol: st.Value.RolloutProtocol}
+		if st.Absent {
+			n.LossRevision = st.Applied
+		}
+		nodes = append(nodes, n)
+	}
+	nodes = append(nodes, rollout.Node{ID: a.nodeID, Live: true, Protocol: self.RolloutProtocol})
+	var verdicts []rollout.Verdict
+	for k, st := range view.Downs {
+		if st.Value != nil && !st.Absent {
+			verdicts = append(verdicts, rollout.Verdict{Key: k, Revision: st.Revision, V: *st.Value})
+		}
+	}
+	snow := a.serverNow(now)
+	a.mu.Lock()
+	reconnected := a.reconnectedAt
+	a.mu.Unlock()
+	if r, ok := a.cfg.Source.(interface{ ResumedAt(string) time.Time }); ok {
+		if t := r.ResumedAt(fleet.KindNodes); !t.IsZero() && a.serverNow(t).After(reconnected) {
+			reconnected = a.serverNow(t)
+		}
+	}
+	dec := rollout.Losses(a.nodeID, nodes, verdicts, snow, a.cfg.NodeTTL, reconnected)
+	if len(dec.Writes) == 0 && len(dec.Deletes) == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.lossWork = &dec
+	a.mu.Unlock()
+	select {
+	case a.rolloutWake <- struct{}{}:
+	default:
+	}
+}
+
+// carryOutLosses writes and deletes the loss verdicts of the last pass.
+func (a *Agent) carryOutLosses(ctx context.Context) {
+	a.mu.Lock()
+	dec := a.lossWork
+	a.lossWork = nil
+	a.mu.Unlock()
+	if dec == nil {
+		return
+	}
+	for _, w := range dec.Writes {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.cfg.Deployments.CreateVerdict(wctx, w.Key, w.V)
+		cancel()
+		if err != nil {
+			a.log.Error("writing a loss verdict", "verdict", w.Key, "err", err)
+			continue
+		}
+		a.log.Info("node lost: verdict written", "lost_node", w.V.Node, "down_since", w.V.DownSince, "verdict", w.Key)
+	}
+	for _, v := range dec.Deletes {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.cfg.Deployments.DeleteVerdict(wctx, v.Key, v.Revision)
+		cancel()
+		if err != nil {
+			a.log.Error("deleting this node's loss verdict", "verdict", v.Key, "err", err)
+			continue
+		}
+		a.log.Info("this node is back: its loss verdict deleted (its allocations kept running)", "verdict", v.Key, "down_since", v.V.DownSince)
+	}
 }

@@ -210,3 +210,34 @@ func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 	}
 	return e.Created(), nil
 }
+
+// VerdictTTL bounds how long a loss verdict of a node that never returns
+// is kept.
+const VerdictTTL = 24 * time.Hour
+
+// CreateVerdict writes the verdict on one loss of a node, once (T13): a
+// verdict that exists already is not an error (another loss steward, or a
+// deputy, wrote it).
+func (s *Store) CreateVerdict(ctx context.Context, key string, v model.LossVerdict) error {
+	if s.Rollout == nil {
+		return ErrNoBucket
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	s.countOp()
+	if _, err := s.Rollout.Create(rctx, key, b, jetstream.KeyTTL(VerdictTTL)); err != nil &&
+		!errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("writing loss verdict %s: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteVerdict removes a node's loss verdict (T14: the node is back), at
+// the revision read.
+func (s *Store) DeleteVerdict(ctx context.Context, key string, rev uint64) error {
+	return s.ReleaseSlot(ctx, key, rev)
+}

@@ -42,6 +42,7 @@ type Source struct {
 	allocs  map[string]wanted.AllocState
 	deps    map[string]wanted.DeploymentState
 	slots   map[string]wanted.SlotState
+	downs   map[string]wanted.VerdictState
 	revs    map[string]uint64
 	epochs  map[string]time.Time
 	synced  map[string]bool
@@ -84,7 +85,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds,
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
+		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
 		synced: map[string]bool{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -302,6 +303,7 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 		forgetApplied(s.deps)
 	case KindRollout:
 		forgetApplied(s.slots)
+		forgetApplied(s.downs)
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
@@ -532,7 +534,7 @@ func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.L
 	case KindDeployments:
 		keys = unseen(s.deps, seen)
 	case KindRollout:
-		keys = unseen(s.slots, seen)
+		keys = append(unseen(s.slots, seen), unseen(s.downs, seen)...)
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -554,9 +556,9 @@ func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string
 // what the rules say must be visible.
 func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	received := time.Now()
-	if b.kind == KindRollout && !strings.HasPrefix(e.Key, "slot.") {
-		// Only the slots of the rollout bucket are records a host holds
-		// (the CLI's clock keys are not).
+	if b.kind == KindRollout && !strings.HasPrefix(e.Key, "slot.") && !strings.HasPrefix(e.Key, "down.") {
+		// Only the slots and loss verdicts of the rollout bucket are
+		// records a host holds (the CLI's clock keys are not).
 		s.mu.Lock()
 		if e.Revision > s.revs[b.kind] {
 			s.revs[b.kind] = e.Revision
@@ -605,6 +607,14 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			delete(s.deps, e.Key)
 		}
 	case KindRollout:
+		if strings.HasPrefix(e.Key, "down.") {
+			st, ef := wanted.ApplyVerdict(s.downs[e.Key], e)
+			s.downs[e.Key], eff, rej = st, ef, st.Rejection
+			if ef == wanted.EffectAbsent {
+				delete(s.downs, e.Key) // the node came back and deleted it
+			}
+			break
+		}
 		st, ef := wanted.ApplySlot(s.slots[e.Key], e)
 		s.slots[e.Key], eff, rej = st, ef, st.Rejection
 		if ef == wanted.EffectAbsent {
@@ -719,6 +729,8 @@ type View struct {
 	Deployments map[string]wanted.DeploymentState
 	// Slots are the update slots held now (rollout bucket), by key.
 	Slots map[string]wanted.SlotState
+	// Downs are the loss verdicts in force (rollout bucket), by key.
+	Downs map[string]wanted.VerdictState
 	// Revisions is the last revision applied per bucket kind.
 	Revisions map[string]uint64
 }
@@ -750,6 +762,7 @@ func (s *Source) View() *View {
 	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, s.allocs, p.Allocs)
 	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
 	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.slots, p.Slots)
+	v.Downs = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.downs, p.Downs)
 	clear(s.stale)
 	s.snap, s.prev = v, v
 	return v

@@ -213,3 +213,16 @@ type Slot struct {
 	NewAlloc string `json:"new_alloc"`
 	Nonce    string `json:"nonce"`
 }
+
+// LossVerdict records one loss of a node (docs/rollout.md, T13): written
+// once per loss, under `down.<node>.<nodes-revision>` in the rollout
+// bucket, by the node's loss steward; the node deletes it when it returns.
+// It keeps "down since" after the expiry marker is gone, so an agent that
+// boots later still counts lost_after right.
+type LossVerdict struct {
+	Node string `json:"node"`
+	// DownSince is the server time of the node's heartbeat key expiry.
+	DownSince time.Time `json:"down_since"`
+	// WrittenBy is the loss steward that wrote it.
+	WrittenBy string `json:"written_by"`
+}

@@ -52,7 +52,10 @@ type Node struct {
 	// not Live, since when it is down; once back, when it was (a node that
 	// expired within one TTL counts for the disruption guard either way).
 	DownSince time.Time `json:"down_since,omitzero"`
-	Protocol  int       `json:"protocol,omitempty"`
+	// LossRevision is the nodes-bucket revision of that expiry's marker:
+	// it names the loss (one verdict per loss).
+	LossRevision uint64 `json:"loss_revision,omitempty"`
+	Protocol     int    `json:"protocol,omitempty"`
 	// Record is the node's record (the canary policy reads its
 	// attributes); optional in fixtures.
 	Record *model.Node `json:"record,omitempty"`

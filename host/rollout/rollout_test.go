@@ -662,3 +662,46 @@ func TestALostCanaryNodeIsReplacedByThePolicyOrFailsTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// T13/T14: one verdict per loss, written by the lost node's loss steward
+// alone, none during a disruption; the node deletes its own on return.
+func TestALossGetsOneVerdictFromItsLossStewardAndTheNodeDeletesItOnReturn(t *testing.T) {
+	nodes := []Node{}
+	for i := 1; i <= 10; i++ {
+		nodes = append(nodes, Node{ID: fmt.Sprintf("n%d", i), Live: true})
+	}
+	nodes[9] = Node{ID: "n10", Live: false, DownSince: t0.Add(-time.Minute), LossRevision: 42}
+	writers := 0
+	for _, n := range nodes[:9] {
+		dec := Losses(n.ID, nodes, nil, t0, 30*time.Second, time.Time{})
+		writers += len(dec.Writes)
+		for _, w := range dec.Writes {
+			if w.Key != wanted.DownKey("n10", 42) || w.V.Node != "n10" || !w.V.DownSince.Equal(t0.Add(-time.Minute)) || w.V.WrittenBy != n.ID {
+				t.Fatalf("verdict %+v", w)
+			}
+		}
+	}
+	if writers != 1 {
+		t.Fatalf("%d agents write the verdict, want 1", writers)
+	}
+	// Written already: nobody writes it again.
+	held := []Verdict{{Key: wanted.DownKey("n10", 42), Revision: 7, V: model.LossVerdict{Node: "n10"}}}
+	for _, n := range nodes[:9] {
+		if dec := Losses(n.ID, nodes, held, t0, 30*time.Second, time.Time{}); len(dec.Writes) != 0 {
+			t.Fatalf("%s writes a verdict that exists", n.ID)
+		}
+	}
+	// The node is back: it deletes its verdict.
+	if dec := Losses("n10", nodes, held, t0, 30*time.Second, time.Time{}); len(dec.Deletes) != 1 {
+		t.Fatalf("the returning node deletes %+v", dec.Deletes)
+	}
+	// Four of ten expired within one TTL: a disruption, no verdict.
+	for i := 6; i < 10; i++ {
+		nodes[i] = Node{ID: nodes[i].ID, Live: false, DownSince: t0.Add(-time.Second), LossRevision: uint64(100 + i)}
+	}
+	for _, n := range nodes[:6] {
+		if dec := Losses(n.ID, nodes, nil, t0, 30*time.Second, time.Time{}); len(dec.Writes) != 0 || dec.Disruption == "" {
+			t.Fatalf("%s during a disruption: %+v", n.ID, dec)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 //	deployments:  <namespace>.<job_id>.<job_version>
 //	job_versions: <namespace>.<job_id>.<job_version>           (immutable specs, for reverts)
 //	rollout:      slot.<namespace>.<job_id>.<group>.<index>     (per-key TTL: update slots)
+//	              down.<node_id>.<nodes-revision>               (loss verdicts)
 
 // ValidToken reports whether s can be one token of a key.
 func ValidToken(s string) bool {
@@ -246,4 +247,23 @@ func IntentOf(s IntentState) Intent {
 		return Intent{}
 	}
 	return *s.Value
+}
+
+// DownKey is the rollout-bucket key of the verdict on one loss of a node:
+// the nodes-bucket revision of its expiry marker names the loss.
+func DownKey(nodeID string, revision uint64) string {
+	return "down." + nodeID + "." + strconv.FormatUint(revision, 10)
+}
+
+// ParseDownKey splits a loss verdict key.
+func ParseDownKey(key string) (nodeID string, revision uint64, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 || parts[0] != "down" || !ValidToken(parts[1]) {
+		return "", 0, false
+	}
+	rev, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return parts[1], rev, true
 }

@@ -164,6 +164,9 @@ type DeploymentState = Record[model.Deployment]
 // SlotState is what a host holds for one update slot key.
 type SlotState = Record[model.Slot]
 
+// VerdictState is what a host holds for one loss verdict key.
+type VerdictState = Record[model.LossVerdict]
+
 // ErrOversize is wrapped by decode errors for values above MaxValueSize.
 var ErrOversize = errors.New("value exceeds the size limit")
 
@@ -269,6 +272,24 @@ func DecodeSlot(key string, value []byte) (*model.Slot, error) {
 	}
 	return &sl, nil
 }
+
+// DecodeVerdict decodes a loss verdict, closed; its key must name its node.
+func DecodeVerdict(key string, value []byte) (*model.LossVerdict, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var v model.LossVerdict
+	if err := model.Decode(value, &v); err != nil {
+		return nil, fmt.Errorf("decoding loss verdict: %w", err)
+	}
+	if n, _, ok := ParseDownKey(key); !ok || n != v.Node {
+		return nil, fmt.Errorf("loss verdict of node %q stored under key %q", v.Node, key)
+	}
+	return &v, nil
+}
+
+// ApplyVerdict applies a rollout-bucket loss verdict entry.
+func ApplyVerdict(prev VerdictState, e Entry) (VerdictState, Effect) { return Apply(prev, e, DecodeVerdict) }
 
 // ApplySlot applies a rollout-bucket slot entry.
 func ApplySlot(prev SlotState, e Entry) (SlotState, Effect) { return Apply(prev, e, DecodeSlot) }
