@@ -289,7 +289,9 @@ func DecodeVerdict(key string, value []byte) (*model.LossVerdict, error) {
 }
 
 // ApplyVerdict applies a rollout-bucket loss verdict entry.
-func ApplyVerdict(prev VerdictState, e Entry) (VerdictState, Effect) { return Apply(prev, e, DecodeVerdict) }
+func ApplyVerdict(prev VerdictState, e Entry) (VerdictState, Effect) {
+	return Apply(prev, e, DecodeVerdict)
+}
 
 // ApplySlot applies a rollout-bucket slot entry.
 func ApplySlot(prev SlotState, e Entry) (SlotState, Effect) { return Apply(prev, e, DecodeSlot) }
