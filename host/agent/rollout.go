@@ -33,6 +33,9 @@ type DeploymentWriter interface {
 	ModifyDeployment(ctx context.Context, namespace, jobID string, version uint64, attempts int,
 		decide func(cur model.Deployment) (*model.Deployment, error)) (*model.Deployment, uint64, error)
 	GetDeployment(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, uint64, error)
+	// GetDeploymentFromLeader reads the record through the stream's leader
+	// (T5's re-read after a slot take).
+	GetDeploymentFromLeader(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, error)
 	TakeSlot(ctx context.Context, key string, s model.Slot, ttl time.Duration) (uint64, error)
 	ReleaseSlot(ctx context.Context, key string, rev uint64) error
 	GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error)
@@ -392,9 +395,8 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 	return errs
 }
 
-// takeSlot is T5: create the slot; then read the record again (from the
-// leader, through the store), and release without acting if it is no
-// longer running. Only then is the slot remembered, so that the next pass
+// takeSlot is T5: create the slot; then read the record again from the
+// stream's leader, and release without acting if it is no longer running. Only then is the slot remembered, so that the next pass
 // (which alone stops the old allocation) sees it stored.
 func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	a.mu.Lock()
@@ -424,7 +426,7 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	cur, _, err := a.cfg.Deployments.GetDeployment(tctx, t.Slot.Namespace, t.Slot.JobID, t.Slot.JobVersion)
+	cur, err := a.cfg.Deployments.GetDeploymentFromLeader(tctx, t.Slot.Namespace, t.Slot.JobID, t.Slot.JobVersion)
 	if err != nil || (cur.Status != model.DeploymentRunning && cur.Status != model.DeploymentSuccessful) {
 		if rerr := a.cfg.Deployments.ReleaseSlot(tctx, t.Key, rev); rerr != nil {
 			return false, rerr

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,4 +241,54 @@ func (s *Store) CreateVerdict(ctx context.Context, key string, v model.LossVerdi
 // the revision read.
 func (s *Store) DeleteVerdict(ctx context.Context, key string, rev uint64) error {
 	return s.ReleaseSlot(ctx, key, rev)
+}
+
+// GetDeploymentFromLeader reads a deployment record through the stream's
+// leader (a non-direct message get), not from whichever replica answers a
+// direct get first: T5's re-read after a slot take must see a pause or a
+// cancel that the leader has already stored. ErrNotFound when absent.
+func (s *Store) GetDeploymentFromLeader(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, error) {
+	if s.Deployments == nil {
+		return nil, ErrNoBucket
+	}
+	key := wanted.DeploymentKey(namespace, jobID, version)
+	bucketName := s.names.Deployments
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucketName + "." + key})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	s.countOp()
+	msg, err := s.conn.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+bucketName, req)
+	if err != nil {
+		return nil, fmt.Errorf("reading deployment %s from the stream leader: %w", key, err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+			Hdrs []byte `json:"hdrs"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("reading deployment %s from the stream leader: %w", key, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.Code == 404 {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("reading deployment %s from the stream leader: %s", key, resp.Error.Description)
+	}
+	if resp.Message == nil {
+		return nil, fmt.Errorf("reading deployment %s from the stream leader: empty answer", key)
+	}
+	if h := string(resp.Message.Hdrs); strings.Contains(h, "KV-Operation: DEL") || strings.Contains(h, "KV-Operation: PURGE") {
+		return nil, ErrNotFound
+	}
+	return wanted.DecodeDeployment(key, resp.Message.Data)
 }

@@ -1,0 +1,44 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// The leader read (T5's re-read) returns the stored record as it is now,
+// and not-found for a key never written or deleted; control: the plain
+// read agrees with it.
+func TestAReadThroughTheStreamLeaderSeesTheStoredRecord(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	ctx := context.Background()
+	if _, err := st.GetDeploymentFromLeader(ctx, "", "web", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a record never written: %v", err)
+	}
+	d := &model.Deployment{ID: "d1", JobID: "web", JobVersion: 1, Status: model.DeploymentRunning, TaskGroups: map[string]*model.DeploymentState{}}
+	if _, _, _, err := st.CreateDeployment(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ModifyDeployment(ctx, "", "web", 1, 0, func(cur model.Deployment) (*model.Deployment, error) {
+		cur.Status = model.DeploymentPaused
+		return &cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetDeploymentFromLeader(ctx, "", "web", 1)
+	plain, _, perr := st.GetDeployment(ctx, "", "web", 1)
+	if err != nil || perr != nil || got.Status != model.DeploymentPaused || plain.Status != got.Status {
+		t.Fatalf("leader read %+v (%v), plain read %+v (%v)", got, err, plain, perr)
+	}
+	if err := st.Deployments.Delete(ctx, wanted.DeploymentKey("", "web", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetDeploymentFromLeader(ctx, "", "web", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleted record: %v", err)
+	}
+}
