@@ -193,18 +193,8 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	for k, t := range a.dueSince[wanted.JobKey(job.Namespace, job.ID)] {
 		f.Overdue[k] = now.Sub(t)
 	}
-	f.ReconnectedAt = a.reconnectedAt
 	a.mu.Unlock()
-	// The nodes bucket's watch resuming (after a reconnect, or once its
-	// stream has a leader again) counts as a reconnect: expiries read
-	// around it are not trusted for one TTL.
-	if r, ok := a.cfg.Source.(interface{ ResumedAt(string) time.Time }); ok {
-		if t := r.ResumedAt(fleet.KindNodes); !t.IsZero() {
-			if st := a.serverNow(t); st.After(f.ReconnectedAt) {
-				f.ReconnectedAt = st
-			}
-		}
-	}
+	f.ReconnectedAt = a.guardSince()
 	return f
 }
 
@@ -347,14 +337,15 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 			continue
 		}
 		what, why := "released", "the replacement's health is known"
+		holder := nodeFact(w.facts, s.Slot.Holder)
 		if s.Slot.Holder != a.nodeID {
 			what = "reclaimed"
-			if !holderLive(w.facts, s.Slot.Holder) {
+			if !holder.Live {
 				why = "its holder's node expired"
 			}
 		}
 		a.log.Info("update slot "+what, "job", job.ID, "slot", s.Key, "holder", s.Slot.Holder, "old_alloc", s.Slot.OldAlloc, "new_alloc", s.Slot.NewAlloc, "why", why,
-			"decided_at", w.facts.Now, "reconnected_at", w.facts.ReconnectedAt, "holder_down_since", holderDownSince(w.facts, s.Slot.Holder))
+			"decided_at", w.facts.Now, "reconnected_at", w.facts.ReconnectedAt, "holder_down_since", holder.DownSince)
 		kick = true
 	}
 	for _, t := range dec.Takes {
@@ -577,6 +568,24 @@ func (a *Agent) stableJob(ctx context.Context, ns, id string, version uint64) (*
 	return j, nil
 }
 
+// guardSince is the server time from which the disruption guard holds for
+// one node TTL: this agent's last reconnect, or the nodes bucket's watch
+// resuming after an interruption (once its stream has a leader again),
+// whichever is later. a.mu must not be held.
+func (a *Agent) guardSince() time.Time {
+	a.mu.Lock()
+	since := a.reconnectedAt
+	a.mu.Unlock()
+	if r, ok := a.cfg.Source.(interface{ ResumedAt(string) time.Time }); ok {
+		if t := r.ResumedAt(fleet.KindNodes); !t.IsZero() {
+			if st := a.serverNow(t); st.After(since) {
+				since = st
+			}
+		}
+	}
+	return since
+}
+
 // NoteReconnect records that this agent's NATS connection came back (the
 // disruption guard holds for one node TTL after it). Wire it to the
 // connection's reconnect handler.
@@ -589,22 +598,14 @@ func (a *Agent) NoteReconnect() {
 	a.Kick()
 }
 
-func holderDownSince(f rollout.Facts, id string) time.Time {
+// nodeFact is the facts' node id (the zero Node, not live, when unknown).
+func nodeFact(f rollout.Facts, id string) rollout.Node {
 	for _, n := range f.Nodes {
 		if n.ID == id {
-			return n.DownSince
+			return n
 		}
 	}
-	return time.Time{}
-}
-
-func holderLive(f rollout.Facts, id string) bool {
-	for _, n := range f.Nodes {
-		if n.ID == id {
-			return n.Live
-		}
-	}
-	return false
+	return rollout.Node{}
 }
 
 // lossPass decides this pass's loss verdicts (T13, T14) over every node
@@ -631,16 +632,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 			verdicts = append(verdicts, rollout.Verdict{Key: k, Revision: st.Revision, V: *st.Value})
 		}
 	}
-	snow := a.serverNow(now)
-	a.mu.Lock()
-	reconnected := a.reconnectedAt
-	a.mu.Unlock()
-	if r, ok := a.cfg.Source.(interface{ ResumedAt(string) time.Time }); ok {
-		if t := r.ResumedAt(fleet.KindNodes); !t.IsZero() && a.serverNow(t).After(reconnected) {
-			reconnected = a.serverNow(t)
-		}
-	}
-	dec := rollout.Losses(a.nodeID, nodes, verdicts, snow, a.cfg.NodeTTL, reconnected)
+	dec := rollout.Losses(a.nodeID, nodes, verdicts, a.serverNow(now), a.cfg.NodeTTL, a.guardSince())
 	if len(dec.Writes) == 0 && len(dec.Deletes) == 0 {
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // SourceConfig configures a Source.
@@ -176,7 +177,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 				} else {
 					log.Warn("opening bucket failed; retrying", "error", err)
 				}
-				if !sleepCtx(ctx, backoff(attempt, 200*time.Millisecond, 5*time.Second)) {
+				if !wait.For(ctx, backoff(attempt, 200*time.Millisecond, 5*time.Second)) {
 					return
 				}
 				attempt++
@@ -187,7 +188,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			reset, err := s.checkEpoch(ctx, b.kind, kv)
 			if err != nil {
 				log.Warn("reading bucket status failed; retrying", "error", err)
-				if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
+				if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 					return
 				}
 				attempt++
@@ -216,7 +217,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			}
 			log.Warn("creating watcher failed; retrying", "error", err, "resume_revision", resume)
 			s.obs.WatchRestarted(b.kind, "error")
-			if !sleepCtx(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
+			if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 				return
 			}
 			attempt++
@@ -259,7 +260,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			s.countRestart(b.kind)
 			s.obs.WatchRestarted(b.kind, "ended")
 			log.Warn("watch ended; repairing with a full pull", "last_revision", s.revision(b.kind))
-			if !sleepCtx(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
+			if !wait.For(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
 				return
 			}
 			kv = nil // re-open: the bucket may have been deleted
@@ -466,17 +467,6 @@ func (s *Source) openBucket(ctx context.Context, name string) (jetstream.KeyValu
 	rctx, cancel := s.st.conn.withTimeout(ctx)
 	defer cancel()
 	return s.st.conn.js.KeyValue(rctx, name)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func (s *Source) revision(kind string) uint64 {

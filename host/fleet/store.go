@@ -12,6 +12,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // DefaultPrefix is the default bucket name prefix.
@@ -359,7 +360,7 @@ func (s *Store) ModifyIntent(ctx context.Context, nodeID string, change func(*wa
 		if !lost || attempt >= 20 {
 			return wanted.Intent{}, 0, fmt.Errorf("writing intent of node %s: %w", nodeID, err)
 		}
-		if !sleepCtx(ctx, backoff(attempt, 2*time.Millisecond, 100*time.Millisecond)) {
+		if !wait.For(ctx, backoff(attempt, 2*time.Millisecond, 100*time.Millisecond)) {
 			return wanted.Intent{}, 0, ctx.Err()
 		}
 	}
@@ -426,7 +427,7 @@ func (s *Store) CreateDeployment(ctx context.Context, d *model.Deployment) (cur 
 		if !errors.Is(err, ErrNotFound) || time.Now().After(deadline) {
 			return cur, rev, false, err
 		}
-		if !sleepCtx(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
+		if !wait.For(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
 			return nil, 0, false, ctx.Err()
 		}
 	}
@@ -477,7 +478,7 @@ func (s *Store) ModifyDeployment(ctx context.Context, namespace, jobID string, v
 		if errors.Is(gerr, ErrNotFound) && attempt < attempts-1 {
 			// Possibly a replica behind a just-created record: read again.
 			err = gerr
-			if !sleepCtx(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
+			if !wait.For(ctx, backoff(attempt, 5*time.Millisecond, 200*time.Millisecond)) {
 				return nil, 0, ctx.Err()
 			}
 			continue
