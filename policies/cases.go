@@ -52,6 +52,9 @@ type GroupHealth struct {
 	Unhealthy       int  `json:"unhealthy"`
 	Pending         int  `json:"pending"`
 	CanariesHealthy int  `json:"canaries_healthy"`
+	LostInFlight    int  `json:"lost_in_flight"`
+	Lost            int  `json:"lost"`
+	Disconnected    int  `json:"disconnected"`
 	Complete        bool `json:"complete"`
 }
 

@@ -21,7 +21,8 @@ func (DefaultCompletion) DecideCompletion(ctx context.Context, in CompletionInpu
 // DecideDefault is the built-in completion decision of docs/reconciler-rules.md
 // ("Deployments"), in native Go: what a job naming no completion policy
 // gets, and the fallback of every policy fault (docs/reconciler-rules.md,
-// "Deployments"). In order: a deployment that is not running continues; a
+// "Deployments"). In order: a deployment that is not running, or asked about
+// while the disruption guard holds, continues; a
 // group with an unhealthy allocation, or past its require-progress-by
 // without being complete, fails the deployment (revert when a failing group
 // has auto_revert); while groups are canarying, promote when every canary
@@ -32,6 +33,11 @@ func DecideDefault(in CompletionInput) CompletionDecision {
 	d := in.Deployment
 	if d == nil || d.Status != model.DeploymentRunning {
 		return CompletionDecision{Decision: DecisionContinue, Reason: "deployment is not running"}
+	}
+	if in.Disruption != "" {
+		// The guard pauses verdicts: what live nodes show says nothing
+		// while many of them just went away.
+		return CompletionDecision{Decision: DecisionContinue, Reason: "disruption guard holds: " + in.Disruption}
 	}
 	names := make([]string, 0, len(d.TaskGroups)+len(in.Groups))
 	for n := range d.TaskGroups {

@@ -63,6 +63,11 @@ type CompletionInput struct {
 	// Policy is the completion policy named by the job (nil: the default).
 	Policy *model.PolicyRef
 	Now    time.Time
+	// Disruption, when not empty, says why the disruption guard holds: many
+	// of the job's nodes expired at once, or the asking agent just
+	// reconnected to NATS. Counts over live nodes are then not evidence of
+	// anything; the default continues (neither fails nor succeeds).
+	Disruption string
 }
 
 // GroupHealth summarises the allocations of one group in a deployment.
@@ -72,6 +77,17 @@ type GroupHealth struct {
 	Unhealthy       int
 	Pending         int
 	CanariesHealthy int
+	// LostInFlight counts the group's replacements whose node was lost in
+	// the middle of them: a slot still held by an expired node, or an
+	// expired node whose allocation at the deployment's version has no
+	// health verdict. The rollout goes on without them; a policy may count
+	// them (quorum).
+	LostInFlight int
+	// Lost and Disconnected count allocations of the job on nodes with a
+	// loss verdict: lost once the group's disconnect.lost_after has passed
+	// since the node went down (at once without one), disconnected before.
+	Lost         int
+	Disconnected int
 	// Complete reports that the reconciler found nothing left to place,
 	// migrate or update for this group on any node.
 	Complete bool

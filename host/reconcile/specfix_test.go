@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,27 @@ func TestAHealthyCanaryAwaitingManualPromotionOutlivesItsDeadline(t *testing.T) 
 	d.TaskGroups["web"].AutoPromote = true
 	if got := DecideDefault(in); got.Decision != DecisionPromote {
 		t.Fatalf("auto_promote with healthy canaries past the deadline: %+v", got)
+	}
+}
+
+// While the disruption guard holds the default decides nothing: an
+// unhealthy allocation does not fail the deployment and a group complete
+// on the live nodes does not succeed it. Control: the same inputs without
+// the disruption fail, then succeed.
+func TestTheDefaultCompletionContinuesDuringADisruption(t *testing.T) {
+	d := dep(2, model.DeploymentRunning, map[string]*model.DeploymentState{"web": {DesiredTotal: 2}})
+	for _, c := range []struct {
+		h    GroupHealth
+		want Decision
+	}{{GroupHealth{Placed: 2, Healthy: 1, Unhealthy: 1}, DecisionFail}, {GroupHealth{Placed: 2, Healthy: 2, Complete: true}, DecisionSucceed}} {
+		in := CompletionInput{Deployment: d, Now: t0, Groups: map[string]GroupHealth{"web": c.h}}
+		if got := DecideDefault(in); got.Decision != c.want {
+			t.Fatalf("control %+v: %+v, want %s", c.h, got, c.want)
+		}
+		in.Disruption = "many nodes expired at once"
+		got := DecideDefault(in)
+		if got.Decision != DecisionContinue || !strings.Contains(got.Reason, "many nodes expired") {
+			t.Fatalf("during a disruption %+v: %+v, want continue naming the disruption", c.h, got)
+		}
 	}
 }
