@@ -135,6 +135,25 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 			},
 		},
 		{
+			name: "lost-node-disconnected",
+			check: func(t *testing.T, out *rolloutOutput) {
+				c := out.Decision.Counts["g"]
+				if c.Disconnected != 1 || c.Lost != 0 || !slices.Equal(c.DisconnectedNodes, []string{"n3"}) || c.LostInFlight != 1 {
+					t.Fatalf("counts %+v", c)
+				}
+				if len(out.Decision.Reclaims) != 1 || out.Decision.Reclaims[0].Slot.Holder != "n3" {
+					t.Fatalf("reclaims %+v", out.Decision.Reclaims)
+				}
+			},
+			// Control: past lost_after the same allocation is lost.
+			control: func(fx *rolloutFixture) { fx.Now = fx.Now.Add(4 * time.Minute) },
+			after: func(t *testing.T, out *rolloutOutput) {
+				if c := out.Decision.Counts["g"]; c.Lost != 1 || c.Disconnected != 0 || !slices.Equal(c.LostNodes, []string{"n3"}) {
+					t.Fatalf("past lost_after: %+v", c)
+				}
+			},
+		},
+		{
 			name: "disruption-no-reclaim",
 			check: func(t *testing.T, out *rolloutOutput) {
 				d := out.Decision

@@ -86,15 +86,16 @@ func aggregateOf(d *model.Deployment, f *rollout.Facts) fleetAggregate {
 			continue
 		}
 		s := n.ID
+		var notes []string
 		if !n.DownSince.IsZero() && !f.Now.IsZero() {
-			s += fmt.Sprintf(" (down %s)", f.Now.Sub(n.DownSince).Round(time.Second))
+			notes = append(notes, "down "+f.Now.Sub(n.DownSince).Round(time.Second).String())
 		}
-		agg.Lost = append(agg.Lost, s)
-	}
-	for _, a := range f.Allocs {
-		if !a.Terminal() && a.ClientStatus == model.ClientUnknown {
-			agg.Lost = append(agg.Lost, a.NodeID+" (allocation "+short(a.ID)+" disconnected)")
+		if n.LostSince.IsZero() {
+			notes = append(notes, "no loss verdict yet")
+		} else {
+			notes = append(notes, "loss verdict")
 		}
+		agg.Lost = append(agg.Lost, s+" ("+strings.Join(notes, ", ")+")")
 	}
 	if n := len(d.Events); n > lastEvents {
 		agg.Events = d.Events[n-lastEvents:]
@@ -221,6 +222,9 @@ func (agg fleetAggregate) lines() []string {
 			line += fmt.Sprintf("; %d in flight on lost nodes", c.LostInFlight)
 		}
 		out = append(out, line)
+		if c.Lost+c.Disconnected > 0 {
+			out = append(out, fmt.Sprintf("    allocations lost %d%s; disconnected %d%s", c.Lost, nodeList(c.LostNodes), c.Disconnected, nodeList(c.DisconnectedNodes)))
+		}
 		if c.Unhealthy > 0 {
 			out = append(out, fmt.Sprintf("    unhealthy %d: %s", c.Unhealthy, strings.Join(g.Unhealthy, "; ")))
 		}
@@ -231,7 +235,7 @@ func (agg fleetAggregate) lines() []string {
 		case d.Status == model.DeploymentPaused:
 			line += "stopped while paused"
 		case !g.DeadlineSet:
-			line += "not started (starts at the first slot taken)"
+			line += "not started (starts at the first slot taken, or once placed when nothing is replaced)"
 		case g.DeadlineIn >= 0:
 			line += "in " + g.DeadlineIn.Round(time.Second).String()
 		default:
@@ -284,4 +288,12 @@ func aggregateFromView(d *model.Deployment, v *fleet.View, now time.Time, nodeTT
 	}
 	f := api.FleetFacts(job, d.Namespace, d.JobID, v, now, nodeTTL)
 	return aggregateOf(d, &f)
+}
+
+// nodeList is " (a, b)" for a few nodes, "" for none or many.
+func nodeList(ids []string) string {
+	if len(ids) == 0 || len(ids) > fewNodes {
+		return ""
+	}
+	return " (" + strings.Join(ids, ", ") + ")"
 }

@@ -132,7 +132,7 @@ func TestTheAggregateShowsHoldersUnhealthyLostDeadlineAndSteward(t *testing.T) {
 	for _, want := range []string{
 		"updated 1/2 (healthy 0); in flight 1/1 (n2)",
 		"unhealthy 1: n1: check http failed",
-		"lost/disconnected: n3 (down 2m0s)",
+		"lost/disconnected: n3 (down 2m0s, no loss verdict yet)",
 		"progress deadline: in 1m30s",
 		"steward: " + rollout.RankedNodes(d.ID, []string{"n1", "n2"})[0], // the live eligible nodes only
 		"promoted: groups g promoted by cli",
@@ -164,6 +164,29 @@ func TestJobRunPrintsTheAggregateAloneAboveTwentyNodes(t *testing.T) {
 		text := strings.Join(r.lines(job, 2), "\n")
 		if strings.Contains(text, "  node na:") != c.nodeLines || !strings.Contains(text, "  group g:") {
 			t.Fatalf("%d nodes:\n%s", c.nodes, text)
+		}
+	}
+}
+
+// A node down with a loss verdict: the aggregate says so, and the group's
+// line counts its allocation lost, or disconnected while the group's
+// disconnect.lost_after has not passed since the node went down.
+func TestTheAggregateCountsAllocationsLostOrDisconnectedByTheVerdict(t *testing.T) {
+	for _, c := range []struct {
+		lostAfter time.Duration
+		want      string
+	}{{0, "allocations lost 1 (n3); disconnected 0"}, {time.Hour, "allocations lost 0; disconnected 1 (n3)"}} {
+		f := aggFacts()
+		if c.lostAfter > 0 {
+			f.Job.Groups[0].Disconnect = &model.DisconnectStrategy{LostAfter: model.Duration(c.lostAfter)}
+		}
+		f.Nodes[2].Live, f.Nodes[2].Ready = false, false
+		f.Nodes[2].DownSince, f.Nodes[2].LostSince = aggNow.Add(-2*time.Minute), aggNow.Add(-2*time.Minute)
+		text := strings.Join(aggregateOf(aggRecord(nil), f).lines(), "\n")
+		for _, want := range []string{"lost/disconnected: n3 (down 2m0s, loss verdict)", c.want} {
+			if !strings.Contains(text, want) {
+				t.Fatalf("lost_after %s: missing %q in\n%s", c.lostAfter, want, text)
+			}
 		}
 	}
 }

@@ -26,6 +26,12 @@ func mockJob(version int) string {
   }
   group "g" {
     count = 1
+    # A node cut off for less than this keeps its allocation when it is
+    # back (reconnected); past it, or without the block, it is lost and
+    # placed again.
+    disconnect {
+      lost_after = "5m"
+    }
     task "t" {
       driver = "mock"
       config {
@@ -155,6 +161,14 @@ func anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation(t *testing.T, f *fleett
 	f.WaitFor(2*ttl, "the cut to outlast node_ttl", func() (bool, string) {
 		return time.Since(cutAt) > ttl, time.Since(cutAt).String()
 	})
+	f.WaitFor(30*time.Second, "a loss verdict for "+cut.Name, func() (bool, string) {
+		for _, c := range others {
+			if f.LoggedSince(c, cutAt, "node lost: verdict written") {
+				return true, ""
+			}
+		}
+		return false, "no agent wrote one"
+	})
 	f.Reconnect(cut)
 	back := f.WaitFor(60*time.Second, cut.Name+"'s node ready again", func() (bool, string) { return f.NodesReady(cut) })
 	t.Logf("%s ready again %s after the reconnect (cut for %s)", cut.Name, back.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
@@ -180,6 +194,11 @@ func anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation(t *testing.T, f *fleett
 	if ts.Restarts != 0 || !ts.StartedAt.Equal(ts0.StartedAt) || started != 1 {
 		t.Fatalf("after the reconnect the task has %d restarts, started at %s (before: %s), %d Started events: it was started again",
 			ts.Restarts, ts.StartedAt, ts0.StartedAt, started)
+	}
+	// The loss was settled by the verdict: the allocation records that the
+	// fleet saw it unknown while the node was gone, then running again.
+	if !reconnectRecorded(after[0]) {
+		t.Fatalf("%s's allocation does not record its reconnect: states %+v", cut.Name, after[0].States)
 	}
 	// The agent itself answers, now, from its own file: one start.
 	logs, err = f.AllocLogs(before.ID, "t")
@@ -322,4 +341,20 @@ func theWholeClusterDownPastTheTTLRestartsNoTask(t *testing.T, f *fleettest.Flee
 			t.Fatalf("%s after the cluster's return: alloc logs %q (%v), want exactly one start", c.Name, logs, err)
 		}
 	}
+}
+
+// reconnectRecorded reports whether an allocation's client-status history
+// holds a transition to unknown (the loss, at the verdict's time) followed
+// by one back to running (the return).
+func reconnectRecorded(a *model.Allocation) bool {
+	for i, st := range a.States {
+		if st.Field == model.AllocStateClientStatus && st.Value == string(model.ClientUnknown) {
+			for _, next := range a.States[i+1:] {
+				if next.Field == model.AllocStateClientStatus && next.Value == string(model.ClientRunning) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

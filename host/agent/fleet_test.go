@@ -766,53 +766,110 @@ func TestADeadCanaryNodeIsReplacedByThePolicysChoice(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "every live node on v2", func() bool { return f.allRun(2) })
 }
 
-// A dead agent's node gets one loss verdict (T13), written by one agent;
-// when the node comes back it deletes the verdict (T14) and its
-// allocation was never restarted.
-func TestALostNodeGetsOneVerdictAndDeletesItOnReturn(t *testing.T) {
-	f := newFleet(t, 4, 3*time.Second)
-	f.atV1(t, nil)
-	lost := f.nodes[3]
-	before := onlyLive(t, lost, "web")
-	lost.stop(false) // the agent dies; its task stays; its heartbeats stop
-	lost.agent = nil
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var key string
-	testutil.Eventually(t, 20*time.Second, "a loss verdict for the dead node", func() bool {
-		keys, err := f.w.store.Rollout.ListKeys(ctx)
-		if err != nil {
-			return false
-		}
-		for k := range keys.Keys() {
-			if n, _, ok := wanted.ParseDownKey(k); ok && n == lost.id {
-				key = k
+// A node that stops heartbeating gets one loss verdict, written by another
+// node; when it comes back it settles its allocations by the verdict and
+// the group's disconnect block, then deletes the verdict (T14): within
+// disconnect.lost_after its allocation reconnects, the same one, its task
+// never started again, the reconnect recorded in its states; past
+// lost_after, or with no disconnect block, the allocation is lost (client
+// status lost) and its name placed again, one more start.
+func TestALostNodeGetsOneVerdictAndSettlesItsAllocationsOnReturn(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		lostAfter time.Duration
+		lost      bool
+	}{{"within lost_after", time.Minute, false}, {"no disconnect block", 0, true}, {"past lost_after", time.Second, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFleet(t, 4, 3*time.Second)
+			f.atV1(t, func(g *model.Group) {
+				if c.lostAfter > 0 {
+					g.Disconnect = &model.DisconnectStrategy{LostAfter: model.Duration(c.lostAfter)}
+				}
+			})
+			lost := f.nodes[3]
+			before := onlyLive(t, lost, "web")
+			lost.stop(false) // the agent dies; its task stays; its heartbeats stop
+			lost.agent = nil
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var key string
+			testutil.Eventually(t, 20*time.Second, "a loss verdict for the dead node", func() bool {
+				keys, err := f.w.store.Rollout.ListKeys(ctx)
+				if err != nil {
+					return false
+				}
+				for k := range keys.Keys() {
+					if n, _, ok := wanted.ParseDownKey(k); ok && n == lost.id {
+						key = k
+					}
+				}
+				return key != ""
+			})
+			e, err := f.w.store.Rollout.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		return key != ""
-	})
-	e, err := f.w.store.Rollout.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := wanted.DecodeVerdict(key, e.Value())
-	if err != nil || v.DownSince.IsZero() || v.WrittenBy == "" || v.WrittenBy == lost.id {
-		t.Fatalf("verdict %+v (%v)", v, err)
-	}
-	hist, err := f.w.store.Rollout.History(ctx, key)
-	if err != nil || len(hist) != 1 {
-		t.Fatalf("the verdict was written %d times (%v)", len(hist), err)
-	}
-	// The node returns on its state directory: the verdict goes, its
-	// allocation is the same one, its task not started again.
-	starts := lost.mock.starts.Load()
-	lost.start()
-	testutil.Eventually(t, 20*time.Second, "the verdict deleted by the returning node", func() bool {
-		_, err := f.w.store.Rollout.Get(ctx, key)
-		return err != nil
-	})
-	after := onlyLive(t, lost, "web")
-	if after == nil || after.ID != before.ID || lost.mock.starts.Load() != starts {
-		t.Fatalf("after the return: %+v (before %s), starts %d → %d", after, before.ID, starts, lost.mock.starts.Load())
+			v, err := wanted.DecodeVerdict(key, e.Value())
+			if err != nil || v.DownSince.IsZero() || v.WrittenBy == "" || v.WrittenBy == lost.id {
+				t.Fatalf("verdict %+v (%v)", v, err)
+			}
+			hist, err := f.w.store.Rollout.History(ctx, key)
+			if err != nil || len(hist) != 1 {
+				t.Fatalf("the verdict was written %d times (%v)", len(hist), err)
+			}
+			// Another node's reader derives the allocation's state from the
+			// verdict and lost_after.
+			if c.lost && c.lostAfter > 0 {
+				time.Sleep(c.lostAfter) // lost_after is a span of time: let it pass
+			}
+			d := f.w.deployment("", "web", 1)
+			facts := rollout.Facts{Job: fleetJob(1, nil), Now: time.Now(), Allocs: []*model.Allocation{before}}
+			if c.lostAfter > 0 {
+				facts.Job.Groups[0].Disconnect = &model.DisconnectStrategy{LostAfter: model.Duration(c.lostAfter)}
+			}
+			facts.Nodes = []rollout.Node{{ID: lost.id, Eligible: true, LostSince: v.DownSince}}
+			if got := rollout.Derive(d, &facts)[facts.Job.Groups[0].Name]; c.lost && got.Lost != 1 || !c.lost && got.Disconnected != 1 {
+				t.Fatalf("derived from the verdict: %+v", got)
+			}
+			// The node returns on its state directory.
+			starts := lost.mock.starts.Load()
+			lost.start()
+			testutil.Eventually(t, 20*time.Second, "the verdict deleted by the returning node", func() bool {
+				_, err := f.w.store.Rollout.Get(ctx, key)
+				return err != nil
+			})
+			if !c.lost {
+				after := onlyLive(t, lost, "web")
+				if after == nil || after.ID != before.ID || lost.mock.starts.Load() != starts {
+					t.Fatalf("after the return: %+v (before %s), starts %d → %d", after, before.ID, starts, lost.mock.starts.Load())
+				}
+				recorded := false
+				for i, st := range after.States {
+					if st.Value == string(model.ClientUnknown) && st.Time.Equal(v.DownSince) && i+1 < len(after.States) && after.States[i+1].Value == string(model.ClientRunning) {
+						recorded = true
+					}
+				}
+				if !recorded {
+					t.Fatalf("the reconnect is not recorded in the allocation's states: %+v", after.States)
+				}
+				return
+			}
+			testutil.Eventually(t, 20*time.Second, "the lost allocation replaced", func() bool {
+				live := lost.live("web")
+				return len(live) == 1 && live[0].ID != before.ID && live[0].DeploymentStatus.IsHealthy()
+			})
+			var old *model.Allocation
+			for _, a := range lost.agent.Allocs() {
+				if a.ID == before.ID {
+					old = a
+				}
+			}
+			if old == nil || old.ClientStatus != model.ClientLost || old.DesiredStatus != model.DesiredStop {
+				t.Fatalf("the old allocation after the return: %+v", old)
+			}
+			if got := lost.mock.starts.Load(); got != starts+1 {
+				t.Fatalf("starts %d → %d, want one more (the replacement)", starts, got)
+			}
+		})
 	}
 }

@@ -167,7 +167,11 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		if st.Absent && expired.IsZero() {
 			expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
 		}
-		f.Nodes = append(f.Nodes, rolloutNode(job, n, !st.Absent, expired))
+		rn := rolloutNode(job, n, !st.Absent, expired)
+		if st.Absent {
+			rn.LostSince = downSince[n.ID] // zero without a verdict
+		}
+		f.Nodes = append(f.Nodes, rn)
 	}
 	f.Nodes = append(f.Nodes, rolloutNode(job, self, true, time.Time{}))
 	slices.SortFunc(f.Nodes, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
@@ -475,7 +479,7 @@ func (a *Agent) stewardVerdict(ctx context.Context, w rolloutWork) (bool, error)
 	facts := w.facts
 	decide := func(cur *model.Deployment) (reconcile.CompletionDecision, map[string]rollout.Counts) {
 		counts := rollout.Derive(cur, &facts)
-		in := rollout.CompletionInput(cur, counts, policy, facts.Now)
+		in := rollout.CompletionInput(cur, counts, policy, facts.Now, w.dec.Disruption)
 		pctx, cancel := context.WithTimeout(ctx, policyDeadline)
 		v, err := a.cfg.Completion.DecideCompletion(pctx, in)
 		cancel()
@@ -632,9 +636,23 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 			verdicts = append(verdicts, rollout.Verdict{Key: k, Revision: st.Revision, V: *st.Value})
 		}
 	}
-	dec := rollout.Losses(a.nodeID, nodes, verdicts, a.serverNow(now), a.cfg.NodeTTL, a.guardSince())
+	snow := a.serverNow(now)
+	dec := rollout.Losses(a.nodeID, nodes, verdicts, snow, a.cfg.NodeTTL, a.guardSince())
 	if len(dec.Writes) == 0 && len(dec.Deletes) == 0 {
 		return
+	}
+	if len(dec.Deletes) > 0 {
+		// Back from a loss: what the fleet derived of this node's
+		// allocations meanwhile is recorded in them before the verdict goes.
+		var own []rollout.ReturnAlloc
+		a.mu.Lock()
+		for _, r := range a.runners {
+			al := r.Snapshot()
+			own = append(own, rollout.ReturnAlloc{Alloc: al, Group: groupOf(r.Job(), al.TaskGroup), Created: a.serverNow(al.CreateTime)})
+		}
+		a.mu.Unlock()
+		slices.SortFunc(own, func(x, y rollout.ReturnAlloc) int { return strings.Compare(x.Alloc.ID, y.Alloc.ID) })
+		dec.Returns = rollout.Returning(a.nodeID, dec.Deletes, own, snow)
 	}
 	a.mu.Lock()
 	a.lossWork = &dec
@@ -664,6 +682,23 @@ func (a *Agent) carryOutLosses(ctx context.Context) {
 		}
 		a.log.Info("node lost: verdict written", "lost_node", w.V.Node, "down_since", w.V.DownSince, "verdict", w.Key)
 	}
+	for _, ret := range dec.Returns {
+		a.mu.Lock()
+		r := a.runners[ret.AllocID]
+		a.mu.Unlock()
+		if r == nil {
+			continue // gone meanwhile: nothing left to record
+		}
+		if ret.Lost {
+			r.MarkLost(ret.Why)
+			a.stopAsync(r, ret.Why)
+			a.log.Warn("allocation lost while this node was down: stopped, its name is placed again", "alloc_id", ret.AllocID, "why", ret.Why)
+			continue
+		}
+		if r.RecordReconnect(ret.Since, a.cfg.Now(), ret.Why) {
+			a.log.Info("allocation reconnected: kept running", "alloc_id", ret.AllocID, "why", ret.Why)
+		}
+	}
 	for _, v := range dec.Deletes {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := a.cfg.Deployments.DeleteVerdict(wctx, v.Key, v.Revision)
@@ -672,6 +707,6 @@ func (a *Agent) carryOutLosses(ctx context.Context) {
 			a.log.Error("deleting this node's loss verdict", "verdict", v.Key, "err", err)
 			continue
 		}
-		a.log.Info("this node is back: its loss verdict deleted (its allocations kept running)", "verdict", v.Key, "down_since", v.V.DownSince)
+		a.log.Info("this node is back: its loss verdict deleted", "verdict", v.Key, "down_since", v.V.DownSince)
 	}
 }

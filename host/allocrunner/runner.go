@@ -131,6 +131,7 @@ type Runner struct {
 	checks     map[string]error
 	healthGn   int                        // generation of the health tracker; bumped by an in-place update
 	failStop   string                     // set when the run limit stops the allocation: its tasks die failed, for this reason
+	lost       string                     // set by MarkLost: a stop ends with client status lost, for this reason
 	tplSources map[string]templateSources // task name → what its templates read at the last render
 	// registered are the service registrations written, by key; svcPoke
 	// wakes the service loop; detached says the runner was detached (its
@@ -458,11 +459,60 @@ func (r *Runner) Stop(ctx context.Context, reason string) error {
 	}
 	r.mu.Lock()
 	if !r.alloc.ClientStatus.Terminal() {
-		r.setClientStatusLocked(model.ClientComplete, "stopped: "+reason)
+		if r.lost != "" {
+			r.setClientStatusLocked(model.ClientLost, r.lost)
+		} else {
+			r.setClientStatusLocked(model.ClientComplete, "stopped: "+reason)
+		}
 	}
 	r.mu.Unlock()
 	r.persist()
 	return nil
+}
+
+// MarkLost records that the fleet declared this allocation lost (its node
+// was down longer than its group allows): its intent becomes stop, at once
+// and persisted, so an agent that restarts before the tasks are gone still
+// stops it; the Stop that follows ends it with client status lost.
+func (r *Runner) MarkLost(why string) {
+	r.mu.Lock()
+	r.lost = why
+	r.intent = model.DesiredStop
+	r.alloc.DesiredStatus = model.DesiredStop
+	r.alloc.DesiredDescription = why
+	r.mu.Unlock()
+	r.persist()
+}
+
+// RecordReconnect records that the fleet saw this allocation's node down
+// from since (the loss verdict's server time) and that it is back at now:
+// a client-status transition to unknown at since, then back to the status
+// it has, with why as the description. The tasks are untouched. It
+// reports false when the allocation is terminal or the reconnect from
+// since is already recorded.
+func (r *Runner) RecordReconnect(since, now time.Time, why string) bool {
+	r.mu.Lock()
+	a := r.alloc
+	if a.ClientStatus.Terminal() || a.DesiredStatus != model.DesiredRun {
+		r.mu.Unlock()
+		return false
+	}
+	for _, s := range a.States {
+		if s.Field == model.AllocStateClientStatus && s.Value == string(model.ClientUnknown) && s.Time.Equal(since) {
+			r.mu.Unlock()
+			return false
+		}
+	}
+	a.States = append(a.States,
+		model.AllocState{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: since},
+		model.AllocState{Field: model.AllocStateClientStatus, Value: string(a.ClientStatus), Time: now})
+	if n := len(a.States); n > 10 {
+		a.States = append([]model.AllocState(nil), a.States[n-10:]...)
+	}
+	a.ClientDescription = why
+	r.mu.Unlock()
+	r.persist()
+	return true
 }
 
 func (r *Runner) markStoppedBeforeStart() {
@@ -588,6 +638,8 @@ func (r *Runner) recomputeLocked() {
 		failedWhy = r.failStop
 	}
 	switch {
+	case all > 0 && dead == all && r.lost != "":
+		r.setClientStatusLocked(model.ClientLost, r.lost) // killed because the fleet declared it lost
 	case all > 0 && dead == all && failed:
 		r.setClientStatusLocked(model.ClientFailed, failedWhy)
 	case all > 0 && dead == all:

@@ -250,6 +250,20 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		// Its last expiry, also once it is back (as the agent builds it:
 		// the disruption guard counts a node that expired within one TTL).
 		rn.DownSince = st.Expired
+		if live {
+			f.Nodes = append(f.Nodes, rn)
+			continue
+		}
+		// A loss verdict in force: its "down since" names the loss also
+		// for a reader that did not see the expiry.
+		for _, dv := range v.Downs {
+			if dv.Value != nil && !dv.Absent && dv.Value.Node == n.ID && (rn.LostSince.IsZero() || dv.Value.DownSince.Before(rn.LostSince)) {
+				rn.LostSince = dv.Value.DownSince
+			}
+		}
+		if rn.DownSince.IsZero() {
+			rn.DownSince = rn.LostSince
+		}
 		f.Nodes = append(f.Nodes, rn)
 	}
 	slices.SortFunc(f.Nodes, func(a, b rollout.Node) int { return strings.Compare(a.ID, b.ID) })

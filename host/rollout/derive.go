@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,16 +237,19 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 			}
 		}
 		var holders []Slot
+		midway := map[string]bool{} // nodes gone in the middle of their replacement
 		for _, s := range f.Slots {
 			if s.Slot.Group != name || s.Slot.JobID != d.JobID || s.Slot.Namespace != d.Namespace {
 				continue
 			}
 			c.InFlight++
 			if !f.live(s.Slot.Holder) {
-				c.LostInFlight++
+				c.ExpiredHolders++
+				midway[s.Slot.Holder] = true
 			}
 			holders = append(holders, s)
 		}
+		f.awayCounts(&c, d, name, midway)
 		slices.SortFunc(holders, func(a, b Slot) int { return a.Slot.Index - b.Slot.Index })
 		for _, s := range holders {
 			c.Holders = append(c.Holders, s.Slot.Holder)
@@ -257,9 +261,44 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 				}
 			}
 		})
-		c.Complete = c.Outdated == 0 && c.InFlight-c.LostInFlight == 0 && !c.Canarying &&
+		c.Complete = c.Outdated == 0 && c.InFlight-c.ExpiredHolders == 0 && !c.Canarying &&
 			c.Desired > 0 && c.Healthy >= c.Desired
 		out[name] = c
 	}
 	return out
+}
+
+// awayCounts derives the group's allocations on nodes that are not live:
+// lost or disconnected by the loss verdict and the group's
+// disconnect.lost_after (rollout.md, "Liveness"), and the nodes lost in
+// the middle of a replacement (midway holds those holding a slot).
+func (f *Facts) awayCounts(c *Counts, d *model.Deployment, name string, midway map[string]bool) {
+	var lostAfter time.Duration
+	if g := groupOf(f.Job, name); g != nil && g.Disconnect != nil {
+		lostAfter = g.Disconnect.LostAfter.D()
+	}
+	lost, disc := map[string]bool{}, map[string]bool{}
+	for _, a := range f.Allocs {
+		if a.Terminal() || a.TaskGroup != name || a.JobID != d.JobID || a.Namespace != d.Namespace {
+			continue
+		}
+		n, ok := f.node(a.NodeID)
+		if ok && n.Live {
+			continue
+		}
+		if a.JobVersion == d.JobVersion && !verdictKnown(a) {
+			midway[a.NodeID] = true
+		}
+		// A node without a record at all is gone: lost (reconcile rule 8).
+		if !ok || !n.LostSince.IsZero() && (lostAfter <= 0 || !f.Now.Before(n.LostSince.Add(lostAfter))) {
+			c.Lost++
+			lost[a.NodeID] = true
+		} else {
+			c.Disconnected++
+			disc[a.NodeID] = true
+		}
+	}
+	c.LostInFlight = len(midway)
+	c.LostNodes = slices.Sorted(maps.Keys(lost))
+	c.DisconnectedNodes = slices.Sorted(maps.Keys(disc))
 }

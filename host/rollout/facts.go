@@ -55,7 +55,13 @@ type Node struct {
 	// LossRevision is the nodes-bucket revision of that expiry's marker:
 	// it names the loss (one verdict per loss).
 	LossRevision uint64 `json:"loss_revision,omitempty"`
-	Protocol     int    `json:"protocol,omitempty"`
+	// LostSince is the "down since" of the loss verdict in force for this
+	// node (zero: none): the server time its heartbeat key expired, kept by
+	// the verdict after the expiry's marker is gone. With the group's
+	// disconnect.lost_after it decides whether the node's allocations are
+	// disconnected or lost.
+	LostSince time.Time `json:"lost_since,omitzero"`
+	Protocol  int       `json:"protocol,omitempty"`
 	// Record is the node's record (the canary policy reads its
 	// attributes); optional in fixtures.
 	Record *model.Node `json:"record,omitempty"`
@@ -142,12 +148,28 @@ type Counts struct {
 	DesiredCanaries int `json:"desired_canaries"`
 	CanariesHealthy int `json:"canaries_healthy"`
 	// InFlight counts the job group's held slots (every version);
-	// LostInFlight those whose holder's node expired. Holders are their
+	// ExpiredHolders those whose holder's node expired. Holders are their
 	// nodes, sorted by slot index.
-	InFlight     int      `json:"in_flight"`
-	LostInFlight int      `json:"lost_in_flight"`
-	Holders      []string `json:"holders,omitempty"`
-	MaxParallel  int      `json:"max_parallel"`
+	InFlight       int      `json:"in_flight"`
+	ExpiredHolders int      `json:"expired_holders,omitempty"`
+	Holders        []string `json:"holders,omitempty"`
+	// LostInFlight counts the nodes that went away in the middle of their
+	// replacement: holding a slot of the group, or carrying an allocation
+	// at the deployment's version without a health verdict, while not live.
+	// The rollout goes on without them; the completion policy may count
+	// them (quorum).
+	LostInFlight int `json:"lost_in_flight"`
+	// Lost and Disconnected count the job's live allocations of the group
+	// on nodes that are not live: lost once a loss verdict is in force and
+	// the group's disconnect.lost_after (none: at once) has passed since
+	// the node went down; disconnected (status unknown) before that, or
+	// while no verdict is written yet. Their nodes, sorted, in LostNodes
+	// and DisconnectedNodes.
+	Lost              int      `json:"lost,omitempty"`
+	Disconnected      int      `json:"disconnected,omitempty"`
+	LostNodes         []string `json:"lost_nodes,omitempty"`
+	DisconnectedNodes []string `json:"disconnected_nodes,omitempty"`
+	MaxParallel       int      `json:"max_parallel"`
 	// Waiting counts outdated allocations that may take a slot now
 	// (canary nodes only, before promotion).
 	Waiting int `json:"waiting"`

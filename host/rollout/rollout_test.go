@@ -559,9 +559,11 @@ func TestANodeThatCannotUpdateDoesNotBlockTheQueue(t *testing.T) {
 	}
 }
 
-// No verdict at all while the disruption guard holds: not even a success
-// counted on the nodes that are left.
-func TestNoVerdictDuringADisruption(t *testing.T) {
+// During a disruption the steward still asks the completion policy, and
+// tells it: the default continues, and a success is never applied (the
+// nodes that are left look complete). A failure a policy chooses is its
+// call. Control: without the disruption the success applies.
+func TestTheCompletionPolicyIsToldOfADisruptionAndNoSuccessApplies(t *testing.T) {
 	w := newWorld(10, 1, 0)
 	d := w.record(nil)
 	yes := true
@@ -573,17 +575,36 @@ func TestNoVerdictDuringADisruption(t *testing.T) {
 	for i := 6; i < 10; i++ {
 		w.nodes[i].Live, w.nodes[i].DownSince = false, t0.Add(-time.Second)
 	}
-	counts := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes})
-	if !counts["g"].Complete {
-		t.Fatalf("the 6 live nodes are complete: %+v", counts["g"])
+	counts := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes, Now: t0})
+	if c := counts["g"]; !c.Complete || c.Disconnected != 4 || c.Lost != 0 || c.LostInFlight != 0 {
+		t.Fatalf("the 6 live nodes are complete, 4 disconnected (no verdict yet): %+v", c)
 	}
 	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed}, true, nil, "n1", t0, "x"); next != nil {
 		t.Fatal("a success was applied during a disruption")
 	}
+	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionFail, Reason: "quorum lost"}, true, nil, "n1", t0, "x"); next == nil || next.Status != model.DeploymentFailed {
+		t.Fatal("a policy's failure during a disruption is its call")
+	}
+	asked := 0
 	for _, n := range w.nodes[:6] {
-		if Decide(w.facts(t, n.ID)).Verdict {
-			t.Fatalf("%s asks for a verdict during a disruption", n.ID)
+		dec := Decide(w.facts(t, n.ID))
+		if !dec.Verdict {
+			continue
 		}
+		asked++
+		if dec.Disruption == "" {
+			t.Fatalf("%s asks for a verdict without saying there is a disruption", n.ID)
+		}
+		in := CompletionInput(d, counts, nil, t0, dec.Disruption)
+		if in.Disruption == "" || in.Groups["g"].Disconnected != 4 {
+			t.Fatalf("the policy's input: %+v", in)
+		}
+		if v := reconcile.DecideDefault(in); v.Decision != reconcile.DecisionContinue {
+			t.Fatalf("the default during a disruption: %+v", v)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("%d stewards asked for a verdict, want 1", asked)
 	}
 	if next, _ := ApplyVerdict(*d, counts, reconcile.CompletionDecision{Decision: reconcile.DecisionSucceed}, false, nil, "n1", t0, "x"); next == nil || next.Status != model.DeploymentSuccessful {
 		t.Fatal("control: no success without the disruption")
@@ -703,5 +724,164 @@ func TestALossGetsOneVerdictFromItsLossStewardAndTheNodeDeletesItOnReturn(t *tes
 		if dec := Losses(n.ID, nodes, nil, t0, 30*time.Second, time.Time{}); len(dec.Writes) != 0 || dec.Disruption == "" {
 			t.Fatalf("%s during a disruption: %+v", n.ID, dec)
 		}
+	}
+}
+
+// Readers derive another node's allocations as disconnected or lost from
+// the loss verdict and the group's disconnect.lost_after: no verdict yet
+// → disconnected; a verdict younger than lost_after → disconnected; older,
+// or no disconnect block → lost. A node that went away mid-replacement
+// (holding a slot, or with its new allocation not yet healthy) counts as
+// lost in flight, and stays counted once its slot is reclaimed.
+func TestAnotherNodesAllocationsAreLostOrDisconnectedByVerdictAndLostAfter(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		lostAfter time.Duration
+		verdict   time.Duration // how long ago the node went down; 0: no verdict
+		lost      bool
+	}{
+		{"no verdict yet", time.Minute, 0, false},
+		{"verdict within lost_after", time.Minute, 30 * time.Second, false},
+		{"verdict past lost_after", time.Minute, 2 * time.Minute, true},
+		{"verdict, no disconnect block", 0, time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(4, 1, 0)
+			if c.lostAfter > 0 {
+				w.job.Groups[0].Disconnect = &model.DisconnectStrategy{LostAfter: model.Duration(c.lostAfter)}
+			}
+			d := w.record(nil)
+			w.nodes[3].Live, w.nodes[3].DownSince = false, t0.Add(-c.verdict-time.Second)
+			if c.verdict > 0 {
+				w.nodes[3].LostSince = t0.Add(-c.verdict)
+			}
+			got := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes, Now: t0})["g"]
+			wantLost, wantDisc := 0, 1
+			if c.lost {
+				wantLost, wantDisc = 1, 0
+			}
+			if got.Lost != wantLost || got.Disconnected != wantDisc || got.LostInFlight != 0 {
+				t.Fatalf("lost %d disconnected %d in flight %d, want %d, %d, 0 (%+v)", got.Lost, got.Disconnected, got.LostInFlight, wantLost, wantDisc, got)
+			}
+			if c.lost && !slices.Equal(got.LostNodes, []string{"n4"}) || !c.lost && !slices.Equal(got.DisconnectedNodes, []string{"n4"}) {
+				t.Fatalf("nodes: lost %v disconnected %v", got.LostNodes, got.DisconnectedNodes)
+			}
+			// The node was replacing its allocation when it went: its new
+			// allocation is pending. Lost in flight, with or without the slot.
+			w.alloc("a-n4").JobVersion = 2
+			w.slots = []Slot{{Key: "slot..web.g.0", Revision: 1, Time: t0, Slot: model.Slot{Holder: "n4", JobID: "web", Group: "g", DeploymentID: d.ID, NewAlloc: "a-n4"}}}
+			if got := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes, Slots: w.slots, Now: t0})["g"]; got.LostInFlight != 1 || got.ExpiredHolders != 1 {
+				t.Fatalf("holding a slot: %+v", got)
+			}
+			got = Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes, Now: t0})["g"]
+			if got.LostInFlight != 1 {
+				t.Fatalf("slot reclaimed: %+v", got)
+			}
+			in := CompletionInput(d, map[string]Counts{"g": got}, nil, t0, "")
+			if g := in.Groups["g"]; g.LostInFlight != 1 || g.Lost != wantLost || g.Disconnected != wantDisc {
+				t.Fatalf("the completion input: %+v", g)
+			}
+			// Control: live, it is neither lost nor in flight.
+			w.nodes[3].Live = true
+			if got := Derive(d, &Facts{Job: w.job, Allocs: w.allocs, Nodes: w.nodes, Now: t0})["g"]; got.Lost+got.Disconnected+got.LostInFlight != 0 {
+				t.Fatalf("a live node: %+v", got)
+			}
+		})
+	}
+}
+
+// A first rollout takes no slot (nothing to replace): its progress clock
+// starts once the version is placed, so a placement that never turns
+// healthy fails it by the deadline. Control: while nothing of the version
+// is placed the clock does not start.
+func TestAFirstRolloutStartsItsProgressClockOncePlaced(t *testing.T) {
+	w := newWorld(3, 1, 0)
+	w.job.Version = 1
+	w.allocs = nil
+	d := w.record(nil)
+	d.JobVersion, d.ID = 1, reconcile.DeploymentID("", "web", 1)
+	steward := func() Decision {
+		for _, n := range w.nodes {
+			if dec := Decide(w.facts(t, n.ID)); dec.StewardRank == 0 {
+				return dec
+			}
+		}
+		t.Fatal("no steward")
+		return Decision{}
+	}
+	clock := func(dec Decision) *Transition {
+		for i, tr := range dec.Transitions {
+			if tr.Kind == "start_clock" {
+				return &dec.Transitions[i]
+			}
+		}
+		return nil
+	}
+	if tr := clock(steward()); tr != nil {
+		t.Fatal("the clock started with nothing placed")
+	}
+	for _, n := range w.nodes {
+		w.allocs = append(w.allocs, &model.Allocation{ID: "a-" + n.ID, Name: "web.g[0]", JobID: "web", JobVersion: 1, TaskGroup: "g",
+			NodeID: n.ID, DesiredStatus: model.DesiredRun, ClientStatus: model.ClientPending, DeploymentID: d.ID})
+	}
+	tr := clock(steward())
+	if tr == nil {
+		t.Fatal("placed, no slot, and no clock started")
+	}
+	next, err := tr.Apply(*d)
+	if err != nil || next == nil || !next.TaskGroups["g"].RequireProgressBy.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("start clock: %+v (%v)", next, err)
+	}
+}
+
+// T14 on the returning node's own allocations: within lost_after they
+// reconnect; past it, or without a disconnect block, they are lost. An
+// allocation created after the loss, already terminal, or whose reconnect
+// is already recorded is left alone (carrying the returns out twice
+// changes nothing); another node's verdict concerns nobody here.
+func TestAReturningNodeSettlesItsOwnAllocationsByItsVerdict(t *testing.T) {
+	since := t0.Add(-90 * time.Second)
+	v := Verdict{Key: "down.n1.7", Revision: 3, V: model.LossVerdict{Node: "n1", DownSince: since, WrittenBy: "n2"}}
+	grp := func(lostAfter time.Duration) *model.Group {
+		g := &model.Group{Name: "g"}
+		if lostAfter > 0 {
+			g.Disconnect = &model.DisconnectStrategy{LostAfter: model.Duration(lostAfter)}
+		}
+		return g
+	}
+	al := func(id string) *model.Allocation {
+		return &model.Allocation{ID: id, NodeID: "n1", DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning}
+	}
+	recorded := al("recorded")
+	recorded.States = []model.AllocState{{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: since}}
+	stopped := al("stopped")
+	stopped.DesiredStatus = model.DesiredStop
+	early := t0.Add(-time.Hour)
+	allocs := []ReturnAlloc{
+		{Alloc: al("keep"), Group: grp(5 * time.Minute), Created: early},
+		{Alloc: al("late"), Group: grp(time.Minute), Created: early},
+		{Alloc: al("none"), Group: grp(0), Created: early},
+		{Alloc: al("new"), Group: grp(0), Created: since.Add(time.Minute)},
+		{Alloc: recorded, Group: grp(5 * time.Minute), Created: early},
+		{Alloc: stopped, Group: grp(0), Created: early},
+	}
+	got := map[string]bool{}
+	for _, r := range Returning("n1", []Verdict{v}, allocs, t0) {
+		if r.Verdict != v.Key || !r.Since.Equal(since) || r.Why == "" {
+			t.Fatalf("return %+v", r)
+		}
+		got[r.AllocID] = r.Lost
+	}
+	want := map[string]bool{"keep": false, "late": true, "none": true}
+	if len(got) != len(want) {
+		t.Fatalf("returns %v, want %v", got, want)
+	}
+	for id, lost := range want {
+		if l, ok := got[id]; !ok || l != lost {
+			t.Fatalf("%s: lost %v (present %v), want %v", id, l, ok, lost)
+		}
+	}
+	if r := Returning("n2", []Verdict{v}, allocs, t0); len(r) != 0 {
+		t.Fatalf("another node's verdict: %+v", r)
 	}
 }

@@ -316,15 +316,19 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	default:
 		return
 	}
-	// T6: the progress clock starts at the first slot taken.
+	// T6: the progress clock starts at the first slot taken (or, with no
+	// slot to take, once the version is placed).
 	for name, st := range d.TaskGroups {
 		if st.ProgressDeadline <= 0 || !st.RequireProgressBy.IsZero() {
 			continue
 		}
-		if slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name }) && act("clock:"+at) {
+		slot := slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.DeploymentID == d.ID && s.Slot.Group == name })
+		if (slot || placedOnly(counts[name])) && act("clock:"+at) {
 			slots := f.Slots
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "start_clock", Version: d.JobVersion,
-				Apply: func(cur model.Deployment) (*model.Deployment, error) { return StartClock(cur, slots, now, nonce) }})
+				Apply: func(cur model.Deployment) (*model.Deployment, error) {
+					return StartClock(cur, slots, counts, now, nonce)
+				}})
 			break
 		}
 	}
@@ -359,9 +363,10 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			}
 		}
 	}
-	// No verdict while the disruption guard holds: neither a failure nor
-	// a success or promotion counted on a fleet that just lost many nodes.
-	if !disrupted && act("verdict:"+at) {
+	// The completion policy is asked during a disruption too, and told so
+	// (the default continues); a success is never applied then
+	// (ApplyVerdict).
+	if act("verdict:" + at) {
 		dec.Verdict = true
 	}
 }

@@ -237,8 +237,11 @@ func RevertSettled(cur model.Deployment, status model.RevertStatus, as uint64, w
 }
 
 // StartClock is T6: the progress deadline of each group with a slot taken
-// for this record starts at the earliest such slot's server time.
-func StartClock(cur model.Deployment, slots []Slot, now time.Time, nonce string) (*model.Deployment, error) {
+// for this record starts at the earliest such slot's server time. A group
+// that takes no slot (a first rollout: nothing to replace, only
+// placements) starts it at now, once allocations of the version are
+// placed and nothing is outdated or in flight.
+func StartClock(cur model.Deployment, slots []Slot, counts map[string]Counts, now time.Time, nonce string) (*model.Deployment, error) {
 	if cur.Status != model.DeploymentRunning {
 		return nil, nil
 	}
@@ -253,6 +256,9 @@ func StartClock(cur model.Deployment, slots []Slot, now time.Time, nonce string)
 			if s.Slot.DeploymentID == d.ID && s.Slot.Group == name && !s.Time.IsZero() && (first.IsZero() || s.Time.Before(first)) {
 				first = s.Time
 			}
+		}
+		if first.IsZero() && placedOnly(counts[name]) {
+			first = now
 		}
 		if first.IsZero() {
 			continue
@@ -297,11 +303,12 @@ func Progress(cur model.Deployment, counts map[string]Counts, now time.Time, non
 // CompletionInput is the completion policy's input for record d: the
 // derived counts as the policy's group health. A group is Complete only on
 // positive evidence (Counts.Complete).
-func CompletionInput(d *model.Deployment, counts map[string]Counts, policy *model.PolicyRef, now time.Time) reconcile.CompletionInput {
+func CompletionInput(d *model.Deployment, counts map[string]Counts, policy *model.PolicyRef, now time.Time, disruption string) reconcile.CompletionInput {
 	groups := make(map[string]reconcile.GroupHealth, len(counts))
 	for name, c := range counts {
 		groups[name] = reconcile.GroupHealth{Placed: c.Placed, Healthy: c.Healthy, Unhealthy: c.Unhealthy,
-			Pending: c.Pending, CanariesHealthy: c.CanariesHealthy, Complete: c.Complete}
+			Pending: c.Pending, CanariesHealthy: c.CanariesHealthy, LostInFlight: c.LostInFlight,
+			Lost: c.Lost, Disconnected: c.Disconnected, Complete: c.Complete}
 	}
 	// The default policy compares Healthy with DesiredTotal: give it the
 	// derived desired total, not the one stored at creation.
@@ -311,17 +318,19 @@ func CompletionInput(d *model.Deployment, counts map[string]Counts, policy *mode
 			st.DesiredTotal = c.Desired
 		}
 	}
-	return reconcile.CompletionInput{Deployment: dd, Groups: groups, Policy: policy, Now: now}
+	return reconcile.CompletionInput{Deployment: dd, Groups: groups, Policy: policy, Now: now, Disruption: disruption}
 }
 
 // ApplyVerdict applies a completion policy's verdict (T4 promote by the
 // steward, T10 succeed, T11 fail) to the record just read, re-checking the
 // verdict's preconditions on it: a promotion still needs the healthy
-// canaries, a success the positive evidence of every group. Nothing is
-// applied during a disruption (the guard pauses verdicts).
+// canaries, a success the positive evidence of every group. During a
+// disruption the policy was told (its input says so; the default
+// continues), and a success is never applied: live nodes that look
+// complete while many nodes just went away are no evidence.
 func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.CompletionDecision, disruption bool, stable *uint64, by string, now time.Time, nonce string) (*model.Deployment, error) {
-	if cur.Status != model.DeploymentRunning || disruption {
-		return nil, nil // no verdict of any kind while the disruption guard holds
+	if cur.Status != model.DeploymentRunning || disruption && v.Decision == reconcile.DecisionSucceed {
+		return nil, nil
 	}
 	switch v.Decision {
 	case reconcile.DecisionPromote:
@@ -352,4 +361,11 @@ func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.Co
 		return Fail(cur, reason, v.Revert, stable, now, nonce)
 	}
 	return nil, nil
+}
+
+// placedOnly reports that a group's rollout is placements alone: some are
+// placed and nothing is left to replace or in flight, so no slot will ever
+// start its progress clock.
+func placedOnly(c Counts) bool {
+	return c.Placed > 0 && c.Outdated == 0 && c.InFlight == 0
 }
