@@ -13,8 +13,14 @@ import (
 	"github.com/hivelet/hivelet/sdk/policy"
 )
 
-// ABIVersion is the module ABI this engine implements (docs/policy-abi.md).
+// ABIVersion is the newest module ABI this engine implements
+// (docs/policy-abi.md); it also runs modules of every version from
+// MinABIVersion on, sending each the input layout of its own version.
 const ABIVersion = policy.ABIVersion
+
+// MinABIVersion is the oldest module ABI this engine runs: version 1, whose
+// completion input has no disruption and no loss counts.
+const MinABIVersion = 1
 
 // Kind is a bit set of the decisions a module implements.
 type Kind int32
@@ -156,6 +162,7 @@ func completionGroups(in *reconcile.CompletionInput) []policy.Group {
 		h := in.Groups[n]
 		g.Placed, g.Healthy, g.Unhealthy, g.Pending = h.Placed, h.Healthy, h.Unhealthy, h.Pending
 		g.CanariesHealthy, g.Complete = h.CanariesHealthy, h.Complete
+		g.LostInFlight, g.Lost, g.Disconnected = h.LostInFlight, h.Lost, h.Disconnected
 		groups[i] = g
 	}
 	return groups
@@ -163,7 +170,7 @@ func completionGroups(in *reconcile.CompletionInput) []policy.Group {
 
 // completionInput converts the reconciler's input to the SDK's value.
 func completionInput(in *reconcile.CompletionInput) policy.CompletionInput {
-	ci := policy.CompletionInput{Now: in.Now, Params: params(in.Policy), Groups: completionGroups(in)}
+	ci := policy.CompletionInput{Disruption: in.Disruption, Now: in.Now, Params: params(in.Policy), Groups: completionGroups(in)}
 	if d := in.Deployment; d != nil {
 		ci.DeploymentID, ci.JobID, ci.JobVersion, ci.Status = d.ID, d.JobID, d.JobVersion, string(d.Status)
 	}

@@ -132,7 +132,7 @@ func BenchmarkCompletion(b *testing.B) {
 			var l latencies
 			for b.Loop() {
 				l.time(func() error {
-					raw := policy.CallCompletion(p.fn, policy.AppendCompletionInput(nil, completionInput(&in)), nil)
+					raw := policy.CallCompletion(p.fn, policy.AppendCompletionInput(nil, completionInput(&in), ABIVersion), nil)
 					out, err := policy.DecodeCompletionOutput(raw)
 					if err != nil {
 						return err

@@ -95,11 +95,18 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 	if m.Kinds&KindCompletion == 0 {
 		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
 	}
+	if m.ABI < 2 && in.Disruption != "" {
+		// A version 1 module cannot be told that the guard holds, and its
+		// verdict would read counts that are no evidence now: the guard
+		// continues for it, as the default does.
+		return reconcile.CompletionDecision{Decision: reconcile.DecisionContinue,
+			Reason: "disruption guard holds: " + in.Disruption + " (not asked: the module's ABI version 1 input cannot carry it)"}, nil
+	}
 	var id string
 	if in.Deployment != nil {
 		id = in.Deployment.ID
 	}
-	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte { return policy.AppendCompletionInput(b, completionInput(&in)) },
+	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte { return policy.AppendCompletionInput(b, completionInput(&in), int(m.ABI)) },
 		in.Now, seedOf(id, in.Now.String()))
 	if f != nil {
 		return reconcile.CompletionDecision{}, f

@@ -22,7 +22,7 @@
 //
 // (or `hivelet policy build DIR`). The SDK owns the module's exports, its
 // memory management and the wire encoding (docs/policy-abi.md, ABI version
-// 1); authors never see a pointer.
+// 2); authors never see a pointer.
 //
 // Send only what is needed: the agent encodes for each node its ID, name,
 // datacenter, node pool and class, and only the attributes and meta keys

@@ -6,8 +6,10 @@ import (
 )
 
 // ABIVersion is the version of the module ABI this SDK implements
-// (docs/policy-abi.md). The agent refuses a module declaring another one.
-const ABIVersion = 1
+// (docs/policy-abi.md). Version 2 added the completion input's disruption
+// and per-group loss counts; an agent implementing version 2 still runs
+// modules built for version 1, and refuses any other version.
+const ABIVersion = 2
 
 // Node is one eligible node of a canary decision. ID is always sent; Name,
 // Datacenter, NodePool and Class only when the policy declared them
@@ -213,6 +215,12 @@ type CompletionInput struct {
 	JobVersion   uint64
 	// Status is the deployment's status ("running", "paused", ...).
 	Status string
+	// Disruption, when not empty, says why the agent's disruption guard
+	// holds: many of the job's nodes expired at once, or the asking agent
+	// just reconnected. The counts of Groups then describe the nodes still
+	// alive, not the rollout, and are no evidence for a verdict: the
+	// built-in rules continue (neither fail nor succeed) while it is set.
+	Disruption string
 	// Now is the time of the decision; the module's wall clock reads it too.
 	Now    time.Time
 	Params map[string]string
@@ -235,6 +243,17 @@ type Group struct {
 	Unhealthy         int
 	Pending           int
 	CanariesHealthy   int
+	// LostInFlight counts replacements whose node was lost in the middle
+	// of them (its slot still held by an expired node, or an allocation at
+	// the deployment's version with no health verdict on an expired node).
+	// The rollout goes on without them; the built-in quorum policy can fail
+	// a deployment that loses too many (max_lost_in_flight).
+	LostInFlight int
+	// Lost and Disconnected count the group's allocations on nodes with a
+	// loss verdict: lost once the group's disconnect.lost_after has passed
+	// since the node went down (at once without one), disconnected before.
+	Lost         int
+	Disconnected int
 	// Complete reports that nothing is left to place, migrate or update for
 	// the group on any node.
 	Complete bool

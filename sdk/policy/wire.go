@@ -430,24 +430,29 @@ func fromUnixNano(v int64) time.Time {
 	return time.Unix(0, v).UTC()
 }
 
-// AppendCompletionInput encodes a completion input (groups in the given
-// order; the agent sends them sorted by name).
-func AppendCompletionInput(b []byte, in CompletionInput) []byte {
+// AppendCompletionInput encodes a completion input in the layout of ABI
+// version abi (groups in the given order; the agent sends them sorted by
+// name). Version 1 has no disruption and no loss counts: a module built
+// for it is sent the input it can decode.
+func AppendCompletionInput(b []byte, in CompletionInput, abi int) []byte {
 	b = AppendString(b, in.DeploymentID)
 	b = AppendString(b, in.JobID)
 	b = AppendUvarint(b, in.JobVersion)
 	b = AppendString(b, in.Status)
+	if abi >= 2 {
+		b = AppendString(b, in.Disruption)
+	}
 	b = AppendVarint(b, unixNano(in.Now))
 	b = appendParams(b, in.Params)
 	b = AppendUvarint(b, uint64(len(in.Groups)))
 	for i := range in.Groups {
-		b = AppendGroup(b, &in.Groups[i])
+		b = appendGroup(b, &in.Groups[i], abi)
 	}
 	return b
 }
 
-// AppendGroup encodes one group of a completion input.
-func AppendGroup(b []byte, g *Group) []byte {
+// appendGroup encodes one group of a completion input.
+func appendGroup(b []byte, g *Group, abi int) []byte {
 	b = AppendString(b, g.Name)
 	var f byte
 	if g.AutoRevert {
@@ -471,10 +476,17 @@ func AppendGroup(b []byte, g *Group) []byte {
 	b = AppendUvarint(b, uint64(g.Healthy))
 	b = AppendUvarint(b, uint64(g.Unhealthy))
 	b = AppendUvarint(b, uint64(g.Pending))
-	return AppendUvarint(b, uint64(g.CanariesHealthy))
+	b = AppendUvarint(b, uint64(g.CanariesHealthy))
+	if abi >= 2 {
+		b = AppendUvarint(b, uint64(g.LostInFlight))
+		b = AppendUvarint(b, uint64(g.Lost))
+		b = AppendUvarint(b, uint64(g.Disconnected))
+	}
+	return b
 }
 
-// DecodeCompletionInput decodes a completion input; its strings alias buf.
+// DecodeCompletionInput decodes a completion input of this SDK's ABI
+// version; its strings alias buf.
 func DecodeCompletionInput(buf []byte) (CompletionInput, error) {
 	r := &reader{b: buf}
 	var in CompletionInput
@@ -482,6 +494,7 @@ func DecodeCompletionInput(buf []byte) (CompletionInput, error) {
 	in.JobID = r.aliasString()
 	in.JobVersion = r.uvarint()
 	in.Status = r.aliasString()
+	in.Disruption = r.aliasString()
 	in.Now = fromUnixNano(r.varint())
 	in.Params = r.params()
 	in.Groups = make([]Group, r.count())
@@ -503,6 +516,9 @@ func DecodeCompletionInput(buf []byte) (CompletionInput, error) {
 		g.Unhealthy = r.int()
 		g.Pending = r.int()
 		g.CanariesHealthy = r.int()
+		g.LostInFlight = r.int()
+		g.Lost = r.int()
+		g.Disconnected = r.int()
 	}
 	if err := r.end(); err != nil {
 		return CompletionInput{}, err

@@ -46,10 +46,11 @@ func TestCanaryInputRoundTripsAndSendsOnlyDeclaredKeys(t *testing.T) {
 
 func TestCompletionInputRoundTrips(t *testing.T) {
 	now := time.Unix(1_800_000_000, 5).UTC()
-	in := CompletionInput{DeploymentID: "d", JobID: "j", JobVersion: 3, Status: "running", Now: now, Params: map[string]string{"k": "v"},
+	in := CompletionInput{DeploymentID: "d", JobID: "j", JobVersion: 3, Status: "running", Disruption: "many nodes expired", Now: now, Params: map[string]string{"k": "v"},
 		Groups: []Group{{Name: "a", DesiredTotal: 5, DesiredCanaries: 1, AutoRevert: true, Promoted: true, Complete: true,
-			ProgressDeadline: time.Minute, RequireProgressBy: now.Add(time.Minute), Placed: 5, Healthy: 4, Unhealthy: 1, Pending: 2, CanariesHealthy: 1}}}
-	got, err := DecodeCompletionInput(AppendCompletionInput(nil, in))
+			ProgressDeadline: time.Minute, RequireProgressBy: now.Add(time.Minute), Placed: 5, Healthy: 4, Unhealthy: 1, Pending: 2, CanariesHealthy: 1,
+			LostInFlight: 2, Lost: 3, Disconnected: 4}}}
+	got, err := DecodeCompletionInput(AppendCompletionInput(nil, in, ABIVersion))
 	if err != nil || !reflect.DeepEqual(got, in) {
 		t.Fatalf("got %+v, %v\nwant %+v", got, err, in)
 	}
