@@ -11,8 +11,8 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/internal/policywire"
 	"github.com/hivelet/hivelet/policies/rules"
-	"github.com/hivelet/hivelet/sdk/policy"
 )
 
 // genCanaryCorpus generates varied canary requests: node counts from 0 to
@@ -173,7 +173,7 @@ func TestWasmQuorumAgreesWithItsNativeRule(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		want, err := rules.Quorum(completionInput(&in))
+		want, err := rules.Quorum(sdkCompletionInput(completionInput(&in)))
 		if err != nil {
 			t.Fatalf("case %d: native: %v", i, err)
 		}
@@ -231,10 +231,11 @@ func TestARawABIModuleWithoutTheSDKRunsInTheEngine(t *testing.T) {
 	}
 }
 
-// TestAVersion1ModuleIsSentTheVersion1CompletionInput: the layout of ABI
-// version 1 carries neither the disruption nor the loss counts (a module
-// built for it decodes strictly and would refuse them), so it is the
-// version 2 layout minus exactly those bytes; the version 2 layout carries
+// TestAVersion1ModuleIsSentTheVersion1CompletionInput: the engine encodes
+// a completion input in the layout of the module's own ABI version (raw is
+// a version 1 module, the SDK's are version 2). The version 1 layout
+// carries neither the disruption nor the loss counts, so it is the version
+// 2 layout minus exactly those bytes, and the version 2 layout decodes with
 // them (control).
 func TestAVersion1ModuleIsSentTheVersion1CompletionInput(t *testing.T) {
 	in := genCompletion(3, time.Unix(1_800_000_000, 0))
@@ -245,13 +246,15 @@ func TestAVersion1ModuleIsSentTheVersion1CompletionInput(t *testing.T) {
 		in.Groups[n] = h
 	}
 	loaded := completionInput(&in)
-	v1, v1plain := policy.AppendCompletionInput(nil, loaded, 1), policy.AppendCompletionInput(nil, plain, 1)
+	v1, v1plain := policywire.AppendCompletionInput(nil, &loaded, 1), policywire.AppendCompletionInput(nil, &plain, 1)
 	if !slices.Equal(v1, v1plain) {
 		t.Fatal("the version 1 layout changed with the disruption or the loss counts")
 	}
-	v2 := policy.AppendCompletionInput(nil, loaded, 2)
-	// 4+18 bytes of disruption, 3 one-byte counts per group.
+	v2 := policywire.AppendCompletionInput(nil, &loaded, 2)
 	if want := len(v1) + 4 + len(in.Disruption) + 3*len(in.Groups); len(v2) != want {
 		t.Fatalf("version 2 layout: %d bytes, want %d", len(v2), want)
+	}
+	if got, err := policywire.DecodeCompletionInput(v2); err != nil || got.Disruption != in.Disruption || got.Groups[0].Lost != 2 {
+		t.Fatalf("version 2 decoded: %+v, %v", got, err)
 	}
 }

@@ -34,7 +34,9 @@
 // input (every agent of the fleet may evaluate it); it must not keep state
 // between calls (the agent restores the module's memory after every
 // evaluation, so such state is lost anyway); a panic is a fault, not an
-// answer. This package imports nothing from the daemon; on a non-wasm
+// answer. This package imports nothing from the daemon, only the ABI's
+// codec (internal/policywire, which the agent shares and which imports only
+// the standard library; TestTheSDKImportsNothingFromTheDaemon); on a non-wasm
 // platform it still compiles, so policies can be unit-tested natively by
 // calling the registered function directly (see the examples).
 package policy

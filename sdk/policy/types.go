@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/policywire"
 )
 
 // ABIVersion is the version of the module ABI this SDK implements
@@ -21,26 +23,18 @@ type Node struct {
 	NodePool   string
 	Class      string
 
-	keys *keyTables
-	// off is where this node's values start in keys.vals: its attribute
-	// values in the order of keys.attr, then its meta values.
-	off int32
-}
-
-// keyTables are the attribute and meta keys the agent sent and every
-// node's values for them, shared by the nodes of one input.
-type keyTables struct {
-	fields     byte
-	attr, meta []string
-	vals       []string
-	has        []bool
+	// keys are the attribute and meta keys the agent sent and every node's
+	// values for them, shared by the nodes of one input; off is where this
+	// node's values start in keys.Vals.
+	keys *policywire.Tables
+	off  int32
 }
 
 func (n *Node) lookup(keys []string, base int, key string) (string, bool) {
 	for i, k := range keys {
 		if k == key {
 			j := int(n.off) + base + i
-			return n.keys.vals[j], n.keys.has[j]
+			return n.keys.Vals[j], n.keys.Has[j]
 		}
 	}
 	return "", false
@@ -52,7 +46,7 @@ func (n *Node) Attribute(key string) (string, bool) {
 	if n.keys == nil {
 		return "", false
 	}
-	return n.lookup(n.keys.attr, 0, key)
+	return n.lookup(n.keys.Attr, 0, key)
 }
 
 // Meta returns the node meta key. A key the policy did not declare is
@@ -61,7 +55,7 @@ func (n *Node) Meta(key string) (string, bool) {
 	if n.keys == nil {
 		return "", false
 	}
-	return n.lookup(n.keys.meta, len(n.keys.attr), key)
+	return n.lookup(n.keys.Meta, len(n.keys.Attr), key)
 }
 
 // NormalizeField turns a node field reference as job files write it into
@@ -93,18 +87,18 @@ func NormalizeField(ref string) string {
 // choose the field by a parameter declare it with FieldFromParam.
 func (n *Node) Field(ref string) (string, bool) {
 	ref = NormalizeField(ref)
-	sent := func(bit byte) bool { return n.keys != nil && n.keys.fields&bit != 0 }
+	sent := func(bit byte) bool { return n.keys != nil && n.keys.Fields&bit != 0 }
 	switch ref {
 	case "id":
 		return n.ID, true
 	case "name":
-		return n.Name, sent(FieldName)
+		return n.Name, sent(policywire.FieldName)
 	case "datacenter":
-		return n.Datacenter, sent(FieldDatacenter)
+		return n.Datacenter, sent(policywire.FieldDatacenter)
 	case "node_pool":
-		return n.NodePool, sent(FieldNodePool)
+		return n.NodePool, sent(policywire.FieldNodePool)
 	case "class":
-		return n.Class, sent(FieldClass)
+		return n.Class, sent(policywire.FieldClass)
 	}
 	if k, ok := strings.CutPrefix(ref, "meta."); ok {
 		return n.Meta(k)
@@ -129,9 +123,9 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 	key, ok := strings.CutPrefix(ref, "meta.")
 	if len(in.Nodes) > 0 && in.Nodes[0].keys != nil {
 		t := in.Nodes[0].keys
-		keys = t.attr
+		keys = t.Attr
 		if ok {
-			keys, base = t.meta, len(t.attr)
+			keys, base = t.Meta, len(t.Attr)
 		}
 	}
 	if !ok {
@@ -146,7 +140,7 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 				if n.keys != in.Nodes[0].keys {
 					return n.Field(ref) // a node built elsewhere: resolve it slowly
 				}
-				return n.keys.vals[int(n.off)+j], n.keys.has[int(n.off)+j]
+				return n.keys.Vals[int(n.off)+j], n.keys.Has[int(n.off)+j]
 			}
 		}
 	}
@@ -161,16 +155,16 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 // NewNode builds a node for native tests of a policy. Its attributes and
 // meta are all visible, as if the policy had declared every key.
 func NewNode(id, name, datacenter, nodePool, class string, attributes, meta map[string]string) Node {
-	t := &keyTables{fields: FieldAll}
+	t := &policywire.Tables{Fields: policywire.FieldAll}
 	for k, v := range attributes {
-		t.attr = append(t.attr, k)
-		t.vals = append(t.vals, v)
-		t.has = append(t.has, true)
+		t.Attr = append(t.Attr, k)
+		t.Vals = append(t.Vals, v)
+		t.Has = append(t.Has, true)
 	}
 	for k, v := range meta {
-		t.meta = append(t.meta, k)
-		t.vals = append(t.vals, v)
-		t.has = append(t.has, true)
+		t.Meta = append(t.Meta, k)
+		t.Vals = append(t.Vals, v)
+		t.Has = append(t.Has, true)
 	}
 	return Node{ID: id, Name: name, Datacenter: datacenter, NodePool: nodePool, Class: class, keys: t}
 }
@@ -271,19 +265,7 @@ const (
 )
 
 // String returns the verdict's name as the agent spells it.
-func (d Decision) String() string {
-	switch d {
-	case Continue:
-		return "continue"
-	case Promote:
-		return "promote"
-	case Succeed:
-		return "succeed"
-	case Fail:
-		return "fail"
-	}
-	return "unknown"
-}
+func (d Decision) String() string { return policywire.Decision(d).String() }
 
 // ParseDecision is the inverse of Decision.String.
 func ParseDecision(s string) (Decision, bool) {
