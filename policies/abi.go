@@ -10,19 +10,25 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
-	"github.com/hivelet/hivelet/sdk/policy"
+	"github.com/hivelet/hivelet/internal/policywire"
 )
 
-// ABIVersion is the module ABI this engine implements (docs/policy-abi.md).
-const ABIVersion = policy.ABIVersion
+// ABIVersion is the newest module ABI this engine implements
+// (docs/policy-abi.md); it also runs modules of every version from
+// MinABIVersion on, sending each the input layout of its own version.
+const ABIVersion = policywire.ABIVersion
+
+// MinABIVersion is the oldest module ABI this engine runs: version 1, whose
+// completion input has no disruption and no loss counts.
+const MinABIVersion = policywire.MinABIVersion
 
 // Kind is a bit set of the decisions a module implements.
 type Kind int32
 
 // The decision kinds, as the hivelet_kinds export reports them.
 const (
-	KindCanary     Kind = policy.KindCanary
-	KindCompletion Kind = policy.KindCompletion
+	KindCanary     Kind = policywire.KindCanary
+	KindCompletion Kind = policywire.KindCompletion
 )
 
 func (k Kind) String() string {
@@ -55,54 +61,32 @@ const (
 
 )
 
-// appendCanaryInput encodes a canary request straight from the node records
-// (the SDK's AppendCanaryInput, without building intermediate values).
+// appendCanaryInput encodes a canary request straight from the node
+// records, sending the fixed fields and keys the manifest asked for.
 func appendCanaryInput(b []byte, req *reconcile.CanaryRequest, fields byte, attr, meta []string) []byte {
-	b = policy.AppendString(b, req.JobID)
-	b = policy.AppendUvarint(b, req.JobVersion)
-	b = policy.AppendString(b, req.DeploymentID)
-	b = policy.AppendString(b, req.Group)
-	b = policy.AppendUvarint(b, uint64(max(req.Percent, 0)))
-	b = policy.AppendUvarint(b, uint64(max(req.Count, 0)))
-	b = appendParams(b, params(req.Policy))
-	b = append(b, fields)
-	b = policy.AppendUvarint(b, uint64(len(attr)))
-	for _, k := range attr {
-		b = policy.AppendString(b, k)
-	}
-	b = policy.AppendUvarint(b, uint64(len(meta)))
-	for _, k := range meta {
-		b = policy.AppendString(b, k)
-	}
-	b = policy.AppendUvarint(b, uint64(len(req.Eligible)))
-	for _, n := range req.Eligible {
-		b = policy.AppendString(b, n.ID)
-		if fields&policy.FieldName != 0 {
-			b = policy.AppendString(b, n.Name)
-		}
-		if fields&policy.FieldDatacenter != 0 {
-			b = policy.AppendString(b, n.Datacenter)
-		}
-		if fields&policy.FieldNodePool != 0 {
-			b = policy.AppendString(b, n.NodePool)
-		}
-		if fields&policy.FieldClass != 0 {
-			b = policy.AppendString(b, n.Class)
-		}
-		for _, k := range attr {
-			v, ok := n.Attributes[k]
-			b = policy.AppendOptString(b, v, ok)
-		}
-		for _, k := range meta {
-			v, ok := n.Meta[k]
-			b = policy.AppendOptString(b, v, ok)
-		}
-	}
-	b = policy.AppendUvarint(b, uint64(len(req.Existing)))
-	for _, id := range req.Existing {
-		b = policy.AppendString(b, id)
-	}
-	return b
+	c := policywire.Canary{JobID: req.JobID, JobVersion: req.JobVersion, DeploymentID: req.DeploymentID, Group: req.Group,
+		Percent: req.Percent, Count: req.Count, Params: params(req.Policy), Existing: req.Existing}
+	return policywire.AppendCanaryInput(b, &c, fields, attr, meta, modelNodes(req.Eligible))
+}
+
+// modelNodes are node records as the canary input encoder reads them.
+type modelNodes []*model.Node
+
+func (ns modelNodes) Len() int { return len(ns) }
+
+func (ns modelNodes) Fixed(i int) policywire.NodeFields {
+	n := ns[i]
+	return policywire.NodeFields{ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodePool: n.NodePool, Class: n.Class}
+}
+
+func (ns modelNodes) Attribute(i int, key string) (string, bool) {
+	v, ok := ns[i].Attributes[key]
+	return v, ok
+}
+
+func (ns modelNodes) Meta(i int, key string) (string, bool) {
+	v, ok := ns[i].Meta[key]
+	return v, ok
 }
 
 func params(ref *model.PolicyRef) map[string]string {
@@ -112,23 +96,9 @@ func params(ref *model.PolicyRef) map[string]string {
 	return ref.Params
 }
 
-func appendParams(b []byte, p map[string]string) []byte {
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = policy.AppendUvarint(b, uint64(len(keys)))
-	for _, k := range keys {
-		b = policy.AppendString(b, k)
-		b = policy.AppendString(b, p[k])
-	}
-	return b
-}
-
 // completionGroups is the completion input's group list: every group of the
 // deployment or of the health summary, sorted by name.
-func completionGroups(in *reconcile.CompletionInput) []policy.Group {
+func completionGroups(in *reconcile.CompletionInput) []policywire.Group {
 	var names []string
 	if in.Deployment != nil {
 		for n := range in.Deployment.TaskGroups {
@@ -142,9 +112,9 @@ func completionGroups(in *reconcile.CompletionInput) []policy.Group {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	groups := make([]policy.Group, len(names))
+	groups := make([]policywire.Group, len(names))
 	for i, n := range names {
-		g := policy.Group{Name: n}
+		g := policywire.Group{Name: n}
 		if in.Deployment != nil {
 			if s := in.Deployment.TaskGroups[n]; s != nil {
 				g.DesiredTotal, g.DesiredCanaries = s.DesiredTotal, s.DesiredCanaries
@@ -156,14 +126,15 @@ func completionGroups(in *reconcile.CompletionInput) []policy.Group {
 		h := in.Groups[n]
 		g.Placed, g.Healthy, g.Unhealthy, g.Pending = h.Placed, h.Healthy, h.Unhealthy, h.Pending
 		g.CanariesHealthy, g.Complete = h.CanariesHealthy, h.Complete
+		g.LostInFlight, g.Lost, g.Disconnected = h.LostInFlight, h.Lost, h.Disconnected
 		groups[i] = g
 	}
 	return groups
 }
 
-// completionInput converts the reconciler's input to the SDK's value.
-func completionInput(in *reconcile.CompletionInput) policy.CompletionInput {
-	ci := policy.CompletionInput{Now: in.Now, Params: params(in.Policy), Groups: completionGroups(in)}
+// completionInput converts the reconciler's input to the wire's value.
+func completionInput(in *reconcile.CompletionInput) policywire.Completion {
+	ci := policywire.Completion{Disruption: in.Disruption, Now: in.Now, Params: params(in.Policy), Groups: completionGroups(in)}
 	if d := in.Deployment; d != nil {
 		ci.DeploymentID, ci.JobID, ci.JobVersion, ci.Status = d.ID, d.JobID, d.JobVersion, string(d.Status)
 	}
@@ -171,7 +142,7 @@ func completionInput(in *reconcile.CompletionInput) policy.CompletionInput {
 }
 
 // validateCanary checks a canary answer strictly against its request.
-func validateCanary(req *reconcile.CanaryRequest, out policy.CanaryOutput) error {
+func validateCanary(req *reconcile.CanaryRequest, out policywire.CanaryOutput) error {
 	if len(out.NodeIDs) > max(req.Count, 0) {
 		return fmt.Errorf("answered %d canaries, %d asked for", len(out.NodeIDs), req.Count)
 	}
@@ -200,7 +171,7 @@ func validateCanary(req *reconcile.CanaryRequest, out policy.CanaryOutput) error
 // validateCompletion checks a completion answer against its input: revert
 // only when a group has auto_revert (the decoder already refused unknown
 // decisions and revert without fail).
-func validateCompletion(in *reconcile.CompletionInput, out policy.CompletionOutput) error {
+func validateCompletion(in *reconcile.CompletionInput, out policywire.CompletionOutput) error {
 	if !out.Revert {
 		return nil
 	}

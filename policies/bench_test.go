@@ -16,6 +16,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/internal/policywire"
 	"github.com/hivelet/hivelet/policies/rules"
 	"github.com/hivelet/hivelet/sdk/policy"
 )
@@ -64,16 +65,59 @@ func settle(b *testing.B, e *Engine) {
 }
 
 // nativeCanary runs the same logic as a module natively, through the same
-// pipeline minus WASM: host encoding, SDK decoding, the rule, the answer's
-// encoding and strict decoding and validation.
-func nativeCanary(m *Module, fn func(policy.CanaryInput) (policy.CanaryOutput, error), req reconcile.CanaryRequest) error {
+// pipeline minus WASM: host encoding, the guest's decoding (the shared
+// codec, into nodes laid out as the SDK's), the rule, the answer's encoding
+// and strict decoding and validation. The rule is handed sdkIn, the same
+// input built beforehand with the SDK's NewNode: only the SDK itself can
+// hand a rule the nodes it decoded.
+func nativeCanary(m *Module, fn func(policy.CanaryInput) (policy.CanaryOutput, error), req reconcile.CanaryRequest, sdkIn policy.CanaryInput) error {
 	fields, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
 	in := appendCanaryInput(nil, &req, fields, attr, meta)
-	out, err := policy.DecodeCanaryOutput(policy.CallCanary(fn, in, nil))
+	if _, _, err := policywire.DecodeCanaryInput(in, bindGuestNode); err != nil {
+		return err
+	}
+	answer, err := fn(sdkIn)
+	if err != nil {
+		return err
+	}
+	out, err := policywire.DecodeCanaryOutput(policywire.AppendCanaryOutput(nil, policywire.CanaryOutput(answer)))
 	if err != nil {
 		return err
 	}
 	return validateCanary(&req, out)
+}
+
+// guestNode has the layout of the SDK's Node (five strings, the key tables,
+// an offset), so decoding into it costs what the guest's decoding does.
+type guestNode struct {
+	f   policywire.NodeFields
+	t   *policywire.Tables
+	off int32
+}
+
+func bindGuestNode(n *guestNode, f policywire.NodeFields, t *policywire.Tables, off int32) {
+	*n = guestNode{f, t, off}
+}
+
+// sdkCanaryInput is req as the SDK would decode it for module m: the
+// attribute and meta keys m's manifest declares.
+func sdkCanaryInput(m *Module, req reconcile.CanaryRequest) policy.CanaryInput {
+	_, attr, meta := m.Manifest.keys(params(req.Policy), req.Eligible)
+	in := policy.CanaryInput{JobID: req.JobID, JobVersion: req.JobVersion, DeploymentID: req.DeploymentID, Group: req.Group,
+		Percent: req.Percent, Count: req.Count, Params: params(req.Policy), Existing: req.Existing, Nodes: make([]policy.Node, len(req.Eligible))}
+	pick := func(from map[string]string, keys []string) map[string]string {
+		out := map[string]string{}
+		for _, k := range keys {
+			if v, ok := from[k]; ok {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for i, n := range req.Eligible {
+		in.Nodes[i] = policy.NewNode(n.ID, n.Name, n.Datacenter, n.NodePool, n.Class, pick(n.Attributes, attr), pick(n.Meta, meta))
+	}
+	return in
 }
 
 func BenchmarkCanary(b *testing.B) {
@@ -94,9 +138,10 @@ func BenchmarkCanary(b *testing.B) {
 				l.report(b)
 			})
 			b.Run(fmt.Sprintf("%s/nodes=%d/native", p.name, n), func(b *testing.B) {
+				sdkIn := sdkCanaryInput(m, req)
 				var l latencies
 				for b.Loop() {
-					l.time(func() error { return nativeCanary(m, p.fn, req) })
+					l.time(func() error { return nativeCanary(m, p.fn, req, sdkIn) })
 				}
 				l.report(b)
 			})
@@ -132,8 +177,16 @@ func BenchmarkCompletion(b *testing.B) {
 			var l latencies
 			for b.Loop() {
 				l.time(func() error {
-					raw := policy.CallCompletion(p.fn, policy.AppendCompletionInput(nil, completionInput(&in)), nil)
-					out, err := policy.DecodeCompletionOutput(raw)
+					ci := completionInput(&in)
+					decoded, err := policywire.DecodeCompletionInput(policywire.AppendCompletionInput(nil, &ci, ABIVersion))
+					if err != nil {
+						return err
+					}
+					answer, err := p.fn(sdkCompletionInput(decoded))
+					if err != nil {
+						return err
+					}
+					out, err := policywire.DecodeCompletionOutput(policywire.AppendCompletionOutput(nil, wireCompletionOutput(answer)))
 					if err != nil {
 						return err
 					}

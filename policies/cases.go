@@ -41,8 +41,11 @@ type CanaryCase struct {
 type CompletionCase struct {
 	Deployment *model.Deployment      `json:"deployment"`
 	Groups     map[string]GroupHealth `json:"groups"`
-	Now        time.Time              `json:"now"`
-	Params     map[string]string      `json:"params,omitempty"`
+	// Disruption, when not empty, is why the disruption guard holds
+	// (reconcile.CompletionInput.Disruption).
+	Disruption string            `json:"disruption,omitempty"`
+	Now        time.Time         `json:"now"`
+	Params     map[string]string `json:"params,omitempty"`
 }
 
 // GroupHealth is reconcile.GroupHealth in JSON.
@@ -189,7 +192,7 @@ func (c *CompletionCase) CompletionInput(name string) reconcile.CompletionInput 
 	for n, g := range c.Groups {
 		groups[n] = reconcile.GroupHealth(g)
 	}
-	return reconcile.CompletionInput{Deployment: c.Deployment, Groups: groups, Now: c.Now,
+	return reconcile.CompletionInput{Deployment: c.Deployment, Groups: groups, Now: c.Now, Disruption: c.Disruption,
 		Policy: &model.PolicyRef{Name: name, Params: c.Params}}
 }
 

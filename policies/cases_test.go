@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,43 @@ func TestAnUnknownFieldOfACaseIsRefused(t *testing.T) {
 	bad := `{"cases":[{"name":"x","input":{"canary":{"count":1}},"want":{"reason_contain":["a"]}}]}`
 	if err := DecodeStrict([]byte(bad), &cf); err == nil || !strings.Contains(err.Error(), "reason_contain") {
 		t.Fatalf("a misspelt assertion was accepted (it would assert nothing): %v", err)
+	}
+}
+
+// TestACompletionCaseCarriesTheDisruptionAndLossCountsToTheModule: a cases
+// file's disruption and lost_in_flight reach the module: quorum with
+// max_lost_in_flight 1 fails a group that lost 2 replacements (control),
+// and continues, naming the disruption, when the case says the guard holds.
+func TestACompletionCaseCarriesTheDisruptionAndLossCountsToTheModule(t *testing.T) {
+	e, faults, _ := newTestEngine(t, Options{})
+	m := loadBuiltin(t, e, "quorum")
+	file := `{"cases": [
+	  {"name": "two replacements lost", "input": {"completion": {
+	    "deployment": {"id": "d1", "job_id": "web", "job_version": 2, "status": "running", "task_groups": {"web": {"desired_total": 3}}},
+	    "groups": {"web": {"placed": 3, "healthy": 3, "lost_in_flight": 2, "lost": 1, "disconnected": 1, "complete": true}},
+	    "now": "2026-12-01T10:00:00Z", "params": {"max_lost_in_flight": "1"}}},
+	   "want": {"decision": "fail", "reason_contains": ["lost in flight"]}},
+	  {"name": "the same during a disruption", "input": {"completion": {
+	    "deployment": {"id": "d1", "job_id": "web", "job_version": 2, "status": "running", "task_groups": {"web": {"desired_total": 3}}},
+	    "groups": {"web": {"placed": 3, "healthy": 3, "lost_in_flight": 2, "lost": 1, "disconnected": 1, "complete": true}},
+	    "disruption": "3 of 5 nodes expired within 30s",
+	    "now": "2026-12-01T10:00:00Z", "params": {"max_lost_in_flight": "1"}}},
+	   "want": {"decision": "continue", "reason_contains": ["3 of 5 nodes expired"]}}
+	]}`
+	var cf CaseFile
+	if err := DecodeStrict([]byte(file), &cf); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cf.Cases {
+		out, err := m.Eval(context.Background(), c.Input)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if d := c.Want.Check(out); len(d) > 0 {
+			t.Errorf("%s: %q (reason %q)", c.Name, d, out.Reason)
+		}
+	}
+	if f := faults.all(); len(f) != 0 {
+		t.Fatalf("faults: %v", f)
 	}
 }

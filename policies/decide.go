@@ -7,7 +7,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
-	"github.com/hivelet/hivelet/sdk/policy"
+	"github.com/hivelet/hivelet/internal/policywire"
 )
 
 // This file adapts the engine to the reconciler: Module.Canary and
@@ -60,7 +60,7 @@ func (m *Module) evaluateEncoded(ctx context.Context, kind Kind, enc func([]byte
 // answerFault is the fault of an answer that did not decode: the policy's
 // own error answer, or an invalid output.
 func answerFault(err error) *Fault {
-	var pe *policy.PolicyError
+	var pe *policywire.PolicyError
 	if errors.As(err, &pe) {
 		return &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
 	}
@@ -79,7 +79,7 @@ func (m *Module) Canary(ctx context.Context, req reconcile.CanaryRequest) (recon
 	if f != nil {
 		return reconcile.CanaryChoice{}, f
 	}
-	out, err := policy.DecodeCanaryOutput(raw)
+	out, err := policywire.DecodeCanaryOutput(raw)
 	if err != nil {
 		return reconcile.CanaryChoice{}, answerFault(err)
 	}
@@ -95,16 +95,26 @@ func (m *Module) Completion(ctx context.Context, in reconcile.CompletionInput) (
 	if m.Kinds&KindCompletion == 0 {
 		return reconcile.CompletionDecision{}, &Fault{Kind: FaultNotLoaded, Reason: "the module implements no completion policy"}
 	}
+	if m.ABI < 2 && in.Disruption != "" {
+		// A version 1 module cannot be told that the guard holds, and its
+		// verdict would read counts that are no evidence now: the guard
+		// continues for it, as the default does.
+		return reconcile.CompletionDecision{Decision: reconcile.DecisionContinue,
+			Reason: "disruption guard holds: " + in.Disruption + " (not asked: the module's ABI version 1 input cannot carry it)"}, nil
+	}
 	var id string
 	if in.Deployment != nil {
 		id = in.Deployment.ID
 	}
-	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte { return policy.AppendCompletionInput(b, completionInput(&in)) },
+	raw, f := m.evaluateEncoded(ctx, KindCompletion, func(b []byte) []byte {
+		ci := completionInput(&in)
+		return policywire.AppendCompletionInput(b, &ci, m.ABI)
+	},
 		in.Now, seedOf(id, in.Now.String()))
 	if f != nil {
 		return reconcile.CompletionDecision{}, f
 	}
-	out, err := policy.DecodeCompletionOutput(raw)
+	out, err := policywire.DecodeCompletionOutput(raw)
 	if err != nil {
 		return reconcile.CompletionDecision{}, answerFault(err)
 	}

@@ -274,9 +274,9 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, fault(f)
 	}
 	m.ABI = uint32(abi)
-	if m.ABI != ABIVersion {
+	if m.ABI < MinABIVersion || m.ABI > ABIVersion {
 		discard()
-		return nil, fault(&Fault{Kind: FaultABIVersion, Reason: fmt.Sprintf("the module declares policy ABI version %d; this hivelet implements version %d", m.ABI, ABIVersion)})
+		return nil, fault(&Fault{Kind: FaultABIVersion, Reason: fmt.Sprintf("the module declares policy ABI version %d; this hivelet implements versions %d to %d", m.ABI, MinABIVersion, ABIVersion)})
 	}
 	checks := []struct {
 		name     string

@@ -42,7 +42,7 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 		{name: "declared memory over the cap", wasm: watModule(t, "bigmem"), want: FaultMemory, atLoad: true, control: raw},
 		{name: "missing canary export", wasm: watModule(t, "noexport"), want: FaultMissingExport, atLoad: true, control: raw},
 		{name: "not a policy module", wasm: minimalModule, want: FaultMissingExport, atLoad: true, control: raw},
-		{name: "other ABI version", wasm: watModule(t, "abi2"), want: FaultABIVersion, atLoad: true, control: raw},
+		{name: "other ABI version", wasm: watModule(t, "abi9"), want: FaultABIVersion, atLoad: true, control: raw},
 		{name: "unknown node ID", wasm: hostile, do: "unknown", want: FaultInvalidOutput, control: hostile},
 		{name: "duplicate node ID", wasm: hostile, do: "duplicate", want: FaultInvalidOutput, control: hostile},
 		{name: "more canaries than asked", wasm: hostile, do: "toomany", want: FaultInvalidOutput, control: hostile},
@@ -74,7 +74,7 @@ func TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported(t *testing.T) {
 				if !ok || f.Kind != tc.want {
 					t.Fatalf("Load: got %v, want a %s fault", err, tc.want)
 				}
-				if tc.want == FaultABIVersion && !(strings.Contains(f.Reason, "version 2") && strings.Contains(f.Reason, "version 1")) {
+				if tc.want == FaultABIVersion && !(strings.Contains(f.Reason, "version 9") && strings.Contains(f.Reason, "versions 1 to 2")) {
 					t.Errorf("the ABI refusal must name both versions: %q", f.Reason)
 				}
 			} else if err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
+	"github.com/hivelet/hivelet/internal/policywire"
+	"github.com/hivelet/hivelet/sdk/policy"
 )
 
 // faultLog collects the faults an engine reports.
@@ -159,4 +161,20 @@ func counterValue(t testing.TB, reg *prometheus.Registry, name string, labels ma
 		}
 	}
 	return 0
+}
+
+// sdkCompletionInput is a completion input as the SDK hands it to a rule
+// (what sdk/policy's decoder builds from the same bytes).
+func sdkCompletionInput(c policywire.Completion) policy.CompletionInput {
+	groups := make([]policy.Group, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = policy.Group(g)
+	}
+	return policy.CompletionInput{DeploymentID: c.DeploymentID, JobID: c.JobID, JobVersion: c.JobVersion, Status: c.Status,
+		Disruption: c.Disruption, Now: c.Now, Params: c.Params, Groups: groups}
+}
+
+// wireCompletionOutput is a rule's answer as the SDK encodes it.
+func wireCompletionOutput(out policy.CompletionOutput) policywire.CompletionOutput {
+	return policywire.CompletionOutput{Decision: policywire.Decision(out.Decision), Revert: out.Revert, Reason: out.Reason}
 }

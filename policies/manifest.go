@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/policywire"
 	"github.com/hivelet/hivelet/sdk/policy"
 )
 
@@ -29,8 +30,8 @@ const (
 
 // fieldBits maps a fixed node field's name to its wire bit.
 var fieldBits = map[string]byte{
-	"name": policy.FieldName, "datacenter": policy.FieldDatacenter,
-	"node_pool": policy.FieldNodePool, "class": policy.FieldClass,
+	"name": policywire.FieldName, "datacenter": policywire.FieldDatacenter,
+	"node_pool": policywire.FieldNodePool, "class": policywire.FieldClass,
 }
 
 type decl struct {

@@ -108,7 +108,7 @@ func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
 		t.Fatalf("test: exit %d:\n%s", code, out)
 	}
 	code, out = runPolicyCLI(t, "policy", "inspect", wasm)
-	if code != 0 || !strings.Contains(out, "kinds:       canary") || !strings.Contains(out, "meta canary") || !strings.Contains(out, "abi version: 1") {
+	if code != 0 || !strings.Contains(out, "kinds:       canary") || !strings.Contains(out, "meta canary") || !strings.Contains(out, "abi version: 2") {
 		t.Fatalf("inspect: exit %d:\n%s", code, out)
 	}
 }
@@ -119,7 +119,7 @@ func TestPolicyCommandsRefuseBadInputWithExitCode2(t *testing.T) {
 		{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "x.json", `{"canary": {}, "completion": {}}`)},
 		{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "y.json", `{"canary": {"unknown_field": 1}}`)},
 		{"policy", "inspect", "builtin:nope"},
-		{"policy", "inspect", "../../policies/testdata/wat/abi2.wasm"},
+		{"policy", "inspect", "../../policies/testdata/wat/abi9.wasm"},
 		{"policy", "test", "builtin:percent", writeJSON(t, "z.json", `{"cases": []}`)},
 	} {
 		if code, out := runPolicyCLI(t, args...); code != 2 {
@@ -151,7 +151,7 @@ func TestPolicyPushAndListUseTheObjectStore(t *testing.T) {
 		t.Fatalf("list: exit %d:\n%s", code, out)
 	}
 	// A module refused at load is not pushed.
-	code, out = runPolicyCLI(t, "policy", "push", "../../policies/testdata/wat/abi2.wasm", "--name", "bad", "--nats", url)
+	code, out = runPolicyCLI(t, "policy", "push", "../../policies/testdata/wat/abi9.wasm", "--name", "bad", "--nats", url)
 	if code != 2 {
 		t.Fatalf("push of a refused module: exit %d:\n%s", code, out)
 	}

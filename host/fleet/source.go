@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/wait"
 )
@@ -702,173 +700,6 @@ func (s *Source) Intent(nodeID string) wanted.Intent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return wanted.IntentOf(s.intents[wanted.NodeKey(nodeID)])
-}
-
-// View is a consistent, read-only snapshot of the buckets as this host has
-// applied them. Maps are keyed by KV key; the records' values are shared
-// between snapshots and must not be modified.
-type View struct {
-	// Generation increases with every change applied.
-	Generation uint64
-	// Synced reports that every bucket has been pulled whole at least once.
-	Synced      bool
-	Jobs        map[string]wanted.JobState
-	Nodes       map[string]wanted.NodeState
-	Intents     map[string]wanted.IntentState
-	Allocs      map[string]wanted.AllocState
-	Deployments map[string]wanted.DeploymentState
-	// Slots are the update slots held now (rollout bucket), by key.
-	Slots map[string]wanted.SlotState
-	// Downs are the loss verdicts in force (rollout bucket), by key.
-	Downs map[string]wanted.VerdictState
-	// Revisions is the last revision applied per bucket kind.
-	Revisions map[string]uint64
-}
-
-// View returns the current snapshot. It is cheap when nothing changed since
-// the last call.
-func (s *Source) View() *View {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.snap != nil {
-		return s.snap
-	}
-	synced := true
-	for _, k := range s.kinds {
-		synced = synced && s.synced[k]
-	}
-	// A snapshot's maps are never written: a kind unchanged since the last
-	// snapshot shares that snapshot's map instead of being copied again
-	// (most changes touch one bucket, and an allocation status echo no
-	// longer copies the jobs and deployments).
-	v := &View{Generation: s.gen, Synced: synced, Revisions: maps.Clone(s.revs)}
-	p := s.prev
-	if p == nil {
-		p = &View{}
-	}
-	v.Jobs = snapshotOf(s.stale[KindJobs] || s.prev == nil, s.jobs, p.Jobs)
-	v.Nodes = snapshotOf(s.stale[KindNodes] || s.prev == nil, s.nodes, p.Nodes)
-	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, s.intents, p.Intents)
-	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, s.allocs, p.Allocs)
-	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
-	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.slots, p.Slots)
-	v.Downs = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.downs, p.Downs)
-	clear(s.stale)
-	s.snap, s.prev = v, v
-	return v
-}
-
-// snapshotOf is a snapshot's map of one bucket: a copy of cur when it
-// changed since the previous snapshot, else the previous snapshot's map.
-func snapshotOf[V any](changed bool, cur, prev map[string]V) map[string]V {
-	if changed {
-		return maps.Clone(cur)
-	}
-	return prev
-}
-
-// Job returns the state of one job key.
-func (v *View) Job(namespace, id string) (wanted.JobState, bool) {
-	st, ok := v.Jobs[wanted.JobKey(namespace, id)]
-	return st, ok
-}
-
-// Node returns a node as the fleet sees it (down once its heartbeat entry is
-// gone), or nil.
-func (v *View) Node(id string) *model.Node {
-	st, ok := v.Nodes[wanted.NodeKey(id)]
-	if !ok {
-		return nil
-	}
-	return wanted.NodeView(st)
-}
-
-// NodeList returns every known node (down ones included), sorted by ID.
-func (v *View) NodeList() []*model.Node {
-	out := make([]*model.Node, 0, len(v.Nodes))
-	for _, st := range v.Nodes {
-		if n := wanted.NodeView(st); n != nil {
-			out = append(out, n)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// Intent returns the operator intent in force for a node.
-func (v *View) Intent(nodeID string) wanted.Intent {
-	return wanted.IntentOf(v.Intents[wanted.NodeKey(nodeID)])
-}
-
-// AllocsOf returns the last good status record of a node's allocations
-// whose keys are present, sorted by ID.
-func (v *View) AllocsOf(nodeID string) []*model.Allocation {
-	var out []*model.Allocation
-	for k, st := range v.Allocs {
-		if n, _, ok := wanted.ParseAllocKey(k); ok && n == nodeID && st.Value != nil && !st.Absent {
-			out = append(out, st.Value)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// Deployment returns a deployment with its revision (for UpdateDeployment).
-func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deployment, uint64, bool) {
-	st, ok := v.Deployments[wanted.DeploymentKey(namespace, jobID, version)]
-	if !ok || st.Value == nil || st.Absent {
-		return nil, 0, false
-	}
-	return st.Value, st.Revision, true
-}
-
-// Rejections returns every rejection currently in force, sorted by bucket
-// and key.
-func (v *View) Rejections() []wanted.Rejection {
-	var out []wanted.Rejection
-	add := func(r *wanted.Rejection) {
-		if r != nil {
-			out = append(out, *r)
-		}
-	}
-	for _, st := range v.Jobs {
-		add(st.Rejection)
-	}
-	for _, st := range v.Nodes {
-		add(st.Rejection)
-	}
-	for _, st := range v.Intents {
-		add(st.Rejection)
-	}
-	for _, st := range v.Allocs {
-		add(st.Rejection)
-	}
-	for _, st := range v.Deployments {
-		add(st.Rejection)
-	}
-	for _, st := range v.Slots {
-		add(st.Rejection)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Bucket != out[j].Bucket {
-			return out[i].Bucket < out[j].Bucket
-		}
-		return out[i].Key < out[j].Key
-	})
-	return out
-}
-
-// Orphaned returns the keys of jobs whose key is gone while a last good
-// version is held (their allocations keep running), sorted.
-func (v *View) Orphaned() []string {
-	var out []string
-	for k, st := range v.Jobs {
-		if wanted.OrderFor(st) == wanted.OrderKeep {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // pullAll reads the latest entry of every key of a bucket (delete and purge

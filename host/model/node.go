@@ -33,10 +33,37 @@ type DrainStrategy struct {
 
 // DriverInfo is one driver's fingerprint on a node.
 type DriverInfo struct {
-	Detected   bool              `json:"detected"`
-	Healthy    bool              `json:"healthy"`
-	HealthDesc string            `json:"health_description,omitempty"`
+	Detected bool `json:"detected"`
+	Healthy  bool `json:"healthy"`
+	// HealthDesc is the driver's Fingerprint.Description (sdk/driver): why
+	// it is (un)healthy. Its JSON name is "description", as in the SDK;
+	// node records written before were named "health_description", which
+	// decoding still accepts (UnmarshalJSON).
+	HealthDesc string            `json:"description,omitempty"`
 	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// UnmarshalJSON decodes a driver's fingerprint as strictly as Decode does
+// every record, accepting the description under its old name
+// "health_description" too (never both): node records persisted in the
+// nodes bucket by an older agent carry it, and must stay readable until
+// that agent writes its record again.
+func (d *DriverInfo) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Detected    bool              `json:"detected"`
+		Healthy     bool              `json:"healthy"`
+		Description string            `json:"description,omitempty"`
+		OldName     string            `json:"health_description,omitempty"`
+		Attributes  map[string]string `json:"attributes,omitempty"`
+	}
+	if err := Decode(data, &w); err != nil {
+		return err
+	}
+	if w.Description != "" && w.OldName != "" {
+		return &DecodeError{Path: "health_description", Reason: `the old name of "description": give one of the two`}
+	}
+	*d = DriverInfo{Detected: w.Detected, Healthy: w.Healthy, HealthDesc: w.Description + w.OldName, Attributes: w.Attributes}
+	return nil
 }
 
 // Ready reports whether the node may receive placements: status ready,

@@ -198,15 +198,28 @@ const (
 	descRunning           = "Deployment is running"
 )
 
+// descLostInFlight is quorum's own failure description: replacements whose
+// node was lost in the middle of them.
+const descLostInFlight = "Failed due to replacements lost in flight"
+
 // groupDone reports whether a group has nothing left to do under a
 // healthy-count threshold.
 type groupDone func(g *policy.Group) bool
 
-// decide is the shared skeleton of the completion rules: a failure check,
-// the progress deadline, canary promotion, then success.
-func decide(in policy.CompletionInput, failed func(g *policy.Group) bool, failReason string, done groupDone) policy.CompletionOutput {
+// groupFailed returns why a group fails the deployment, or "" when it does
+// not.
+type groupFailed func(g *policy.Group) string
+
+// decide is the shared skeleton of the completion rules: no verdict while
+// the deployment is not running or the disruption guard holds, then the
+// failure checks, the progress deadline, canary promotion, then success.
+func decide(in policy.CompletionInput, failed groupFailed, done groupDone) policy.CompletionOutput {
 	if in.Status != "running" {
 		return policy.CompletionOutput{Decision: policy.Continue, Reason: "deployment is " + in.Status}
+	}
+	if in.Disruption != "" {
+		// The counts describe the nodes still alive, not the rollout.
+		return policy.CompletionOutput{Decision: policy.Continue, Reason: "disruption guard holds: " + in.Disruption}
 	}
 	if len(in.Groups) == 0 {
 		return policy.CompletionOutput{Decision: policy.Continue, Reason: "deployment has no groups"}
@@ -216,22 +229,28 @@ func decide(in policy.CompletionInput, failed func(g *policy.Group) bool, failRe
 		groups = slices.Clone(groups)
 		slices.SortFunc(groups, func(a, b policy.Group) int { return strings.Compare(a.Name, b.Name) })
 	}
-	var failedGroups, lateGroups []string
+	// failures holds each failure reason with its groups, in the order the
+	// reasons first occur.
+	var failures []failure
+	var lateGroups []string
 	revert := false
 	for i := range groups {
 		g := &groups[i]
-		switch {
-		case failed(g):
-			failedGroups = append(failedGroups, g.Name)
-		case !g.RequireProgressBy.IsZero() && g.RequireProgressBy.Before(in.Now) && !done(g) && !canariesReady(g):
+		if why := failed(g); why != "" {
+			failures = addFailure(failures, why, g.Name)
+		} else if !g.RequireProgressBy.IsZero() && g.RequireProgressBy.Before(in.Now) && !done(g) && !canariesReady(g) {
 			lateGroups = append(lateGroups, g.Name)
-		default:
+		} else {
 			continue
 		}
 		revert = revert || g.AutoRevert
 	}
-	if len(failedGroups) > 0 {
-		return policy.CompletionOutput{Decision: policy.Fail, Revert: revert, Reason: failReason + " (groups " + strings.Join(failedGroups, ", ") + ")"}
+	if len(failures) > 0 {
+		parts := make([]string, len(failures))
+		for i, f := range failures {
+			parts[i] = f.reason + " (groups " + strings.Join(f.groups, ", ") + ")"
+		}
+		return policy.CompletionOutput{Decision: policy.Fail, Revert: revert, Reason: strings.Join(parts, "; ")}
 	}
 	if len(lateGroups) > 0 {
 		return policy.CompletionOutput{Decision: policy.Fail, Revert: revert, Reason: descProgressDeadline + " (groups " + strings.Join(lateGroups, ", ") + ")"}
@@ -267,6 +286,22 @@ func decide(in policy.CompletionInput, failed func(g *policy.Group) bool, failRe
 	return policy.CompletionOutput{Decision: policy.Succeed, Reason: descSuccessful}
 }
 
+// failure is one reason a deployment fails and the groups failing for it.
+type failure struct {
+	reason string
+	groups []string
+}
+
+func addFailure(fs []failure, reason, group string) []failure {
+	for i := range fs {
+		if fs[i].reason == reason {
+			fs[i].groups = append(fs[i].groups, group)
+			return fs
+		}
+	}
+	return append(fs, failure{reason: reason, groups: []string{group}})
+}
+
 // canariesReady reports whether a group waits only for its promotion, every
 // canary healthy: the progress deadline does not fail it (a manual
 // promotion waits for the operator; an automatic one is decided below).
@@ -274,24 +309,35 @@ func canariesReady(g *policy.Group) bool {
 	return g.DesiredCanaries > 0 && !g.Promoted && g.CanariesHealthy >= g.DesiredCanaries
 }
 
-// CompletionDefault is the spec's completion rule: fail on an unhealthy
-// allocation or a passed progress deadline (reverting when the failing
-// group has auto_revert), promote when every canary is healthy and every
-// canarying group has auto_promote, succeed when every group is complete
-// with its desired healthy total, else continue.
+// CompletionDefault is the spec's completion rule, the WASM twin of the
+// agent's native default (reconcile.DecideDefault): no verdict while the
+// deployment is not running or the disruption guard holds; fail on an
+// unhealthy allocation or a passed progress deadline (reverting when the
+// failing group has auto_revert), promote when every canary is healthy and
+// every canarying group has auto_promote, succeed when every group is
+// complete with its desired healthy total, else continue.
 func CompletionDefault(in policy.CompletionInput) (policy.CompletionOutput, error) {
 	return decide(in,
-		func(g *policy.Group) bool { return g.Unhealthy > 0 },
-		descFailedAllocations,
+		func(g *policy.Group) string {
+			if g.Unhealthy > 0 {
+				return descFailedAllocations
+			}
+			return ""
+		},
 		func(g *policy.Group) bool { return g.Complete && g.Healthy >= g.DesiredTotal },
 	), nil
 }
 
-// Quorum is CompletionDefault with two tolerances: a group succeeds once
+// Quorum is CompletionDefault with three tolerances: a group succeeds once
 // ceil(healthy_fraction × desired_total) allocations are healthy (parameter
-// "healthy_fraction", or its alias "ratio", 0 < f <= 1, default 1), and
+// "healthy_fraction", or its alias "ratio", 0 < f <= 1, default 1); it
 // fails only when more than "max_unhealthy" (default 0) of its allocations
-// are unhealthy.
+// are unhealthy; and, when "max_lost_in_flight" is set, it also fails when
+// more than that many of its replacements were lost in flight (their node
+// went away mid-update: Group.LostInFlight). Unset, lost replacements never
+// fail the deployment, as with the default. While the disruption guard
+// holds, quorum continues like the default: mass node loss is the guard's
+// business, not a verdict on the new version.
 func Quorum(in policy.CompletionInput) (policy.CompletionOutput, error) {
 	frac, err := strconv.ParseFloat(policy.Param(in.Params, "healthy_fraction", policy.Param(in.Params, "ratio", "1")), 64)
 	if err != nil || !(frac > 0 && frac <= 1) {
@@ -301,9 +347,24 @@ func Quorum(in policy.CompletionInput) (policy.CompletionOutput, error) {
 	if err != nil || maxUnhealthy < 0 {
 		return policy.CompletionOutput{}, errors.New("max_unhealthy must be a non-negative integer")
 	}
+	maxLost := -1 // no limit
+	if v, ok := in.Params["max_lost_in_flight"]; ok {
+		if maxLost, err = strconv.Atoi(v); err != nil || maxLost < 0 {
+			return policy.CompletionOutput{}, errors.New("max_lost_in_flight must be a non-negative integer")
+		}
+	}
+	unhealthy := descFailedAllocations + " (more than " + strconv.Itoa(maxUnhealthy) + ")"
+	lost := descLostInFlight + " (more than " + strconv.Itoa(maxLost) + ")"
 	return decide(in,
-		func(g *policy.Group) bool { return g.Unhealthy > maxUnhealthy },
-		descFailedAllocations+" (more than "+strconv.Itoa(maxUnhealthy)+")",
+		func(g *policy.Group) string {
+			switch {
+			case g.Unhealthy > maxUnhealthy:
+				return unhealthy
+			case maxLost >= 0 && g.LostInFlight > maxLost:
+				return lost
+			}
+			return ""
+		},
 		func(g *policy.Group) bool {
 			return g.Healthy >= int(math.Ceil(frac*float64(g.DesiredTotal)-1e-9))
 		},

@@ -163,6 +163,10 @@ func TestCompletionRules(t *testing.T) {
 		{"quorum below its fraction continues", Quorum, in(map[string]string{"healthy_fraction": "0.8"}, group("a", func(g *policy.Group) { g.Healthy = 7; g.Complete = false })), policy.Continue, false},
 		{"quorum tolerates max_unhealthy", Quorum, in(map[string]string{"healthy_fraction": "0.8", "max_unhealthy": "2"}, group("a", func(g *policy.Group) { g.Healthy = 8; g.Unhealthy = 2 })), policy.Succeed, false},
 		{"quorum fails past max_unhealthy", Quorum, in(map[string]string{"max_unhealthy": "2"}, group("a", func(g *policy.Group) { g.Unhealthy = 3; g.AutoRevert = true })), policy.Fail, true},
+		{"quorum ignores lost replacements without max_lost_in_flight", Quorum, in(nil, group("a", func(g *policy.Group) { g.LostInFlight = 5 })), policy.Succeed, false},
+		{"quorum tolerates max_lost_in_flight", Quorum, in(map[string]string{"max_lost_in_flight": "2"}, group("a", func(g *policy.Group) { g.LostInFlight = 2 })), policy.Succeed, false},
+		{"quorum fails past max_lost_in_flight", Quorum, in(map[string]string{"max_lost_in_flight": "2"}, group("a", func(g *policy.Group) { g.LostInFlight = 3; g.AutoRevert = true })), policy.Fail, true},
+		{"default ignores lost replacements", CompletionDefault, in(nil, group("a", func(g *policy.Group) { g.LostInFlight = 3; g.Lost = 2; g.Disconnected = 1 })), policy.Succeed, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,6 +178,42 @@ func TestCompletionRules(t *testing.T) {
 	}
 	if _, err := Quorum(in(map[string]string{"healthy_fraction": "1.5"}, group("a", nil))); err == nil {
 		t.Error("quorum accepted healthy_fraction 1.5")
+	}
+	for _, v := range []string{"-1", "two", ""} {
+		if _, err := Quorum(in(map[string]string{"max_lost_in_flight": v}, group("a", nil))); err == nil {
+			t.Errorf("quorum accepted max_lost_in_flight %q", v)
+		}
+	}
+}
+
+// TestCompletionRulesContinueWhileTheDisruptionGuardHolds: with the guard
+// holding, neither rule fails a group with unhealthy allocations or lost
+// replacements, nor succeeds a complete one, and the reason names the
+// disruption. Control: the same inputs without the disruption fail, then
+// succeed.
+func TestCompletionRulesContinueWhileTheDisruptionGuardHolds(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	strict := map[string]string{"max_lost_in_flight": "0"}
+	for _, tc := range []struct {
+		name string
+		fn   func(policy.CompletionInput) (policy.CompletionOutput, error)
+		g    policy.Group
+		want policy.Decision
+	}{
+		{"default, unhealthy", CompletionDefault, group("a", func(g *policy.Group) { g.Unhealthy = 1 }), policy.Fail},
+		{"default, complete", CompletionDefault, group("a", nil), policy.Succeed},
+		{"quorum, lost in flight", Quorum, group("a", func(g *policy.Group) { g.LostInFlight = 1 }), policy.Fail},
+		{"quorum, complete", Quorum, group("a", nil), policy.Succeed},
+	} {
+		in := policy.CompletionInput{Status: "running", Now: now, Params: strict, Groups: []policy.Group{tc.g}}
+		if got, err := tc.fn(in); err != nil || got.Decision != tc.want {
+			t.Fatalf("%s, control without disruption: %+v, %v; want %s", tc.name, got, err, tc.want)
+		}
+		in.Disruption = "4 of 6 nodes expired within 30s"
+		got, err := tc.fn(in)
+		if err != nil || got.Decision != policy.Continue || !strings.Contains(got.Reason, "4 of 6 nodes expired") {
+			t.Fatalf("%s, during the disruption: %+v, %v; want continue naming it", tc.name, got, err)
+		}
 	}
 }
 

@@ -22,7 +22,7 @@
 //
 // (or `hivelet policy build DIR`). The SDK owns the module's exports, its
 // memory management and the wire encoding (docs/policy-abi.md, ABI version
-// 1); authors never see a pointer.
+// 2); authors never see a pointer.
 //
 // Send only what is needed: the agent encodes for each node its ID, name,
 // datacenter, node pool and class, and only the attributes and meta keys
@@ -34,7 +34,9 @@
 // input (every agent of the fleet may evaluate it); it must not keep state
 // between calls (the agent restores the module's memory after every
 // evaluation, so such state is lost anyway); a panic is a fault, not an
-// answer. This package imports nothing from the daemon; on a non-wasm
+// answer. This package imports nothing from the daemon, only the ABI's
+// codec (internal/policywire, which the agent shares and which imports only
+// the standard library; TestTheSDKImportsNothingFromTheDaemon); on a non-wasm
 // platform it still compiles, so policies can be unit-tested natively by
 // calling the registered function directly (see the examples).
 package policy

@@ -56,17 +56,3 @@ func ExampleRegisterCompletion() {
 	fmt.Println(out.Decision, "-", out.Reason)
 	// Output: promote - half the canaries are healthy
 }
-
-// CallCanary runs a policy through the wire format exactly as the module's
-// export does: a native end-to-end test of encoding and decoding.
-func ExampleCallCanary() {
-	in := policy.CanaryInput{Count: 1, Nodes: []policy.Node{
-		policy.NewNode("a", "", "", "", "", nil, nil),
-		policy.NewNode("b", "", "", "", "", nil, map[string]string{"canary": "true"}),
-	}}
-	wire := policy.AppendCanaryInput(nil, in, 0, nil, []string{"canary"})
-	answer := policy.CallCanary(onlyMarked, wire, nil)
-	out, err := policy.DecodeCanaryOutput(answer)
-	fmt.Println(out.NodeIDs, err)
-	// Output: [b] <nil>
-}

@@ -5,6 +5,8 @@ package policy
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/hivelet/hivelet/internal/policywire"
 )
 
 // The module's exports (docs/policy-abi.md). Invariant: every export calls
@@ -59,9 +61,9 @@ func inputAt(ptr, n int32) []byte {
 //go:wasmexport hivelet_canary
 func exportCanary(ptr, n int32) uint64 {
 	if reg.canary == nil {
-		out = AppendError(out[:0], "this module implements no canary policy")
+		out = policywire.AppendError(out[:0], "this module implements no canary policy")
 	} else {
-		out = CallCanary(reg.canary, inputAt(ptr, n), out[:0])
+		out = callCanary(reg.canary, inputAt(ptr, n), out[:0])
 	}
 	in = nil
 	runtime.Gosched()
@@ -71,9 +73,9 @@ func exportCanary(ptr, n int32) uint64 {
 //go:wasmexport hivelet_completion
 func exportCompletion(ptr, n int32) uint64 {
 	if reg.completion == nil {
-		out = AppendError(out[:0], "this module implements no completion policy")
+		out = policywire.AppendError(out[:0], "this module implements no completion policy")
 	} else {
-		out = CallCompletion(reg.completion, inputAt(ptr, n), out[:0])
+		out = callCompletion(reg.completion, inputAt(ptr, n), out[:0])
 	}
 	in = nil
 	runtime.Gosched()

@@ -2,7 +2,8 @@ package policy
 
 import "strings"
 
-// Kinds bits, as returned by the module's hivelet_kinds export.
+// The kinds bits Declared reports (and the module's hivelet_kinds export
+// returns).
 const (
 	KindCanary     = 1
 	KindCompletion = 2
@@ -12,16 +13,6 @@ const (
 // fields every node carries (ID, name, datacenter, node pool, class). The
 // agent sends only declared keys: that keeps every call small.
 type Read string
-
-// Node field bits: which of a node's fixed fields the agent sends (the ID
-// always).
-const (
-	FieldName byte = 1 << iota
-	FieldDatacenter
-	FieldNodePool
-	FieldClass
-	FieldAll = FieldName | FieldDatacenter | FieldNodePool | FieldClass
-)
 
 // Fields declares that the policy reads the named fixed node fields:
 // "name", "datacenter", "node_pool", "class".
@@ -106,32 +97,4 @@ func manifestText(reads []Read) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// CallCanary runs fn on an encoded input and returns the encoded answer,
-// exactly as the module's export does; tests and tools use it to exercise a
-// policy natively through the wire format.
-func CallCanary(fn func(CanaryInput) (CanaryOutput, error), in []byte, dst []byte) []byte {
-	ci, err := DecodeCanaryInput(in)
-	if err != nil {
-		return AppendError(dst, err.Error())
-	}
-	out, err := fn(ci)
-	if err != nil {
-		return AppendError(dst, err.Error())
-	}
-	return AppendCanaryOutput(dst, out)
-}
-
-// CallCompletion is CallCanary's completion twin.
-func CallCompletion(fn func(CompletionInput) (CompletionOutput, error), in []byte, dst []byte) []byte {
-	ci, err := DecodeCompletionInput(in)
-	if err != nil {
-		return AppendError(dst, err.Error())
-	}
-	out, err := fn(ci)
-	if err != nil {
-		return AppendError(dst, err.Error())
-	}
-	return AppendCompletionOutput(dst, out)
 }

@@ -3,11 +3,15 @@ package policy
 import (
 	"strings"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/policywire"
 )
 
 // ABIVersion is the version of the module ABI this SDK implements
-// (docs/policy-abi.md). The agent refuses a module declaring another one.
-const ABIVersion = 1
+// (docs/policy-abi.md). Version 2 added the completion input's disruption
+// and per-group loss counts; an agent implementing version 2 still runs
+// modules built for version 1, and refuses any other version.
+const ABIVersion = 2
 
 // Node is one eligible node of a canary decision. ID is always sent; Name,
 // Datacenter, NodePool and Class only when the policy declared them
@@ -19,26 +23,18 @@ type Node struct {
 	NodePool   string
 	Class      string
 
-	keys *keyTables
-	// off is where this node's values start in keys.vals: its attribute
-	// values in the order of keys.attr, then its meta values.
-	off int32
-}
-
-// keyTables are the attribute and meta keys the agent sent and every
-// node's values for them, shared by the nodes of one input.
-type keyTables struct {
-	fields     byte
-	attr, meta []string
-	vals       []string
-	has        []bool
+	// keys are the attribute and meta keys the agent sent and every node's
+	// values for them, shared by the nodes of one input; off is where this
+	// node's values start in keys.Vals.
+	keys *policywire.Tables
+	off  int32
 }
 
 func (n *Node) lookup(keys []string, base int, key string) (string, bool) {
 	for i, k := range keys {
 		if k == key {
 			j := int(n.off) + base + i
-			return n.keys.vals[j], n.keys.has[j]
+			return n.keys.Vals[j], n.keys.Has[j]
 		}
 	}
 	return "", false
@@ -50,7 +46,7 @@ func (n *Node) Attribute(key string) (string, bool) {
 	if n.keys == nil {
 		return "", false
 	}
-	return n.lookup(n.keys.attr, 0, key)
+	return n.lookup(n.keys.Attr, 0, key)
 }
 
 // Meta returns the node meta key. A key the policy did not declare is
@@ -59,7 +55,7 @@ func (n *Node) Meta(key string) (string, bool) {
 	if n.keys == nil {
 		return "", false
 	}
-	return n.lookup(n.keys.meta, len(n.keys.attr), key)
+	return n.lookup(n.keys.Meta, len(n.keys.Attr), key)
 }
 
 // NormalizeField turns a node field reference as job files write it into
@@ -91,18 +87,18 @@ func NormalizeField(ref string) string {
 // choose the field by a parameter declare it with FieldFromParam.
 func (n *Node) Field(ref string) (string, bool) {
 	ref = NormalizeField(ref)
-	sent := func(bit byte) bool { return n.keys != nil && n.keys.fields&bit != 0 }
+	sent := func(bit byte) bool { return n.keys != nil && n.keys.Fields&bit != 0 }
 	switch ref {
 	case "id":
 		return n.ID, true
 	case "name":
-		return n.Name, sent(FieldName)
+		return n.Name, sent(policywire.FieldName)
 	case "datacenter":
-		return n.Datacenter, sent(FieldDatacenter)
+		return n.Datacenter, sent(policywire.FieldDatacenter)
 	case "node_pool":
-		return n.NodePool, sent(FieldNodePool)
+		return n.NodePool, sent(policywire.FieldNodePool)
 	case "class":
-		return n.Class, sent(FieldClass)
+		return n.Class, sent(policywire.FieldClass)
 	}
 	if k, ok := strings.CutPrefix(ref, "meta."); ok {
 		return n.Meta(k)
@@ -127,9 +123,9 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 	key, ok := strings.CutPrefix(ref, "meta.")
 	if len(in.Nodes) > 0 && in.Nodes[0].keys != nil {
 		t := in.Nodes[0].keys
-		keys = t.attr
+		keys = t.Attr
 		if ok {
-			keys, base = t.meta, len(t.attr)
+			keys, base = t.Meta, len(t.Attr)
 		}
 	}
 	if !ok {
@@ -144,7 +140,7 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 				if n.keys != in.Nodes[0].keys {
 					return n.Field(ref) // a node built elsewhere: resolve it slowly
 				}
-				return n.keys.vals[int(n.off)+j], n.keys.has[int(n.off)+j]
+				return n.keys.Vals[int(n.off)+j], n.keys.Has[int(n.off)+j]
 			}
 		}
 	}
@@ -159,16 +155,16 @@ func (in *CanaryInput) FieldGetter(ref string) func(n *Node) (string, bool) {
 // NewNode builds a node for native tests of a policy. Its attributes and
 // meta are all visible, as if the policy had declared every key.
 func NewNode(id, name, datacenter, nodePool, class string, attributes, meta map[string]string) Node {
-	t := &keyTables{fields: FieldAll}
+	t := &policywire.Tables{Fields: policywire.FieldAll}
 	for k, v := range attributes {
-		t.attr = append(t.attr, k)
-		t.vals = append(t.vals, v)
-		t.has = append(t.has, true)
+		t.Attr = append(t.Attr, k)
+		t.Vals = append(t.Vals, v)
+		t.Has = append(t.Has, true)
 	}
 	for k, v := range meta {
-		t.meta = append(t.meta, k)
-		t.vals = append(t.vals, v)
-		t.has = append(t.has, true)
+		t.Meta = append(t.Meta, k)
+		t.Vals = append(t.Vals, v)
+		t.Has = append(t.Has, true)
 	}
 	return Node{ID: id, Name: name, Datacenter: datacenter, NodePool: nodePool, Class: class, keys: t}
 }
@@ -213,6 +209,12 @@ type CompletionInput struct {
 	JobVersion   uint64
 	// Status is the deployment's status ("running", "paused", ...).
 	Status string
+	// Disruption, when not empty, says why the agent's disruption guard
+	// holds: many of the job's nodes expired at once, or the asking agent
+	// just reconnected. The counts of Groups then describe the nodes still
+	// alive, not the rollout, and are no evidence for a verdict: the
+	// built-in rules continue (neither fail nor succeed) while it is set.
+	Disruption string
 	// Now is the time of the decision; the module's wall clock reads it too.
 	Now    time.Time
 	Params map[string]string
@@ -235,6 +237,17 @@ type Group struct {
 	Unhealthy         int
 	Pending           int
 	CanariesHealthy   int
+	// LostInFlight counts replacements whose node was lost in the middle
+	// of them (its slot still held by an expired node, or an allocation at
+	// the deployment's version with no health verdict on an expired node).
+	// The rollout goes on without them; the built-in quorum policy can fail
+	// a deployment that loses too many (max_lost_in_flight).
+	LostInFlight int
+	// Lost and Disconnected count the group's allocations on nodes with a
+	// loss verdict: lost once the group's disconnect.lost_after has passed
+	// since the node went down (at once without one), disconnected before.
+	Lost         int
+	Disconnected int
 	// Complete reports that nothing is left to place, migrate or update for
 	// the group on any node.
 	Complete bool
@@ -252,19 +265,7 @@ const (
 )
 
 // String returns the verdict's name as the agent spells it.
-func (d Decision) String() string {
-	switch d {
-	case Continue:
-		return "continue"
-	case Promote:
-		return "promote"
-	case Succeed:
-		return "succeed"
-	case Fail:
-		return "fail"
-	}
-	return "unknown"
-}
+func (d Decision) String() string { return policywire.Decision(d).String() }
 
 // ParseDecision is the inverse of Decision.String.
 func ParseDecision(s string) (Decision, bool) {
