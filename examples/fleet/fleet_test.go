@@ -197,9 +197,23 @@ func anAgentCutOffPastItsTTLExpiresAndKeepsItsAllocation(t *testing.T, f *fleett
 	}
 	// The loss was settled by the verdict: the allocation records that the
 	// fleet saw it unknown while the node was gone, then running again.
-	if !reconnectRecorded(after[0]) {
-		t.Fatalf("%s's allocation does not record its reconnect: states %+v", cut.Name, after[0].States)
-	}
+	f.WaitFor(30*time.Second, cut.Name+"'s allocation recording its reconnect", func() (bool, string) {
+		allocs, err := f.Allocs(cut)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range fleettest.Live(allocs, jobID) {
+			if a.ID == before.ID && reconnectRecorded(a) {
+				return true, ""
+			}
+		}
+		var states []string
+		for _, a := range fleettest.Live(allocs, jobID) {
+			states = append(states, fmt.Sprintf("%s %+v", a.ID, a.States))
+		}
+		return false, fmt.Sprintf("states %v; verdict deleted logged %v, reconnect logged %v", states,
+			f.LoggedSince(cut, cutAt, "its loss verdict deleted"), f.LoggedSince(cut, cutAt, "allocation reconnected"))
+	})
 	// The agent itself answers, now, from its own file: one start.
 	logs, err = f.AllocLogs(before.ID, "t")
 	if err != nil || starts(logs) != 1 {
