@@ -278,7 +278,19 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	}
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
-	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics})
+	// The buckets this agent created at its start are created again when
+	// the source finds one missing (a NATS server back with an empty store).
+	recreate := func(ctx context.Context) error {
+		if _, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL}); err != nil {
+			return err
+		}
+		if _, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout); err != nil {
+			return err
+		}
+		_, err := services.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+		return err
+	}
+	src := fleet.NewSource(fstore, fleet.SourceConfig{Log: log, Observer: metrics, Recreate: recreate})
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = src.Run(runCtx) }()

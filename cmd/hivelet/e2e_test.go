@@ -507,6 +507,55 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 	})
 }
 
+// A NATS server that comes back with an empty store (its data lost):
+// the agent creates the fleet's buckets again, keeps running what it ran
+// (its job's key is gone: orphaned, never stopped), registers its node
+// again, and places a job written at revision 1 of the new jobs bucket.
+func TestEndToEndNATSBackWithAnEmptyStoreGetsItsBucketsAndJobsAgain(t *testing.T) {
+	hiveletBinary(t)
+	port := testutil.FreePort(t)
+	startNATS := func(dir string) *fleet.Embedded {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: dir, Port: port, ServerName: "e2e-nats"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return emb
+	}
+	emb := startNATS(t.TempDir())
+	p := newAgent(t, fmt.Sprintf("nats://127.0.0.1:%d", port))
+	p.start()
+	dir := t.TempDir()
+	if code, out := p.cli("job", "run", e2eFile(t, dir, "v1.hcl", mockJobHCL("one", ""))); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	first := liveOf(p.allocs(), "web")
+	emb.Shutdown()
+	emb = startNATS(t.TempDir()) // the same address, nothing in its store
+	defer emb.Shutdown()
+	api := strings.Replace(mockJobHCL("api", ""), `job "web"`, `job "api"`, 1)
+	testutil.Eventually(t, 30*time.Second, "a job run into the re-created buckets", func() bool {
+		code, _ := p.cli("job", "run", "-detach", e2eFile(t, dir, "api.hcl", api))
+		return code == 0
+	})
+	testutil.Eventually(t, 30*time.Second, "the new job placed and the old one still running", func() bool {
+		all := p.allocs()
+		a, w := liveOf(all, "api"), liveOf(all, "web")
+		return len(a) == 1 && a[0].ClientStatus == model.ClientRunning && len(w) == 1 && w[0].ID == first[0].ID && w[0].ClientStatus == model.ClientRunning
+	})
+	// The node's record and its allocations' keys are written again into
+	// the new buckets (the node is their single writer): readers see them.
+	testutil.Eventually(t, 30*time.Second, "the node registered again", func() bool {
+		code, out := p.cli("node", "status")
+		return code == 0 && strings.Contains(out, "ready")
+	})
+	testutil.Eventually(t, 30*time.Second, "the old job's allocation in the new allocations bucket", func() bool {
+		code, out := p.cli("alloc", "status", first[0].ID)
+		return code == 0 && strings.Contains(out, first[0].ID)
+	})
+}
+
 func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
 	p := newAgent(t, "")
 	p.start()

@@ -189,6 +189,9 @@ type Agent struct {
 	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
 
 	echoes ownEchoes // this agent's own writes, to recognise their echo
+	// ownKeysGen is the view generation checkOwnKeys last read (0: none:
+	// the first pass checks every key of this node).
+	ownKeysGen uint64
 }
 
 // New builds an agent; call Restore, then Run.
@@ -248,6 +251,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.writer = newStatusWriter(cfg.Allocs, a.log)
 	a.writer.written = a.echoes.add
+	a.echoes.writing = func(id string) bool { _, busy := a.writer.keyState(id); return busy }
 	a.echoes.nodePrefix = n.ID + "."
 	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
 	return a, nil
@@ -516,6 +520,9 @@ type Status struct {
 	// Orphaned are job keys whose key vanished while allocations run.
 	Orphaned   []string           `json:"orphaned,omitempty"`
 	Rejections []wanted.Rejection `json:"rejections,omitempty"`
+	// ForeignWrites counts this node's allocation keys found holding what
+	// it did not write, and corrected (since the agent started).
+	ForeignWrites uint64 `json:"foreign_writes,omitempty"`
 }
 
 // Counts are a pass's numbers, logged with the same keys every time.

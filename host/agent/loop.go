@@ -52,6 +52,11 @@ type echoSource interface {
 // included, a log that no longer reaches back) makes a pass, as before.
 type ownEchoes struct {
 	nodePrefix string // this node's allocation key prefix, "<node>."
+	// writing reports whether this node's write of an allocation is queued
+	// or in flight: a change of its key whose revision no put returned yet
+	// is an echo only then (anything else under this node's prefix is
+	// somebody else's write, which a pass corrects: checkOwnKeys).
+	writing func(allocID string) bool
 
 	mu           sync.Mutex
 	revs         map[uint64]bool              // allocations-bucket revisions written by this agent, not yet read
@@ -143,6 +148,9 @@ func (e *ownEchoes) onlyEchoes(src echoSource) bool {
 				// Not (yet) known from a put's reply: this node's key, still
 				// holding a record at that revision.
 				if e.nodePrefix == "" || !strings.HasPrefix(c.Key, e.nodePrefix) {
+					return false
+				}
+				if _, id, ok := wanted.ParseAllocKey(c.Key); !ok || e.writing == nil || !e.writing(id) {
 					return false
 				}
 				st, ok := src.Alloc(c.Key)

@@ -124,7 +124,8 @@ func TestAnEchoCountsAsReadAndOldRevisionsAreForgotten(t *testing.T) {
 
 // TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions:
 // an echo that arrives before its put's reply is still recognised, by what
-// the view holds at that revision; each control differs in one thing.
+// the view holds at that revision while this node's write of it is in
+// flight; each control differs in one thing.
 func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	planned := &model.Deployment{ID: "d1", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning, ModifyTime: t0}
@@ -139,12 +140,15 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 		do   func(w *echoWorld)
 		echo bool
 	}{
-		{"this node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.a", 21, al) }, true},
-		{"control: another node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n2.b", 21, al) }, false},
-		{"control: this node's key deleted", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.a", 21, nil) }, false},
+		{"this node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.default.web.a", 21, al) }, true},
+		{"control: this node's key of an allocation it is not writing (someone else's write)", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n1.default.web.z", 21, &model.Allocation{ID: "z"})
+		}, false},
+		{"control: another node's key at the new revision", func(w *echoWorld) { w.log(fleet.KindAllocs, "n2.default.web.b", 21, al) }, false},
+		{"control: this node's key deleted", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.default.web.a", 21, nil) }, false},
 		{"control: this node's key overwritten since by a write not known", func(w *echoWorld) {
-			w.log(fleet.KindAllocs, "n1.a", 21, al)
-			w.view.Allocs["n1.a"] = wanted.AllocState{Key: "n1.a", Revision: 30, Value: al}
+			w.log(fleet.KindAllocs, "n1.default.web.a", 21, al)
+			w.view.Allocs["n1.default.web.a"] = wanted.AllocState{Key: "n1.default.web.a", Revision: 30, Value: al}
 		}, false},
 		{"the planned creation, as planned", func(w *echoWorld) { w.log(fleet.KindDeployments, "default.web.2", 6, dep(t0)) }, true},
 		{"control: the same deployment changed since", func(w *echoWorld) {
@@ -158,7 +162,7 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newEchoWorld()
-			e := ownEchoes{nodePrefix: "n1."}
+			e := ownEchoes{nodePrefix: "n1.", writing: func(id string) bool { return id == "a" }}
 			e.passed(w.view)
 			e.creating(planned)
 			c.do(w)

@@ -78,6 +78,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 
 	a.echoes.passed(view)
 	a.forgetGoneSlots(view)
+	a.checkOwnKeys(a.cfg.Source, view)
 
 	// Which jobs to look at: on a full pass all of them; on an incremental
 	// one those whose view inputs changed since the last pass (the change

@@ -24,15 +24,34 @@ type statusWriter struct {
 	mu      sync.Mutex
 	pending map[string]*model.Allocation
 	deletes map[string]allocRef // keys to remove (older finished allocations), by allocation ID
-	wake    chan struct{}
-	idle    *sync.Cond
-	busy    bool
+	// acked is the KV revision of this writer's last successful put of each
+	// allocation (dropped when its key is removed); inflight names those
+	// being written or removed now. Together they tell this node's own
+	// writes from anybody else's (the node is its keys' single writer).
+	acked    map[string]uint64
+	inflight map[string]bool
+	wake     chan struct{}
+	idle     *sync.Cond
+	busy     bool
 }
 
 func newStatusWriter(w AllocWriter, log *slog.Logger) *statusWriter {
-	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, deletes: map[string]allocRef{}, wake: make(chan struct{}, 1)}
+	s := &statusWriter{w: w, log: log, pending: map[string]*model.Allocation{}, deletes: map[string]allocRef{},
+		acked: map[string]uint64{}, inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
 	s.idle = sync.NewCond(&s.mu)
 	return s
+}
+
+// keyState reports the revision of this writer's last put of allocation
+// id (0: none since this agent started, or removed) and whether a write or
+// removal of it is queued or in flight, when a reader's view of the key
+// may legitimately differ from what this node wrote.
+func (s *statusWriter) keyState(id string) (rev uint64, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, pending := s.pending[id]
+	_, deleting := s.deletes[id]
+	return s.acked[id], pending || deleting || s.inflight[id]
 }
 
 func (s *statusWriter) enqueue(a *model.Allocation) {
@@ -92,11 +111,23 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 	deletes := s.deletes
 	s.deletes = map[string]allocRef{}
 	s.busy = true
+	for id := range batch {
+		s.inflight[id] = true
+	}
+	for id := range deletes {
+		s.inflight[id] = true
+	}
 	s.mu.Unlock()
 	for id, ref := range deletes {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := s.w.DeleteAlloc(wctx, ref.namespace, ref.job, id)
 		cancel()
+		s.mu.Lock()
+		delete(s.inflight, id)
+		if err == nil {
+			delete(s.acked, id)
+		}
+		s.mu.Unlock()
 		if err != nil {
 			failed = true
 			s.mu.Lock()
@@ -112,6 +143,12 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 		if err == nil && s.written != nil {
 			s.written(rev)
 		}
+		s.mu.Lock()
+		delete(s.inflight, id)
+		if err == nil {
+			s.acked[id] = rev
+		}
+		s.mu.Unlock()
 		if err != nil {
 			failed = true
 			s.mu.Lock()

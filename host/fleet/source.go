@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/host/wanted"
@@ -22,6 +23,14 @@ type SourceConfig struct {
 	Observer Observer
 	// Kinds limits the buckets watched (KindJobs, ...); default all five.
 	Kinds []string
+	// Recreate, when set, creates the fleet's buckets again when one this
+	// source reads is missing: a NATS server that came back with an empty
+	// store, a bucket deleted by hand. The agent, which creates them at its
+	// start, passes EnsureBuckets with its options; the new bucket's
+	// creation time then makes the epoch check pull it whole (its
+	// revisions start again at 1). A CLI leaves it unset: it never creates
+	// a fleet's buckets.
+	Recreate func(ctx context.Context) error
 }
 
 // Source keeps a View of the buckets: it pulls each bucket whole at boot and
@@ -33,6 +42,11 @@ type Source struct {
 	log   *slog.Logger
 	obs   Observer
 	kinds []string
+
+	recreate     func(ctx context.Context) error
+	recreateMu   sync.Mutex
+	recreatedAt  time.Time // when recreate last succeeded
+	recreateErrs int       // failures in a row
 
 	mu      sync.Mutex
 	jobs    map[string]wanted.JobState
@@ -81,7 +95,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments, KindRollout}
 	}
 	return &Source{
-		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds,
+		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
@@ -159,14 +173,21 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	full := true // the next watcher starts with a whole-bucket pull
 	attempt := 0
 	quietLogged := false
-	checked := false // kv's epoch checked since it was opened
+	recreated := false // the buckets were created again since the last open
+	checked := false   // kv's epoch checked since it was opened
 	for ctx.Err() == nil {
 		if kv == nil {
 			var err error
 			checked = false
 			kv, err = s.openBucket(ctx, b.name)
 			if err != nil {
-				if errors.Is(err, jetstream.ErrBucketNotFound) {
+				missing := errors.Is(err, jetstream.ErrBucketNotFound)
+				if missing && s.recreate != nil && !recreated {
+					if recreated = s.recreateBuckets(ctx, b, log); recreated {
+						continue // open it again at once (once: then back off)
+					}
+				}
+				if missing {
 					if !quietLogged {
 						log.Info(wanted.QuietNoBucket.Message(), "quiet", wanted.QuietNoBucket.String())
 						quietLogged = true
@@ -181,6 +202,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 				attempt++
 				continue
 			}
+			recreated = false
 		}
 		if !checked {
 			reset, err := s.checkEpoch(ctx, b.kind, kv)
@@ -210,8 +232,8 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		}
 		w, stop, err := s.startWatch(ctx, kv, resume)
 		if err != nil {
-			if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-				kv = nil
+			if missingStream(err) {
+				kv = nil // re-open it: it may have to be created again
 			}
 			log.Warn("creating watcher failed; retrying", "error", err, "resume_revision", resume)
 			s.obs.WatchRestarted(b.kind, "error")
@@ -306,6 +328,12 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
+}
+
+// missingStream reports whether err says the bucket's stream does not
+// exist (nats.go spells it in both of its packages).
+func missingStream(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound)
 }
 
 func forgetApplied[T any](m map[string]wanted.Record[T]) {
@@ -459,6 +487,28 @@ func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume u
 	// Stop deletes the consumer with a request of its own; with the server
 	// gone that waits out JetStream's default timeout, so it runs aside.
 	return w, func() { go func() { _ = w.Stop() }(); cancel() }, nil
+}
+
+// recreateBuckets creates the fleet's buckets again for a bucket found
+// missing, once for every bucket goroutine that finds its own missing at
+// the same time (a second caller within a second reopens without creating
+// again). It reports whether the caller should reopen at once.
+func (s *Source) recreateBuckets(ctx context.Context, b bucketRef, log *slog.Logger) bool {
+	s.recreateMu.Lock()
+	defer s.recreateMu.Unlock()
+	if time.Since(s.recreatedAt) < time.Second {
+		return true
+	}
+	log.Warn("bucket missing (a NATS store emptied, or the bucket deleted): creating the fleet's buckets again")
+	if err := s.recreate(ctx); err != nil {
+		s.recreateErrs++
+		log.Error("creating the fleet's buckets again failed; retrying", "attempts", s.recreateErrs, "err", err)
+		return false
+	}
+	s.recreateErrs = 0
+	s.recreatedAt = time.Now()
+	s.obs.WatchRestarted(b.kind, "recreated")
+	return true
 }
 
 func (s *Source) openBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {

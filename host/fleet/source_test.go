@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -641,4 +642,69 @@ func TestTwoOperatorsChangingOneNodesIntentBothLand(t *testing.T) {
 	if in, _, _ := a.GetIntent(ctx, "node-x"); in.Eligibility == model.Ineligible {
 		t.Fatal("control: a blind put kept the other writer's change; the test cannot tell CAS from a put")
 	}
+}
+
+// A NATS server that comes back with an empty store: the source that may
+// create the fleet's buckets (the agent's) creates them again, notices the
+// new buckets (their creation time), pulls them whole, and sees a job
+// written at revision 1 of the new bucket; a job the new bucket lacks is
+// kept (orphaned), never stopped. Nobody else created the buckets here:
+// the writer only puts, through the handles it opened before.
+func TestAServerBackWithAnEmptyStoreGetsItsBucketsBackAndIsReadFromRevisionOne(t *testing.T) {
+	port := testutil.FreePort(t)
+	srv := startServer(t, t.TempDir(), port)
+	log, logs := testLog(t)
+	conn := connect(t, srv.ClientURL(), log, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	var recreated atomic.Int32
+	src := runSource(t, st, SourceConfig{Log: log, Recreate: func(ctx context.Context) error {
+		recreated.Add(1)
+		_, err := EnsureBuckets(ctx, conn, Names("t"), BucketOptions{})
+		return err
+	}})
+	waitSynced(t, src)
+	wc, err := Connect(context.Background(), ConnConfig{URLs: []string{srv.ClientURL()}, RequestTimeout: time.Second}, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	writer := mustEnsure(t, wc, BucketOptions{})
+	for v := 1; v <= 3; v++ {
+		putRaw(t, writer, "default.web", jobJSON("web", v, ""))
+	}
+	testutil.Eventually(t, 5*time.Second, "web v3", hasJob(src, "web", 3))
+
+	srv.Shutdown()
+	startServer(t, t.TempDir(), port) // same address, empty store
+	var rev uint64
+	defer func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs)
+		}
+	}()
+	testutil.Eventually(t, 20*time.Second, "a put into the re-created jobs bucket", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r, err := writer.Jobs.Put(ctx, "default.fresh", jobJSON("fresh", 1, ""))
+		rev = r
+		return err == nil
+	})
+	if rev != 1 {
+		t.Fatalf("the new bucket's first revision is %d, want 1 (was it re-created?)", rev)
+	}
+	testutil.Eventually(t, 20*time.Second, "fresh v1 at revision 1 of the new bucket", hasJob(src, "fresh", 1))
+	if recreated.Load() == 0 || !strings.Contains(logs.String(), "creating the fleet's buckets again") {
+		t.Fatalf("the buckets were not re-created by the source (%d calls); logs:\n%s", recreated.Load(), logs)
+	}
+	if st := src.View().Jobs["default.web"]; wanted.OrderFor(st) != wanted.OrderKeep {
+		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
+	}
+	// Every bucket is back, not only the one that noticed first.
+	for _, name := range []string{"t_nodes", "t_allocs", "t_deployments"} {
+		if _, err := conn.JetStream().KeyValue(context.Background(), name); err != nil {
+			t.Fatalf("bucket %s after the re-creation: %v", name, err)
+		}
+	}
+	putRaw(t, writer, "default.fresh", jobJSON("fresh", 2, ""))
+	testutil.Eventually(t, 5*time.Second, "fresh v2", hasJob(src, "fresh", 2))
 }
