@@ -13,7 +13,11 @@ import (
 // job, is cancelled; a deployment of the current version is kept (a copy,
 // so the input is never modified), and holds updates while it is paused,
 // pending, initializing or failed.
-func (f *fleet) resolveDeployment() error {
+//
+// A local round (shared) reads the record in place: it never changes it,
+// and copying and sorting a record's canary set would cost in proportion
+// to the fleet.
+func (f *fleet) resolveDeployment(shared bool) error {
 	d := f.in.Deployment
 	if d == nil {
 		return nil
@@ -35,9 +39,13 @@ func (f *fleet) resolveDeployment() error {
 		}
 		return nil
 	}
-	f.dep = cloneDeployment(d)
-	for _, st := range f.dep.TaskGroups {
-		slices.Sort(st.CanaryNodes) // canonical order: the plan must not depend on input order
+	if shared {
+		f.dep = d
+	} else {
+		f.dep = cloneDeployment(d)
+		for _, st := range f.dep.TaskGroups {
+			slices.Sort(st.CanaryNodes) // canonical order: the plan must not depend on input order
+		}
 	}
 	switch d.Status {
 	case model.DeploymentPaused, model.DeploymentPending, model.DeploymentInitializing, model.DeploymentFailed:

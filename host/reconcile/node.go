@@ -180,6 +180,9 @@ func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector
 	}
 	if a.JobVersion != f.version {
 		gr.wantDeployment = true
+		if gr.canaryingUnsure || gr.nodeUnsure {
+			f.canaryUnsure(gr, ni)
+		}
 		r := ruleAlloc13 // 13. Outdated otherwise.
 		// 12. Canarying and not promoted: canary nodes update, the others wait.
 		if gr.canarying {
@@ -257,6 +260,9 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 		return
 	}
 	// 3. Place, carrying the previous terminal allocation on this node.
+	if gr.canaryingUnsure || gr.nodeUnsure {
+		f.canaryUnsure(gr, ni)
+	}
 	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
 		canary: gr.canarying && gr.canaryNodes[ni.id]})
 	gr.sum.LeftToPlace++

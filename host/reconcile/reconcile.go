@@ -56,6 +56,9 @@ type group struct {
 	// placement of a version that never ran on it.
 	wantDeployment bool
 	sum            GroupSummary
+	// A local round (ReconcileLocal) may not know whether the group is
+	// canarying, or whether its node is a canary node: see canaryUnsure.
+	canaryingUnsure, nodeUnsure bool
 }
 
 type nodeName struct{ node, name string }
@@ -85,6 +88,9 @@ type fleet struct {
 	held       model.DeploymentStatus // status of the deployment holding updates, or ""
 	heldReason string
 	updates    []model.DeploymentStatusUpdate
+	// unsure is the first group whose unknown canary facts a local
+	// round's decision depended on (see canaryUnsure).
+	unsure *group
 }
 
 // prepare validates and indexes the input and settles the facts every node
@@ -115,7 +121,7 @@ func prepare(in *Input) (*fleet, error) {
 	if err := f.indexAllocs(); err != nil {
 		return nil, err
 	}
-	if err := f.resolveDeployment(); err != nil {
+	if err := f.resolveDeployment(false); err != nil {
 		return nil, err
 	}
 	f.settleCanaries()
@@ -310,16 +316,7 @@ func (f *fleet) indexAllocs() error {
 		if a == nil || a.ID == "" {
 			return errors.New("reconciling: a terminal allocation has no ID")
 		}
-		k := nodeName{a.NodeID, a.Name}
-		if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
-			f.terminal[k] = a
-		}
-		if ni := f.info[a.NodeID]; ni != nil {
-			ni.hasTerminal = true
-			if a.JobVersion == f.version {
-				ni.ranGroups = append(ni.ranGroups, a.TaskGroup)
-			}
-		}
+		f.addTerminal(a, f.info[a.NodeID])
 	}
 	// The one sort by node ID of a round: the node pass, the ready list
 	// (the canary policy's eligible order) and the buckets follow it.
@@ -330,16 +327,38 @@ func (f *fleet) indexAllocs() error {
 		}
 	}
 	for _, ni := range f.nodes {
-		if len(ni.live) > 1 {
-			slices.SortFunc(ni.live, func(a, b *model.Allocation) int {
-				if c := strings.Compare(a.Name, b.Name); c != 0 {
-					return c
-				}
-				return strings.Compare(a.ID, b.ID)
-			})
-		}
+		sortLive(ni.live)
 	}
 	return nil
+}
+
+// addTerminal indexes a terminal allocation (on node ni, nil when the node
+// is not in view): the newest per (node, name) is the one a placement
+// carries on.
+func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
+	k := nodeName{a.NodeID, a.Name}
+	if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
+		f.terminal[k] = a
+	}
+	if ni != nil {
+		ni.hasTerminal = true
+		if a.JobVersion == f.version {
+			ni.ranGroups = append(ni.ranGroups, a.TaskGroup)
+		}
+	}
+}
+
+// sortLive sorts a node's live allocations by name, then ID: the order the
+// per-node core finds duplicates in.
+func sortLive(live []*model.Allocation) {
+	if len(live) > 1 {
+		slices.SortFunc(live, func(a, b *model.Allocation) int {
+			if c := strings.Compare(a.Name, b.Name); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+	}
 }
 
 func newerTerminal(a, b *model.Allocation) bool {
@@ -444,13 +463,9 @@ func (f *fleet) run(only string) *Plan {
 	// Decisions are collected in one pre-sized slice and built into exactly
 	// sized buckets at the end: growing nine slices of entries cost more
 	// than the rules.
-	names := 0
-	for _, gr := range f.groups {
-		names += gr.count
-	}
 	var c collector
 	if only == "" {
-		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*names)
+		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*f.names())
 	}
 	for _, ni := range f.nodes {
 		mark := len(c.decisions)
@@ -467,6 +482,15 @@ func (f *fleet) run(only string) *Plan {
 	}
 	p.normalize()
 	return p
+}
+
+// names is the number of required names per ready node.
+func (f *fleet) names() int {
+	n := 0
+	for _, gr := range f.groups {
+		n += gr.count
+	}
+	return n
 }
 
 type bucket uint8
