@@ -106,13 +106,19 @@ func canaryTarget(percent, ready int) int {
 	return (percent*ready + 99) / 100
 }
 
-// eligibleFor returns the ready nodes that are not canary nodes yet, sorted.
-func eligibleFor(ready []*model.Node, existing map[string]bool) []*model.Node {
+// eligibleFor returns the ready nodes (sorted by ID) that are not in
+// existing (sorted), in order.
+func eligibleFor(ready []*model.Node, existing []string) []*model.Node {
 	out := make([]*model.Node, 0, len(ready))
+	j := 0
 	for _, n := range ready {
-		if !existing[n.ID] {
-			out = append(out, n)
+		for j < len(existing) && existing[j] < n.ID {
+			j++
 		}
+		if j < len(existing) && existing[j] == n.ID {
+			continue
+		}
+		out = append(out, n)
 	}
 	return out
 }

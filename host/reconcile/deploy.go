@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -156,8 +155,8 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 	}
 	st.CanaryNodes = slices.Clone(gr.decision.Nodes)
 	n := 0
-	for _, id := range gr.decision.Nodes {
-		if f.isReady(id) {
+	for i, c := range gr.canaryAt {
+		if c && f.nodes[i].ready != nil {
 			n++
 		}
 	}
@@ -167,24 +166,24 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 // refresh brings the deployment in force up to date (desired totals, canary
 // sets, groups that now qualify) and reports whether anything changed.
 func (f *fleet) refresh() bool {
-	before := cloneDeployment(f.dep)
+	changed := false
 	for _, gr := range f.groups {
 		st := f.dep.TaskGroups[gr.name]
 		if st == nil {
 			if f.qualifies(gr) {
 				f.dep.TaskGroups[gr.name] = f.newState(gr)
+				changed = true
 			}
 			continue
 		}
-		st.DesiredTotal = gr.sum.DesiredTotal
+		if st.DesiredTotal != gr.sum.DesiredTotal {
+			st.DesiredTotal, changed = gr.sum.DesiredTotal, true
+		}
 		if st.DesiredCanaries == 0 && len(st.CanaryNodes) == 0 {
 			f.recordCanaries(gr, st) // a recorded canary set is never changed (I4)
+			changed = changed || st.DesiredCanaries != 0 || len(st.CanaryNodes) != 0
 		}
 	}
-	changed := !maps.EqualFunc(before.TaskGroups, f.dep.TaskGroups, func(a, b *model.DeploymentState) bool {
-		return a.DesiredTotal == b.DesiredTotal && a.DesiredCanaries == b.DesiredCanaries &&
-			slices.Equal(slices.Sorted(slices.Values(a.CanaryNodes)), b.CanaryNodes)
-	})
 	if changed {
 		f.dep.ModifyTime = f.in.Now
 	}

@@ -147,7 +147,6 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 	ni := &nodeInfo{id: in.NodeID}
 	switch in.Class {
 	case NodeReady:
-		ni.listedReady = true
 		ni.ready = &model.Node{ID: in.NodeID}
 	case NodeNotReady:
 		ni.notReady = true
@@ -165,9 +164,7 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 			return nil, nil, fmt.Errorf("reconciling node %s: live allocation %s is on node %q", in.NodeID, a.ID, a.NodeID)
 		}
 	}
-	ni.live = slices.Clone(in.LiveAllocs)
-	ni.nlive = len(ni.live)
-	sortLive(ni.live)
+	ni.live = sortedCopy(in.LiveAllocs, byNodeNameID)
 	for _, a := range in.TerminalAllocs {
 		if a == nil || a.ID == "" {
 			return nil, nil, errors.New("reconciling: a terminal allocation has no ID")
@@ -205,7 +202,7 @@ func (f *fleet) settleLocal(in *NodeInput, ni *nodeInfo) {
 		if fc, ok := in.Canary[gr.name]; ok {
 			gr.canarying = fc.Canarying
 			if fc.Canary {
-				gr.canaryNodes = map[string]bool{ni.id: true}
+				gr.canaryAt = []bool{true}
 			}
 			continue
 		}
@@ -236,7 +233,7 @@ func (f *fleet) settleLocal(in *NodeInput, ni *nodeInfo) {
 			mine = slices.ContainsFunc(in.LiveAllocs, own) || slices.ContainsFunc(in.TerminalAllocs, own)
 		}
 		if mine {
-			gr.canaryNodes = map[string]bool{ni.id: true}
+			gr.canaryAt = []bool{true}
 		} else {
 			gr.nodeUnsure = !settled && f.held == ""
 		}
@@ -244,7 +241,7 @@ func (f *fleet) settleLocal(in *NodeInput, ni *nodeInfo) {
 }
 
 // canaryUnsure is called where a decision reads gr.canarying and
-// gr.canaryNodes[ni.id] together. In a local round where either fact is
+// gr.isCanary(ni) together. In a local round where either fact is
 // unknown, and the answer could go either way, it records the group: the
 // round then fails with ErrFleetFactsNeeded instead of guessing.
 func (f *fleet) canaryUnsure(gr *group, ni *nodeInfo) {
@@ -252,7 +249,7 @@ func (f *fleet) canaryUnsure(gr *group, ni *nodeInfo) {
 		return
 	}
 	maybeCanarying := gr.canarying || gr.canaryingUnsure
-	maybeNode := gr.canaryNodes[ni.id] || gr.nodeUnsure
+	maybeNode := gr.isCanary(ni) || gr.nodeUnsure
 	if maybeCanarying && maybeNode && f.unsure == nil {
 		f.unsure = gr
 	}
@@ -270,7 +267,7 @@ func (in Input) NodeInput(nodeID string) (NodeInput, error) {
 	}
 	out := NodeInput{Job: in.Job, NodeID: nodeID, Deployment: in.Deployment, Now: in.Now,
 		DisconnectHandling: in.DisconnectHandling}
-	if ni := f.info[nodeID]; ni != nil {
+	if ni := f.find(nodeID); ni != nil {
 		switch {
 		case ni.tainted:
 			out.Class, out.Tainted = NodeTainted, ni.taintedNode
@@ -297,7 +294,8 @@ func (in Input) NodeInput(nodeID string) (NodeInput, error) {
 		if out.Canary == nil {
 			out.Canary = map[string]NodeCanary{}
 		}
-		out.Canary[gr.name] = NodeCanary{Canarying: gr.canarying, Canary: gr.canaryNodes[nodeID]}
+		ni := f.find(nodeID)
+		out.Canary[gr.name] = NodeCanary{Canarying: gr.canarying, Canary: ni != nil && gr.isCanary(ni)}
 	}
 	return out, nil
 }

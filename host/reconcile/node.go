@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"slices"
-
 	"github.com/hivelet/hivelet/host/model"
 )
 
@@ -186,7 +184,7 @@ func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector
 		r := ruleAlloc13 // 13. Outdated otherwise.
 		// 12. Canarying and not promoted: canary nodes update, the others wait.
 		if gr.canarying {
-			if !gr.canaryNodes[ni.id] {
+			if !gr.isCanary(ni) {
 				add(bAwaiting, ruleAlloc12)
 				gr.sum.Awaiting++
 				return
@@ -264,9 +262,9 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 		f.canaryUnsure(gr, ni)
 	}
 	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
-		canary: gr.canarying && gr.canaryNodes[ni.id]})
+		canary: gr.canarying && gr.isCanary(ni)})
 	gr.sum.LeftToPlace++
-	if !gr.wantDeployment && !ranHere(ni, gr.name, f.version) {
+	if !gr.wantDeployment && !f.ranHere(ni, gr.name) {
 		gr.wantDeployment = true
 	}
 }
@@ -319,14 +317,15 @@ func (f *fleet) entry(d decision) Entry {
 	return e
 }
 
-// ranHere reports whether an allocation of the group at the version, live
-// or terminal, exists on the node: then a placement is a re-placement of a
-// version that already ran there, which wants no deployment.
-func ranHere(ni *nodeInfo, group string, version uint64) bool {
+// ranHere reports whether an allocation of the group at the current
+// version, live or terminal, exists on the node: then a placement is a
+// re-placement of a version that already ran there, which wants no
+// deployment.
+func (f *fleet) ranHere(ni *nodeInfo, group string) bool {
 	for _, a := range ni.live {
-		if a.TaskGroup == group && a.JobVersion == version {
+		if a.TaskGroup == group && a.JobVersion == f.version {
 			return true
 		}
 	}
-	return slices.Contains(ni.ranGroups, group)
+	return f.ran[nodeGroup{ni.id, group}]
 }

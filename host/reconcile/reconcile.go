@@ -48,10 +48,10 @@ type group struct {
 	promoted    bool
 	// canarying: has canaries, not promoted, and something to roll out
 	// (decided before the per-node pass, so every node sees the same).
-	canarying   bool
-	canaryNodes map[string]bool
-	decision    *CanaryDecision
-	lostAfter   time.Duration // 0: no disconnect handling for this group
+	canarying bool
+	canaryAt  []bool // by nodeInfo.pos: a canary node of the group
+	decision  *CanaryDecision
+	lostAfter time.Duration // 0: no disconnect handling for this group
 	// wantDeployment: some node has an update, an awaiting allocation, or a
 	// placement of a version that never ran on it.
 	wantDeployment bool
@@ -73,11 +73,12 @@ type fleet struct {
 	byName   map[string]*group // group name → group
 
 	readyList []*model.Node // effective ready nodes, sorted by ID
-	info      map[string]*nodeInfo
-	slab      []nodeInfo  // backing store of info: never grown past its capacity
-	nodes     []*nodeInfo // every node in view, sorted by ID
+	nodes     []nodeInfo    // every node in view, sorted by ID
 
 	terminal map[nodeName]*model.Allocation
+	// ran holds the (node, group) pairs with a terminal allocation of the
+	// current version (nil when there are none).
+	ran map[nodeGroup]bool
 
 	// stamp numbers the node being planned: group.stamps[i] == stamp means
 	// it has a live allocation of index i (stamped, not cleared, so a big
@@ -116,9 +117,6 @@ func prepare(in *Input) (*fleet, error) {
 		return nil, err
 	}
 	if err := f.indexNodes(); err != nil {
-		return nil, err
-	}
-	if err := f.indexAllocs(); err != nil {
 		return nil, err
 	}
 	if err := f.resolveDeployment(false); err != nil {
@@ -221,146 +219,6 @@ func effectiveUpdate(job *model.Job, g *model.Group) *model.UpdateStrategy {
 	return model.DefaultUpdateStrategy()
 }
 
-// nodeInfo is what the round knows of one node: its sets and its live
-// allocations (sorted by name, then ID). One lookup per node, not one per
-// set per allocation.
-type nodeInfo struct {
-	id          string
-	ready       *model.Node // non-nil: an effective ready node
-	tainted     bool
-	taintedNode *model.Node // nil while tainted: the node is gone
-	notReady    bool
-	listedReady bool // in Input.ReadyNodes (ready is nil if also tainted or not ready)
-	live        []*model.Allocation
-	nlive       int
-	hasTerminal bool     // some terminal allocation is on this node
-	ranGroups   []string // groups with a terminal allocation of the current version here
-}
-
-// nodeOf returns the node's info, adding it to the view.
-func (f *fleet) nodeOf(id string) *nodeInfo {
-	if ni := f.info[id]; ni != nil {
-		return ni
-	}
-	var ni *nodeInfo
-	if len(f.slab) < cap(f.slab) { // one allocation for every node's info
-		f.slab = f.slab[:len(f.slab)+1]
-		ni = &f.slab[len(f.slab)-1]
-		ni.id = id
-	} else {
-		ni = &nodeInfo{id: id}
-	}
-	f.info[id] = ni
-	f.nodes = append(f.nodes, ni)
-	return ni
-}
-
-// isReady reports whether id is an effective ready node.
-func (f *fleet) isReady(id string) bool {
-	ni := f.info[id]
-	return ni != nil && ni.ready != nil
-}
-
-// indexNodes builds the node view: every ready, not-ready and tainted node
-// and every node carrying a live allocation. A node listed ready and also
-// tainted or not ready is not an effective ready node.
-func (f *fleet) indexNodes() error {
-	in := f.in
-	size := len(in.ReadyNodes) + len(in.NotReadyNodes) + len(in.TaintedNodes)
-	f.info = make(map[string]*nodeInfo, size)
-	f.slab = make([]nodeInfo, 0, size) // nodes known only from allocations are rare: allocated one by one
-	for id, n := range in.TaintedNodes {
-		ni := f.nodeOf(id)
-		ni.tainted, ni.taintedNode = true, n
-	}
-	for _, id := range in.NotReadyNodes {
-		f.nodeOf(id).notReady = true
-	}
-	for _, n := range in.ReadyNodes {
-		if n == nil || n.ID == "" {
-			return errors.New("reconciling: a ready node has no ID")
-		}
-		ni := f.nodeOf(n.ID)
-		if ni.listedReady {
-			// Which record would win would depend on input order.
-			return fmt.Errorf("reconciling: ready node %q is listed twice", n.ID)
-		}
-		ni.listedReady = true
-		if ni.tainted || ni.notReady {
-			continue
-		}
-		ni.ready = n
-	}
-	return nil
-}
-
-func (f *fleet) indexAllocs() error {
-	// Two passes carve every node's live list out of one backing array.
-	owner := make([]*nodeInfo, len(f.in.LiveAllocs))
-	for i, a := range f.in.LiveAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a live allocation has no ID")
-		}
-		owner[i] = f.nodeOf(a.NodeID)
-		owner[i].nlive++
-	}
-	backing := make([]*model.Allocation, len(f.in.LiveAllocs))
-	for i, a := range f.in.LiveAllocs {
-		ni := owner[i]
-		if ni.live == nil {
-			ni.live, backing = backing[:0:ni.nlive], backing[ni.nlive:]
-		}
-		ni.live = append(ni.live, a)
-	}
-	for _, a := range f.in.TerminalAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a terminal allocation has no ID")
-		}
-		f.addTerminal(a, f.info[a.NodeID])
-	}
-	// The one sort by node ID of a round: the node pass, the ready list
-	// (the canary policy's eligible order) and the buckets follow it.
-	slices.SortFunc(f.nodes, func(a, b *nodeInfo) int { return strings.Compare(a.id, b.id) })
-	for _, ni := range f.nodes {
-		if ni.ready != nil {
-			f.readyList = append(f.readyList, ni.ready)
-		}
-	}
-	for _, ni := range f.nodes {
-		sortLive(ni.live)
-	}
-	return nil
-}
-
-// addTerminal indexes a terminal allocation (on node ni, nil when the node
-// is not in view): the newest per (node, name) is the one a placement
-// carries on.
-func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
-	k := nodeName{a.NodeID, a.Name}
-	if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
-		f.terminal[k] = a
-	}
-	if ni != nil {
-		ni.hasTerminal = true
-		if a.JobVersion == f.version {
-			ni.ranGroups = append(ni.ranGroups, a.TaskGroup)
-		}
-	}
-}
-
-// sortLive sorts a node's live allocations by name, then ID: the order the
-// per-node core finds duplicates in.
-func sortLive(live []*model.Allocation) {
-	if len(live) > 1 {
-		slices.SortFunc(live, func(a, b *model.Allocation) int {
-			if c := strings.Compare(a.Name, b.Name); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
-	}
-}
-
 func newerTerminal(a, b *model.Allocation) bool {
 	if c := a.ModifyTime.Compare(b.ModifyTime); c != 0 {
 		return c > 0
@@ -380,10 +238,17 @@ func (f *fleet) settleCanaries() {
 	if !slices.ContainsFunc(f.groups, func(gr *group) bool { return gr.hasCanaries }) {
 		return
 	}
-	outdated := make(map[string]bool) // groups with an outdated allocation on a ready node
-	for _, a := range f.in.LiveAllocs {
-		if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version && f.isReady(a.NodeID) {
-			outdated[gr.name] = true
+	// Groups with an outdated allocation on a ready node.
+	outdated := make(map[*group]bool, len(f.groups))
+	for i := range f.nodes {
+		ni := &f.nodes[i]
+		if ni.ready == nil {
+			continue
+		}
+		for _, a := range ni.live {
+			if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version {
+				outdated[gr] = true
+			}
 		}
 	}
 	chooser := f.in.Canaries
@@ -400,20 +265,20 @@ func (f *fleet) settleCanaries() {
 			continue
 		}
 		recorded := st != nil && (st.DesiredCanaries > 0 || len(st.CanaryNodes) > 0)
-		if !outdated[gr.name] && !recorded {
+		if !outdated[gr] && !recorded {
 			continue
 		}
 		gr.canarying = true
-		existing := make(map[string]bool)
+		// The existing canary nodes: recorded (sorted by resolveDeployment)
+		// or carrying a canary allocation of the deployment.
+		var ex []string
 		if st != nil {
-			for _, id := range st.CanaryNodes {
-				existing[id] = true
-			}
+			ex = slices.Clone(st.CanaryNodes)
 		}
 		if f.dep != nil {
 			mark := func(a *model.Allocation) {
 				if a.TaskGroup == gr.name && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary() {
-					existing[a.NodeID] = true
+					ex = append(ex, a.NodeID)
 				}
 			}
 			for _, a := range f.in.LiveAllocs {
@@ -423,14 +288,14 @@ func (f *fleet) settleCanaries() {
 				mark(a)
 			}
 		}
+		if !slices.IsSorted(ex) {
+			slices.Sort(ex)
+		}
+		ex = slices.Compact(ex)
+		if len(ex) == 0 {
+			ex = nil // as ever: no existing canary nodes is a nil list
+		}
 		target := canaryTarget(gr.update.Canary, len(f.readyList))
-		ex := slices.Sorted(func(yield func(string) bool) {
-			for id := range existing {
-				if !yield(id) {
-					return
-				}
-			}
-		})
 		req := CanaryRequest{
 			JobID:        f.job.ID,
 			JobVersion:   f.version,
@@ -438,7 +303,7 @@ func (f *fleet) settleCanaries() {
 			Group:        gr.name,
 			Percent:      gr.update.Canary,
 			Count:        max(target-len(ex), 0),
-			Eligible:     eligibleFor(f.readyList, existing),
+			Eligible:     eligibleFor(f.readyList, ex),
 			Existing:     ex,
 			Policy:       gr.update.CanaryPolicy,
 		}
@@ -449,11 +314,29 @@ func (f *fleet) settleCanaries() {
 		// it is never chosen again, only read.
 		settled := st != nil && (len(st.CanaryNodes) > 0 || st.DesiredCanaries > 0 || st.CanaryPolicy != "")
 		gr.decision = settleCanaries(chooser, req, target, f.held == "" && !settled)
-		gr.canaryNodes = make(map[string]bool, len(gr.decision.Nodes))
-		for _, id := range gr.decision.Nodes {
-			gr.canaryNodes[id] = true
+		gr.canaryAt = f.mark(gr.decision.Nodes)
+	}
+}
+
+// mark returns, by node position, whether the node is in ids (sorted,
+// without repeats): one merge of two sorted lists.
+func (f *fleet) mark(ids []string) []bool {
+	at := make([]bool, len(f.nodes))
+	i := 0
+	for _, id := range ids {
+		for i < len(f.nodes) && f.nodes[i].id < id {
+			i++
+		}
+		if i < len(f.nodes) && f.nodes[i].id == id {
+			at[i] = true
 		}
 	}
+	return at
+}
+
+// isCanary reports whether the node is a canary node of the group.
+func (gr *group) isCanary(ni *nodeInfo) bool {
+	return int(ni.pos) < len(gr.canaryAt) && gr.canaryAt[ni.pos]
 }
 
 // run does the per-node pass over every node (only names the node whose
@@ -467,7 +350,8 @@ func (f *fleet) run(only string) *Plan {
 	if only == "" {
 		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*f.names())
 	}
-	for _, ni := range f.nodes {
+	for i := range f.nodes {
+		ni := &f.nodes[i]
 		mark := len(c.decisions)
 		f.node(ni, &c)
 		if only != "" && ni.id != only {

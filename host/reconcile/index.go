@@ -1,0 +1,169 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// nodeInfo is what the round knows of one node: its sets and its live
+// allocations (sorted by name, then ID).
+type nodeInfo struct {
+	id          string
+	ready       *model.Node // non-nil: an effective ready node
+	taintedNode *model.Node // nil while tainted: the node is gone
+	// live is a window of the round's live allocations sorted by node,
+	// name and ID: no list per node is built.
+	live []*model.Allocation
+	// pos is the node's index in fleet.nodes (group.canaryAt is indexed by it).
+	pos         int32
+	tainted     bool
+	notReady    bool
+	hasTerminal bool // some terminal allocation is on this node
+}
+
+// byNodeNameID orders live allocations as the node pass reads them.
+func byNodeNameID(a, b *model.Allocation) int {
+	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func byID(a, b *model.Node) int { return strings.Compare(a.ID, b.ID) }
+
+// sortedCopy returns s when it is already sorted (checking is linear), else
+// a sorted copy: the input is never modified, and an input that arrives in
+// order (the agent lists nodes and keys in order) costs no sort at all.
+func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
+	if slices.IsSortedFunc(s, cmp) {
+		return s
+	}
+	c := slices.Clone(s)
+	slices.SortFunc(c, cmp)
+	return c
+}
+
+// indexNodes builds the node view, sorted by node ID: every ready,
+// not-ready and tainted node and every node carrying a live allocation,
+// each with its live allocations. A node listed ready and also tainted or
+// not ready is not an effective ready node. The view is a merge of the
+// four inputs sorted by node ID, not a map: a round hashes no node ID.
+func (f *fleet) indexNodes() error {
+	in := f.in
+	for _, n := range in.ReadyNodes {
+		if n == nil || n.ID == "" {
+			return errors.New("reconciling: a ready node has no ID")
+		}
+	}
+	for _, a := range in.LiveAllocs {
+		if a == nil || a.ID == "" {
+			return errors.New("reconciling: a live allocation has no ID")
+		}
+	}
+	ready := sortedCopy(in.ReadyNodes, byID)
+	for i := 1; i < len(ready); i++ {
+		if ready[i].ID == ready[i-1].ID {
+			// Which record would win would depend on input order.
+			return fmt.Errorf("reconciling: ready node %q is listed twice", ready[i].ID)
+		}
+	}
+	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
+	var tainted []string
+	if len(in.TaintedNodes) > 0 {
+		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
+	}
+	live := sortedCopy(in.LiveAllocs, byNodeNameID)
+
+	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
+	f.readyList = make([]*model.Node, 0, len(ready))
+	r, nr, t, l := 0, 0, 0, 0
+	for r < len(ready) || nr < len(notReady) || t < len(tainted) || l < len(live) {
+		// The smallest node ID at the head of any of the four lists.
+		var id string
+		have := false
+		next := func(c string) {
+			if !have || c < id {
+				id, have = c, true
+			}
+		}
+		if r < len(ready) {
+			next(ready[r].ID)
+		}
+		if nr < len(notReady) {
+			next(notReady[nr])
+		}
+		if t < len(tainted) {
+			next(tainted[t])
+		}
+		if l < len(live) {
+			next(live[l].NodeID)
+		}
+		ni := nodeInfo{id: id, pos: int32(len(f.nodes))}
+		for nr < len(notReady) && notReady[nr] == id {
+			ni.notReady = true
+			nr++
+		}
+		if t < len(tainted) && tainted[t] == id {
+			ni.tainted, ni.taintedNode = true, in.TaintedNodes[id]
+			t++
+		}
+		if r < len(ready) && ready[r].ID == id {
+			if !ni.tainted && !ni.notReady {
+				ni.ready = ready[r]
+				f.readyList = append(f.readyList, ready[r])
+			}
+			r++
+		}
+		from := l
+		for l < len(live) && live[l].NodeID == id {
+			l++
+		}
+		ni.live = live[from:l:l]
+		f.nodes = append(f.nodes, ni)
+	}
+	for _, a := range in.TerminalAllocs {
+		if a == nil || a.ID == "" {
+			return errors.New("reconciling: a terminal allocation has no ID")
+		}
+		f.addTerminal(a, f.find(a.NodeID))
+	}
+	return nil
+}
+
+// find returns the node's info, or nil when the node is not in view.
+func (f *fleet) find(id string) *nodeInfo {
+	i, ok := slices.BinarySearchFunc(f.nodes, id, func(ni nodeInfo, id string) int { return strings.Compare(ni.id, id) })
+	if !ok {
+		return nil
+	}
+	return &f.nodes[i]
+}
+
+// addTerminal indexes a terminal allocation (on node ni, nil when the node
+// is not in view): the newest per (node, name) is the one a placement
+// carries on.
+func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
+	k := nodeName{a.NodeID, a.Name}
+	if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
+		f.terminal[k] = a
+	}
+	if ni != nil {
+		ni.hasTerminal = true
+		if a.JobVersion == f.version {
+			if f.ran == nil {
+				f.ran = map[nodeGroup]bool{}
+			}
+			f.ran[nodeGroup{a.NodeID, a.TaskGroup}] = true
+		}
+	}
+}
+
+type nodeGroup struct{ node, group string }
