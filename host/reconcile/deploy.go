@@ -156,7 +156,7 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 	st.CanaryNodes = slices.Clone(gr.decision.Nodes)
 	n := 0
 	for i, c := range gr.canaryAt {
-		if c && f.nodes[i].ready != nil {
+		if c && f.nodes[i].ready {
 			n++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"unsafe"
 )
 
 // IDs are derived, never random, so that the same input gives the same plan
@@ -26,10 +27,49 @@ import (
 // AllocID returns the ID of a new allocation of the job at version on
 // nodeID named name, following previous ("" for none).
 func AllocID(namespace, jobID string, version uint64, nodeID, name, previous string) string {
+	var b [36]byte
+	return string(appendAllocID(b[:0], namespace, jobID, version, nodeID, name, previous))
+}
+
+func appendAllocID(dst []byte, namespace, jobID string, version uint64, nodeID, name, previous string) []byte {
 	if previous != "" {
-		return derive("next", namespace, jobID, version, previous)
+		return appendDerived(dst, "next", namespace, jobID, version, previous)
 	}
-	return derive("first", namespace, jobID, version, nodeID, name)
+	return appendDerived(dst, "first", namespace, jobID, version, nodeID, name)
+}
+
+// idBatch derives a round's new allocation IDs into one buffer and turns
+// them into strings at once: one string for the round, each ID a slice of
+// it, instead of one allocation per ID.
+type idBatch struct {
+	buf     []byte
+	targets []*string // where each ID of buf goes, in order
+}
+
+func newIDBatch(n int) idBatch {
+	return idBatch{buf: make([]byte, 0, n*36), targets: make([]*string, 0, n)}
+}
+
+// alloc derives AllocID(namespace, jobID, version, nodeID, name, previous)
+// for *target, set by done.
+func (b *idBatch) alloc(target *string, namespace, jobID string, version uint64, nodeID, name, previous string) {
+	b.buf = appendAllocID(b.buf, namespace, jobID, version, nodeID, name, previous)
+	b.targets = append(b.targets, target)
+}
+
+// done sets every target. The targets must not have moved since alloc.
+// The IDs share buf's memory: buf is never written again (the batch is
+// done with), so the string is immutable as a string must be, and copying
+// it would cost as much as the IDs' own allocations did.
+func (b *idBatch) done() {
+	if len(b.buf) == 0 {
+		return
+	}
+	s := unsafe.String(&b.buf[0], len(b.buf))
+	b.buf = nil
+	for i, t := range b.targets {
+		*t = s[i*36 : (i+1)*36]
+	}
 }
 
 // DeploymentID returns the ID of the deployment of one job version.
@@ -41,6 +81,12 @@ func DeploymentID(namespace, jobID string, version uint64) string {
 // prefixed by its length, so no two lists collide) and formats the first 16
 // bytes of the SHA-256 as a UUID-shaped string.
 func derive(kind, namespace, jobID string, version uint64, parts ...string) string {
+	var b [36]byte
+	return string(appendDerived(b[:0], kind, namespace, jobID, version, parts...))
+}
+
+// appendDerived appends derive's ID to dst.
+func appendDerived(dst []byte, kind, namespace, jobID string, version uint64, parts ...string) []byte {
 	var stack [256]byte
 	b := stack[:0]
 	b = appendPart(b, kind)
@@ -61,7 +107,7 @@ func derive(kind, namespace, jobID string, version uint64, parts ...string) stri
 	hex.Encode(out[19:23], sum[8:10])
 	out[23] = '-'
 	hex.Encode(out[24:36], sum[10:16])
-	return string(out[:])
+	return append(dst, out[:]...)
 }
 
 func appendPart(b []byte, p string) []byte {

@@ -14,16 +14,64 @@ import (
 // allocations (sorted by name, then ID).
 type nodeInfo struct {
 	id          string
-	ready       *model.Node // non-nil: an effective ready node
 	taintedNode *model.Node // nil while tainted: the node is gone
-	// live is a window of the round's live allocations sorted by node,
-	// name and ID: no list per node is built.
-	live []*model.Allocation
+	// lo and hi are the node's window of fleet.live (sorted by node, name
+	// and ID): no list per node is built.
+	lo, hi int32
 	// pos is the node's index in fleet.nodes (group.canaryAt is indexed by it).
 	pos         int32
+	ready       bool // an effective ready node
 	tainted     bool
 	notReady    bool
 	hasTerminal bool // some terminal allocation is on this node
+}
+
+// liveOf returns the node's live allocations, sorted by name, then ID.
+func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
+
+// sortedLive validates the live allocations and returns them sorted by
+// node, name and ID: in one pass when they already are.
+func sortedLive(live []*model.Allocation) ([]*model.Allocation, error) {
+	sorted := true
+	for i, a := range live {
+		if a == nil || a.ID == "" {
+			return nil, errors.New("reconciling: a live allocation has no ID")
+		}
+		if sorted && i > 0 && byNodeNameID(live[i-1], a) > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return live, nil
+	}
+	c := slices.Clone(live)
+	slices.SortFunc(c, byNodeNameID)
+	return c, nil
+}
+
+// sortedReady validates the ready nodes and returns them sorted by ID, in
+// one pass when they already are; a node listed twice is refused (which
+// record would win would depend on input order).
+func sortedReady(ready []*model.Node) ([]*model.Node, error) {
+	sorted := true
+	for i, n := range ready {
+		if n == nil || n.ID == "" {
+			return nil, errors.New("reconciling: a ready node has no ID")
+		}
+		if sorted && i > 0 && ready[i-1].ID >= n.ID {
+			sorted = false
+		}
+	}
+	if !sorted {
+		ready = slices.Clone(ready)
+		slices.SortFunc(ready, byID)
+	}
+	for i := 1; i < len(ready); i++ {
+		if ready[i].ID == ready[i-1].ID {
+			return nil, fmt.Errorf("reconciling: ready node %q is listed twice", ready[i].ID)
+		}
+	}
+	return ready, nil
 }
 
 // byNodeNameID orders live allocations as the node pass reads them.
@@ -58,29 +106,20 @@ func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
 // four inputs sorted by node ID, not a map: a round hashes no node ID.
 func (f *fleet) indexNodes() error {
 	in := f.in
-	for _, n := range in.ReadyNodes {
-		if n == nil || n.ID == "" {
-			return errors.New("reconciling: a ready node has no ID")
-		}
+	ready, err := sortedReady(in.ReadyNodes)
+	if err != nil {
+		return err
 	}
-	for _, a := range in.LiveAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a live allocation has no ID")
-		}
+	live, err := sortedLive(in.LiveAllocs)
+	if err != nil {
+		return err
 	}
-	ready := sortedCopy(in.ReadyNodes, byID)
-	for i := 1; i < len(ready); i++ {
-		if ready[i].ID == ready[i-1].ID {
-			// Which record would win would depend on input order.
-			return fmt.Errorf("reconciling: ready node %q is listed twice", ready[i].ID)
-		}
-	}
+	f.live = live
 	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
 	var tainted []string
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
 	}
-	live := sortedCopy(in.LiveAllocs, byNodeNameID)
 
 	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
 	f.readyList = make([]*model.Node, 0, len(ready))
@@ -117,7 +156,7 @@ func (f *fleet) indexNodes() error {
 		}
 		if r < len(ready) && ready[r].ID == id {
 			if !ni.tainted && !ni.notReady {
-				ni.ready = ready[r]
+				ni.ready = true
 				f.readyList = append(f.readyList, ready[r])
 			}
 			r++
@@ -126,7 +165,7 @@ func (f *fleet) indexNodes() error {
 		for l < len(live) && live[l].NodeID == id {
 			l++
 		}
-		ni.live = live[from:l:l]
+		ni.lo, ni.hi = int32(from), int32(l)
 		f.nodes = append(f.nodes, ni)
 	}
 	for _, a := range in.TerminalAllocs {

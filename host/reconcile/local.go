@@ -107,14 +107,14 @@ func ReconcileLocal(in NodeInput) (*Plan, error) {
 	p.DeploymentUpdates = f.updates
 	for _, gr := range f.groups {
 		s := gr.sum
-		if ni.ready != nil {
+		if ni.ready {
 			s.DesiredTotal = gr.count
 		}
 		s.Complete = s.LeftToPlace == 0 && s.LeftToUpdate == 0 && s.LeftToMigrate == 0 &&
 			!gr.canarying && s.Healthy >= s.DesiredTotal
 		p.Groups = append(p.Groups, s)
 	}
-	p.normalize()
+	p.finish()
 	return p, nil
 }
 
@@ -147,7 +147,7 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 	ni := &nodeInfo{id: in.NodeID}
 	switch in.Class {
 	case NodeReady:
-		ni.ready = &model.Node{ID: in.NodeID}
+		ni.ready = true
 	case NodeNotReady:
 		ni.notReady = true
 	case NodeTainted:
@@ -164,7 +164,8 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 			return nil, nil, fmt.Errorf("reconciling node %s: live allocation %s is on node %q", in.NodeID, a.ID, a.NodeID)
 		}
 	}
-	ni.live = sortedCopy(in.LiveAllocs, byNodeNameID)
+	f.live = sortedCopy(in.LiveAllocs, byNodeNameID)
+	ni.hi = int32(len(f.live))
 	for _, a := range in.TerminalAllocs {
 		if a == nil || a.ID == "" {
 			return nil, nil, errors.New("reconciling: a terminal allocation has no ID")
@@ -211,8 +212,8 @@ func (f *fleet) settleLocal(in *NodeInput, ni *nodeInfo) {
 		// An outdated allocation on this ready node makes the group
 		// canary for the whole fleet; without one, another node may.
 		outdated := false
-		if ni.ready != nil {
-			for _, a := range ni.live {
+		if ni.ready {
+			for _, a := range f.liveOf(ni) {
 				if g, _ := f.required(a.Name); g == gr && a.JobVersion != f.version {
 					outdated = true
 					break
@@ -273,7 +274,7 @@ func (in Input) NodeInput(nodeID string) (NodeInput, error) {
 			out.Class, out.Tainted = NodeTainted, ni.taintedNode
 		case ni.notReady:
 			out.Class = NodeNotReady
-		case ni.ready != nil:
+		case ni.ready:
 			out.Class = NodeReady
 		}
 	}

@@ -9,10 +9,10 @@ import (
 // to every required name without one, adding entries to c and counting
 // into the fleet-wide group summaries.
 func (f *fleet) node(ni *nodeInfo, c *collector) {
-	allocs := ni.live
+	allocs := f.liveOf(ni)
 	f.stamp++
 	for i, a := range allocs {
-		if ni.ready == nil {
+		if !ni.ready {
 			// A tainted, not-ready or not-ready-listed node: every live
 			// allocation goes through the table on its own (a drain
 			// migrates each of them, a down node marks each of them lost).
@@ -96,7 +96,7 @@ type decision struct {
 	a      *model.Allocation // live; terminal for name.1; the carried terminal (or nil) for name.3
 	gr     *group            // nil only for rule 1 and duplicates
 	ni     *nodeInfo
-	idx    int // name.3: the index of the required name
+	idx    int32 // name.3: the index of the required name
 	kind   bucket
 	rule   rule
 	canary bool // update, place: the new allocation is a canary
@@ -172,7 +172,7 @@ func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector
 		return
 	}
 	// 11. Node not a ready node.
-	if ni.ready == nil {
+	if !ni.ready {
 		add(bStop, ruleAlloc11)
 		return
 	}
@@ -254,14 +254,14 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 		return
 	}
 	// 2. Tainted, not-ready (or unknown) nodes get nothing.
-	if ni.tainted || ni.notReady || ni.ready == nil {
+	if ni.tainted || ni.notReady || !ni.ready {
 		return
 	}
 	// 3. Place, carrying the previous terminal allocation on this node.
 	if gr.canaryingUnsure || gr.nodeUnsure {
 		f.canaryUnsure(gr, ni)
 	}
-	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
+	c.add(decision{a: prev, gr: gr, ni: ni, idx: int32(idx), kind: bPlace, rule: ruleName3,
 		canary: gr.canarying && gr.isCanary(ni)})
 	gr.sum.LeftToPlace++
 	if !gr.wantDeployment && !f.ranHere(ni, gr.name) {
@@ -269,21 +269,23 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	}
 }
 
-// entry turns a decision into its plan entry, deriving new IDs.
-func (f *fleet) entry(d decision) Entry {
+// entry fills e (a zero entry) with a decision's plan entry. It writes in
+// place: an entry is big, and a round builds thousands. New IDs are derived
+// into ids, which sets the entry's field once the round's IDs are all
+// derived (one string for all of them, not one per ID).
+func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 	if d.rule == ruleName3 {
-		name := f.allocName(d.gr, d.idx)
-		e := Entry{Name: name, Group: d.gr.name, NodeID: d.ni.id, Canary: d.canary, Rule: d.rule.String(),
-			JobVersion: f.version}
+		name := f.allocName(d.gr, int(d.idx))
+		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, d.gr.name, d.ni.id, d.canary, d.rule.String(), f.version
 		if d.a != nil {
 			e.PreviousAllocID = d.a.ID
 		}
-		e.AllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, name, e.PreviousAllocID)
-		return e
+		ids.alloc(&e.AllocID, f.job.Namespace, f.job.ID, f.version, d.ni.id, name, e.PreviousAllocID)
+		return
 	}
 	a := d.a
-	e := Entry{Name: a.Name, Group: a.TaskGroup, NodeID: d.ni.id, AllocID: a.ID, Rule: d.rule.String(),
-		JobVersion: a.JobVersion, Canary: f.depCanary(a)}
+	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
+		a.Name, a.TaskGroup, d.ni.id, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
 	if d.gr != nil {
 		e.Group = d.gr.name
 	}
@@ -311,10 +313,9 @@ func (f *fleet) entry(d decision) Entry {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, a.Name, a.ID)
+			ids.alloc(&e.NewAllocID, f.job.Namespace, f.job.ID, f.version, d.ni.id, a.Name, a.ID)
 		}
 	}
-	return e
 }
 
 // ranHere reports whether an allocation of the group at the current
@@ -322,7 +323,7 @@ func (f *fleet) entry(d decision) Entry {
 // re-placement of a version that already ran there, which wants no
 // deployment.
 func (f *fleet) ranHere(ni *nodeInfo, group string) bool {
-	for _, a := range ni.live {
+	for _, a := range f.liveOf(ni) {
 		if a.TaskGroup == group && a.JobVersion == f.version {
 			return true
 		}

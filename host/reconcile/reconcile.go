@@ -72,8 +72,9 @@ type fleet struct {
 	groups   []*group          // sorted by name
 	byName   map[string]*group // group name → group
 
-	readyList []*model.Node // effective ready nodes, sorted by ID
-	nodes     []nodeInfo    // every node in view, sorted by ID
+	readyList []*model.Node       // effective ready nodes, sorted by ID
+	nodes     []nodeInfo          // every node in view, sorted by ID
+	live      []*model.Allocation // the live allocations, sorted by node, name and ID
 
 	terminal map[nodeName]*model.Allocation
 	// ran holds the (node, group) pairs with a terminal allocation of the
@@ -173,7 +174,7 @@ func (f *fleet) required(name string) (*group, int) {
 	if open < 1 {
 		return nil, 0
 	}
-	gr := f.byName[rest[1:open]]
+	gr := f.group(rest[1:open])
 	digits := rest[open+1 : len(rest)-1]
 	if gr == nil || len(digits) == 0 || len(digits) > 9 || (digits[0] == '0' && len(digits) > 1) {
 		return nil, 0
@@ -190,6 +191,21 @@ func (f *fleet) required(name string) (*group, int) {
 		return nil, 0
 	}
 	return gr, idx
+}
+
+// group returns the job's group of that name, or nil. A job has a few
+// groups: comparing names costs less than hashing one, and this runs once
+// per allocation.
+func (f *fleet) group(name string) *group {
+	if len(f.groups) > 8 {
+		return f.byName[name]
+	}
+	for _, gr := range f.groups {
+		if gr.name == name {
+			return gr
+		}
+	}
+	return nil
 }
 
 // allocName is model.AllocName built without fmt: it runs once per placement.
@@ -242,10 +258,10 @@ func (f *fleet) settleCanaries() {
 	outdated := make(map[*group]bool, len(f.groups))
 	for i := range f.nodes {
 		ni := &f.nodes[i]
-		if ni.ready == nil {
+		if !ni.ready {
 			continue
 		}
-		for _, a := range ni.live {
+		for _, a := range f.liveOf(ni) {
 			if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version {
 				outdated[gr] = true
 			}
@@ -364,7 +380,7 @@ func (f *fleet) run(only string) *Plan {
 	for _, gr := range f.groups {
 		p.Groups = append(p.Groups, gr.sum)
 	}
-	p.normalize()
+	p.finish()
 	return p
 }
 
@@ -399,7 +415,11 @@ type collector struct {
 
 func (c *collector) add(d decision) { c.decisions = append(c.decisions, d) }
 
-// plan builds the entries into exactly sized buckets.
+// plan builds the entries into exactly sized buckets, carved out of one
+// array, and sorts the buckets that are not in order. Decisions come in
+// node order, so only two entries of one node in one bucket can be out of
+// order: that is checked as the entries are built, not by a pass of
+// comparisons over every list.
 func (c *collector) plan(f *fleet) *Plan {
 	var n [nBuckets]int
 	for i := range c.decisions {
@@ -407,12 +427,36 @@ func (c *collector) plan(f *fleet) *Plan {
 	}
 	p := &Plan{}
 	lists := p.lists()
+	backing := make([]Entry, len(c.decisions))
+	var next [nBuckets]int // where each bucket's next entry goes in backing
+	at := 0
 	for b, l := range lists {
-		*l = make([]Entry, 0, n[b])
+		*l = backing[at : at+n[b] : at+n[b]]
+		next[b] = at
+		at += n[b]
 	}
+	var last [nBuckets]*nodeInfo
+	var unsorted [nBuckets]bool
+	ids := newIDBatch(n[bPlace] + n[bUpdate]) // only placements and updates get new IDs
 	for i := range c.decisions {
 		d := &c.decisions[i]
-		*lists[d.kind] = append(*lists[d.kind], f.entry(*d))
+		b := d.kind
+		e := &backing[next[b]]
+		f.entry(d, e, &ids)
+		if last[b] == d.ni && compareEntries(&backing[next[b]-1], e) > 0 {
+			unsorted[b] = true
+		}
+		last[b] = d.ni
+		next[b]++
+	}
+	// Before any sort moves the entries. (The order checks above never
+	// read a new ID: entries of one node and bucket differ by name, or
+	// are updates, whose AllocID is the live one.)
+	ids.done()
+	for b, l := range lists {
+		if unsorted[b] {
+			slices.SortFunc(*l, func(a, b Entry) int { return compareEntries(&a, &b) })
+		}
 	}
 	return p
 }
@@ -432,10 +476,16 @@ func (p *Plan) normalize() {
 		}
 		// Entries come out of the node pass almost always in order
 		// already; checking is linear, sorting is not.
-		if !slices.IsSortedFunc(*l, compareEntries) {
-			slices.SortFunc(*l, compareEntries)
+		cmp := func(a, b Entry) int { return compareEntries(&a, &b) }
+		if !slices.IsSortedFunc(*l, cmp) {
+			slices.SortFunc(*l, cmp)
 		}
 	}
+	p.finish()
+}
+
+// finish replaces the plan's nil fleet lists by empty ones.
+func (p *Plan) finish() {
 	if p.DeploymentUpdates == nil {
 		p.DeploymentUpdates = []model.DeploymentStatusUpdate{}
 	}
@@ -445,7 +495,7 @@ func (p *Plan) normalize() {
 }
 
 // compareEntries orders entries by node ID, then name, then allocation ID.
-func compareEntries(a, b Entry) int {
+func compareEntries(a, b *Entry) int {
 	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
 		return c
 	}
