@@ -29,24 +29,19 @@ type nodeInfo struct {
 // liveOf returns the node's live allocations, sorted by name, then ID.
 func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
 
-// sortedLive validates the live allocations and returns them sorted by
-// node, name and ID: in one pass when they already are.
-func sortedLive(live []*model.Allocation) ([]*model.Allocation, error) {
-	sorted := true
+// checkLive validates the live allocations and reports whether they are
+// sorted by node, name and ID, in one pass.
+func checkLive(live []*model.Allocation) (sorted bool, err error) {
+	sorted = true
 	for i, a := range live {
 		if a == nil || a.ID == "" {
-			return nil, errors.New("reconciling: a live allocation has no ID")
+			return false, errors.New("reconciling: a live allocation has no ID")
 		}
 		if sorted && i > 0 && byNodeNameID(live[i-1], a) > 0 {
 			sorted = false
 		}
 	}
-	if sorted {
-		return live, nil
-	}
-	c := slices.Clone(live)
-	slices.SortFunc(c, byNodeNameID)
-	return c, nil
+	return sorted, nil
 }
 
 // sortedReady validates the ready nodes and returns them sorted by ID, in
@@ -101,26 +96,51 @@ func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
 
 // indexNodes builds the node view, sorted by node ID: every ready,
 // not-ready and tainted node and every node carrying a live allocation,
-// each with its live allocations. A node listed ready and also tainted or
-// not ready is not an effective ready node. The view is a merge of the
-// four inputs sorted by node ID, not a map: a round hashes no node ID.
+// each with its window of the live allocations sorted by node, name and ID.
+// A node listed ready and also tainted or not ready is not an effective
+// ready node.
+//
+// Inputs that arrive sorted (the agent lists nodes and keys in order) are
+// merged as they are: no node ID is hashed and nothing is sorted. Live
+// allocations out of order are grouped by node through a map from node ID
+// to position and ordered within each node, which costs a hash per
+// allocation instead of a sort of the whole list.
 func (f *fleet) indexNodes() error {
 	in := f.in
 	ready, err := sortedReady(in.ReadyNodes)
 	if err != nil {
 		return err
 	}
-	live, err := sortedLive(in.LiveAllocs)
+	sorted, err := checkLive(in.LiveAllocs)
 	if err != nil {
 		return err
 	}
-	f.live = live
 	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
 	var tainted []string
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
 	}
+	if sorted {
+		f.merge(ready, notReady, tainted, in.LiveAllocs)
+	} else if !f.groupLive(ready, notReady, tainted) {
+		// Some allocation is on a node no set lists: merge a sorted copy.
+		live := slices.Clone(in.LiveAllocs)
+		slices.SortFunc(live, byNodeNameID)
+		f.merge(ready, notReady, tainted, live)
+	}
+	for _, a := range in.TerminalAllocs {
+		if a == nil || a.ID == "" {
+			return errors.New("reconciling: a terminal allocation has no ID")
+		}
+		f.addTerminal(a, f.find(a.NodeID))
+	}
+	return nil
+}
 
+// merge builds f.nodes from the sets and the live allocations, all sorted
+// by node ID, in one merge of the four lists.
+func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) {
+	f.live = live
 	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
 	f.readyList = make([]*model.Node, 0, len(ready))
 	r, nr, t, l := 0, 0, 0, 0
@@ -151,7 +171,7 @@ func (f *fleet) indexNodes() error {
 			nr++
 		}
 		if t < len(tainted) && tainted[t] == id {
-			ni.tainted, ni.taintedNode = true, in.TaintedNodes[id]
+			ni.tainted, ni.taintedNode = true, f.in.TaintedNodes[id]
 			t++
 		}
 		if r < len(ready) && ready[r].ID == id {
@@ -168,13 +188,45 @@ func (f *fleet) indexNodes() error {
 		ni.lo, ni.hi = int32(from), int32(l)
 		f.nodes = append(f.nodes, ni)
 	}
-	for _, a := range in.TerminalAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a terminal allocation has no ID")
-		}
-		f.addTerminal(a, f.find(a.NodeID))
+}
+
+// groupLive builds f.nodes from the sets and groups the (unsorted) live
+// allocations by node: a counting sort by node position, then each node's
+// few allocations sorted by name and ID. It reports false, having built
+// nothing to keep, when an allocation is on a node no set lists.
+func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool {
+	in := f.in
+	f.merge(ready, notReady, tainted, nil)
+	pos := make(map[string]int32, len(f.nodes))
+	for i := range f.nodes {
+		pos[f.nodes[i].id] = int32(i)
 	}
-	return nil
+	owner := make([]int32, len(in.LiveAllocs))
+	count := make([]int32, len(f.nodes)+1)
+	for i, a := range in.LiveAllocs {
+		p, ok := pos[a.NodeID]
+		if !ok {
+			return false
+		}
+		owner[i] = p
+		count[p+1]++
+	}
+	for i := range f.nodes {
+		count[i+1] += count[i]
+		f.nodes[i].lo, f.nodes[i].hi = count[i], count[i]
+	}
+	f.live = make([]*model.Allocation, len(in.LiveAllocs))
+	for i, a := range in.LiveAllocs {
+		ni := &f.nodes[owner[i]]
+		f.live[ni.hi] = a
+		ni.hi++
+	}
+	for i := range f.nodes {
+		if w := f.liveOf(&f.nodes[i]); len(w) > 1 {
+			slices.SortFunc(w, byNodeNameID)
+		}
+	}
+	return true
 }
 
 // find returns the node's info, or nil when the node is not in view.
