@@ -27,33 +27,38 @@ import (
 // AllocID returns the ID of a new allocation of the job at version on
 // nodeID named name, following previous ("" for none).
 func AllocID(namespace, jobID string, version uint64, nodeID, name, previous string) string {
-	var b [36]byte
-	return string(appendAllocID(b[:0], namespace, jobID, version, nodeID, name, previous))
-}
-
-func appendAllocID(dst []byte, namespace, jobID string, version uint64, nodeID, name, previous string) []byte {
 	if previous != "" {
-		return appendDerived(dst, "next", namespace, jobID, version, previous)
+		return derive("next", namespace, jobID, version, previous)
 	}
-	return appendDerived(dst, "first", namespace, jobID, version, nodeID, name)
+	return derive("first", namespace, jobID, version, nodeID, name)
 }
 
-// idBatch derives a round's new allocation IDs into one buffer and turns
-// them into strings at once: one string for the round, each ID a slice of
-// it, instead of one allocation per ID.
+// idBatch derives a round's new allocation IDs (AllocID's, for one job and
+// version) into one buffer and turns them into strings at once: one string
+// for the round, each ID a slice of it, instead of one allocation per ID.
+// The hashed text's head (kind, namespace, job, version) is encoded once.
 type idBatch struct {
-	buf     []byte
-	targets []*string // where each ID of buf goes, in order
+	buf         []byte
+	targets     []*string // where each ID of buf goes, in order
+	next, first []byte    // the heads of AllocID's two kinds of text
 }
 
-func newIDBatch(n int) idBatch {
-	return idBatch{buf: make([]byte, 0, n*36), targets: make([]*string, 0, n)}
+func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
+	return idBatch{buf: make([]byte, 0, n*36), targets: make([]*string, 0, n),
+		next: appendHead(nil, "next", namespace, jobID, version), first: appendHead(nil, "first", namespace, jobID, version)}
 }
 
 // alloc derives AllocID(namespace, jobID, version, nodeID, name, previous)
-// for *target, set by done.
-func (b *idBatch) alloc(target *string, namespace, jobID string, version uint64, nodeID, name, previous string) {
-	b.buf = appendAllocID(b.buf, namespace, jobID, version, nodeID, name, previous)
+// of the batch's job and version for *target, set by done.
+func (b *idBatch) alloc(target *string, nodeID, name, previous string) {
+	var stack [256]byte
+	m := stack[:0]
+	if previous != "" {
+		m = appendPart(append(m, b.next...), previous)
+	} else {
+		m = appendPart(appendPart(append(m, b.first...), nodeID), name)
+	}
+	b.buf = appendSum(b.buf, m)
 	b.targets = append(b.targets, target)
 }
 
@@ -81,22 +86,27 @@ func DeploymentID(namespace, jobID string, version uint64) string {
 // prefixed by its length, so no two lists collide) and formats the first 16
 // bytes of the SHA-256 as a UUID-shaped string.
 func derive(kind, namespace, jobID string, version uint64, parts ...string) string {
-	var b [36]byte
-	return string(appendDerived(b[:0], kind, namespace, jobID, version, parts...))
-}
-
-// appendDerived appends derive's ID to dst.
-func appendDerived(dst []byte, kind, namespace, jobID string, version uint64, parts ...string) []byte {
 	var stack [256]byte
-	b := stack[:0]
-	b = appendPart(b, kind)
-	b = appendPart(b, namespace)
-	b = appendPart(b, jobID)
-	b = binary.AppendUvarint(b, version)
+	b := appendHead(stack[:0], kind, namespace, jobID, version)
 	for _, p := range parts {
 		b = appendPart(b, p)
 	}
-	sum := sha256.Sum256(b)
+	var out [36]byte
+	return string(appendSum(out[:0], b))
+}
+
+// appendHead appends the head every derived ID's text starts with.
+func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte {
+	b = appendPart(b, kind)
+	b = appendPart(b, namespace)
+	b = appendPart(b, jobID)
+	return binary.AppendUvarint(b, version)
+}
+
+// appendSum appends the first 16 bytes of text's SHA-256, formatted as a
+// UUID-shaped string.
+func appendSum(dst, text []byte) []byte {
+	sum := sha256.Sum256(text)
 	var out [36]byte
 	hex.Encode(out[0:8], sum[0:4])
 	out[8] = '-'

@@ -280,7 +280,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		if d.a != nil {
 			e.PreviousAllocID = d.a.ID
 		}
-		ids.alloc(&e.AllocID, f.job.Namespace, f.job.ID, f.version, d.ni.id, name, e.PreviousAllocID)
+		ids.alloc(&e.AllocID, d.ni.id, name, e.PreviousAllocID)
 		return
 	}
 	a := d.a
@@ -313,7 +313,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			ids.alloc(&e.NewAllocID, f.job.Namespace, f.job.ID, f.version, d.ni.id, a.Name, a.ID)
+			ids.alloc(&e.NewAllocID, d.ni.id, a.Name, a.ID)
 		}
 	}
 }

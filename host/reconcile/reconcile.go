@@ -437,7 +437,7 @@ func (c *collector) plan(f *fleet) *Plan {
 	}
 	var last [nBuckets]*nodeInfo
 	var unsorted [nBuckets]bool
-	ids := newIDBatch(n[bPlace] + n[bUpdate]) // only placements and updates get new IDs
+	ids := newIDBatch(n[bPlace]+n[bUpdate], f.job.Namespace, f.job.ID, f.version) // only placements and updates get new IDs
 	for i := range c.decisions {
 		d := &c.decisions[i]
 		b := d.kind

@@ -1,0 +1,34 @@
+package reconcile
+
+import "testing"
+
+// The round derives its IDs in a batch with the text's head encoded once;
+// every ID must be AllocID's, byte for byte (plans name the same keys as
+// any other caller of AllocID).
+func TestABatchDerivesExactlyAllocIDsIDs(t *testing.T) {
+	type call struct {
+		ns, job          string
+		version          uint64
+		node, name, prev string
+	}
+	calls := []call{
+		{"", "web", 2, "n1", "web.web[0]", ""},
+		{"", "web", 2, "n1", "web.web[0]", "f47ac10b-58cc-4372-0000-000000005000"},
+		{"prod", "api", 7, "7c9e6679-7425-40de-944b-000000005000", "api.api[12]", ""},
+		{"prod", "api", 1 << 40, "n2", "api.api[3]", "a"},
+	}
+	for _, c := range calls {
+		b := newIDBatch(3, c.ns, c.job, c.version)
+		var got, other, again string
+		b.alloc(&got, c.node, c.name, c.prev)
+		b.alloc(&other, c.node+"x", c.name, "") // control: another text, another ID
+		b.alloc(&again, c.node, c.name, c.prev)
+		b.done()
+		if want := AllocID(c.ns, c.job, c.version, c.node, c.name, c.prev); got != want || again != want {
+			t.Errorf("%+v: batch %q and %q, AllocID %q", c, got, again, want)
+		}
+		if other == got || other != AllocID(c.ns, c.job, c.version, c.node+"x", c.name, "") {
+			t.Errorf("%+v: control ID %q", c, other)
+		}
+	}
+}
