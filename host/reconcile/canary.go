@@ -20,6 +20,20 @@ func (DefaultCanaryChooser) ChooseCanaries(_ context.Context, req CanaryRequest)
 
 // DefaultCanaries is the built-in canary choice, as a pure function.
 func DefaultCanaries(req CanaryRequest) CanaryChoice {
+	if n := min(max(req.Count, 0), len(req.Eligible)); slices.IsSortedFunc(req.Eligible, func(a, b *model.Node) int {
+		if a.ID <= b.ID { // a follows b: a repeat counts as out of order
+			return -1
+		}
+		return 1
+	}) {
+		// The reconciler's requests list each node once, sorted: the
+		// first n are the answer, with no copy of every ID to sort.
+		ids := make([]string, 0, n)
+		for _, e := range req.Eligible[:n] {
+			ids = append(ids, e.ID)
+		}
+		return CanaryChoice{NodeIDs: ids}
+	}
 	ids := make([]string, 0, len(req.Eligible))
 	for _, n := range req.Eligible {
 		ids = append(ids, n.ID)

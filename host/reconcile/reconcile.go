@@ -49,6 +49,9 @@ type group struct {
 	// canarying: has canaries, not promoted, and something to roll out
 	// (decided before the per-node pass, so every node sees the same).
 	canarying bool
+	// outdated: some ready node runs an older version of the group (set
+	// only when the job has canaries).
+	outdated  bool
 	canaryAt  []bool // by nodeInfo.pos: a canary node of the group
 	decision  *CanaryDecision
 	lostAfter time.Duration // 0: no disconnect handling for this group
@@ -255,15 +258,16 @@ func (f *fleet) settleCanaries() {
 		return
 	}
 	// Groups with an outdated allocation on a ready node.
-	outdated := make(map[*group]bool, len(f.groups))
 	for i := range f.nodes {
 		ni := &f.nodes[i]
 		if !ni.ready {
 			continue
 		}
 		for _, a := range f.liveOf(ni) {
-			if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version {
-				outdated[gr] = true
+			if a.JobVersion != f.version {
+				if gr, _ := f.required(a.Name); gr != nil {
+					gr.outdated = true
+				}
 			}
 		}
 	}
@@ -281,7 +285,7 @@ func (f *fleet) settleCanaries() {
 			continue
 		}
 		recorded := st != nil && (st.DesiredCanaries > 0 || len(st.CanaryNodes) > 0)
-		if !outdated[gr] && !recorded {
+		if !gr.outdated && !recorded {
 			continue
 		}
 		gr.canarying = true

@@ -1,6 +1,13 @@
 package reconcile
 
-import "testing"
+// The fast paths of a round must give the answers of the plain ones.
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
+)
 
 // The round derives its IDs in a batch with the text's head encoded once;
 // every ID must be AllocID's, byte for byte (plans name the same keys as
@@ -29,6 +36,22 @@ func TestABatchDerivesExactlyAllocIDsIDs(t *testing.T) {
 		}
 		if other == got || other != AllocID(c.ns, c.job, c.version, c.node+"x", c.name, "") {
 			t.Errorf("%+v: control ID %q", c, other)
+		}
+	}
+}
+
+// DefaultCanaries answers the reconciler's sorted requests without sorting;
+// any other request (out of order, repeats) must get the same answer as
+// its sorted form.
+func TestTheDefaultCanaryChoiceDoesNotDependOnTheEligibleOrder(t *testing.T) {
+	sorted := []*model.Node{rnode("a"), rnode("b"), rnode("c"), rnode("d")}
+	messy := []*model.Node{rnode("c"), rnode("a"), rnode("d"), rnode("a"), rnode("b")}
+	for count := -1; count <= 5; count++ {
+		a := DefaultCanaries(CanaryRequest{Count: count, Eligible: sorted})
+		b := DefaultCanaries(CanaryRequest{Count: count, Eligible: messy})
+		want := []string{"a", "b", "c", "d"}[:min(max(count, 0), 4)]
+		if !slices.Equal(a.NodeIDs, want) || !slices.Equal(b.NodeIDs, want) || a.NodeIDs == nil {
+			t.Errorf("count %d: sorted %v, messy %v, want %v", count, a.NodeIDs, b.NodeIDs, want)
 		}
 	}
 }
