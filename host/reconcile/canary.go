@@ -101,7 +101,13 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 			d.Fallback = why
 			c = DefaultCanaries(req)
 		}
-		d.Chosen = slices.Sorted(slices.Values(c.NodeIDs))
+		d.Chosen = nil // an empty answer is recorded as none (null), as ever
+		if len(c.NodeIDs) > 0 {
+			d.Chosen = slices.Clone(c.NodeIDs)
+			if !slices.IsSorted(d.Chosen) {
+				slices.Sort(d.Chosen)
+			}
+		}
 		if len(c.NodeIDs) < req.Count {
 			d.Reason = c.Reason
 		}

@@ -368,7 +368,11 @@ func (f *fleet) run(only string) *Plan {
 	// than the rules.
 	var c collector
 	if only == "" {
-		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*f.names())
+		// A round has about one decision per live allocation or per
+		// required name, whichever is more: sized for that, it grows only
+		// when many allocations are off their names (stopped, duplicates)
+		// while many names are placed.
+		c.decisions = make([]decision, 0, max(len(f.in.LiveAllocs), len(f.readyList)*f.names())+64)
 	}
 	for i := range f.nodes {
 		ni := &f.nodes[i]
