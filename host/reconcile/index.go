@@ -243,8 +243,11 @@ func (f *fleet) find(id string) *nodeInfo {
 // carries on.
 func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
 	k := nodeName{a.NodeID, a.Name}
-	if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
-		f.terminal[k] = a
+	if i, ok := f.terminal[k]; !ok {
+		f.terminal[k] = int32(len(f.terms))
+		f.terms = append(f.terms, a)
+	} else if newerTerminal(a, f.terms[i]) {
+		f.terms[i] = a
 	}
 	if ni != nil {
 		ni.hasTerminal = true

@@ -139,12 +139,13 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
 		byName:   make(map[string]*group, len(job.Groups)),
-		terminal: make(map[nodeName]*model.Allocation, len(in.TerminalAllocs)),
+		terminal: make(map[nodeName]int32, len(in.TerminalAllocs)),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, nil, err
 	}
-	ni := &nodeInfo{id: in.NodeID}
+	f.nodes = []nodeInfo{{id: in.NodeID}} // the one node in view, at position 0
+	ni := &f.nodes[0]
 	switch in.Class {
 	case NodeReady:
 		ni.ready = true

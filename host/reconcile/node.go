@@ -12,6 +12,7 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 	allocs := f.liveOf(ni)
 	f.stamp++
 	for i, a := range allocs {
+		ref := ni.lo + int32(i) // a's place in f.live
 		if !ni.ready {
 			// A tainted, not-ready or not-ready-listed node: every live
 			// allocation goes through the table on its own (a drain
@@ -20,7 +21,7 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 			if gr != nil {
 				gr.stamps[idx] = f.stamp
 			}
-			f.alloc(a, gr, ni, c)
+			f.alloc(a, ref, gr, ni, c)
 			continue
 		}
 		// allocs are sorted by name then ID: a run of equal names is a
@@ -28,29 +29,29 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 		if i > 0 && allocs[i-1].Name == a.Name {
 			continue
 		}
-		keep := a
-		for _, b := range allocs[i+1:] {
+		keep, kref := a, ref
+		for j, b := range allocs[i+1:] {
 			if b.Name != a.Name {
 				break
 			}
 			// The newest job version stays; ties: the one created last.
 			if b.JobVersion > keep.JobVersion || (b.JobVersion == keep.JobVersion && b.CreateTime.After(keep.CreateTime)) {
-				keep = b
+				keep, kref = b, ref+1+int32(j)
 			}
 		}
-		for _, b := range allocs[i:] {
+		for j, b := range allocs[i:] {
 			if b.Name != a.Name {
 				break
 			}
 			if b != keep {
-				c.add(decision{a: b, ni: ni, kind: bStop, rule: ruleDuplicate})
+				c.add(decision{ref: ref + int32(j), gr: noGroup, pos: ni.pos, kind: bStop, rule: ruleDuplicate})
 			}
 		}
 		gr, idx := f.required(a.Name)
 		if gr != nil {
 			gr.stamps[idx] = f.stamp
 		}
-		f.alloc(keep, gr, ni, c)
+		f.alloc(keep, kref, gr, ni, c)
 	}
 	for _, gr := range f.groups {
 		for idx, st := range gr.stamps {
@@ -92,21 +93,60 @@ func (r rule) String() string { return ruleNames[r] }
 // decision is a rule's verdict, kept compact (no strings) until the plan is
 // built: most of a round's memory was entries, and a single-node round
 // builds entries, and derives IDs, for its own node only.
+//
+// It holds no pointers (indexes instead): a round's decisions are one
+// block the garbage collector neither scans nor tracks writes to.
 type decision struct {
-	a      *model.Allocation // live; terminal for name.1; the carried terminal (or nil) for name.3
-	gr     *group            // nil only for rule 1 and duplicates
-	ni     *nodeInfo
-	idx    int32 // name.3: the index of the required name
-	kind   bucket
-	rule   rule
-	canary bool // update, place: the new allocation is a canary
+	// ref is the allocation: live (f.live[ref]) for the per-allocation
+	// rules and duplicates; terminal for name.1; the carried terminal, or
+	// none, for name.3 (see fleet.ref).
+	ref  int32
+	pos  int32 // the node's position in f.nodes
+	idx  int32 // name.3: the index of the required name
+	gr   int32 // the group's position in f.groups; noGroup for rule 1 and duplicates
+	kind bucket
+	rule rule
+	// canary: update, place: the new allocation is a canary.
+	canary bool
 	held   bool // an update held by the deployment's status
+}
+
+// noGroup and noAlloc are decision.gr and decision.ref for none.
+const (
+	noGroup int32 = -1
+	noAlloc int32 = -1
+)
+
+// termRef is decision.ref for f.terms[i].
+func termRef(i int32) int32 { return -2 - i }
+
+// allocOf returns the decision's allocation, or nil.
+func (f *fleet) allocOf(d *decision) *model.Allocation {
+	switch {
+	case d.ref >= 0:
+		return f.live[d.ref]
+	case d.ref == noAlloc:
+		return nil
+	}
+	return f.terms[-2-d.ref]
+}
+
+// groupOf returns the decision's group, or nil.
+func (f *fleet) groupOf(d *decision) *group {
+	if d.gr == noGroup {
+		return nil
+	}
+	return f.groups[d.gr]
 }
 
 // alloc applies the per-allocation rules 1–14 of docs/reconciler-rules.md.
 // gr is the group the allocation's name is required by, or nil.
-func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector) {
-	d := decision{a: a, gr: gr, ni: ni}
+// ref is a's place in f.live.
+func (f *fleet) alloc(a *model.Allocation, ref int32, gr *group, ni *nodeInfo, c *collector) {
+	d := decision{ref: ref, gr: noGroup, pos: ni.pos}
+	if gr != nil {
+		d.gr = gr.pos
+	}
 	add := func(b bucket, r rule) {
 		d.kind, d.rule = b, r
 		c.add(d)
@@ -236,16 +276,17 @@ func (f *fleet) depCanary(a *model.Allocation) bool {
 func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	// Terminal allocations are looked up by name: build it only when this
 	// node has any, or when the name is placed.
-	var name string
 	var prev *model.Allocation
+	pref := noAlloc
 	if ni.hasTerminal {
-		name = f.allocName(gr, idx)
-		prev = f.terminal[nodeName{ni.id, name}]
+		if i, ok := f.terminal[nodeName{ni.id, f.allocName(gr, idx)}]; ok {
+			prev, pref = f.terms[i], termRef(i)
+		}
 	}
 	// 1. sysbatch: a terminal allocation of the name re-runs only for a
 	// new job version; nothing is placed.
 	if f.sysbatch && prev != nil {
-		d := decision{a: prev, gr: gr, ni: ni, rule: ruleName1, kind: bIgnore}
+		d := decision{ref: pref, gr: gr.pos, pos: ni.pos, rule: ruleName1, kind: bIgnore}
 		if prev.JobVersion != f.version {
 			d.kind = bUpdate
 			gr.sum.LeftToUpdate++
@@ -261,7 +302,7 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	if gr.canaryingUnsure || gr.nodeUnsure {
 		f.canaryUnsure(gr, ni)
 	}
-	c.add(decision{a: prev, gr: gr, ni: ni, idx: int32(idx), kind: bPlace, rule: ruleName3,
+	c.add(decision{ref: pref, gr: gr.pos, pos: ni.pos, idx: int32(idx), kind: bPlace, rule: ruleName3,
 		canary: gr.canarying && gr.isCanary(ni)})
 	gr.sum.LeftToPlace++
 	if !gr.wantDeployment && !f.ranHere(ni, gr.name) {
@@ -274,20 +315,21 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 // into ids, which sets the entry's field once the round's IDs are all
 // derived (one string for all of them, not one per ID).
 func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
+	ni, a := &f.nodes[d.pos], f.allocOf(d)
 	if d.rule == ruleName3 {
-		name := f.allocName(d.gr, int(d.idx))
-		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, d.gr.name, d.ni.id, d.canary, d.rule.String(), f.version
-		if d.a != nil {
-			e.PreviousAllocID = d.a.ID
+		gr := f.groups[d.gr]
+		name := f.allocName(gr, int(d.idx))
+		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, gr.name, ni.id, d.canary, d.rule.String(), f.version
+		if a != nil {
+			e.PreviousAllocID = a.ID
 		}
-		ids.alloc(&e.AllocID, d.ni.id, name, e.PreviousAllocID)
+		ids.alloc(&e.AllocID, ni.id, name, e.PreviousAllocID)
 		return
 	}
-	a := d.a
 	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
-		a.Name, a.TaskGroup, d.ni.id, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
-	if d.gr != nil {
-		e.Group = d.gr.name
+		a.Name, a.TaskGroup, ni.id, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
+	if d.gr != noGroup {
+		e.Group = f.groups[d.gr].name
 	}
 	switch d.rule {
 	case ruleAlloc3, ruleAlloc8:
@@ -313,7 +355,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			ids.alloc(&e.NewAllocID, d.ni.id, a.Name, a.ID)
+			ids.alloc(&e.NewAllocID, ni.id, a.Name, a.ID)
 		}
 	}
 }

@@ -39,6 +39,7 @@ func ReconcileNode(in Input, nodeID string) (*Plan, error) {
 // group is the fleet-wide state of one job group during a round.
 type group struct {
 	name   string
+	pos    int32 // in fleet.groups
 	g      *model.Group
 	count  int                   // required names: 0 when the job is stopped
 	stamps []int                 // per index: see fleet.stamp
@@ -79,7 +80,10 @@ type fleet struct {
 	nodes     []nodeInfo          // every node in view, sorted by ID
 	live      []*model.Allocation // the live allocations, sorted by node, name and ID
 
-	terminal map[nodeName]*model.Allocation
+	// terminal maps (node, name) to the newest terminal allocation of
+	// that name on that node, in terms.
+	terminal map[nodeName]int32
+	terms    []*model.Allocation
 	// ran holds the (node, group) pairs with a terminal allocation of the
 	// current version (nil when there are none).
 	ran map[nodeGroup]bool
@@ -115,7 +119,7 @@ func prepare(in *Input) (*fleet, error) {
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
 		byName:   make(map[string]*group, len(job.Groups)),
-		terminal: make(map[nodeName]*model.Allocation, len(in.TerminalAllocs)),
+		terminal: make(map[nodeName]int32, len(in.TerminalAllocs)),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, err
@@ -154,6 +158,9 @@ func (f *fleet) indexGroups() error {
 		f.groups = append(f.groups, gr)
 	}
 	slices.SortFunc(f.groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
+	for i, gr := range f.groups {
+		gr.pos = int32(i)
+	}
 	if !f.job.Stop { // a stopped job requires nothing
 		for _, gr := range f.groups {
 			gr.count = gr.g.Count
@@ -443,7 +450,10 @@ func (c *collector) plan(f *fleet) *Plan {
 		next[b] = at
 		at += n[b]
 	}
-	var last [nBuckets]*nodeInfo
+	var last [nBuckets]int32 // the node of each bucket's last entry
+	for b := range last {
+		last[b] = -1
+	}
 	var unsorted [nBuckets]bool
 	ids := newIDBatch(n[bPlace]+n[bUpdate], f.job.Namespace, f.job.ID, f.version) // only placements and updates get new IDs
 	for i := range c.decisions {
@@ -451,10 +461,10 @@ func (c *collector) plan(f *fleet) *Plan {
 		b := d.kind
 		e := &backing[next[b]]
 		f.entry(d, e, &ids)
-		if last[b] == d.ni && compareEntries(&backing[next[b]-1], e) > 0 {
+		if last[b] == d.pos && compareEntries(&backing[next[b]-1], e) > 0 {
 			unsorted[b] = true
 		}
-		last[b] = d.ni
+		last[b] = d.pos
 		next[b]++
 	}
 	// Before any sort moves the entries. (The order checks above never
