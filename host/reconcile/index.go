@@ -58,8 +58,21 @@ func sortedReady(ready []*model.Node) ([]*model.Node, error) {
 		}
 	}
 	if !sorted {
-		ready = slices.Clone(ready)
-		slices.SortFunc(ready, byID)
+		// Sorted by (ID, node) pairs: comparing IDs held in the array does
+		// not load every node's record, as sorting the records would.
+		type idNode struct {
+			id string
+			n  *model.Node
+		}
+		pairs := make([]idNode, len(ready))
+		for i, n := range ready {
+			pairs[i] = idNode{n.ID, n}
+		}
+		slices.SortFunc(pairs, func(a, b idNode) int { return strings.Compare(a.id, b.id) })
+		ready = make([]*model.Node, len(pairs))
+		for i, p := range pairs {
+			ready[i] = p.n
+		}
 	}
 	for i := 1; i < len(ready); i++ {
 		if ready[i].ID == ready[i-1].ID {
@@ -80,7 +93,6 @@ func byNodeNameID(a, b *model.Allocation) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-func byID(a, b *model.Node) int { return strings.Compare(a.ID, b.ID) }
 
 // sortedCopy returns s when it is already sorted (checking is linear), else
 // a sorted copy: the input is never modified, and an input that arrives in
