@@ -93,7 +93,6 @@ func byNodeNameID(a, b *model.Allocation) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-
 // sortedCopy returns s when it is already sorted (checking is linear), else
 // a sorted copy: the input is never modified, and an input that arrives in
 // order (the agent lists nodes and keys in order) costs no sort at all.
