@@ -226,7 +226,7 @@ func (f *fleet) statusUpdates() {
 		}
 	}
 	for name := range d.TaskGroups {
-		if f.byName[name] == nil {
+		if f.group(name) == nil {
 			return // a group the job no longer has cannot be counted complete
 		}
 	}

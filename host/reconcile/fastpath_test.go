@@ -3,6 +3,7 @@ package reconcile
 // The fast paths of a round must give the answers of the plain ones.
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -52,6 +53,29 @@ func TestTheDefaultCanaryChoiceDoesNotDependOnTheEligibleOrder(t *testing.T) {
 		want := []string{"a", "b", "c", "d"}[:min(max(count, 0), 4)]
 		if !slices.Equal(a.NodeIDs, want) || !slices.Equal(b.NodeIDs, want) || a.NodeIDs == nil {
 			t.Errorf("count %d: sorted %v, messy %v, want %v", count, a.NodeIDs, b.NodeIDs, want)
+		}
+	}
+}
+
+// Groups are found by comparing names in a job of up to 8 groups and
+// through a map past that: both find the same groups and refuse the same
+// repeats.
+func TestAJobOfManyGroupsIsPlannedAsOneOfAFewGroups(t *testing.T) {
+	for _, n := range []int{3, 12} {
+		var groups []*model.Group
+		for i := range n {
+			groups = append(groups, grp(fmt.Sprintf("g%02d", i), 1))
+		}
+		in := fleetOf(sysJob(2, groups...), rnode("n1"))
+		in.LiveAllocs = []*model.Allocation{al("a1", "n1", "g01", 0, 2), al("a2", "n1", "gone", 0, 2)}
+		p := mustFleet(t, in)
+		checkDecisions(t, p, map[string]string{"a1": "ignore alloc.14", "a2": "stop alloc.1", "n1/web.g00[0]": "place name.3"})
+		if len(p.Place) != n-1 {
+			t.Errorf("%d groups: %d placements, want %d", n, len(p.Place), n-1)
+		}
+		in.Job = sysJob(2, append(groups, grp("g01", 1))...)
+		if _, err := ReconcileFleet(in); err == nil {
+			t.Errorf("%d groups: a group declared twice was accepted", n)
 		}
 	}
 }

@@ -44,6 +44,9 @@ type idBatch struct {
 }
 
 func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
+	if n == 0 {
+		return idBatch{} // alloc is never called
+	}
 	return idBatch{buf: make([]byte, 0, n*36), targets: make([]*string, 0, n),
 		next: appendHead(nil, "next", namespace, jobID, version), first: appendHead(nil, "first", namespace, jobID, version)}
 }

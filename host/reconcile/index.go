@@ -254,6 +254,9 @@ func (f *fleet) find(id string) *nodeInfo {
 // carries on.
 func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
 	k := nodeName{a.NodeID, a.Name}
+	if f.terminal == nil {
+		f.terminal = make(map[nodeName]int32, len(f.in.TerminalAllocs))
+	}
 	if i, ok := f.terminal[k]; !ok {
 		f.terminal[k] = int32(len(f.terms))
 		f.terms = append(f.terms, a)

@@ -138,8 +138,6 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 		job:      job,
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
-		byName:   make(map[string]*group, len(job.Groups)),
-		terminal: make(map[nodeName]int32, len(in.TerminalAllocs)),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, nil, err

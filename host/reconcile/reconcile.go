@@ -74,7 +74,7 @@ type fleet struct {
 	version  uint64
 	sysbatch bool
 	groups   []*group          // sorted by name
-	byName   map[string]*group // group name → group
+	byName   map[string]*group // group name → group, for a job of more than 8 groups (see group)
 
 	readyList []*model.Node       // effective ready nodes, sorted by ID
 	nodes     []nodeInfo          // every node in view, sorted by ID
@@ -118,8 +118,6 @@ func prepare(in *Input) (*fleet, error) {
 		job:      job,
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
-		byName:   make(map[string]*group, len(job.Groups)),
-		terminal: make(map[nodeName]int32, len(in.TerminalAllocs)),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, err
@@ -135,11 +133,14 @@ func prepare(in *Input) (*fleet, error) {
 }
 
 func (f *fleet) indexGroups() error {
+	if len(f.job.Groups) > 8 {
+		f.byName = make(map[string]*group, len(f.job.Groups))
+	}
 	for _, g := range f.job.Groups {
 		if g == nil {
 			return fmt.Errorf("reconciling job %q: nil group", f.job.ID)
 		}
-		if _, dup := f.byName[g.Name]; dup {
+		if f.group(g.Name) != nil {
 			return fmt.Errorf("reconciling job %q: group %q declared twice", f.job.ID, g.Name)
 		}
 		if g.Count < 0 {
@@ -154,7 +155,9 @@ func (f *fleet) indexGroups() error {
 		if gr.update != nil {
 			gr.sum.MaxParallel = gr.update.MaxParallel
 		}
-		f.byName[g.Name] = gr
+		if f.byName != nil {
+			f.byName[g.Name] = gr
+		}
 		f.groups = append(f.groups, gr)
 	}
 	slices.SortFunc(f.groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
@@ -207,7 +210,7 @@ func (f *fleet) required(name string) (*group, int) {
 // groups: comparing names costs less than hashing one, and this runs once
 // per allocation.
 func (f *fleet) group(name string) *group {
-	if len(f.groups) > 8 {
+	if f.byName != nil {
 		return f.byName[name]
 	}
 	for _, gr := range f.groups {
