@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -34,6 +35,46 @@ func bucketsJSON(p *Plan) string {
 		p.Reconnecting, p.AwaitingPromotion})
 }
 
+// checkLocal checks, for every node in view, that the local plan (with the
+// fleet's canary facts) has the whole-fleet path's buckets, and that
+// without the facts it has them too or refuses with ErrFleetFactsNeeded.
+// It reports how many plans were exact without the facts and how many
+// were refused.
+func checkLocal(in Input) (exact, refused int, err error) {
+	for _, id := range nodesInView(in) {
+		whole, err := ReconcileNode(in, id)
+		if err != nil {
+			return 0, 0, err
+		}
+		want := bucketsJSON(whole)
+		ni, err := in.NodeInput(id)
+		if err != nil {
+			return 0, 0, err
+		}
+		local, err := ReconcileLocal(ni)
+		if err != nil {
+			return 0, 0, fmt.Errorf("node %s: %w", id, err)
+		}
+		if got := bucketsJSON(local); got != want {
+			return 0, 0, fmt.Errorf("node %s: local plan\n%s\nwhole-fleet plan\n%s", id, got, want)
+		}
+		bare := ni
+		bare.Canary = nil
+		p, err := ReconcileLocal(bare)
+		switch {
+		case errors.Is(err, ErrFleetFactsNeeded):
+			refused++
+		case err != nil:
+			return 0, 0, err
+		case bucketsJSON(p) != want:
+			return 0, 0, fmt.Errorf("node %s: local plan without canary facts\n%s\nwhole-fleet plan\n%s", id, bucketsJSON(p), want)
+		default:
+			exact++
+		}
+	}
+	return exact, refused, nil
+}
+
 // The differential test of the node-local entry point: over generated
 // fleets, every node's local plan (from its own allocations, the record and
 // the canary facts) has exactly the buckets of the whole-fleet path for that
@@ -43,51 +84,31 @@ func TestLocalPlanMatchesTheFleetViewForEveryNode(t *testing.T) {
 	plans, exactWithoutFacts, refused, wrongFactsDiffer := 0, 0, 0, 0
 	for seed := range uint64(1500) {
 		in := randomFleet(seed)
+		exact, ref, err := checkLocal(in)
+		if err != nil {
+			t.Fatalf("seed %d: %v\ninput: %s", seed, err, mustJSON(fixtureOf(in)))
+		}
+		plans += len(nodesInView(in))
+		exactWithoutFacts += exact
+		refused += ref
+		// Control: the facts are read, and the comparison sees a
+		// difference when they are wrong.
 		for _, id := range nodesInView(in) {
+			ni, err := in.NodeInput(id)
+			if err != nil || len(ni.Canary) == 0 {
+				continue
+			}
 			whole, err := ReconcileNode(in, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := bucketsJSON(whole)
-			ni, err := in.NodeInput(id)
-			if err != nil {
-				t.Fatal(err)
+			wrong := ni
+			wrong.Canary = map[string]NodeCanary{}
+			for g, c := range ni.Canary {
+				wrong.Canary[g] = NodeCanary{Canarying: true, Canary: !c.Canary}
 			}
-			local, err := ReconcileLocal(ni)
-			if err != nil {
-				t.Fatalf("seed %d node %s: %v", seed, id, err)
-			}
-			if got := bucketsJSON(local); got != want {
-				t.Fatalf("seed %d node %s: local plan\n%s\nwhole-fleet plan\n%s\ninput: %s", seed, id, got, want, mustJSON(fixtureOf(in)))
-			}
-			plans++
-
-			bare := ni
-			bare.Canary = nil
-			p, err := ReconcileLocal(bare)
-			switch {
-			case errors.Is(err, ErrFleetFactsNeeded):
-				refused++
-			case err != nil:
-				t.Fatal(err)
-			case bucketsJSON(p) != want:
-				t.Fatalf("seed %d node %s: local plan without canary facts\n%s\nwhole-fleet plan\n%s\ninput: %s",
-					seed, id, bucketsJSON(p), want, mustJSON(fixtureOf(in)))
-			default:
-				exactWithoutFacts++
-			}
-
-			// Control: the facts are read, and the comparison sees a
-			// difference when they are wrong.
-			if len(ni.Canary) > 0 {
-				wrong := ni
-				wrong.Canary = map[string]NodeCanary{}
-				for g, c := range ni.Canary {
-					wrong.Canary[g] = NodeCanary{Canarying: true, Canary: !c.Canary}
-				}
-				if p, err := ReconcileLocal(wrong); err == nil && bucketsJSON(p) != want {
-					wrongFactsDiffer++
-				}
+			if p, err := ReconcileLocal(wrong); err == nil && bucketsJSON(p) != bucketsJSON(whole) {
+				wrongFactsDiffer++
 			}
 		}
 	}

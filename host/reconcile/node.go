@@ -131,14 +131,6 @@ func (f *fleet) allocOf(d *decision) *model.Allocation {
 	return f.terms[-2-d.ref]
 }
 
-// groupOf returns the decision's group, or nil.
-func (f *fleet) groupOf(d *decision) *group {
-	if d.gr == noGroup {
-		return nil
-	}
-	return f.groups[d.gr]
-}
-
 // alloc applies the per-allocation rules 1–14 of docs/reconciler-rules.md.
 // gr is the group the allocation's name is required by, or nil.
 // ref is a's place in f.live.
