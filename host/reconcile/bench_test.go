@@ -89,3 +89,55 @@ func BenchmarkFleet10000Nodes1AllocSteady(b *testing.B) {
 func BenchmarkNode10000Nodes1Alloc(b *testing.B) {
 	benchReconcile(b, benchFleet(10000, 1, 25), "7c9e6679-7425-40de-944b-000000005000")
 }
+
+// recorded is benchFleet after its first round: the deployment records
+// the canary set the round settled, as the agents' record does.
+func recorded(b *testing.B, in Input) Input {
+	p, err := ReconcileFleet(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in.Deployment = p.Deployment
+	return in
+}
+
+// benchLocal times ReconcileLocal for one node of the fleet: the node's
+// input is split out once, outside the timing (the agent builds it from
+// its own allocations). ns/alloc is per allocation of that node.
+func benchLocal(b *testing.B, in Input, node string) {
+	ni, err := in.NodeInput(node)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ni.Canary = nil // the record alone decides
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if _, err := ReconcileLocal(ni); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := cpuTime() - cpu0
+	allocs := max(len(ni.LiveAllocs), 1)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(allocs), "ns/alloc")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(allocs), "cpu-ns/alloc")
+}
+
+// One node's plan, whole-fleet path (ReconcileNode) against the local one
+// (ReconcileLocal), at growing fleet sizes: the first grows with the
+// fleet, the second must not. The node is a canary node of a recorded 25%
+// canary set (an update), or any node in the steady state.
+func BenchmarkOneNodePlan(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		node := fmt.Sprintf("7c9e6679-7425-40de-944b-%012d", 0) // first in ID order: a canary node
+		rollout := recorded(b, benchFleet(n, 1, 25))
+		steady := benchFleetAt(n, 1, 0, 2)
+		if n <= 10000 {
+			b.Run(fmt.Sprintf("whole-fleet/canary25/nodes=%d", n), func(b *testing.B) { benchReconcile(b, rollout, node) })
+			b.Run(fmt.Sprintf("whole-fleet/steady/nodes=%d", n), func(b *testing.B) { benchReconcile(b, steady, node) })
+		}
+		b.Run(fmt.Sprintf("local/canary25/nodes=%d", n), func(b *testing.B) { benchLocal(b, rollout, node) })
+		b.Run(fmt.Sprintf("local/steady/nodes=%d", n), func(b *testing.B) { benchLocal(b, steady, node) })
+	}
+}

@@ -20,6 +20,20 @@ func (DefaultCanaryChooser) ChooseCanaries(_ context.Context, req CanaryRequest)
 
 // DefaultCanaries is the built-in canary choice, as a pure function.
 func DefaultCanaries(req CanaryRequest) CanaryChoice {
+	if n := min(max(req.Count, 0), len(req.Eligible)); slices.IsSortedFunc(req.Eligible, func(a, b *model.Node) int {
+		if a.ID <= b.ID { // a follows b: a repeat counts as out of order
+			return -1
+		}
+		return 1
+	}) {
+		// The reconciler's requests list each node once, sorted: the
+		// first n are the answer, with no copy of every ID to sort.
+		ids := make([]string, 0, n)
+		for _, e := range req.Eligible[:n] {
+			ids = append(ids, e.ID)
+		}
+		return CanaryChoice{NodeIDs: ids}
+	}
 	ids := make([]string, 0, len(req.Eligible))
 	for _, n := range req.Eligible {
 		ids = append(ids, n.ID)
@@ -87,7 +101,13 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 			d.Fallback = why
 			c = DefaultCanaries(req)
 		}
-		d.Chosen = slices.Sorted(slices.Values(c.NodeIDs))
+		d.Chosen = nil // an empty answer is recorded as none (null), as ever
+		if len(c.NodeIDs) > 0 {
+			d.Chosen = slices.Clone(c.NodeIDs)
+			if !slices.IsSorted(d.Chosen) {
+				slices.Sort(d.Chosen)
+			}
+		}
 		if len(c.NodeIDs) < req.Count {
 			d.Reason = c.Reason
 		}
@@ -106,13 +126,19 @@ func canaryTarget(percent, ready int) int {
 	return (percent*ready + 99) / 100
 }
 
-// eligibleFor returns the ready nodes that are not canary nodes yet, sorted.
-func eligibleFor(ready []*model.Node, existing map[string]bool) []*model.Node {
+// eligibleFor returns the ready nodes (sorted by ID) that are not in
+// existing (sorted), in order.
+func eligibleFor(ready []*model.Node, existing []string) []*model.Node {
 	out := make([]*model.Node, 0, len(ready))
+	j := 0
 	for _, n := range ready {
-		if !existing[n.ID] {
-			out = append(out, n)
+		for j < len(existing) && existing[j] < n.ID {
+			j++
 		}
+		if j < len(existing) && existing[j] == n.ID {
+			continue
+		}
+		out = append(out, n)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -13,7 +12,11 @@ import (
 // job, is cancelled; a deployment of the current version is kept (a copy,
 // so the input is never modified), and holds updates while it is paused,
 // pending, initializing or failed.
-func (f *fleet) resolveDeployment() error {
+//
+// A local round (shared) reads the record in place: it never changes it,
+// and copying and sorting a record's canary set would cost in proportion
+// to the fleet.
+func (f *fleet) resolveDeployment(shared bool) error {
 	d := f.in.Deployment
 	if d == nil {
 		return nil
@@ -35,9 +38,13 @@ func (f *fleet) resolveDeployment() error {
 		}
 		return nil
 	}
-	f.dep = cloneDeployment(d)
-	for _, st := range f.dep.TaskGroups {
-		slices.Sort(st.CanaryNodes) // canonical order: the plan must not depend on input order
+	if shared {
+		f.dep = d
+	} else {
+		f.dep = cloneDeployment(d)
+		for _, st := range f.dep.TaskGroups {
+			slices.Sort(st.CanaryNodes) // canonical order: the plan must not depend on input order
+		}
 	}
 	switch d.Status {
 	case model.DeploymentPaused, model.DeploymentPending, model.DeploymentInitializing, model.DeploymentFailed:
@@ -148,8 +155,8 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 	}
 	st.CanaryNodes = slices.Clone(gr.decision.Nodes)
 	n := 0
-	for _, id := range gr.decision.Nodes {
-		if f.isReady(id) {
+	for i, c := range gr.canaryAt {
+		if c && f.nodes[i].ready {
 			n++
 		}
 	}
@@ -159,24 +166,24 @@ func (f *fleet) recordCanaries(gr *group, st *model.DeploymentState) {
 // refresh brings the deployment in force up to date (desired totals, canary
 // sets, groups that now qualify) and reports whether anything changed.
 func (f *fleet) refresh() bool {
-	before := cloneDeployment(f.dep)
+	changed := false
 	for _, gr := range f.groups {
 		st := f.dep.TaskGroups[gr.name]
 		if st == nil {
 			if f.qualifies(gr) {
 				f.dep.TaskGroups[gr.name] = f.newState(gr)
+				changed = true
 			}
 			continue
 		}
-		st.DesiredTotal = gr.sum.DesiredTotal
+		if st.DesiredTotal != gr.sum.DesiredTotal {
+			st.DesiredTotal, changed = gr.sum.DesiredTotal, true
+		}
 		if st.DesiredCanaries == 0 && len(st.CanaryNodes) == 0 {
 			f.recordCanaries(gr, st) // a recorded canary set is never changed (I4)
+			changed = changed || st.DesiredCanaries != 0 || len(st.CanaryNodes) != 0
 		}
 	}
-	changed := !maps.EqualFunc(before.TaskGroups, f.dep.TaskGroups, func(a, b *model.DeploymentState) bool {
-		return a.DesiredTotal == b.DesiredTotal && a.DesiredCanaries == b.DesiredCanaries &&
-			slices.Equal(slices.Sorted(slices.Values(a.CanaryNodes)), b.CanaryNodes)
-	})
 	if changed {
 		f.dep.ModifyTime = f.in.Now
 	}
@@ -219,7 +226,7 @@ func (f *fleet) statusUpdates() {
 		}
 	}
 	for name := range d.TaskGroups {
-		if f.byName[name] == nil {
+		if f.group(name) == nil {
 			return // a group the job no longer has cannot be counted complete
 		}
 	}

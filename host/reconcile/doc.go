@@ -4,11 +4,15 @@
 // disconnect or reconnect, which nodes are canaries, and what happens to the
 // job's deployment.
 //
-// One per-node core ((*fleet).node) serves two entry points: ReconcileFleet (every
-// node: the CLI's dry run) and ReconcileNode (one node: the daemon). Both
-// take the same fleet view, because some facts are fleet-wide: the canary
+// One per-node core ((*fleet).node) serves three entry points:
+// ReconcileFleet (every node: the CLI's dry run), ReconcileNode (one node,
+// from the same fleet view, because some facts are fleet-wide: the canary
 // set, whether a deployment is wanted, and completion, which is counted on
-// every node. TestFleetPlanIsTheUnionOfNodePlans enforces that the two agree.
+// every node) and ReconcileLocal (one node from its own allocations and the
+// deployment record: the same buckets at a cost that does not grow with the
+// fleet; it refuses with ErrFleetFactsNeeded rather than guess a canary set
+// the record does not hold yet). TestFleetPlanIsTheUnionOfNodePlans and
+// TestLocalPlanMatchesTheFleetViewForEveryNode enforce that they agree.
 //
 // Invariants:
 //   - Pure: no clock (the caller passes Now), no randomness, no I/O, no

@@ -9,8 +9,9 @@ import (
 
 // FuzzReconcile builds a fleet from the fuzz bytes (genFleet) and checks
 // the output properties, that the fleet plan is the union of the node
-// plans, and that reversing every input slice does not change the plan's
-// bytes. Seed corpus: testdata/fuzz/FuzzReconcile.
+// plans, that every node's local plan has its whole-fleet buckets, and
+// that reversing every input slice does not change the plan's bytes. Seed
+// corpus: testdata/fuzz/FuzzReconcile.
 //
 //	go test -run '^$' -fuzz FuzzReconcile -fuzztime 3m ./host/reconcile
 func FuzzReconcile(f *testing.F) {
@@ -28,6 +29,9 @@ func FuzzReconcile(f *testing.F) {
 			t.Fatalf("%v\ninput: %s", err, mustJSON(fixtureOf(in)))
 		}
 		if err := checkUnion(in, p); err != nil {
+			t.Fatalf("%v\ninput: %s", err, mustJSON(fixtureOf(in)))
+		}
+		if _, _, err := checkLocal(in); err != nil {
 			t.Fatalf("%v\ninput: %s", err, mustJSON(fixtureOf(in)))
 		}
 		rev := in

@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"slices"
-
 	"github.com/hivelet/hivelet/host/model"
 )
 
@@ -11,10 +9,11 @@ import (
 // to every required name without one, adding entries to c and counting
 // into the fleet-wide group summaries.
 func (f *fleet) node(ni *nodeInfo, c *collector) {
-	allocs := ni.live
+	allocs := f.liveOf(ni)
 	f.stamp++
 	for i, a := range allocs {
-		if ni.ready == nil {
+		ref := ni.lo + int32(i) // a's place in f.live
+		if !ni.ready {
 			// A tainted, not-ready or not-ready-listed node: every live
 			// allocation goes through the table on its own (a drain
 			// migrates each of them, a down node marks each of them lost).
@@ -22,7 +21,7 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 			if gr != nil {
 				gr.stamps[idx] = f.stamp
 			}
-			f.alloc(a, gr, ni, c)
+			f.alloc(a, ref, gr, ni, c)
 			continue
 		}
 		// allocs are sorted by name then ID: a run of equal names is a
@@ -30,29 +29,29 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 		if i > 0 && allocs[i-1].Name == a.Name {
 			continue
 		}
-		keep := a
-		for _, b := range allocs[i+1:] {
+		keep, kref := a, ref
+		for j, b := range allocs[i+1:] {
 			if b.Name != a.Name {
 				break
 			}
 			// The newest job version stays; ties: the one created last.
 			if b.JobVersion > keep.JobVersion || (b.JobVersion == keep.JobVersion && b.CreateTime.After(keep.CreateTime)) {
-				keep = b
+				keep, kref = b, ref+1+int32(j)
 			}
 		}
-		for _, b := range allocs[i:] {
+		for j, b := range allocs[i:] {
 			if b.Name != a.Name {
 				break
 			}
 			if b != keep {
-				c.add(decision{a: b, ni: ni, kind: bStop, rule: ruleDuplicate})
+				c.add(decision{ref: ref + int32(j), gr: noGroup, pos: ni.pos, kind: bStop, rule: ruleDuplicate})
 			}
 		}
 		gr, idx := f.required(a.Name)
 		if gr != nil {
 			gr.stamps[idx] = f.stamp
 		}
-		f.alloc(keep, gr, ni, c)
+		f.alloc(keep, kref, gr, ni, c)
 	}
 	for _, gr := range f.groups {
 		for idx, st := range gr.stamps {
@@ -94,21 +93,52 @@ func (r rule) String() string { return ruleNames[r] }
 // decision is a rule's verdict, kept compact (no strings) until the plan is
 // built: most of a round's memory was entries, and a single-node round
 // builds entries, and derives IDs, for its own node only.
+//
+// It holds no pointers (indexes instead): a round's decisions are one
+// block the garbage collector neither scans nor tracks writes to.
 type decision struct {
-	a      *model.Allocation // live; terminal for name.1; the carried terminal (or nil) for name.3
-	gr     *group            // nil only for rule 1 and duplicates
-	ni     *nodeInfo
-	idx    int // name.3: the index of the required name
-	kind   bucket
-	rule   rule
-	canary bool // update, place: the new allocation is a canary
+	// ref is the allocation: live (f.live[ref]) for the per-allocation
+	// rules and duplicates; terminal for name.1; the carried terminal, or
+	// none, for name.3 (see fleet.ref).
+	ref  int32
+	pos  int32 // the node's position in f.nodes
+	idx  int32 // name.3: the index of the required name
+	gr   int32 // the group's position in f.groups; noGroup for rule 1 and duplicates
+	kind bucket
+	rule rule
+	// canary: update, place: the new allocation is a canary.
+	canary bool
 	held   bool // an update held by the deployment's status
+}
+
+// noGroup and noAlloc are decision.gr and decision.ref for none.
+const (
+	noGroup int32 = -1
+	noAlloc int32 = -1
+)
+
+// termRef is decision.ref for f.terms[i].
+func termRef(i int32) int32 { return -2 - i }
+
+// allocOf returns the decision's allocation, or nil.
+func (f *fleet) allocOf(d *decision) *model.Allocation {
+	switch {
+	case d.ref >= 0:
+		return f.live[d.ref]
+	case d.ref == noAlloc:
+		return nil
+	}
+	return f.terms[-2-d.ref]
 }
 
 // alloc applies the per-allocation rules 1–14 of docs/reconciler-rules.md.
 // gr is the group the allocation's name is required by, or nil.
-func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector) {
-	d := decision{a: a, gr: gr, ni: ni}
+// ref is a's place in f.live.
+func (f *fleet) alloc(a *model.Allocation, ref int32, gr *group, ni *nodeInfo, c *collector) {
+	d := decision{ref: ref, gr: noGroup, pos: ni.pos}
+	if gr != nil {
+		d.gr = gr.pos
+	}
 	add := func(b bucket, r rule) {
 		d.kind, d.rule = b, r
 		c.add(d)
@@ -174,16 +204,19 @@ func (f *fleet) alloc(a *model.Allocation, gr *group, ni *nodeInfo, c *collector
 		return
 	}
 	// 11. Node not a ready node.
-	if ni.ready == nil {
+	if !ni.ready {
 		add(bStop, ruleAlloc11)
 		return
 	}
 	if a.JobVersion != f.version {
 		gr.wantDeployment = true
+		if gr.canaryingUnsure || gr.nodeUnsure {
+			f.canaryUnsure(gr, ni)
+		}
 		r := ruleAlloc13 // 13. Outdated otherwise.
 		// 12. Canarying and not promoted: canary nodes update, the others wait.
 		if gr.canarying {
-			if !gr.canaryNodes[ni.id] {
+			if !gr.isCanary(ni) {
 				add(bAwaiting, ruleAlloc12)
 				gr.sum.Awaiting++
 				return
@@ -235,16 +268,17 @@ func (f *fleet) depCanary(a *model.Allocation) bool {
 func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	// Terminal allocations are looked up by name: build it only when this
 	// node has any, or when the name is placed.
-	var name string
 	var prev *model.Allocation
+	pref := noAlloc
 	if ni.hasTerminal {
-		name = f.allocName(gr, idx)
-		prev = f.terminal[nodeName{ni.id, name}]
+		if i, ok := f.terminal[nodeName{ni.id, f.allocName(gr, idx)}]; ok {
+			prev, pref = f.terms[i], termRef(i)
+		}
 	}
 	// 1. sysbatch: a terminal allocation of the name re-runs only for a
 	// new job version; nothing is placed.
 	if f.sysbatch && prev != nil {
-		d := decision{a: prev, gr: gr, ni: ni, rule: ruleName1, kind: bIgnore}
+		d := decision{ref: pref, gr: gr.pos, pos: ni.pos, rule: ruleName1, kind: bIgnore}
 		if prev.JobVersion != f.version {
 			d.kind = bUpdate
 			gr.sum.LeftToUpdate++
@@ -253,35 +287,41 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 		return
 	}
 	// 2. Tainted, not-ready (or unknown) nodes get nothing.
-	if ni.tainted || ni.notReady || ni.ready == nil {
+	if ni.tainted || ni.notReady || !ni.ready {
 		return
 	}
 	// 3. Place, carrying the previous terminal allocation on this node.
-	c.add(decision{a: prev, gr: gr, ni: ni, idx: idx, kind: bPlace, rule: ruleName3,
-		canary: gr.canarying && gr.canaryNodes[ni.id]})
+	if gr.canaryingUnsure || gr.nodeUnsure {
+		f.canaryUnsure(gr, ni)
+	}
+	c.add(decision{ref: pref, gr: gr.pos, pos: ni.pos, idx: int32(idx), kind: bPlace, rule: ruleName3,
+		canary: gr.canarying && gr.isCanary(ni)})
 	gr.sum.LeftToPlace++
-	if !gr.wantDeployment && !ranHere(ni, gr.name, f.version) {
+	if !gr.wantDeployment && !f.ranHere(ni, gr.name) {
 		gr.wantDeployment = true
 	}
 }
 
-// entry turns a decision into its plan entry, deriving new IDs.
-func (f *fleet) entry(d decision) Entry {
+// entry fills e (a zero entry) with a decision's plan entry. It writes in
+// place: an entry is big, and a round builds thousands. New IDs are derived
+// into ids, which sets the entry's field once the round's IDs are all
+// derived (one string for all of them, not one per ID).
+func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
+	ni, a := &f.nodes[d.pos], f.allocOf(d)
 	if d.rule == ruleName3 {
-		name := f.allocName(d.gr, d.idx)
-		e := Entry{Name: name, Group: d.gr.name, NodeID: d.ni.id, Canary: d.canary, Rule: d.rule.String(),
-			JobVersion: f.version}
-		if d.a != nil {
-			e.PreviousAllocID = d.a.ID
+		gr := f.groups[d.gr]
+		name := f.allocName(gr, int(d.idx))
+		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, gr.name, ni.id, d.canary, d.rule.String(), f.version
+		if a != nil {
+			e.PreviousAllocID = a.ID
 		}
-		e.AllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, name, e.PreviousAllocID)
-		return e
+		ids.alloc(&e.AllocID, ni.id, name, e.PreviousAllocID)
+		return
 	}
-	a := d.a
-	e := Entry{Name: a.Name, Group: a.TaskGroup, NodeID: d.ni.id, AllocID: a.ID, Rule: d.rule.String(),
-		JobVersion: a.JobVersion, Canary: f.depCanary(a)}
-	if d.gr != nil {
-		e.Group = d.gr.name
+	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
+		a.Name, a.TaskGroup, ni.id, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
+	if d.gr != noGroup {
+		e.Group = f.groups[d.gr].name
 	}
 	switch d.rule {
 	case ruleAlloc3, ruleAlloc8:
@@ -307,20 +347,20 @@ func (f *fleet) entry(d decision) Entry {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			e.NewAllocID = AllocID(f.job.Namespace, f.job.ID, f.version, d.ni.id, a.Name, a.ID)
+			ids.alloc(&e.NewAllocID, ni.id, a.Name, a.ID)
 		}
 	}
-	return e
 }
 
-// ranHere reports whether an allocation of the group at the version, live
-// or terminal, exists on the node: then a placement is a re-placement of a
-// version that already ran there, which wants no deployment.
-func ranHere(ni *nodeInfo, group string, version uint64) bool {
-	for _, a := range ni.live {
-		if a.TaskGroup == group && a.JobVersion == version {
+// ranHere reports whether an allocation of the group at the current
+// version, live or terminal, exists on the node: then a placement is a
+// re-placement of a version that already ran there, which wants no
+// deployment.
+func (f *fleet) ranHere(ni *nodeInfo, group string) bool {
+	for _, a := range f.liveOf(ni) {
+		if a.TaskGroup == group && a.JobVersion == f.version {
 			return true
 		}
 	}
-	return slices.Contains(ni.ranGroups, group)
+	return f.ran[nodeGroup{ni.id, group}]
 }

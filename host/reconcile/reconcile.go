@@ -39,6 +39,7 @@ func ReconcileNode(in Input, nodeID string) (*Plan, error) {
 // group is the fleet-wide state of one job group during a round.
 type group struct {
 	name   string
+	pos    int32 // in fleet.groups
 	g      *model.Group
 	count  int                   // required names: 0 when the job is stopped
 	stamps []int                 // per index: see fleet.stamp
@@ -48,14 +49,20 @@ type group struct {
 	promoted    bool
 	// canarying: has canaries, not promoted, and something to roll out
 	// (decided before the per-node pass, so every node sees the same).
-	canarying   bool
-	canaryNodes map[string]bool
-	decision    *CanaryDecision
-	lostAfter   time.Duration // 0: no disconnect handling for this group
+	canarying bool
+	// outdated: some ready node runs an older version of the group (set
+	// only when the job has canaries).
+	outdated  bool
+	canaryAt  []bool // by nodeInfo.pos: a canary node of the group
+	decision  *CanaryDecision
+	lostAfter time.Duration // 0: no disconnect handling for this group
 	// wantDeployment: some node has an update, an awaiting allocation, or a
 	// placement of a version that never ran on it.
 	wantDeployment bool
 	sum            GroupSummary
+	// A local round (ReconcileLocal) may not know whether the group is
+	// canarying, or whether its node is a canary node: see canaryUnsure.
+	canaryingUnsure, nodeUnsure bool
 }
 
 type nodeName struct{ node, name string }
@@ -67,14 +74,19 @@ type fleet struct {
 	version  uint64
 	sysbatch bool
 	groups   []*group          // sorted by name
-	byName   map[string]*group // group name → group
+	byName   map[string]*group // group name → group, for a job of more than 8 groups (see group)
 
-	readyList []*model.Node // effective ready nodes, sorted by ID
-	info      map[string]*nodeInfo
-	slab      []nodeInfo  // backing store of info: never grown past its capacity
-	nodes     []*nodeInfo // every node in view, sorted by ID
+	readyList []*model.Node       // effective ready nodes, sorted by ID
+	nodes     []nodeInfo          // every node in view, sorted by ID
+	live      []*model.Allocation // the live allocations, sorted by node, name and ID
 
-	terminal map[nodeName]*model.Allocation
+	// terminal maps (node, name) to the newest terminal allocation of
+	// that name on that node, in terms.
+	terminal map[nodeName]int32
+	terms    []*model.Allocation
+	// ran holds the (node, group) pairs with a terminal allocation of the
+	// current version (nil when there are none).
+	ran map[nodeGroup]bool
 
 	// stamp numbers the node being planned: group.stamps[i] == stamp means
 	// it has a live allocation of index i (stamped, not cleared, so a big
@@ -85,6 +97,9 @@ type fleet struct {
 	held       model.DeploymentStatus // status of the deployment holding updates, or ""
 	heldReason string
 	updates    []model.DeploymentStatusUpdate
+	// unsure is the first group whose unknown canary facts a local
+	// round's decision depended on (see canaryUnsure).
+	unsure *group
 }
 
 // prepare validates and indexes the input and settles the facts every node
@@ -103,8 +118,6 @@ func prepare(in *Input) (*fleet, error) {
 		job:      job,
 		version:  job.Version,
 		sysbatch: job.Type == model.JobTypeSysbatch,
-		byName:   make(map[string]*group, len(job.Groups)),
-		terminal: make(map[nodeName]*model.Allocation, len(in.TerminalAllocs)),
 	}
 	if err := f.indexGroups(); err != nil {
 		return nil, err
@@ -112,10 +125,7 @@ func prepare(in *Input) (*fleet, error) {
 	if err := f.indexNodes(); err != nil {
 		return nil, err
 	}
-	if err := f.indexAllocs(); err != nil {
-		return nil, err
-	}
-	if err := f.resolveDeployment(); err != nil {
+	if err := f.resolveDeployment(false); err != nil {
 		return nil, err
 	}
 	f.settleCanaries()
@@ -123,11 +133,14 @@ func prepare(in *Input) (*fleet, error) {
 }
 
 func (f *fleet) indexGroups() error {
+	if len(f.job.Groups) > 8 {
+		f.byName = make(map[string]*group, len(f.job.Groups))
+	}
 	for _, g := range f.job.Groups {
 		if g == nil {
 			return fmt.Errorf("reconciling job %q: nil group", f.job.ID)
 		}
-		if _, dup := f.byName[g.Name]; dup {
+		if f.group(g.Name) != nil {
 			return fmt.Errorf("reconciling job %q: group %q declared twice", f.job.ID, g.Name)
 		}
 		if g.Count < 0 {
@@ -142,10 +155,15 @@ func (f *fleet) indexGroups() error {
 		if gr.update != nil {
 			gr.sum.MaxParallel = gr.update.MaxParallel
 		}
-		f.byName[g.Name] = gr
+		if f.byName != nil {
+			f.byName[g.Name] = gr
+		}
 		f.groups = append(f.groups, gr)
 	}
 	slices.SortFunc(f.groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
+	for i, gr := range f.groups {
+		gr.pos = int32(i)
+	}
 	if !f.job.Stop { // a stopped job requires nothing
 		for _, gr := range f.groups {
 			gr.count = gr.g.Count
@@ -169,7 +187,7 @@ func (f *fleet) required(name string) (*group, int) {
 	if open < 1 {
 		return nil, 0
 	}
-	gr := f.byName[rest[1:open]]
+	gr := f.group(rest[1:open])
 	digits := rest[open+1 : len(rest)-1]
 	if gr == nil || len(digits) == 0 || len(digits) > 9 || (digits[0] == '0' && len(digits) > 1) {
 		return nil, 0
@@ -186,6 +204,21 @@ func (f *fleet) required(name string) (*group, int) {
 		return nil, 0
 	}
 	return gr, idx
+}
+
+// group returns the job's group of that name, or nil. A job has a few
+// groups: comparing names costs less than hashing one, and this runs once
+// per allocation.
+func (f *fleet) group(name string) *group {
+	if f.byName != nil {
+		return f.byName[name]
+	}
+	for _, gr := range f.groups {
+		if gr.name == name {
+			return gr
+		}
+	}
+	return nil
 }
 
 // allocName is model.AllocName built without fmt: it runs once per placement.
@@ -215,133 +248,6 @@ func effectiveUpdate(job *model.Job, g *model.Group) *model.UpdateStrategy {
 	return model.DefaultUpdateStrategy()
 }
 
-// nodeInfo is what the round knows of one node: its sets and its live
-// allocations (sorted by name, then ID). One lookup per node, not one per
-// set per allocation.
-type nodeInfo struct {
-	id          string
-	ready       *model.Node // non-nil: an effective ready node
-	tainted     bool
-	taintedNode *model.Node // nil while tainted: the node is gone
-	notReady    bool
-	listedReady bool // in Input.ReadyNodes (ready is nil if also tainted or not ready)
-	live        []*model.Allocation
-	nlive       int
-	hasTerminal bool     // some terminal allocation is on this node
-	ranGroups   []string // groups with a terminal allocation of the current version here
-}
-
-// nodeOf returns the node's info, adding it to the view.
-func (f *fleet) nodeOf(id string) *nodeInfo {
-	if ni := f.info[id]; ni != nil {
-		return ni
-	}
-	var ni *nodeInfo
-	if len(f.slab) < cap(f.slab) { // one allocation for every node's info
-		f.slab = f.slab[:len(f.slab)+1]
-		ni = &f.slab[len(f.slab)-1]
-		ni.id = id
-	} else {
-		ni = &nodeInfo{id: id}
-	}
-	f.info[id] = ni
-	f.nodes = append(f.nodes, ni)
-	return ni
-}
-
-// isReady reports whether id is an effective ready node.
-func (f *fleet) isReady(id string) bool {
-	ni := f.info[id]
-	return ni != nil && ni.ready != nil
-}
-
-// indexNodes builds the node view: every ready, not-ready and tainted node
-// and every node carrying a live allocation. A node listed ready and also
-// tainted or not ready is not an effective ready node.
-func (f *fleet) indexNodes() error {
-	in := f.in
-	size := len(in.ReadyNodes) + len(in.NotReadyNodes) + len(in.TaintedNodes)
-	f.info = make(map[string]*nodeInfo, size)
-	f.slab = make([]nodeInfo, 0, size) // nodes known only from allocations are rare: allocated one by one
-	for id, n := range in.TaintedNodes {
-		ni := f.nodeOf(id)
-		ni.tainted, ni.taintedNode = true, n
-	}
-	for _, id := range in.NotReadyNodes {
-		f.nodeOf(id).notReady = true
-	}
-	for _, n := range in.ReadyNodes {
-		if n == nil || n.ID == "" {
-			return errors.New("reconciling: a ready node has no ID")
-		}
-		ni := f.nodeOf(n.ID)
-		if ni.listedReady {
-			// Which record would win would depend on input order.
-			return fmt.Errorf("reconciling: ready node %q is listed twice", n.ID)
-		}
-		ni.listedReady = true
-		if ni.tainted || ni.notReady {
-			continue
-		}
-		ni.ready = n
-	}
-	return nil
-}
-
-func (f *fleet) indexAllocs() error {
-	// Two passes carve every node's live list out of one backing array.
-	owner := make([]*nodeInfo, len(f.in.LiveAllocs))
-	for i, a := range f.in.LiveAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a live allocation has no ID")
-		}
-		owner[i] = f.nodeOf(a.NodeID)
-		owner[i].nlive++
-	}
-	backing := make([]*model.Allocation, len(f.in.LiveAllocs))
-	for i, a := range f.in.LiveAllocs {
-		ni := owner[i]
-		if ni.live == nil {
-			ni.live, backing = backing[:0:ni.nlive], backing[ni.nlive:]
-		}
-		ni.live = append(ni.live, a)
-	}
-	for _, a := range f.in.TerminalAllocs {
-		if a == nil || a.ID == "" {
-			return errors.New("reconciling: a terminal allocation has no ID")
-		}
-		k := nodeName{a.NodeID, a.Name}
-		if old, ok := f.terminal[k]; !ok || newerTerminal(a, old) {
-			f.terminal[k] = a
-		}
-		if ni := f.info[a.NodeID]; ni != nil {
-			ni.hasTerminal = true
-			if a.JobVersion == f.version {
-				ni.ranGroups = append(ni.ranGroups, a.TaskGroup)
-			}
-		}
-	}
-	// The one sort by node ID of a round: the node pass, the ready list
-	// (the canary policy's eligible order) and the buckets follow it.
-	slices.SortFunc(f.nodes, func(a, b *nodeInfo) int { return strings.Compare(a.id, b.id) })
-	for _, ni := range f.nodes {
-		if ni.ready != nil {
-			f.readyList = append(f.readyList, ni.ready)
-		}
-	}
-	for _, ni := range f.nodes {
-		if len(ni.live) > 1 {
-			slices.SortFunc(ni.live, func(a, b *model.Allocation) int {
-				if c := strings.Compare(a.Name, b.Name); c != 0 {
-					return c
-				}
-				return strings.Compare(a.ID, b.ID)
-			})
-		}
-	}
-	return nil
-}
-
 func newerTerminal(a, b *model.Allocation) bool {
 	if c := a.ModifyTime.Compare(b.ModifyTime); c != 0 {
 		return c > 0
@@ -361,10 +267,18 @@ func (f *fleet) settleCanaries() {
 	if !slices.ContainsFunc(f.groups, func(gr *group) bool { return gr.hasCanaries }) {
 		return
 	}
-	outdated := make(map[string]bool) // groups with an outdated allocation on a ready node
-	for _, a := range f.in.LiveAllocs {
-		if gr, _ := f.required(a.Name); gr != nil && a.JobVersion != f.version && f.isReady(a.NodeID) {
-			outdated[gr.name] = true
+	// Groups with an outdated allocation on a ready node.
+	for i := range f.nodes {
+		ni := &f.nodes[i]
+		if !ni.ready {
+			continue
+		}
+		for _, a := range f.liveOf(ni) {
+			if a.JobVersion != f.version {
+				if gr, _ := f.required(a.Name); gr != nil {
+					gr.outdated = true
+				}
+			}
 		}
 	}
 	chooser := f.in.Canaries
@@ -381,20 +295,20 @@ func (f *fleet) settleCanaries() {
 			continue
 		}
 		recorded := st != nil && (st.DesiredCanaries > 0 || len(st.CanaryNodes) > 0)
-		if !outdated[gr.name] && !recorded {
+		if !gr.outdated && !recorded {
 			continue
 		}
 		gr.canarying = true
-		existing := make(map[string]bool)
+		// The existing canary nodes: recorded (sorted by resolveDeployment)
+		// or carrying a canary allocation of the deployment.
+		var ex []string
 		if st != nil {
-			for _, id := range st.CanaryNodes {
-				existing[id] = true
-			}
+			ex = slices.Clone(st.CanaryNodes)
 		}
 		if f.dep != nil {
 			mark := func(a *model.Allocation) {
 				if a.TaskGroup == gr.name && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary() {
-					existing[a.NodeID] = true
+					ex = append(ex, a.NodeID)
 				}
 			}
 			for _, a := range f.in.LiveAllocs {
@@ -404,14 +318,14 @@ func (f *fleet) settleCanaries() {
 				mark(a)
 			}
 		}
+		if !slices.IsSorted(ex) {
+			slices.Sort(ex)
+		}
+		ex = slices.Compact(ex)
+		if len(ex) == 0 {
+			ex = nil // as ever: no existing canary nodes is a nil list
+		}
 		target := canaryTarget(gr.update.Canary, len(f.readyList))
-		ex := slices.Sorted(func(yield func(string) bool) {
-			for id := range existing {
-				if !yield(id) {
-					return
-				}
-			}
-		})
 		req := CanaryRequest{
 			JobID:        f.job.ID,
 			JobVersion:   f.version,
@@ -419,7 +333,7 @@ func (f *fleet) settleCanaries() {
 			Group:        gr.name,
 			Percent:      gr.update.Canary,
 			Count:        max(target-len(ex), 0),
-			Eligible:     eligibleFor(f.readyList, existing),
+			Eligible:     eligibleFor(f.readyList, ex),
 			Existing:     ex,
 			Policy:       gr.update.CanaryPolicy,
 		}
@@ -430,11 +344,29 @@ func (f *fleet) settleCanaries() {
 		// it is never chosen again, only read.
 		settled := st != nil && (len(st.CanaryNodes) > 0 || st.DesiredCanaries > 0 || st.CanaryPolicy != "")
 		gr.decision = settleCanaries(chooser, req, target, f.held == "" && !settled)
-		gr.canaryNodes = make(map[string]bool, len(gr.decision.Nodes))
-		for _, id := range gr.decision.Nodes {
-			gr.canaryNodes[id] = true
+		gr.canaryAt = f.mark(gr.decision.Nodes)
+	}
+}
+
+// mark returns, by node position, whether the node is in ids (sorted,
+// without repeats): one merge of two sorted lists.
+func (f *fleet) mark(ids []string) []bool {
+	at := make([]bool, len(f.nodes))
+	i := 0
+	for _, id := range ids {
+		for i < len(f.nodes) && f.nodes[i].id < id {
+			i++
+		}
+		if i < len(f.nodes) && f.nodes[i].id == id {
+			at[i] = true
 		}
 	}
+	return at
+}
+
+// isCanary reports whether the node is a canary node of the group.
+func (gr *group) isCanary(ni *nodeInfo) bool {
+	return int(ni.pos) < len(gr.canaryAt) && gr.canaryAt[ni.pos]
 }
 
 // run does the per-node pass over every node (only names the node whose
@@ -444,15 +376,16 @@ func (f *fleet) run(only string) *Plan {
 	// Decisions are collected in one pre-sized slice and built into exactly
 	// sized buckets at the end: growing nine slices of entries cost more
 	// than the rules.
-	names := 0
-	for _, gr := range f.groups {
-		names += gr.count
-	}
 	var c collector
 	if only == "" {
-		c.decisions = make([]decision, 0, len(f.in.LiveAllocs)+len(f.readyList)*names)
+		// A round has about one decision per live allocation or per
+		// required name, whichever is more: sized for that, it grows only
+		// when many allocations are off their names (stopped, duplicates)
+		// while many names are placed.
+		c.decisions = make([]decision, 0, max(len(f.in.LiveAllocs), len(f.readyList)*f.names())+64)
 	}
-	for _, ni := range f.nodes {
+	for i := range f.nodes {
+		ni := &f.nodes[i]
 		mark := len(c.decisions)
 		f.node(ni, &c)
 		if only != "" && ni.id != only {
@@ -465,8 +398,17 @@ func (f *fleet) run(only string) *Plan {
 	for _, gr := range f.groups {
 		p.Groups = append(p.Groups, gr.sum)
 	}
-	p.normalize()
+	p.finish()
 	return p
+}
+
+// names is the number of required names per ready node.
+func (f *fleet) names() int {
+	n := 0
+	for _, gr := range f.groups {
+		n += gr.count
+	}
+	return n
 }
 
 type bucket uint8
@@ -491,7 +433,11 @@ type collector struct {
 
 func (c *collector) add(d decision) { c.decisions = append(c.decisions, d) }
 
-// plan builds the entries into exactly sized buckets.
+// plan builds the entries into exactly sized buckets, carved out of one
+// array, and sorts the buckets that are not in order. Decisions come in
+// node order, so only two entries of one node in one bucket can be out of
+// order: that is checked as the entries are built, not by a pass of
+// comparisons over every list.
 func (c *collector) plan(f *fleet) *Plan {
 	var n [nBuckets]int
 	for i := range c.decisions {
@@ -499,12 +445,39 @@ func (c *collector) plan(f *fleet) *Plan {
 	}
 	p := &Plan{}
 	lists := p.lists()
+	backing := make([]Entry, len(c.decisions))
+	var next [nBuckets]int // where each bucket's next entry goes in backing
+	at := 0
 	for b, l := range lists {
-		*l = make([]Entry, 0, n[b])
+		*l = backing[at : at+n[b] : at+n[b]]
+		next[b] = at
+		at += n[b]
 	}
+	var last [nBuckets]int32 // the node of each bucket's last entry
+	for b := range last {
+		last[b] = -1
+	}
+	var unsorted [nBuckets]bool
+	ids := newIDBatch(n[bPlace]+n[bUpdate], f.job.Namespace, f.job.ID, f.version) // only placements and updates get new IDs
 	for i := range c.decisions {
 		d := &c.decisions[i]
-		*lists[d.kind] = append(*lists[d.kind], f.entry(*d))
+		b := d.kind
+		e := &backing[next[b]]
+		f.entry(d, e, &ids)
+		if last[b] == d.pos && compareEntries(&backing[next[b]-1], e) > 0 {
+			unsorted[b] = true
+		}
+		last[b] = d.pos
+		next[b]++
+	}
+	// Before any sort moves the entries. (The order checks above never
+	// read a new ID: entries of one node and bucket differ by name, or
+	// are updates, whose AllocID is the live one.)
+	ids.done()
+	for b, l := range lists {
+		if unsorted[b] {
+			slices.SortFunc(*l, func(a, b Entry) int { return compareEntries(&a, &b) })
+		}
 	}
 	return p
 }
@@ -524,10 +497,16 @@ func (p *Plan) normalize() {
 		}
 		// Entries come out of the node pass almost always in order
 		// already; checking is linear, sorting is not.
-		if !slices.IsSortedFunc(*l, compareEntries) {
-			slices.SortFunc(*l, compareEntries)
+		cmp := func(a, b Entry) int { return compareEntries(&a, &b) }
+		if !slices.IsSortedFunc(*l, cmp) {
+			slices.SortFunc(*l, cmp)
 		}
 	}
+	p.finish()
+}
+
+// finish replaces the plan's nil fleet lists by empty ones.
+func (p *Plan) finish() {
 	if p.DeploymentUpdates == nil {
 		p.DeploymentUpdates = []model.DeploymentStatusUpdate{}
 	}
@@ -537,7 +516,7 @@ func (p *Plan) normalize() {
 }
 
 // compareEntries orders entries by node ID, then name, then allocation ID.
-func compareEntries(a, b Entry) int {
+func compareEntries(a, b *Entry) int {
 	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
 		return c
 	}

@@ -1,0 +1,277 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// nodeInfo is what the round knows of one node: its sets and its live
+// allocations (sorted by name, then ID).
+type nodeInfo struct {
+	id          string
+	taintedNode *model.Node // nil while tainted: the node is gone
+	// lo and hi are the node's window of fleet.live (sorted by node, name
+	// and ID): no list per node is built.
+	lo, hi int32
+	// pos is the node's index in fleet.nodes (group.canaryAt is indexed by it).
+	pos         int32
+	ready       bool // an effective ready node
+	tainted     bool
+	notReady    bool
+	hasTerminal bool // some terminal allocation is on this node
+}
+
+// liveOf returns the node's live allocations, sorted by name, then ID.
+func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
+
+// checkLive validates the live allocations and reports whether they are
+// sorted by node, name and ID, in one pass.
+func checkLive(live []*model.Allocation) (sorted bool, err error) {
+	sorted = true
+	for i, a := range live {
+		if a == nil || a.ID == "" {
+			return false, errors.New("reconciling: a live allocation has no ID")
+		}
+		if sorted && i > 0 && byNodeNameID(live[i-1], a) > 0 {
+			sorted = false
+		}
+	}
+	return sorted, nil
+}
+
+// sortedReady validates the ready nodes and returns them sorted by ID, in
+// one pass when they already are; a node listed twice is refused (which
+// record would win would depend on input order).
+func sortedReady(ready []*model.Node) ([]*model.Node, error) {
+	sorted := true
+	for i, n := range ready {
+		if n == nil || n.ID == "" {
+			return nil, errors.New("reconciling: a ready node has no ID")
+		}
+		if sorted && i > 0 && ready[i-1].ID >= n.ID {
+			sorted = false
+		}
+	}
+	if !sorted {
+		// Sorted by (ID, node) pairs: comparing IDs held in the array does
+		// not load every node's record, as sorting the records would.
+		type idNode struct {
+			id string
+			n  *model.Node
+		}
+		pairs := make([]idNode, len(ready))
+		for i, n := range ready {
+			pairs[i] = idNode{n.ID, n}
+		}
+		slices.SortFunc(pairs, func(a, b idNode) int { return strings.Compare(a.id, b.id) })
+		ready = make([]*model.Node, len(pairs))
+		for i, p := range pairs {
+			ready[i] = p.n
+		}
+	}
+	for i := 1; i < len(ready); i++ {
+		if ready[i].ID == ready[i-1].ID {
+			return nil, fmt.Errorf("reconciling: ready node %q is listed twice", ready[i].ID)
+		}
+	}
+	return ready, nil
+}
+
+// byNodeNameID orders live allocations as the node pass reads them.
+func byNodeNameID(a, b *model.Allocation) int {
+	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// sortedCopy returns s when it is already sorted (checking is linear), else
+// a sorted copy: the input is never modified, and an input that arrives in
+// order (the agent lists nodes and keys in order) costs no sort at all.
+func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
+	if slices.IsSortedFunc(s, cmp) {
+		return s
+	}
+	c := slices.Clone(s)
+	slices.SortFunc(c, cmp)
+	return c
+}
+
+// indexNodes builds the node view, sorted by node ID: every ready,
+// not-ready and tainted node and every node carrying a live allocation,
+// each with its window of the live allocations sorted by node, name and ID.
+// A node listed ready and also tainted or not ready is not an effective
+// ready node.
+//
+// Inputs that arrive sorted (the agent lists nodes and keys in order) are
+// merged as they are: no node ID is hashed and nothing is sorted. Live
+// allocations out of order are grouped by node through a map from node ID
+// to position and ordered within each node, which costs a hash per
+// allocation instead of a sort of the whole list.
+func (f *fleet) indexNodes() error {
+	in := f.in
+	ready, err := sortedReady(in.ReadyNodes)
+	if err != nil {
+		return err
+	}
+	sorted, err := checkLive(in.LiveAllocs)
+	if err != nil {
+		return err
+	}
+	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
+	var tainted []string
+	if len(in.TaintedNodes) > 0 {
+		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
+	}
+	if sorted {
+		f.merge(ready, notReady, tainted, in.LiveAllocs)
+	} else if !f.groupLive(ready, notReady, tainted) {
+		// Some allocation is on a node no set lists: merge a sorted copy.
+		live := slices.Clone(in.LiveAllocs)
+		slices.SortFunc(live, byNodeNameID)
+		f.merge(ready, notReady, tainted, live)
+	}
+	for _, a := range in.TerminalAllocs {
+		if a == nil || a.ID == "" {
+			return errors.New("reconciling: a terminal allocation has no ID")
+		}
+		f.addTerminal(a, f.find(a.NodeID))
+	}
+	return nil
+}
+
+// merge builds f.nodes from the sets and the live allocations, all sorted
+// by node ID, in one merge of the four lists.
+func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) {
+	f.live = live
+	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
+	f.readyList = make([]*model.Node, 0, len(ready))
+	r, nr, t, l := 0, 0, 0, 0
+	for r < len(ready) || nr < len(notReady) || t < len(tainted) || l < len(live) {
+		// The smallest node ID at the head of any of the four lists.
+		var id string
+		have := false
+		next := func(c string) {
+			if !have || c < id {
+				id, have = c, true
+			}
+		}
+		if r < len(ready) {
+			next(ready[r].ID)
+		}
+		if nr < len(notReady) {
+			next(notReady[nr])
+		}
+		if t < len(tainted) {
+			next(tainted[t])
+		}
+		if l < len(live) {
+			next(live[l].NodeID)
+		}
+		ni := nodeInfo{id: id, pos: int32(len(f.nodes))}
+		for nr < len(notReady) && notReady[nr] == id {
+			ni.notReady = true
+			nr++
+		}
+		if t < len(tainted) && tainted[t] == id {
+			ni.tainted, ni.taintedNode = true, f.in.TaintedNodes[id]
+			t++
+		}
+		if r < len(ready) && ready[r].ID == id {
+			if !ni.tainted && !ni.notReady {
+				ni.ready = true
+				f.readyList = append(f.readyList, ready[r])
+			}
+			r++
+		}
+		from := l
+		for l < len(live) && live[l].NodeID == id {
+			l++
+		}
+		ni.lo, ni.hi = int32(from), int32(l)
+		f.nodes = append(f.nodes, ni)
+	}
+}
+
+// groupLive builds f.nodes from the sets and groups the (unsorted) live
+// allocations by node: a counting sort by node position, then each node's
+// few allocations sorted by name and ID. It reports false, having built
+// nothing to keep, when an allocation is on a node no set lists.
+func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool {
+	in := f.in
+	f.merge(ready, notReady, tainted, nil)
+	pos := make(map[string]int32, len(f.nodes))
+	for i := range f.nodes {
+		pos[f.nodes[i].id] = int32(i)
+	}
+	owner := make([]int32, len(in.LiveAllocs))
+	count := make([]int32, len(f.nodes)+1)
+	for i, a := range in.LiveAllocs {
+		p, ok := pos[a.NodeID]
+		if !ok {
+			return false
+		}
+		owner[i] = p
+		count[p+1]++
+	}
+	for i := range f.nodes {
+		count[i+1] += count[i]
+		f.nodes[i].lo, f.nodes[i].hi = count[i], count[i]
+	}
+	f.live = make([]*model.Allocation, len(in.LiveAllocs))
+	for i, a := range in.LiveAllocs {
+		ni := &f.nodes[owner[i]]
+		f.live[ni.hi] = a
+		ni.hi++
+	}
+	for i := range f.nodes {
+		if w := f.liveOf(&f.nodes[i]); len(w) > 1 {
+			slices.SortFunc(w, byNodeNameID)
+		}
+	}
+	return true
+}
+
+// find returns the node's info, or nil when the node is not in view.
+func (f *fleet) find(id string) *nodeInfo {
+	i, ok := slices.BinarySearchFunc(f.nodes, id, func(ni nodeInfo, id string) int { return strings.Compare(ni.id, id) })
+	if !ok {
+		return nil
+	}
+	return &f.nodes[i]
+}
+
+// addTerminal indexes a terminal allocation (on node ni, nil when the node
+// is not in view): the newest per (node, name) is the one a placement
+// carries on.
+func (f *fleet) addTerminal(a *model.Allocation, ni *nodeInfo) {
+	k := nodeName{a.NodeID, a.Name}
+	if f.terminal == nil {
+		f.terminal = make(map[nodeName]int32, len(f.in.TerminalAllocs))
+	}
+	if i, ok := f.terminal[k]; !ok {
+		f.terminal[k] = int32(len(f.terms))
+		f.terms = append(f.terms, a)
+	} else if newerTerminal(a, f.terms[i]) {
+		f.terms[i] = a
+	}
+	if ni != nil {
+		ni.hasTerminal = true
+		if a.JobVersion == f.version {
+			if f.ran == nil {
+				f.ran = map[nodeGroup]bool{}
+			}
+			f.ran[nodeGroup{a.NodeID, a.TaskGroup}] = true
+		}
+	}
+}
+
+type nodeGroup struct{ node, group string }
