@@ -51,6 +51,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hivelet/hivelet/host/allocrunner"
@@ -192,6 +193,9 @@ type Agent struct {
 	// ownKeysGen is the view generation checkOwnKeys last read (0: none:
 	// the first pass checks every key of this node).
 	ownKeysGen uint64
+	// localPlans counts the plans made from this node's allocations and
+	// the job's record alone (reconcile.ReconcileLocal).
+	localPlans atomic.Uint64
 }
 
 // New builds an agent; call Restore, then Run.
@@ -523,6 +527,9 @@ type Status struct {
 	// ForeignWrites counts this node's allocation keys found holding what
 	// it did not write, and corrected (since the agent started).
 	ForeignWrites uint64 `json:"foreign_writes,omitempty"`
+	// LocalPlans counts the plans made from this node's allocations and the
+	// job's record alone, without the fleet view (reconcile.ReconcileLocal).
+	LocalPlans uint64 `json:"local_plans"`
 }
 
 // Counts are a pass's numbers, logged with the same keys every time.

@@ -377,6 +377,13 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			if got := f.maxInFlight(t, "v1", "v2"); got != m {
 				t.Fatalf("max replacements in flight %d, want exactly %d", got, m)
 			}
+			// Once the record is stored, the nodes planned from their own
+			// allocations and the record, not from the fleet view.
+			for _, n := range f.nodes {
+				if n.agent.Status().LocalPlans == 0 {
+					t.Fatalf("%s made no local plan", n.id)
+				}
+			}
 		})
 	}
 }

@@ -145,3 +145,52 @@ func tasksEqual(a, b *model.Group) bool {
 	}
 	return string(ja) == string(jb)
 }
+
+// localInput builds the reconciler's one-node input for a job whose record
+// of the version in force is stored (d): this node's classification and
+// its own allocations only, nothing of the other nodes, so a plan costs
+// what this node runs and not what the fleet runs
+// (reconcile.ReconcileLocal). It classifies this node and marks its
+// allocations for migration exactly as buildInput does.
+func localInput(job *model.Job, self *model.Node, own []*model.Allocation, d *model.Deployment, now time.Time) reconcile.NodeInput {
+	in := reconcile.NodeInput{Job: job, NodeID: self.ID, Deployment: d, Now: now, DisconnectHandling: true}
+	switch {
+	case !inScope(job, self):
+		in.Class = reconcile.NodeOutOfView
+	case self.Tainted():
+		in.Class, in.Tainted = reconcile.NodeTainted, self
+	case !self.Ready() || len(driversHealthy(job, self)) > 0:
+		in.Class = reconcile.NodeNotReady
+	default:
+		in.Class = reconcile.NodeReady
+	}
+	migrate := drainDue(self, now)
+	yes := true
+	for _, a := range own {
+		if a.JobID != job.ID || a.Namespace != job.Namespace {
+			continue
+		}
+		if migrate && !a.Terminal() && !a.DesiredTransition.ShouldMigrate() {
+			c := *a // never modify the runner's snapshot
+			c.DesiredTransition.Migrate = &yes
+			a = &c
+		}
+		if a.Terminal() {
+			in.TerminalAllocs = append(in.TerminalAllocs, a)
+		} else {
+			in.LiveAllocs = append(in.LiveAllocs, a)
+		}
+	}
+	return in
+}
+
+// recordOf returns the stored record of job's version among deps, or nil.
+func recordOf(job *model.Job, deps []*model.Deployment) *model.Deployment {
+	var out *model.Deployment
+	for _, d := range deps {
+		if d.JobID == job.ID && d.Namespace == job.Namespace && d.JobVersion == job.Version {
+			out = d
+		}
+	}
+	return out
+}

@@ -178,9 +178,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		facts := fleetFacts{Nodes: nodes, OtherAllocs: others, Deployments: deps}
-		in := buildInput(job, self, own, facts, now, nil)
-		plan, err := reconcile.ReconcileNode(in, a.nodeID)
+		plan, err := a.plan(job, self, own, nodes, others, deps, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
@@ -237,6 +235,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.status.LastCounts = counts
 	a.status.Errors = msgs
 	a.status.Orphaned = orphaned
+	a.status.LocalPlans = a.localPlans.Load()
 	if view.Generation != a.rejectionsGen {
 		a.status.Rejections = view.Rejections()
 		a.rejectionsGen = view.Generation
@@ -401,6 +400,27 @@ func (a *Agent) flushJobs() {
 	if err := a.cfg.Store.PutJobs(recs); err != nil {
 		a.log.Error("storing last good jobs", "jobs", len(recs), "err", err)
 	}
+}
+
+// plan is this node's reconcile plan for job. With the record of the
+// job's version stored, the plan is made from this node's own allocations
+// and the record (reconcile.ReconcileLocal: its cost does not grow with the
+// fleet); before the record exists (its creation round needs the fleet's
+// canary facts and proposes the record), or when the record does not yet
+// settle a canary question, from the whole fleet view.
+func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, nodes []*model.Node, others []*model.Allocation, deps []*model.Deployment, now time.Time) (*reconcile.Plan, error) {
+	if d := recordOf(job, deps); d != nil {
+		p, err := reconcile.ReconcileLocal(localInput(job, self, own, d, now))
+		if err == nil {
+			a.localPlans.Add(1)
+			return p, nil
+		}
+		if !errors.Is(err, reconcile.ErrFleetFactsNeeded) {
+			return nil, err
+		}
+	}
+	in := buildInput(job, self, own, fleetFacts{Nodes: nodes, OtherAllocs: others, Deployments: deps}, now, nil)
+	return reconcile.ReconcileNode(in, a.nodeID)
 }
 
 // collectFinished moves runners whose allocation is terminal and whose
