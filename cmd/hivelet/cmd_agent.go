@@ -39,7 +39,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	var dev bool
 	var cfgPath, stateDir, logLevel string
-	var noPolicies bool
+	var noPolicies, acceptLostState bool
 	cmd := &cobra.Command{
 		Use:   "agent [-dev] [-config FILE]",
 		Short: "Run the node agent: converge this node onto the jobs declared in NATS JetStream KV",
@@ -55,7 +55,7 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			return runAgent(ctx, agentOpts{dev: dev, cfgPath: cfgPath, stateDir: stateDir, logLevel: logLevel, noPolicies: noPolicies})
+			return runAgent(ctx, agentOpts{dev: dev, cfgPath: cfgPath, stateDir: stateDir, logLevel: logLevel, noPolicies: noPolicies, acceptLostState: acceptLostState})
 		},
 	}
 	cmd.Flags().BoolVar(&dev, "dev", false, "development mode: embedded NATS, temporary state, tasks stopped on exit")
@@ -63,6 +63,7 @@ func newAgentCmd() *cobra.Command {
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (overrides the configuration)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().BoolVar(&noPolicies, "no-policies", false, "do not load the WASM policy engine (built-in native defaults decide)")
+	cmd.Flags().BoolVar(&acceptLostState, "accept-lost-state", false, "start although the state store is empty while this node's files or NATS say it ran allocations (their tasks are not reattached and may run twice)")
 	return cmd
 }
 
@@ -70,6 +71,9 @@ type agentOpts struct {
 	dev                         bool
 	cfgPath, stateDir, logLevel string
 	noPolicies                  bool
+	// acceptLostState starts on an empty store despite traces of a lost
+	// one (checkLostState).
+	acceptLostState bool
 }
 
 // driverHealth follows every driver's fingerprint stream and keeps the
@@ -224,6 +228,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	defer store.Close()
+	traces, err := localTraces(store, rc, allocRoot, o.dev)
+	if err != nil {
+		return err
+	}
 	nodeID, err := node.LoadOrCreateID(rc.StateDir, o.dev)
 	if err != nil {
 		return err
@@ -267,6 +275,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	fstore, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
 	if err != nil {
 		return err
+	}
+	if !o.dev {
+		if err := checkLostState(ctx, traces, fstore.ForNode(nodeID), store.Path(), o.acceptLostState, log); err != nil {
+			return err
+		}
 	}
 	varStore, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
 	if err != nil {
