@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -133,6 +132,7 @@ type agentProviders struct {
 	src    *fleet.Source
 	plugin *manager.Manager
 	health *driverHealth
+	judge  *healthMonitor
 }
 
 func (p agentProviders) Node() *model.Node                { return p.self() }
@@ -151,22 +151,7 @@ func (p agentProviders) Plugins() any {
 	}
 	return out
 }
-func (p agentProviders) Health() api.Health {
-	st := p.a.Status()
-	h := api.Health{Status: "ok", NATS: p.conn.State(), Synced: p.src.View().Synced, Checks: map[string]string{}}
-	if st.FailedClosed != "" {
-		h.Status = "degraded"
-		h.Checks["enumeration"] = st.FailedClosed
-	}
-	if !h.Synced {
-		h.Status = "degraded"
-		h.Checks["kv"] = "boot pull not complete"
-	}
-	if len(st.Errors) > 0 {
-		h.Checks["last_pass_errors"] = strings.Join(st.Errors, "; ")
-	}
-	return h
-}
+func (p agentProviders) Health() api.Health { return p.judge.Health() }
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -416,7 +401,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			return err
 		}
 	}
-	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health}
+	judge := newHealthMonitor(a, conn, src, hb, store, fstore.NodeTTL(), metrics)
+	bg.Add(1)
+	go func() { defer bg.Done(); judge.run(runCtx) }()
+	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
 	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"}}, reg)
 	bg.Add(1)

@@ -80,6 +80,7 @@ type Store struct {
 	db      *bolt.DB
 	commits committer
 	fresh   bool
+	health  writeHealth
 }
 
 // Fresh reports whether this Open created the store: its file did not
