@@ -228,25 +228,39 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	// NATS: embedded (dev, or no URL configured) or the configured servers.
 	var conn *fleet.Conn
 	if rc.Embedded {
-		emb, err := fleet.StartEmbedded(ctx, embeddedConfig(rc, nodeID, o.dev, log))
+		token, err := embeddedToken(rc, log)
+		if err != nil {
+			return err
+		}
+		emb, err := fleet.StartEmbedded(ctx, embeddedConfig(rc, nodeID, token, o.dev, log))
 		if err != nil {
 			return fmt.Errorf("starting the embedded NATS server: %w", err)
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
-		if err := waitEmbeddedJetStream(ctx, emb, rc, log); err != nil {
+		unpublish := publishToken(emb, token, log)
+		if o.dev {
+			defer unpublish() // its token dies with its state directory
+		}
+		if err := waitEmbeddedJetStream(ctx, emb, rc, token, log); err != nil {
 			return err
 		}
 		if emb.Port() != fleet.DefaultNATSPort {
 			log.Warn("the CLI dials port 4222 by default: point it here", "hint", "export HIVELET_NATS_URL="+emb.ClientURL())
 		}
-		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: rc.RequestTimeout}, log, nil)
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), Token: token, RequestTimeout: rc.RequestTimeout}, log, nil)
 		if err != nil {
 			return err
 		}
 	} else {
 		n := rc.NATS
-		conn, err = fleet.Connect(ctx, fleet.ConnConfig{URLs: n.URLs, CredsFile: n.CredsFile, NKeySeedFile: n.NKeySeedFile,
+		var token string
+		if n.TokenFile != "" {
+			if token, err = fleet.ReadToken(n.TokenFile); err != nil {
+				return fmt.Errorf("nats.token_file: %w", err)
+			}
+		}
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{URLs: n.URLs, CredsFile: n.CredsFile, NKeySeedFile: n.NKeySeedFile, Token: token,
 			CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, RequestTimeout: rc.RequestTimeout}, log, nil)
 		if err != nil {
 			return err
