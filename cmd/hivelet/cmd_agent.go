@@ -238,10 +238,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
-		unpublish := publishToken(emb, token, log)
-		if o.dev {
-			defer unpublish() // its token dies with its state directory
-		}
+		defer publishToken(emb, token, log)() // the copy goes with the server
 		if err := waitEmbeddedJetStream(ctx, emb, rc, token, log); err != nil {
 			return err
 		}

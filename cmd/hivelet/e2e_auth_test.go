@@ -124,7 +124,7 @@ func TestEndToEndTheEmbeddedNATSIsAuthenticatedByDefault(t *testing.T) {
 }
 
 // -dev is authenticated too: the CLI of the same user finds the token
-// (published for the port), and the copy goes when the dev agent exits.
+// (published for the port), and the copy goes when the agent exits.
 func TestEndToEndADevAgentIsAuthenticatedAndItsCLIFindsTheCredentials(t *testing.T) {
 	p := newAgent(t, "")
 	p.spawn("-dev", "-config", p.cfgPath, "-no-policies")

@@ -120,7 +120,7 @@ func DiscoveryPath(port int) (string, error) {
 }
 
 // PublishToken copies token to DiscoveryPath(port). The returned function
-// removes the copy if it still holds this token (a dev agent's exit).
+// removes the copy if it still holds this token (the agent's exit).
 func PublishToken(port int, token string) (path string, unpublish func(), err error) {
 	path, err = DiscoveryPath(port)
 	if err != nil {
