@@ -3,15 +3,7 @@ package docker_test
 import (
 	"context"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,83 +11,9 @@ import (
 	"github.com/hivelet/hivelet/internal/testutil"
 	docker "github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
+	"github.com/hivelet/hivelet/runtime/docker/dockertest"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
-
-// holdingEngine is a proxy in front of the Docker engine's socket that,
-// once armed, lets a container start through and then holds the driver's
-// next inspect of that container unanswered, and says which container it
-// holds: the moment a plugin's StartTask has a running container and no
-// handle returned yet.
-type holdingEngine struct {
-	sock  string
-	mu    sync.Mutex
-	armed bool
-	start string // the container whose start went through while armed
-	held  chan string
-}
-
-var (
-	startPath   = regexp.MustCompile(`^(/v[0-9.]+)?/containers/([^/]+)/start$`)
-	inspectPath = regexp.MustCompile(`^(/v[0-9.]+)?/containers/([^/]+)/json$`)
-)
-
-func newHoldingEngine(t *testing.T) *holdingEngine {
-	t.Helper()
-	target := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		target = strings.TrimPrefix(h, "unix://")
-	}
-	h := &holdingEngine{sock: filepath.Join(testutil.ShortTempDir(t, "hve"), "e.sock"), held: make(chan string, 1)}
-	ln, err := net.Listen("unix", h.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: "docker"})
-	rp.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", target)
-	}}
-	rp.FlushInterval = -1 // log streams and waits pass through as they come
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m := inspectPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && h.take(m[2]) {
-			h.held <- m[2]
-			<-r.Context().Done() // until the plugin that asked is dead
-			return
-		}
-		rp.ServeHTTP(w, r)
-		if m := startPath.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPost {
-			h.started(m[2])
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return h
-}
-
-func (h *holdingEngine) arm() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.armed, h.start = true, ""
-}
-
-func (h *holdingEngine) started(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.armed && h.start == "" {
-		h.start = id
-	}
-}
-
-// take reports whether the inspect of id is the one to hold, and disarms.
-func (h *holdingEngine) take(id string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.armed || h.start == "" || h.start != id {
-		return false
-	}
-	h.armed = false
-	return true
-}
 
 // The fault of issue 11 (1): the docker plugin is SIGKILLed while StartTask
 // has started the container and not yet returned its handle. The host got
@@ -107,13 +25,13 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	c := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	eng := newHoldingEngine(t)
+	eng := dockertest.NewHoldingEngine(t)
 	m, err := manager.New(manager.Config{
 		SelfExe:    os.Args[0],
 		Builtins:   []string{docker.Name},
 		StateDir:   testutil.ShortTempDir(t, "hvd"),
 		MinBackoff: 10 * time.Millisecond,
-		Env:        map[string][]string{docker.Name: {"DOCKER_HOST=unix://" + eng.sock}},
+		Env:        map[string][]string{docker.Name: {"DOCKER_HOST=" + eng.Host()}},
 		Logger:     slog.New(slog.NewTextHandler(testLog{t}, nil)),
 	})
 	if err != nil {
@@ -130,7 +48,7 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	// plugin is back.
 	interrupt := func(tc *driver.TaskConfig) string {
 		t.Helper()
-		eng.arm()
+		eng.Arm()
 		errc := make(chan error, 1)
 		go func() {
 			_, err := d.StartTask(ctx, tc)
@@ -138,7 +56,7 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 		}()
 		var id string
 		select {
-		case id = <-eng.held:
+		case id = <-eng.Held():
 		case err := <-errc:
 			t.Fatalf("the start returned before it was held: %v", err)
 		case <-ctx.Done():
