@@ -2,15 +2,10 @@ package docker_test
 
 import (
 	"context"
-	"log/slog"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/hivelet/hivelet/internal/testutil"
 	docker "github.com/hivelet/hivelet/plugins/docker"
-	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/runtime/docker/dockertest"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -26,22 +21,7 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	eng := dockertest.NewHoldingEngine(t)
-	m, err := manager.New(manager.Config{
-		SelfExe:    os.Args[0],
-		Builtins:   []string{docker.Name},
-		StateDir:   testutil.ShortTempDir(t, "hvd"),
-		MinBackoff: 10 * time.Millisecond,
-		Env:        map[string][]string{docker.Name: {"DOCKER_HOST=" + eng.Host()}},
-		Logger:     slog.New(slog.NewTextHandler(testLog{t}, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Kill() })
-	d, err := m.Driver(ctx, docker.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, d := pluginDriver(t, ctx, "DOCKER_HOST="+eng.Host())
 
 	// interrupt starts tc and SIGKILLs the plugin while the start is held
 	// after the container started; it returns that container's ID once the
@@ -62,24 +42,9 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the start never reached the held inspect")
 		}
-		old, up := m.PID(docker.Name)
-		if !up {
-			t.Fatal("the plugin is not running")
-		}
-		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		killPlugin(t, m)
 		if err := <-errc; err == nil {
 			t.Fatal("a start whose plugin was killed returned no error")
-		}
-		for {
-			if pid, up := m.PID(docker.Name); up && pid != old {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the plugin was not relaunched")
-			}
-			time.Sleep(10 * time.Millisecond)
 		}
 		st, err := c.InspectContainer(ctx, id)
 		if err != nil || !st.Running {
