@@ -292,11 +292,18 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
 	log := d.log.With("alloc_id", tc.AllocID, "task", tc.TaskName, "job", tc.JobID)
+	stampSpec(&p.spec, tc.ID)
 	if t, err := d.tasks.Get(tc.ID); err == nil && !t.exit.Exited() {
-		return nil, fmt.Errorf("starting task %s: it is already running in container %s", tc.ID, short(t.containerID))
+		// The host asks again for a task this process runs: it lost the
+		// answer (a timeout, its own crash before it stored the handle).
+		// The same config gets the running task's handle; another is refused.
+		if h, ok := d.sameStart(ctx, t, p.spec); ok {
+			log.Warn("start of a task already running with this config: answering with its handle", "container_id", short(t.containerID))
+			return h, nil
+		}
+		return nil, fmt.Errorf("starting task %s: it is already running in container %s with another config; stop it first", tc.ID, short(t.containerID))
 	}
 
-	stampSpec(&p.spec, tc.ID)
 	hs := handleState{
 		ContainerName: p.spec.Name,
 		Image:         p.spec.Image,
@@ -363,11 +370,19 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 
 // handle encodes the task's handle and starts tracking it.
 func (d *Driver) handle(taskID string, hs handleState, startedAt time.Time) (*driver.TaskHandle, error) {
+	h, err := encodeHandle(taskID, hs, startedAt)
+	if err != nil {
+		return nil, err
+	}
+	d.track(taskID, hs, startedAt)
+	return h, nil
+}
+
+func encodeHandle(taskID string, hs handleState, startedAt time.Time) (*driver.TaskHandle, error) {
 	state, err := json.Marshal(hs)
 	if err != nil {
 		return nil, fmt.Errorf("encoding handle: %w", err)
 	}
-	d.track(taskID, hs, startedAt)
 	return &driver.TaskHandle{
 		Version:     handleVersion,
 		TaskID:      taskID,

@@ -784,8 +784,9 @@ func TestATaskThatExitedWhileTheDriverWasAwayReportsItsExitOnRecovery(t *testing
 	}
 }
 
-// A second start of a task its driver tracks is refused. A fresh driver
-// (a plugin relaunched after a crash, which never returned the handle)
+// A second start of a task its driver tracks gets the same handle back
+// with the same config and is refused with another. A fresh driver (a
+// plugin relaunched after a crash, which never returned the handle)
 // adopts the running container when the config is the same, replaces it
 // when the config differs, and DestroyTask removes it without a handle.
 func TestARunningContainerNoHandleNamesIsAdoptedReplacedOrDestroyed(t *testing.T) {
@@ -794,9 +795,6 @@ func TestARunningContainerNoHandleNamesIsAdoptedReplacedOrDestroyed(t *testing.T
 	d := newDriver(t, docker.Config{})
 	tc := task(t, c, "run")
 	first := start(t, d, tc)
-	if _, err := d.StartTask(ctx, tc); err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Errorf("second start on the same driver: %v", err)
-	}
 	containers := func() []engine.ContainerSummary {
 		t.Helper()
 		list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
@@ -806,6 +804,18 @@ func TestARunningContainerNoHandleNamesIsAdoptedReplacedOrDestroyed(t *testing.T
 		return list
 	}
 	firstID := containerID(t, first)
+
+	// The same driver, asked again (the host lost its answer): the same
+	// config gets the running task's handle; another config is refused.
+	again := start(t, d, tc)
+	if containerID(t, again) != firstID || !again.StartedAt.Equal(first.StartedAt) || len(containers()) != 1 {
+		t.Fatalf("second start on the same driver: container %s, %d containers; want the first, alone", short(containerID(t, again)), len(containers()))
+	}
+	other := *tc
+	other.Config = map[string]any{"image": env.Tag, "args": []any{"run", "-ignore", "SIGUSR1"}}
+	if _, err := d.StartTask(ctx, &other); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("a start with another config on the same driver: %v, want refused", err)
+	}
 
 	// Same config, fresh driver: the same container, not restarted.
 	d2 := newDriver(t, docker.Config{})

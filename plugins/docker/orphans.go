@@ -25,6 +25,9 @@ import (
 //
 // Either way the interrupted start ends with the task recovered or
 // destroyed (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed).
+// When the plugin survived and only the host lost the answer, the task is
+// still tracked: a StartTask with the same config gets its handle back
+// (sameStart), one with another config is refused.
 const (
 	LabelTaskID = "hivelet.task_id"
 	LabelSpec   = "hivelet.spec"
@@ -108,4 +111,15 @@ func (d *Driver) destroyUntracked(ctx context.Context, taskID string, force bool
 		d.log.Info("removed a container of a task this driver did not track (an interrupted start)", "alloc_id", c.Labels[LabelAllocID], "task", c.Labels[LabelTask], "container_id", short(c.ID))
 	}
 	return nil
+}
+
+// sameStart is the handle of t, tracked and running, when its container
+// runs spec's very config: what a repeated StartTask should have answered.
+func (d *Driver) sameStart(ctx context.Context, t *task, spec engine.ContainerSpec) (*driver.TaskHandle, bool) {
+	st, err := d.engine.InspectContainer(ctx, t.containerID)
+	if err != nil || !st.Running || st.Labels[LabelSpec] != spec.Labels[LabelSpec] {
+		return nil, false
+	}
+	h, err := encodeHandle(t.id, t.state, t.startedAt)
+	return h, err == nil
 }
