@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	var dev bool
 	var cfgPath, stateDir, logLevel string
-	var noPolicies bool
+	var noPolicies, acceptLostState bool
 	cmd := &cobra.Command{
 		Use:   "agent [-dev] [-config FILE]",
 		Short: "Run the node agent: converge this node onto the jobs declared in NATS JetStream KV",
@@ -55,7 +54,7 @@ func newAgentCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			return runAgent(ctx, agentOpts{dev: dev, cfgPath: cfgPath, stateDir: stateDir, logLevel: logLevel, noPolicies: noPolicies})
+			return runAgent(ctx, agentOpts{dev: dev, cfgPath: cfgPath, stateDir: stateDir, logLevel: logLevel, noPolicies: noPolicies, acceptLostState: acceptLostState})
 		},
 	}
 	cmd.Flags().BoolVar(&dev, "dev", false, "development mode: embedded NATS, temporary state, tasks stopped on exit")
@@ -63,6 +62,7 @@ func newAgentCmd() *cobra.Command {
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (overrides the configuration)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().BoolVar(&noPolicies, "no-policies", false, "do not load the WASM policy engine (built-in native defaults decide)")
+	cmd.Flags().BoolVar(&acceptLostState, "accept-lost-state", false, "start although the state store is empty while this node's files or NATS say it ran allocations (their tasks are not reattached and may run twice)")
 	return cmd
 }
 
@@ -70,6 +70,9 @@ type agentOpts struct {
 	dev                         bool
 	cfgPath, stateDir, logLevel string
 	noPolicies                  bool
+	// acceptLostState starts on an empty store despite traces of a lost
+	// one (checkLostState).
+	acceptLostState bool
 }
 
 // driverHealth follows every driver's fingerprint stream and keeps the
@@ -129,6 +132,7 @@ type agentProviders struct {
 	src    *fleet.Source
 	plugin *manager.Manager
 	health *driverHealth
+	judge  *healthMonitor
 }
 
 func (p agentProviders) Node() *model.Node                { return p.self() }
@@ -147,22 +151,7 @@ func (p agentProviders) Plugins() any {
 	}
 	return out
 }
-func (p agentProviders) Health() api.Health {
-	st := p.a.Status()
-	h := api.Health{Status: "ok", NATS: p.conn.State(), Synced: p.src.View().Synced, Checks: map[string]string{}}
-	if st.FailedClosed != "" {
-		h.Status = "degraded"
-		h.Checks["enumeration"] = st.FailedClosed
-	}
-	if !h.Synced {
-		h.Status = "degraded"
-		h.Checks["kv"] = "boot pull not complete"
-	}
-	if len(st.Errors) > 0 {
-		h.Checks["last_pass_errors"] = strings.Join(st.Errors, "; ")
-	}
-	return h
-}
+func (p agentProviders) Health() api.Health { return p.judge.Health() }
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -224,6 +213,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	defer store.Close()
+	traces, err := localTraces(store, rc, allocRoot, o.dev)
+	if err != nil {
+		return err
+	}
 	nodeID, err := node.LoadOrCreateID(rc.StateDir, o.dev)
 	if err != nil {
 		return err
@@ -235,25 +228,36 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	// NATS: embedded (dev, or no URL configured) or the configured servers.
 	var conn *fleet.Conn
 	if rc.Embedded {
-		emb, err := fleet.StartEmbedded(ctx, embeddedConfig(rc, nodeID, o.dev, log))
+		token, err := embeddedToken(rc, log)
+		if err != nil {
+			return err
+		}
+		emb, err := fleet.StartEmbedded(ctx, embeddedConfig(rc, nodeID, token, o.dev, log))
 		if err != nil {
 			return fmt.Errorf("starting the embedded NATS server: %w", err)
 		}
 		defer emb.Shutdown()
 		log.Info("embedded NATS server ready", "url", emb.ClientURL())
-		if err := waitEmbeddedJetStream(ctx, emb, rc, log); err != nil {
+		defer publishToken(emb, token, log)() // the copy goes with the server
+		if err := waitEmbeddedJetStream(ctx, emb, rc, token, log); err != nil {
 			return err
 		}
 		if emb.Port() != fleet.DefaultNATSPort {
 			log.Warn("the CLI dials port 4222 by default: point it here", "hint", "export HIVELET_NATS_URL="+emb.ClientURL())
 		}
-		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), RequestTimeout: rc.RequestTimeout}, log, nil)
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{InProcess: emb.Server(), Token: token, RequestTimeout: rc.RequestTimeout}, log, nil)
 		if err != nil {
 			return err
 		}
 	} else {
 		n := rc.NATS
-		conn, err = fleet.Connect(ctx, fleet.ConnConfig{URLs: n.URLs, CredsFile: n.CredsFile, NKeySeedFile: n.NKeySeedFile,
+		var token string
+		if n.TokenFile != "" {
+			if token, err = fleet.ReadToken(n.TokenFile); err != nil {
+				return fmt.Errorf("nats.token_file: %w", err)
+			}
+		}
+		conn, err = fleet.Connect(ctx, fleet.ConnConfig{URLs: n.URLs, CredsFile: n.CredsFile, NKeySeedFile: n.NKeySeedFile, Token: token,
 			CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, RequestTimeout: rc.RequestTimeout}, log, nil)
 		if err != nil {
 			return err
@@ -267,6 +271,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	fstore, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
 	if err != nil {
 		return err
+	}
+	if !o.dev {
+		if err := checkLostState(ctx, traces, fstore.ForNode(nodeID), store.Path(), o.acceptLostState, log); err != nil {
+			return err
+		}
 	}
 	varStore, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
 	if err != nil {
@@ -415,7 +424,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			return err
 		}
 	}
-	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health}
+	judge := newHealthMonitor(a, conn, src, hb, store, fstore.NodeTTL(), metrics)
+	bg.Add(1)
+	go func() { defer bg.Done(); judge.run(runCtx) }()
+	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
 	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"}}, reg)
 	bg.Add(1)

@@ -470,7 +470,7 @@ func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *t
 		}
 		return false
 	})
-	conn, err := fleet.Connect(context.Background(), fleet.ConnConfig{URLs: []string{p.natsURL}}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	conn, err := fleet.Connect(context.Background(), fleet.ConnConfig{URLs: []string{p.natsURL}, Token: p.natsToken()}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

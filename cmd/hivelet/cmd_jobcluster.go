@@ -26,6 +26,7 @@ import (
 // clusterOpts are the flags every fleet-talking job/alloc command takes.
 type clusterOpts struct {
 	natsURL   string
+	tokenFile string
 	prefix    string
 	namespace string
 	timeout   time.Duration
@@ -37,6 +38,7 @@ func (o *clusterOpts) register(cmd *cobra.Command) {
 		def = fmt.Sprintf("nats://127.0.0.1:%d", fleet.DefaultNATSPort)
 	}
 	cmd.Flags().StringVar(&o.natsURL, "nats", def, "NATS server URL(s), comma-separated (env HIVELET_NATS_URL)")
+	cmd.Flags().StringVar(&o.tokenFile, "nats-token-file", os.Getenv("HIVELET_NATS_TOKEN_FILE"), "the NATS token file (an agent's <state_dir>/nats.token; found by itself for the agent's user; env HIVELET_NATS_TOKEN_FILE)")
 	cmd.Flags().StringVar(&o.prefix, "bucket-prefix", fleet.DefaultPrefix, "KV bucket name prefix")
 	cmd.Flags().StringVar(&o.namespace, "namespace", "", "job namespace")
 	cmd.Flags().DurationVar(&o.timeout, "request-timeout", 5*time.Second, "deadline of each NATS request")
@@ -45,9 +47,9 @@ func (o *clusterOpts) register(cmd *cobra.Command) {
 // openCluster connects to NATS (failing fast when nobody answers) and opens
 // the buckets that exist.
 func (o *clusterOpts) openCluster(ctx context.Context) (*fleet.Conn, *fleet.Store, error) {
-	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	conn, err := o.connect(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS at %s (is `hivelet agent` running?): %w", o.natsURL, err)
+		return nil, nil, err
 	}
 	st, err := fleet.OpenStore(ctx, conn, fleet.Names(o.prefix))
 	if err != nil {

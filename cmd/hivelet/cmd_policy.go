@@ -25,9 +25,10 @@ import (
 
 // policyFlags are shared by the policy subcommands.
 type policyFlags struct {
-	cacheDir string
-	natsURL  string
-	bucket   string
+	cacheDir  string
+	natsURL   string
+	tokenFile string
+	bucket    string
 }
 
 func newPolicyCmd() *cobra.Command {
@@ -46,6 +47,7 @@ builtin:labelled, builtin:default, builtin:quorum.`,
 	}
 	cmd.PersistentFlags().StringVar(&f.cacheDir, "cache-dir", defaultCache, "wazero compilation cache directory (empty: none)")
 	cmd.PersistentFlags().StringVar(&f.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL (push, list)")
+	cmd.PersistentFlags().StringVar(&f.tokenFile, "nats-token-file", os.Getenv("HIVELET_NATS_TOKEN_FILE"), "the NATS token file (found by itself for the agent's user; env HIVELET_NATS_TOKEN_FILE)")
 	cmd.PersistentFlags().StringVar(&f.bucket, "bucket", policies.DefaultBucket, "JetStream object store bucket of policy modules")
 	cmd.AddCommand(newPolicyInitCmd(), newPolicyBuildCmd(), newPolicyInspectCmd(f), newPolicyEvalCmd(f), newPolicyTestCmd(f),
 		newPolicyBenchCmd(f), newPolicyPushCmd(f), newPolicyListCmd(f))
@@ -389,10 +391,18 @@ func syntheticCompletion(g int, name string) reconcile.CompletionInput {
 }
 
 // connectJetStream connects to the NATS server at url.
-func connectJetStream(url string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url, nats.Name("hivelet policy"), nats.Timeout(5*time.Second))
+func connectJetStream(url, tokenFile string) (*nats.Conn, jetstream.JetStream, error) {
+	token, from, err := natsToken(url, tokenFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return nil, nil, err
+	}
+	opts := []nats.Option{nats.Name("hivelet policy"), nats.Timeout(5 * time.Second)}
+	if token != "" {
+		opts = append(opts, nats.Token(token))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, nil, natsConnectError(url, from, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -420,7 +430,7 @@ func newPolicyPushCmd(f *policyFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				nc, js, err := connectJetStream(f.natsURL)
+				nc, js, err := connectJetStream(f.natsURL, f.tokenFile)
 				if err != nil {
 					return err
 				}
@@ -453,7 +463,7 @@ func newPolicyListCmd(f *policyFlags) *cobra.Command {
 				b, _ := policies.BuiltinWasm(n)
 				fmt.Fprintf(tw, "%s%s\t%.16s\t%d\t%s\t\n", policies.BuiltinPrefix, n, policies.Digest(b), len(b), "(embedded)")
 			}
-			nc, js, err := connectJetStream(f.natsURL)
+			nc, js, err := connectJetStream(f.natsURL, f.tokenFile)
 			if err != nil {
 				tw.Flush()
 				return err

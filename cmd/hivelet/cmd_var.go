@@ -16,9 +16,13 @@ import (
 
 // connect dials NATS for a command that needs no job bucket.
 func (o *clusterOpts) connect(ctx context.Context) (*fleet.Conn, error) {
-	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	token, from, err := natsToken(o.natsURL, o.tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s (is `hivelet agent` running?): %w", o.natsURL, err)
+		return nil, err
+	}
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), Token: token, FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	if err != nil {
+		return nil, natsConnectError(o.natsURL, from, err)
 	}
 	return conn, nil
 }

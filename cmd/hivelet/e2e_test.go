@@ -93,6 +93,8 @@ type agentProc struct {
 	// owned are the PIDs of processes this test started through the agent
 	// (plugins, exec tasks), ended by ID at cleanup.
 	owned map[int]bool
+	// env is added to the agent's environment (its plugins inherit it).
+	env []string
 }
 
 // newAgent prepares an agent with its own state directory; natsURL empty
@@ -131,6 +133,9 @@ func (p *agentProc) spawn(args ...string) {
 	p.logf = f
 	p.cmd = exec.Command(p.bin, append([]string{"agent"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if len(p.env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)

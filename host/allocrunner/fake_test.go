@@ -17,6 +17,8 @@ import (
 //	exit_code   number; the exit code when run_for elapses
 //	ignore_stop bool; the stop signal is ignored, only the kill after the
 //	            timeout ends the task
+//	lose_handle bool; the task starts but StartTask fails, as when the
+//	            plugin dies before answering
 type fakeDriver struct {
 	mu       sync.Mutex
 	tasks    map[string]*fakeTask
@@ -56,6 +58,7 @@ func newFakeDriver() *fakeDriver {
 			"ignore_stop": {Type: driver.TypeBool},
 			"echo":        {Type: driver.TypeString},
 			"start_delay": {Type: driver.TypeString},
+			"lose_handle": {Type: driver.TypeBool},
 		}}}
 }
 
@@ -116,6 +119,10 @@ func (f *fakeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*dr
 	f.starts[cfg.ID]++
 	f.order = append(f.order, cfg.ID)
 	f.mu.Unlock()
+	if lost, _ := cfg.Config["lose_handle"].(bool); lost {
+		// As a plugin killed after starting the task, before answering.
+		return nil, errors.New("rpc error: code = Unavailable desc = error reading from server: EOF")
+	}
 	if runFor > 0 {
 		go func() {
 			select {

@@ -523,3 +523,49 @@ func TestReportsArriveInTheOrderOfTheWrites(t *testing.T) {
 		}
 	}
 }
+
+// A start whose answer was lost (the plugin died after starting the task)
+// leaves a task the runner holds no handle for. When the runner gives up on
+// the task, by its restart policy or by a stop, it destroys it by ID: no
+// task is left running that nothing tracks. Control: a task whose start
+// failed cleanly is not destroyed twice (no DestroyTask reaches a task of
+// another ID).
+func TestATaskWhoseStartAnswerWasLostIsDestroyedWhenTheRunnerGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		restart *model.RestartPolicy
+		stop    bool
+	}{
+		{"restart policy exhausted", &model.RestartPolicy{Attempts: 0, Mode: model.RestartModeFail}, false},
+		{"allocation stopped", &model.RestartPolicy{Attempts: 5, Interval: model.Duration(time.Hour), Delay: model.Duration(time.Hour), Mode: model.RestartModeDelay}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, map[string]any{"lose_handle": true}, tc.restart, nil)
+			r := f.runner(nil)
+			r.Run()
+			if tc.stop {
+				testutil.Eventually(t, 5*time.Second, "the lost start running its task", func() bool { return f.drv.startCount("a1/t") == 1 && f.drv.live() == 1 })
+				if err := r.Stop(context.Background(), "job stopped"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-r.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("runner never finished")
+			}
+			if n := f.drv.live(); n != 0 {
+				t.Fatalf("%d tasks left running after the runner gave up on a start whose answer was lost", n)
+			}
+			f.drv.mu.Lock()
+			destroys := f.drv.destroys
+			f.drv.mu.Unlock()
+			if f.drv.startCount("a1/t") != 1 || destroys != 1 {
+				t.Fatalf("%d starts and %d destroys, want 1 and 1", f.drv.startCount("a1/t"), destroys)
+			}
+			if ts := r.Alloc().TaskStates["t"]; ts.State != "dead" {
+				t.Fatalf("task state %+v, want dead", ts)
+			}
+		})
+	}
+}

@@ -141,10 +141,21 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		}
 	}
 	defer firstOver()
+	// lostStart is set while the last start failed with an error that does
+	// not prove nothing was started: a plugin killed mid-start may have left
+	// the task running with no handle. Finishing the task then asks the
+	// driver to destroy it by ID, handle or not.
+	lostStart := false
+	finish := func(h *driver.TaskHandle, failed bool, why string) {
+		if h == nil && lostStart {
+			r.destroyLostStart(t)
+		}
+		r.finishTask(t, h, failed, why)
+	}
 	for {
 		if r.isStopping() {
 			failed, why := r.stopVerdict()
-			r.finishTask(t, h, failed, why)
+			finish(h, failed, why)
 			return
 		}
 		drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
@@ -208,10 +219,12 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				if _, isTemplate := err.(templateError); isTemplate {
 					r.event(t.Name, EventTemplateFailure, exitErr)
 				} else {
+					lostStart = true
 					r.event(t.Name, EventDriverFailure, exitErr)
 				}
 			} else {
 				h = nh
+				lostStart = false
 				r.taskStarted(t.Name, h)
 			}
 		}
@@ -269,7 +282,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		d := tracker.next(r.now())
 		if !d.Restart {
 			r.event(t.Name, EventNotRestarting, d.Reason)
-			r.finishTask(t, nil, true, d.Reason)
+			finish(nil, true, d.Reason)
 			r.stopSiblings()
 			return
 		}
@@ -412,6 +425,27 @@ func (r *Runner) destroy(drv driver.Driver, t *model.Task, h *driver.TaskHandle)
 			r.log.Error("deleting task handle", "task", t.Name, "err", err)
 		}
 	}
+}
+
+// destroyLostStart asks the driver to destroy the task by its ID though
+// the runner holds no handle: what a start whose answer was lost may have
+// left running (plugins/docker finds it by its task ID label). "Not found"
+// is the common answer: nothing was left.
+func (r *Runner) destroyLostStart(t *model.Task) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
+	if err != nil {
+		r.log.Error("destroying what an interrupted start left: driver unavailable", "task", t.Name, "err", err)
+		return
+	}
+	if err := drv.DestroyTask(ctx, r.taskID(t.Name), true); err != nil {
+		if !errIsNotFound(err) {
+			r.log.Error("destroying what an interrupted start left", "task", t.Name, "err", err)
+		}
+		return
+	}
+	r.event(t.Name, EventKilled, "destroyed what an interrupted start left running")
 }
 
 // finishTask records a task as dead for good; h, if set, is destroyed first.

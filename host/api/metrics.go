@@ -31,6 +31,10 @@ type Metrics struct {
 	EnumerationFailed prometheus.Gauge
 	// Heartbeats counts node heartbeats by outcome ("ok", "error").
 	Heartbeats *prometheus.CounterVec
+	// HealthFailing is 1 for each /v1/health check that fails (Judge's
+	// check names), 0 for the others: health as a metric, so a node whose
+	// connection looks up while its heartbeats fail is seen.
+	HealthFailing *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them on reg.
@@ -64,9 +68,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hivelet_node_heartbeats_total", Help: "Node heartbeats by outcome.",
 		}, []string{"outcome"}),
+		HealthFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hivelet_health_failing", Help: "1 for each health check that fails (enumeration, kv, heartbeat, watch, store).",
+		}, []string{"check"}),
 	}
 	reg.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.AllocsByStatus, m.KVWatchRestarts,
-		m.PluginRestarts, m.RejectedDeclarations, m.NATSConnState, m.EnumerationFailed, m.Heartbeats)
+		m.PluginRestarts, m.RejectedDeclarations, m.NATSConnState, m.EnumerationFailed, m.Heartbeats, m.HealthFailing)
+	m.SetHealth(Health{})
 	for _, s := range fleet.ConnStates {
 		m.NATSConnState.WithLabelValues(string(s)).Set(0)
 	}
@@ -117,6 +125,20 @@ func (m *Metrics) HeartbeatResult(err error) {
 		return
 	}
 	m.Heartbeats.WithLabelValues("ok").Inc()
+}
+
+// judgedChecks are the checks HealthFailing reports, failing or not.
+var judgedChecks = []string{CheckEnumeration, CheckKV, CheckHeartbeat, CheckWatch, CheckStore}
+
+// SetHealth sets HealthFailing from a judged health.
+func (m *Metrics) SetHealth(h Health) {
+	for _, c := range judgedChecks {
+		v := 0.0
+		if _, failing := h.Checks[c]; failing {
+			v = 1
+		}
+		m.HealthFailing.WithLabelValues(c).Set(v)
+	}
 }
 
 // PluginRestarted counts one restart of a plugin.

@@ -75,6 +75,9 @@ type NATS struct {
 	CAFile       string   `hcl:"ca_file,optional" json:"ca_file,omitempty"`
 	CertFile     string   `hcl:"cert_file,optional" json:"cert_file,omitempty"`
 	KeyFile      string   `hcl:"key_file,optional" json:"key_file,omitempty"`
+	// TokenFile holds the token of an authenticated server: another
+	// agent's embedded one (its <state_dir>/nats.token).
+	TokenFile string `hcl:"token_file,optional" json:"token_file,omitempty"`
 	// BucketPrefix names the buckets <prefix>_jobs...; default "hivelet".
 	BucketPrefix string `hcl:"bucket_prefix,optional" json:"bucket_prefix,omitempty"`
 	// Replicas of buckets the agent creates; default 1.
@@ -101,6 +104,10 @@ type EmbeddedServer struct {
 	// AllowNonLoopback makes binding a non-loopback client or cluster
 	// address an explicit choice.
 	AllowNonLoopback bool `hcl:"allow_non_loopback,optional" json:"allow_non_loopback,omitempty"`
+	// InsecureNoAuth serves clients without credentials: anyone who can
+	// reach the port can run commands through exec tasks. The agent warns
+	// at every start. Default false: a token (<state_dir>/nats.token).
+	InsecureNoAuth bool `hcl:"insecure_no_auth,optional" json:"insecure_no_auth,omitempty"`
 	// StoreDir holds JetStream's files; default <state_dir>/nats.
 	StoreDir string `hcl:"store_dir,optional" json:"store_dir,omitempty"`
 	// ServerName must be unique in a cluster and stable across restarts of
@@ -356,6 +363,8 @@ type Resolved struct {
 	EmbeddedHost string
 	// EmbeddedAllowNonLoopback is nats.embedded.allow_non_loopback.
 	EmbeddedAllowNonLoopback bool
+	// EmbeddedNoAuth is nats.embedded.insecure_no_auth.
+	EmbeddedNoAuth bool
 	// EmbeddedStoreDir is the JetStream store; default <state_dir>/nats.
 	EmbeddedStoreDir string
 	// EmbeddedServerName is nats.embedded.server_name ("" = the default).

@@ -115,6 +115,7 @@ func (r *Resolved) resolveEmbedded(e *EmbeddedServer) error {
 		r.EmbeddedStoreDir = e.StoreDir
 	}
 	r.EmbeddedAllowNonLoopback = e.AllowNonLoopback
+	r.EmbeddedNoAuth = e.InsecureNoAuth
 	r.EmbeddedServerName = e.ServerName
 	if c := e.Cluster; c != nil {
 		host, port, err := splitHostPort(c.Listen)

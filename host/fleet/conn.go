@@ -27,6 +27,9 @@ type ConnConfig struct {
 	CredsFile string
 	// NKeySeedFile is an NKey seed file.
 	NKeySeedFile string
+	// Token authenticates to a server that requires one: an agent's
+	// embedded server does by default (credentials.go).
+	Token string
 	// TLS files; CAFile alone verifies the server, CertFile+KeyFile add a
 	// client certificate.
 	CAFile, CertFile, KeyFile string
@@ -116,6 +119,9 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 	}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
 	}
 	if cfg.NKeySeedFile != "" {
 		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)

@@ -41,6 +41,10 @@ type EmbeddedConfig struct {
 	Cluster *ClusterConfig
 	// AllowNonLoopback permits a non-loopback Host (a fleet member).
 	AllowNonLoopback bool
+	// Token is what every client must present (the agent's generated
+	// credentials, LoadOrCreateToken). Empty: no authentication, which the
+	// agent allows only when configured to and warns about.
+	Token string
 	// ReadyTimeout bounds the wait for the server to accept clients; default 10 s.
 	ReadyTimeout time.Duration
 	// Log receives the start and stop lines.
@@ -121,6 +125,9 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		StoreDir:   abs,
 		NoSigs:     true,
 		NoLog:      true,
+		// Token auth covers client connections, in-process ones included;
+		// routes between cluster members are not clients.
+		Authorization: cfg.Token,
 	}
 	if c := cfg.Cluster; c != nil {
 		opts.Cluster.Name = c.Name

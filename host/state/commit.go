@@ -102,7 +102,7 @@ func (s *Store) commitBatch(batch []*write) {
 	s.commits.mu.Lock()
 	s.commits.commits++
 	s.commits.mu.Unlock()
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.apply(func(tx *bolt.Tx) error {
 		for _, o := range batch {
 			if err := o.fn(tx); err != nil {
 				return err
@@ -117,8 +117,28 @@ func (s *Store) commitBatch(batch []*write) {
 		return
 	}
 	for _, o := range batch {
-		o.err = s.db.Update(o.fn)
+		o.err = s.apply(o.fn)
 	}
+}
+
+// changeErr is an error a change returned: its caller's, not the store's.
+type changeErr struct{ error }
+
+// apply runs fn in one write transaction and notes whether the store took
+// the write (writeHealth). An error fn returns says nothing about the
+// store, and is returned as fn returned it.
+func (s *Store) apply(fn func(*bolt.Tx) error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return changeErr{err}
+		}
+		return nil
+	})
+	if ce, ok := err.(changeErr); ok {
+		return ce.error
+	}
+	s.health.note(err)
+	return err
 }
 
 func (s *Store) commitCount() uint64 {

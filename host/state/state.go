@@ -11,6 +11,9 @@
 //   - The file is opened with a lock timeout, so a second agent on the same
 //     state directory fails with ErrLocked instead of hanging or corrupting
 //     it (TestASecondOpenOfTheSameStoreFailsWithErrLocked).
+//   - A truncated or corrupt file fails Open with ErrCorrupt, the path and
+//     the reason, before bbolt would panic on it (verify.go,
+//     TestATruncatedOrCorruptStoreFailsOpenWithItsPathAndNeverPanics).
 //   - A record that cannot be decoded is an error, never silently skipped:
 //     a node that cannot enumerate what it runs must fail closed
 //     (TestACorruptRecordFailsTheWholeRestore).
@@ -76,7 +79,14 @@ type JobRecord struct {
 type Store struct {
 	db      *bolt.DB
 	commits committer
+	fresh   bool
+	health  writeHealth
 }
+
+// Fresh reports whether this Open created the store: its file did not
+// exist or was empty. A fresh store on a node that ran allocations is a
+// lost store, not a new node (see LostState).
+func (s *Store) Fresh() bool { return s.fresh }
 
 // Open opens (creating if needed) the store in dir, waiting at most timeout
 // for the file lock. dir is created with mode 0700.
@@ -88,6 +98,13 @@ func Open(dir string, timeout time.Duration) (*Store, error) {
 		timeout = time.Second
 	}
 	path := filepath.Join(dir, FileName)
+	fi, err := os.Stat(path)
+	fresh := errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0)
+	if err == nil && !fresh {
+		if err := verify(path, fi.Size(), timeout); err != nil {
+			return nil, err
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		if errors.Is(err, bolterr.ErrTimeout) {
@@ -118,7 +135,7 @@ func Open(dir string, timeout time.Duration) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("initialising state store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, fresh: fresh}, nil
 }
 
 // Close releases the file and its lock.

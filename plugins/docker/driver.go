@@ -11,6 +11,12 @@
 //   - Recovery reattaches to the container named in the handle (or, if that
 //     ID is gone, the one labelled for the task) and never starts it again:
 //     same container ID, same StartedAt (TestRecoveryAfterTheHostRestarts...).
+//   - A start interrupted by a crash ends recovered or destroyed, never
+//     running untracked (orphans.go): a retried StartTask with the same
+//     config adopts the running container, one with another config replaces
+//     it, and DestroyTask without a tracked task removes the containers
+//     labelled with its ID
+//     (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed).
 //   - The stop signal is the task's kill signal, set when the container is
 //     created: the engine here speaks API 1.41, whose stop call takes no
 //     signal.
@@ -286,14 +292,45 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
 	log := d.log.With("alloc_id", tc.AllocID, "task", tc.TaskName, "job", tc.JobID)
+	stampSpec(&p.spec, tc.ID)
 	if t, err := d.tasks.Get(tc.ID); err == nil && !t.exit.Exited() {
-		return nil, fmt.Errorf("starting task %s: it is already running in container %s", tc.ID, short(t.containerID))
+		// The host asks again for a task this process runs: it lost the
+		// answer (a timeout, its own crash before it stored the handle).
+		// The same config gets the running task's handle; another is refused.
+		if h, ok := d.sameStart(ctx, t, p.spec); ok {
+			log.Warn("start of a task already running with this config: answering with its handle", "container_id", short(t.containerID))
+			return h, nil
+		}
+		return nil, fmt.Errorf("starting task %s: it is already running in container %s with another config; stop it first", tc.ID, short(t.containerID))
 	}
 
-	if err := d.ensureImage(ctx, tc, p); err != nil {
+	hs := handleState{
+		ContainerName: p.spec.Name,
+		Image:         p.spec.Image,
+		AllocID:       tc.AllocID,
+		Task:          tc.TaskName,
+		StopSignal:    p.spec.StopSignal,
+		StdoutPath:    tc.StdoutPath,
+		StderrPath:    tc.StderrPath,
+	}
+	left, err := d.adoptOrClear(ctx, tc, p.spec)
+	if err != nil {
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
-	if err := d.clearStaleContainer(ctx, tc, p.spec.Name); err != nil {
+	if left != nil {
+		// The container of a start whose handle was lost, with this config:
+		// adopt it rather than run the task twice. Its log position file,
+		// if the lost start wrote one, is its own: the copy resumes there.
+		hs.ContainerID = left.ID
+		h, err := d.handle(tc.ID, hs, left.StartedAt)
+		if err != nil {
+			return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
+		}
+		log.Warn("adopted the running container of an interrupted start", "container_id", short(left.ID))
+		d.emit(tc.ID, tc.AllocID, tc.TaskName, "Adopted container "+short(left.ID)+" left running by an interrupted start", map[string]string{"container_id": left.ID})
+		return h, nil
+	}
+	if err := d.ensureImage(ctx, tc, p); err != nil {
 		return nil, fmt.Errorf("starting task %s: %w", tc.ID, err)
 	}
 	id, err := d.engine.CreateContainer(ctx, p.spec)
@@ -317,33 +354,41 @@ func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.
 	if err != nil {
 		return abandon(err)
 	}
-	hs := handleState{
-		ContainerID:   id,
-		ContainerName: p.spec.Name,
-		Image:         p.spec.Image,
-		AllocID:       tc.AllocID,
-		Task:          tc.TaskName,
-		StopSignal:    p.spec.StopSignal,
-		StdoutPath:    tc.StdoutPath,
-		StderrPath:    tc.StderrPath,
-	}
+	hs.ContainerID = id
 	// A new container: forget where a previous container's log stopped.
 	if pp := positionPath(hs); pp != "" {
 		_ = os.Remove(pp)
 	}
-	state, err := json.Marshal(hs)
+	h, err := d.handle(tc.ID, hs, st.StartedAt)
 	if err != nil {
-		return abandon(fmt.Errorf("encoding handle: %w", err))
+		return abandon(err)
 	}
-	d.track(tc.ID, hs, st.StartedAt)
 	log.Info("started container", "container_id", short(id), "image", p.spec.Image)
 	d.emit(tc.ID, tc.AllocID, tc.TaskName, "Started container "+short(id), map[string]string{"container_id": id})
+	return h, nil
+}
+
+// handle encodes the task's handle and starts tracking it.
+func (d *Driver) handle(taskID string, hs handleState, startedAt time.Time) (*driver.TaskHandle, error) {
+	h, err := encodeHandle(taskID, hs, startedAt)
+	if err != nil {
+		return nil, err
+	}
+	d.track(taskID, hs, startedAt)
+	return h, nil
+}
+
+func encodeHandle(taskID string, hs handleState, startedAt time.Time) (*driver.TaskHandle, error) {
+	state, err := json.Marshal(hs)
+	if err != nil {
+		return nil, fmt.Errorf("encoding handle: %w", err)
+	}
 	return &driver.TaskHandle{
 		Version:     handleVersion,
-		TaskID:      tc.ID,
+		TaskID:      taskID,
 		Driver:      Name,
 		DriverState: state,
-		StartedAt:   st.StartedAt,
+		StartedAt:   startedAt,
 	}, nil
 }
 
@@ -389,30 +434,6 @@ func (d *Driver) ensureImage(ctx context.Context, tc *driver.TaskConfig, p *plan
 	}
 	d.emit(tc.ID, tc.AllocID, tc.TaskName, fmt.Sprintf("Pulled image %s in %s", ref, time.Since(start).Round(time.Millisecond)), map[string]string{"image": ref})
 	return nil
-}
-
-// clearStaleContainer removes a stopped container left under the task's
-// name by an earlier attempt of the same task. It refuses to go on if the
-// name is held by a container that is not the task's, or by the task's own
-// container still running.
-func (d *Driver) clearStaleContainer(ctx context.Context, tc *driver.TaskConfig, name string) error {
-	st, err := d.engine.InspectContainer(ctx, name)
-	if errors.Is(err, engine.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !owns(st.Labels, tc.AllocID, tc.TaskName) {
-		return fmt.Errorf("a container named %s (%s) exists that is not this task's (no matching hivelet labels); it is left alone", name, short(st.ID))
-	}
-	if st.Running {
-		// Never a second copy of a running task: the caller should recover
-		// it from its handle (or stop it) instead.
-		return fmt.Errorf("container %s of this task is already running; recover or stop it instead of starting the task again", short(st.ID))
-	}
-	d.log.Info("removing the container of an earlier attempt", "alloc_id", tc.AllocID, "task", tc.TaskName, "container_id", short(st.ID))
-	return d.engine.RemoveContainer(ctx, st.ID, true)
 }
 
 // track registers a task and starts its log streamer and waiter.
@@ -688,11 +709,13 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 }
 
 // DestroyTask removes the container (killing it first with force) and
-// forgets the task. A running task without force is refused.
+// forgets the task. A running task without force is refused. A task the
+// driver does not track has its labelled containers removed (those of a
+// start whose handle was lost), or is ErrTaskNotFound if it has none.
 func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) error {
 	t, err := d.tasks.Get(taskID)
 	if err != nil {
-		return err
+		return d.destroyUntracked(ctx, taskID, force, err)
 	}
 	if !force && !t.exit.Exited() {
 		st, err := d.engine.InspectContainer(ctx, t.containerID)

@@ -784,26 +784,91 @@ func TestATaskThatExitedWhileTheDriverWasAwayReportsItsExitOnRecovery(t *testing
 	}
 }
 
-func TestStartingATaskWhoseContainerAlreadyRunsIsRefused(t *testing.T) {
+// A second start of a task its driver tracks gets the same handle back
+// with the same config and is refused with another. A fresh driver (a
+// plugin relaunched after a crash, which never returned the handle)
+// adopts the running container when the config is the same, replaces it
+// when the config differs, and DestroyTask removes it without a handle.
+func TestARunningContainerNoHandleNamesIsAdoptedReplacedOrDestroyed(t *testing.T) {
 	c := env.Client(t)
 	ctx := context.Background()
 	d := newDriver(t, docker.Config{})
 	tc := task(t, c, "run")
-	start(t, d, tc)
-	// The same driver, and a fresh one that does not track the task (as
-	// after a restart without recovery), both refuse a second copy.
-	if _, err := d.StartTask(ctx, tc); err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Errorf("second start on the same driver: %v", err)
+	first := start(t, d, tc)
+	containers := func() []engine.ContainerSummary {
+		t.Helper()
+		list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
 	}
+	firstID := containerID(t, first)
+
+	// The same driver, asked again (the host lost its answer): the same
+	// config gets the running task's handle; another config is refused.
+	again := start(t, d, tc)
+	if containerID(t, again) != firstID || !again.StartedAt.Equal(first.StartedAt) || len(containers()) != 1 {
+		t.Fatalf("second start on the same driver: container %s, %d containers; want the first, alone", short(containerID(t, again)), len(containers()))
+	}
+	other := *tc
+	other.Config = map[string]any{"image": env.Tag, "args": []any{"run", "-ignore", "SIGUSR1"}}
+	if _, err := d.StartTask(ctx, &other); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("a start with another config on the same driver: %v, want refused", err)
+	}
+
+	// Same config, fresh driver: the same container, not restarted.
 	d2 := newDriver(t, docker.Config{})
-	if _, err := d2.StartTask(ctx, tc); err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Errorf("second start on a fresh driver: %v", err)
+	adopted := start(t, d2, tc)
+	if got := containerID(t, adopted); got != firstID || !adopted.StartedAt.Equal(first.StartedAt) {
+		t.Fatalf("adopted container %s started %v, want %s started %v", short(got), adopted.StartedAt, short(firstID), first.StartedAt)
 	}
-	list, err := c.ListContainers(ctx, map[string]string{docker.LabelAllocID: tc.AllocID})
-	if err != nil || len(list) != 1 || list[0].State != "running" {
-		t.Fatalf("containers of the task: %+v %v, want the one running", list, err)
+	if list := containers(); len(list) != 1 || list[0].State != "running" {
+		t.Fatalf("containers after adoption: %+v, want the one running", list)
+	}
+
+	// Another config, fresh driver: the old container is replaced.
+	d3 := newDriver(t, docker.Config{})
+	changed := *tc
+	changed.Config = map[string]any{"image": env.Tag, "args": []any{"run", "-ignore", "SIGHUP"}}
+	replaced := start(t, d3, &changed)
+	if containerID(t, replaced) == firstID {
+		t.Fatal("a start with another config adopted the old container")
+	}
+	if list := containers(); len(list) != 1 || list[0].ID != containerID(t, replaced) {
+		t.Fatalf("containers after the replacement: %+v, want only the new one", list)
+	}
+
+	// No handle at all: DestroyTask on a fresh driver removes it; a task
+	// with no container is still ErrTaskNotFound (control).
+	d4 := newDriver(t, docker.Config{})
+	if err := d4.DestroyTask(ctx, tc.ID, false); err == nil {
+		t.Error("destroying a running untracked task without force succeeded")
+	}
+	if err := d4.DestroyTask(ctx, tc.ID, true); err != nil {
+		t.Fatalf("destroying an untracked task: %v", err)
+	}
+	if list := containers(); len(list) != 0 {
+		t.Fatalf("containers after DestroyTask: %+v, want none", list)
+	}
+	if err := d4.DestroyTask(ctx, tc.ID, true); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("destroying a task with no container: %v, want ErrTaskNotFound", err)
 	}
 }
+
+// containerID is the container a docker handle names.
+func containerID(t *testing.T, h *driver.TaskHandle) string {
+	t.Helper()
+	var st struct {
+		ContainerID string `json:"container_id"`
+	}
+	if err := json.Unmarshal(h.DriverState, &st); err != nil || st.ContainerID == "" {
+		t.Fatalf("handle state %s: %v", h.DriverState, err)
+	}
+	return st.ContainerID
+}
+
+func short(id string) string { return id[:min(12, len(id))] }
 
 func TestAPullReportsProgressAsEventsAndALocalImageIsNotPulledAgain(t *testing.T) {
 	c := env.Client(t)

@@ -30,15 +30,17 @@ func servePluginIfAsked() bool {
 	return true
 }
 
-func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) {
-	c := env.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+// pluginDriver launches the docker driver out of process, as the agent
+// does, with env added to the plugin's environment; the plugin is killed
+// at the end of the test.
+func pluginDriver(t *testing.T, ctx context.Context, env ...string) (*manager.Manager, driver.Driver) {
+	t.Helper()
 	m, err := manager.New(manager.Config{
 		SelfExe:    os.Args[0],
 		Builtins:   []string{docker.Name},
 		StateDir:   testutil.ShortTempDir(t, "hvd"), // Unix socket paths are limited to 107 bytes
 		MinBackoff: 10 * time.Millisecond,
+		Env:        map[string][]string{docker.Name: env},
 		Logger:     slog.New(slog.NewTextHandler(testLog{t}, nil)),
 	})
 	if err != nil {
@@ -49,6 +51,37 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, d
+}
+
+// killPlugin SIGKILLs the docker plugin and waits until the manager has
+// relaunched it (a new PID), within 20 seconds.
+func killPlugin(t *testing.T, m *manager.Manager) {
+	t.Helper()
+	old, up := m.PID(docker.Name)
+	if !up {
+		t.Fatal("the plugin is not running")
+	}
+	killedAt := time.Now()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if pid, up := m.PID(docker.Name); up && pid != old {
+			return
+		}
+		if time.Since(killedAt) > 20*time.Second {
+			t.Fatal("the plugin was not relaunched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) {
+	c := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, d := pluginDriver(t, ctx)
 	tc := task(t, c, "tick", "20")
 	start(t, d, tc)
 	before, err := d.InspectTask(ctx, tc.ID)
@@ -61,23 +94,8 @@ func TestATaskSurvivesAPluginSIGKILLWithoutRestartingTheContainer(t *testing.T) 
 	}
 	waitOutput(t, tc.StdoutPath, "tick 5\n")
 
-	old, up := m.PID(docker.Name)
-	if !up {
-		t.Fatal("the plugin is not running")
-	}
 	killedAt := time.Now()
-	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if pid, up := m.PID(docker.Name); up && pid != old {
-			break
-		}
-		if time.Since(killedAt) > 20*time.Second {
-			t.Fatal("the plugin was not relaunched")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	killPlugin(t, m)
 	after, err := d.InspectTask(ctx, tc.ID)
 	if err != nil {
 		t.Fatalf("after the plugin restart: %v", err)

@@ -25,16 +25,28 @@ type Plugin struct {
 	Args []string
 	// Builtin is true for a driver served by the hivelet binary.
 	Builtin bool
+	// Shadows is true for an external file named like a built-in driver.
+	// The manager runs it in the built-in's place only when its SHA-256 is
+	// pinned in the configuration; otherwise it is refused and the
+	// built-in kept (TestAFileNamedLikeABuiltinIsRefusedUnlessPinned).
+	Shadows bool
+}
+
+// builtinPlugin is the built-in driver name served by selfExe.
+func builtinPlugin(selfExe, name string) Plugin {
+	return Plugin{Name: name, Path: selfExe, Args: []string{"plugin", "serve", name}, Builtin: true}
 }
 
 // Discover lists the built-in drivers (served by selfExe) and the
 // hivelet-driver-* executables in pluginDir, sorted by name. An external
-// plugin with a built-in's name replaces the built-in: that is how an
-// operator ships a newer driver without a new agent. pluginDir may be empty.
+// plugin with a built-in's name is listed in its place, marked Shadows:
+// the manager lets it replace the built-in (how an operator ships a newer
+// driver without a new agent) only when it is pinned. pluginDir may be
+// empty.
 func Discover(selfExe string, builtins []string, pluginDir string) ([]Plugin, error) {
 	byName := map[string]Plugin{}
 	for _, n := range builtins {
-		byName[n] = Plugin{Name: n, Path: selfExe, Args: []string{"plugin", "serve", n}, Builtin: true}
+		byName[n] = builtinPlugin(selfExe, n)
 	}
 	if pluginDir != "" {
 		ents, err := os.ReadDir(pluginDir)
@@ -51,7 +63,8 @@ func Discover(selfExe string, builtins []string, pluginDir string) ([]Plugin, er
 			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 				continue
 			}
-			byName[name] = Plugin{Name: name, Path: path}
+			_, shadows := byName[name]
+			byName[name] = Plugin{Name: name, Path: path, Shadows: shadows && byName[name].Builtin}
 		}
 	}
 	out := make([]Plugin, 0, len(byName))

@@ -179,6 +179,15 @@ func privateDir(dir string) error {
 func (m *Manager) register(found []Plugin) []string {
 	var changed []string
 	for _, p := range found {
+		if p.Shadows && m.cfg.Checksums[p.Name] == "" {
+			// Never silently: a file dropped in the plugin directory must
+			// not take over a built-in driver (and its tasks) unless the
+			// configuration pins that very file.
+			m.log.Error("refusing a plugin file named like a built-in driver: the built-in is kept",
+				"plugin", p.Name, "path", p.Path,
+				"hint", fmt.Sprintf(`to replace the built-in, pin the file: plugin %q { sha256 = "<hivelet plugin list>" }`, p.Name))
+			p = builtinPlugin(m.cfg.SelfExe, p.Name)
+		}
 		old, known := m.plugins[p.Name]
 		if known && (old.Path == p.Path && old.Builtin == p.Builtin) {
 			continue

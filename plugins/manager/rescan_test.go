@@ -97,3 +97,44 @@ func TestRescanAddsAPluginThatAppeared(t *testing.T) {
 		t.Fatalf("a second rescan added %v (%v), want nothing", again, err)
 	}
 }
+
+// A file in the plugin directory named like a built-in driver does not
+// replace it silently: unpinned, it is refused (loudly) and the built-in
+// kept; pinned by its SHA-256 (control), it replaces the built-in.
+func TestAFileNamedLikeABuiltinIsRefusedUnlessPinned(t *testing.T) {
+	dir := t.TempDir()
+	shadow := externalPlugin(t, dir, "exec")
+	sum, err := manager.FileSHA256(shadow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(m *manager.Manager, name string) manager.Plugin {
+		t.Helper()
+		for _, p := range m.Plugins() {
+			if p.Name == name {
+				return p
+			}
+		}
+		t.Fatalf("no plugin %s", name)
+		return manager.Plugin{}
+	}
+	var logs testutil.SyncBuffer
+	m := newManager(t, manager.Config{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if p := find(m, "exec"); !p.Builtin || p.Path != os.Args[0] {
+		t.Fatalf("unpinned: exec is %+v, want the built-in", p)
+	}
+	if !strings.Contains(logs.String(), "refusing a plugin file named like a built-in driver") || !strings.Contains(logs.String(), shadow) {
+		t.Fatalf("the refusal was not logged with the file:\n%s", logs.String())
+	}
+	if _, err := m.Rescan(); err != nil {
+		t.Fatal(err)
+	}
+	if p := find(m, "exec"); !p.Builtin {
+		t.Fatalf("unpinned, after a rescan: exec is %+v, want the built-in", p)
+	}
+
+	pinned := newManager(t, manager.Config{PluginDir: dir, Checksums: map[string]string{"exec": sum}})
+	if p := find(pinned, "exec"); p.Builtin || p.Path != shadow {
+		t.Fatalf("pinned: exec is %+v, want the file %s", p, shadow)
+	}
+}

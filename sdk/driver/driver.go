@@ -64,7 +64,10 @@ type Driver interface {
 	// timeout, then kills the task.
 	StopTask(ctx context.Context, taskID string, timeout time.Duration, signal string) error
 	// DestroyTask removes the task and its resources; force kills it first if
-	// it is still running.
+	// it is still running. The host also calls it, with force, for a task
+	// whose StartTask failed in a way that may have started it anyway (the
+	// plugin died before answering): a driver that can find what that start
+	// left removes it, else it answers ErrTaskNotFound.
 	DestroyTask(ctx context.Context, taskID string, force bool) error
 	// InspectTask reports a task's current status.
 	InspectTask(ctx context.Context, taskID string) (*TaskStatus, error)
