@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +58,41 @@ type TaskConfig struct {
 	// ImagePullTimeout bounds a pull ("5m"); empty: the driver's default.
 	ImagePullTimeout string       `json:"image_pull_timeout"`
 	Auth             []AuthConfig `json:"auth"`
+	// Logging is at most one logging block: the engine's log driver for
+	// the container and its options, passed to the engine as given.
+	Logging []LoggingConfig `json:"logging"`
+}
+
+// LoggingConfig is the logging block: the engine's log driver (type,
+// default json-file) and its options (config). The driver reads a task's
+// output back through the engine, which every log driver allows since
+// Docker 20.10 (dual logging), so alloc logs keeps working.
+type LoggingConfig struct {
+	Type   string    `json:"type"`
+	Config stringMap `json:"config"`
+}
+
+// stringMap decodes a map of strings written as an attribute (an object)
+// or as a block (a list of one object).
+type stringMap map[string]string
+
+func (m *stringMap) UnmarshalJSON(b []byte) error {
+	var list []map[string]string
+	if json.Unmarshal(b, &list) == nil {
+		if len(list) > 1 {
+			return fmt.Errorf("a map written %d times", len(list))
+		}
+		if len(list) == 1 {
+			*m = list[0]
+		}
+		return nil
+	}
+	var one map[string]string
+	if err := json.Unmarshal(b, &one); err != nil {
+		return err
+	}
+	*m = one
+	return nil
 }
 
 // PortConfig publishes container port Container on the host.
@@ -131,6 +167,11 @@ func Schema() *driver.Schema {
 		"privileged":         {Type: driver.TypeBool, Description: "privileged container; refused unless the agent allows it"},
 		"force_pull":         {Type: driver.TypeBool, Description: "pull even when the image is present"},
 		"image_pull_timeout": str("bound on a pull, e.g. \"5m\""),
+		"logging": {Type: driver.TypeObjectList, Description: "one logging block: the engine's log driver and its options, e.g. logging { type = \"json-file\" config { max-size = \"10m\" } }",
+			Elem: &driver.Schema{Fields: map[string]*driver.Field{
+				"type":   str("the engine's log driver: json-file (default), local, journald, syslog, ... (the engine refuses one it lacks)"),
+				"config": {Type: driver.TypeStringMap, Description: "the log driver's options, passed to the engine as given (json-file: max-size, max-file, ...)"},
+			}}},
 		"auth": {Type: driver.TypeObjectList, Description: "one auth block: registry credentials",
 			Elem: &driver.Schema{Fields: map[string]*driver.Field{
 				"username":       str("registry user"),
@@ -214,6 +255,8 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	default:
 		bad("auth", "at most one auth block, got %d", len(c.Auth))
 	}
+
+	logType, logOpts := logConfig(c.Logging, opts, bad)
 
 	labels := map[string]string{}
 	for k, v := range c.Labels {
@@ -388,10 +431,53 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		Privileged:  c.Privileged,
 		CPUShares:   shares,
 		MemoryBytes: int64(tc.Resources.MemoryMB) << 20,
-		LogMaxSize:  opts.engineLogSize,
-		LogMaxFiles: opts.engineLogFiles,
+		LogType:     logType,
+		LogOptions:  logOpts,
 	}
 	return p, nil
+}
+
+// logConfig is the container's log driver and options: the task's logging
+// block, else json-file bounded by the driver's settings. A json-file
+// block keeps the driver's bounds for the options it does not set; any
+// other log driver gets exactly the options written, since the engine
+// refuses an option its driver does not know.
+func logConfig(blocks []LoggingConfig, opts planOptions, bad func(path, format string, args ...any)) (string, map[string]string) {
+	defaults := map[string]string{}
+	if opts.engineLogSize != "" {
+		defaults["max-size"] = opts.engineLogSize
+	}
+	if opts.engineLogFiles > 0 {
+		defaults["max-file"] = strconv.Itoa(opts.engineLogFiles)
+	}
+	switch len(blocks) {
+	case 0:
+		if len(defaults) == 0 {
+			return "", nil
+		}
+		return "json-file", defaults
+	case 1:
+	default:
+		bad("logging", "at most one logging block, got %d", len(blocks))
+		return "", nil
+	}
+	l := blocks[0]
+	typ := strings.TrimSpace(l.Type)
+	if typ == "" {
+		typ = "json-file"
+	}
+	if typ == "none" && len(l.Config) > 0 {
+		bad("logging.config", "the none log driver takes no options")
+	}
+	out := map[string]string{}
+	if typ == "json-file" {
+		maps.Copy(out, defaults)
+	}
+	maps.Copy(out, l.Config)
+	if len(out) == 0 {
+		out = nil
+	}
+	return typ, out
 }
 
 // taskDirBinds mounts the allocation's shared directory at /alloc and the
