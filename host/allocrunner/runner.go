@@ -100,6 +100,9 @@ type Config struct {
 	// Vars is the variables store the tasks' templates read (nomadVar);
 	// nil: a template reading a variable fails to render.
 	Vars Vars
+	// Artifacts fetches the tasks' artifacts; nil: artifact.Fetcher{}
+	// (http, https and file sources).
+	Artifacts ArtifactFetcher
 	// Ports is the node's port table; an allocation whose group has a
 	// network takes its ports there before its tasks start and gives them
 	// back when they are gone. Nil: such an allocation fails to start.

@@ -57,6 +57,9 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
+	if err := r.fetchArtifacts(ctx, t, env, taskDir); err != nil {
+		return nil, err
+	}
 	if len(t.Templates) > 0 {
 		vars, src, err := r.renderTemplates(ctx, t, env, taskEnv, taskDir)
 		if err != nil {
@@ -207,6 +210,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				exitErr = err.Error()
 				if _, isTemplate := err.(templateError); isTemplate {
 					r.event(t.Name, EventTemplateFailure, exitErr)
+				} else if _, isArtifact := err.(artifactError); isArtifact {
+					r.event(t.Name, EventArtifactFailure, exitErr)
 				} else {
 					r.event(t.Name, EventDriverFailure, exitErr)
 				}

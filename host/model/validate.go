@@ -261,6 +261,7 @@ func (v *validator) task(path string, t *Task) {
 		}
 	}
 	v.meta(join(path, "meta"), t.Meta)
+	v.artifacts(path, t.Artifacts)
 	v.templates(path, t.Templates)
 	if t.Lifecycle != nil && !validEnum(t.Lifecycle.Hook, LifecycleHooks) {
 		v.add(join(path, "lifecycle.hook"), "lifecycle hook %q is not supported (allowed: %s)", t.Lifecycle.Hook, joinEnum(LifecycleHooks))
