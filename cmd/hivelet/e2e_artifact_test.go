@@ -101,8 +101,11 @@ func TestEndToEndAnArtifactIsFetchedUnpackedAndRun(t *testing.T) {
 	})
 
 	code, out := p.cli("job", "run", e2eFile(t, dir, "bad.hcl", artifactJobHCL(url, "sha256:"+strings.Repeat("0", 64), "3s")))
-	if code == 0 {
-		t.Fatalf("job run with a wrong checksum: exit 0, want the deployment failed\n%s", out)
+	// job run itself says why: the failing allocation, its node, and the
+	// task's artifact event.
+	if code == 0 || !strings.Contains(out, "failing allocations of version") ||
+		!strings.Contains(out, "task tool: Failed Artifact Download: ") || !strings.Contains(out, "checksum mismatch") {
+		t.Fatalf("job run with a wrong checksum: exit %d, want the deployment failed naming the mismatch\n%s", code, out)
 	}
 	var mismatch bool
 	for _, a := range p.allocs() {
