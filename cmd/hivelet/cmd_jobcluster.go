@@ -77,7 +77,7 @@ func failed(format string, a ...any) error { return &exitError{code: 1, err: fmt
 // allocation failed, the wait timed out, or NATS could not be reached;
 // 2 bad input (usage, unreadable or invalid job file, unknown job).
 func addJobClusterCmds(job *cobra.Command) {
-	job.AddCommand(newJobRunCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd(), newJobRevertCmd())
+	job.AddCommand(newJobRunCmd(), newJobPlanCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd(), newJobRevertCmd())
 }
 
 // writeJob writes job by compare-and-set: version 0 when new, the current
