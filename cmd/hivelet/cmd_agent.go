@@ -134,16 +134,21 @@ type agentProviders struct {
 func (p agentProviders) Node() *model.Node                { return p.self() }
 func (p agentProviders) Allocations() []*model.Allocation { return p.a.Allocs() }
 func (p agentProviders) Plugins() any {
+	// The API's one casing (docs/api.md): snake_case keys, not the Go
+	// field names of manager.Plugin.
 	type row struct {
-		manager.Plugin
-		PID    int              `json:"pid,omitempty"`
-		Health model.DriverInfo `json:"health"`
+		Name    string           `json:"name"`
+		Path    string           `json:"path"`
+		Args    []string         `json:"args,omitempty"`
+		Builtin bool             `json:"builtin"`
+		PID     int              `json:"pid,omitempty"`
+		Health  model.DriverInfo `json:"health"`
 	}
 	infos := p.health.DriverFingerprints()
-	var out []row
+	out := []row{}
 	for _, pl := range p.plugin.Plugins() {
 		pid, _ := p.plugin.PID(pl.Name)
-		out = append(out, row{Plugin: pl, PID: pid, Health: infos[pl.Name]})
+		out = append(out, row{Name: pl.Name, Path: pl.Path, Args: pl.Args, Builtin: pl.Builtin, PID: pid, Health: infos[pl.Name]})
 	}
 	return out
 }

@@ -15,7 +15,9 @@
 // /v1/plugins, /v1/policies, /v1/health, /metrics; POST
 // /v1/deployment/{job}/promote|fail|pause|resume and
 // /v1/job/{job}/revert/{version} (the rollout actions, docs/rollout.md). A
-// provider left nil answers 404 {"error": "... not available"}.
+// provider left nil answers 404 {"error": "... not available"}. Each
+// endpoint is documented in docs/api.md, one section per route
+// (TestEveryRouteIsDocumented checks the page against the router both ways).
 //
 // Invariants:
 //   - Serve refuses a non-loopback address unless Config.AllowNonLoopback.
