@@ -73,6 +73,10 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	}
 	r.mu.Lock()
 	jobID, group, nodeID := r.alloc.JobID, r.alloc.TaskGroup, r.alloc.NodeID
+	var netMode string
+	if g := r.group(); g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
+		netMode = string(model.NetworkBridge)
+	}
 	r.mu.Unlock()
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
@@ -89,6 +93,9 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 		StdoutPath: stdout,
 		StderrPath: stderr,
 		KillSignal: t.KillSignal,
+		// The driver gives a bridge task a network of its own with every
+		// port of the allocation mapped into it.
+		NetworkMode: netMode,
 	}, nil
 }
 

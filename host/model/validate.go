@@ -165,6 +165,7 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	v.meta(join(path, "meta"), g.Meta)
 	if g.Network != nil {
 		v.network(join(path, "network"), g.Network)
+		v.bridge(join(path, "network"), g)
 	}
 	if g.ShutdownDelay < 0 {
 		v.add(join(path, "shutdown_delay"), "shutdown_delay must not be negative, got %s", g.ShutdownDelay)

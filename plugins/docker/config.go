@@ -290,8 +290,21 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	}
 	cmd = append(cmd, c.Args...)
 
+	labelsToPublish := c.Ports
+	netMode := c.NetworkMode
+	if tc.NetworkMode == "bridge" {
+		// Nomad's bridge mode: the task has a network of its own and every
+		// port of the allocation is mapped into it, named in config or not.
+		switch netMode {
+		case "", "bridge":
+			netMode = "bridge"
+		default:
+			bad("network_mode", "the group's network is in bridge mode, which gives the task docker's bridge network; network_mode %q contradicts it (drop it, or use the group's mode = \"host\")", netMode)
+		}
+		labelsToPublish = bridgeLabels(c.Ports, tc.Env)
+	}
 	var ports []engine.PortMapping
-	for i, label := range c.Ports {
+	for i, label := range labelsToPublish {
 		pm, err := labelPorts(label, tc.Env)
 		if err != nil {
 			bad("ports["+strconv.Itoa(i)+"]", "%v", err)
@@ -299,7 +312,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		}
 		// With the node's own network the task binds the port itself:
 		// there is nothing to publish.
-		if c.NetworkMode != "host" {
+		if netMode != "host" {
 			ports = append(ports, pm...)
 		}
 	}
@@ -422,7 +435,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		Ports:       ports,
 		Mounts:      mounts,
 		Binds:       binds,
-		NetworkMode: c.NetworkMode,
+		NetworkMode: netMode,
 		PidMode:     c.PidMode,
 		IpcMode:     c.IpcMode,
 		CapAdd:      capAdd,
@@ -563,6 +576,21 @@ func labelPorts(label string, env map[string]string) ([]engine.PortMapping, erro
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "tcp"},
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "udp"},
 	}, nil
+}
+
+// bridgeLabels are the labels a bridge task publishes: the ones its config
+// names, then every other port of the allocation (the host tells them in
+// the env as NOMAD_HOST_PORT_<label>), sorted.
+func bridgeLabels(named []string, env map[string]string) []string {
+	out := append([]string(nil), named...)
+	var rest []string
+	for k := range env {
+		if l, ok := strings.CutPrefix(k, "NOMAD_HOST_PORT_"); ok && !slices.Contains(named, l) {
+			rest = append(rest, l)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
 }
 
 // owns reports whether a container's labels say it is this task's.

@@ -241,3 +241,45 @@ func TestTheLoggingBlockChoosesTheEnginesLogDriver(t *testing.T) {
 		})
 	}
 }
+
+// TestABridgeTaskPublishesEveryPortOfTheAllocation: in a bridge group the
+// container is on docker's bridge network with every port the allocation
+// holds mapped from the node's port to the port in the task, whether the
+// config names it or not; a network_mode contradicting the group's is a
+// field error; the control, the same task in a host-mode group, publishes
+// only what its config names.
+func TestABridgeTaskPublishesEveryPortOfTheAllocation(t *testing.T) {
+	task := func(mode string, cfg map[string]any) *driver.TaskConfig {
+		tc := baseTask(cfg)
+		tc.NetworkMode = mode
+		for k, v := range map[string]string{"NOMAD_HOST_PORT_http": "25000", "NOMAD_PORT_http": "8080", "NOMAD_HOST_IP_http": "10.0.0.5",
+			"NOMAD_HOST_PORT_admin": "25001", "NOMAD_PORT_admin": "25001", "NOMAD_HOST_IP_admin": "10.0.0.5"} {
+			tc.Env[k] = v
+		}
+		return tc
+	}
+	p, err := makePlan(task("bridge", map[string]any{"image": "example/edge:1"}), planOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.PortMapping{
+		{HostIP: "10.0.0.5", HostPort: 25001, ContainerPort: 25001, Protocol: "tcp"},
+		{HostIP: "10.0.0.5", HostPort: 25001, ContainerPort: 25001, Protocol: "udp"},
+		{HostIP: "10.0.0.5", HostPort: 25000, ContainerPort: 8080, Protocol: "tcp"},
+		{HostIP: "10.0.0.5", HostPort: 25000, ContainerPort: 8080, Protocol: "udp"},
+	}
+	if !reflect.DeepEqual(p.spec.Ports, want) || p.spec.NetworkMode != "bridge" {
+		t.Errorf("bridge: network %q ports %+v, want bridge %+v", p.spec.NetworkMode, p.spec.Ports, want)
+	}
+	if _, err := makePlan(task("bridge", map[string]any{"image": "example/edge:1", "network_mode": "host"}), planOptions{}); err == nil ||
+		!strings.Contains(err.Error(), `network_mode: the group's network is in bridge mode`) {
+		t.Errorf("bridge with network_mode host: %v", err)
+	}
+	p, err = makePlan(task("", map[string]any{"image": "example/edge:1", "ports": []any{"http"}}), planOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.spec.Ports) != 2 || p.spec.Ports[0].HostPort != 25000 || p.spec.NetworkMode != "" {
+		t.Errorf("host mode: network %q ports %+v, want only http", p.spec.NetworkMode, p.spec.Ports)
+	}
+}

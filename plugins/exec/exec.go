@@ -174,6 +174,9 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if err := driver.DecodeConfig(cfg.Config, &c); err != nil {
 		return nil, err
 	}
+	if cfg.NetworkMode == "bridge" {
+		return nil, fmt.Errorf("starting exec task %s: the exec driver runs tasks on the node's network; network mode \"bridge\" needs the docker driver", cfg.ID)
+	}
 	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
 		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
 	}

@@ -375,3 +375,22 @@ func TestARelativeCommandIsFoundInTheTaskDirectory(t *testing.T) {
 		t.Fatalf("stdout %q", out)
 	}
 }
+
+// TestABridgeTaskIsRefusedByExec: exec runs tasks on the node's network,
+// so a bridge task is refused at start saying so; the control, the same
+// task in host mode, runs.
+func TestABridgeTaskIsRefusedByExec(t *testing.T) {
+	d := New()
+	cfg := taskCfg(t, "br", map[string]any{"command": "/bin/true"})
+	cfg.NetworkMode = "bridge"
+	if _, err := d.StartTask(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `network mode "bridge" needs the docker driver`) {
+		t.Fatalf("bridge: %v", err)
+	}
+	cfg.NetworkMode = ""
+	if _, err := d.StartTask(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "br", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+}

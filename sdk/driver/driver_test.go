@@ -195,7 +195,7 @@ func TestEveryCallCrossesTheBoundaryIntact(t *testing.T) {
 		ID: "a1/web", AllocID: "a1", TaskName: "web", JobID: "j", Group: "g", NodeID: "n",
 		Config: map[string]any{"command": "/bin/true", "args": []any{"x"}, "n": 3.0},
 		Env:    map[string]string{"A": "1"}, Resources: driver.Resources{CPU: 100, MemoryMB: 64},
-		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT",
+		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT", NetworkMode: "bridge",
 	}
 	h, err := d.StartTask(ctx, cfg)
 	if err != nil {
