@@ -409,6 +409,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		}
 	}
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health}
+	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
 	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"}}, reg)
 	bg.Add(1)

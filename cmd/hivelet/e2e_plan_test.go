@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -11,6 +13,7 @@ import (
 // config and a destructive update on the node, with -json; plan of a
 // change of the update block only is an in-place update; plan of the same
 // file is no change; and nothing is written (the job stays at version 0).
+// The agent's per-job and per-deployment metrics agree with job status.
 func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	p := newAgent(t, "")
 	p.start()
@@ -52,6 +55,20 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	}
 	if code, out := p.cli("job", "status", "web"); code != 0 || !strings.Contains(out, "Version    = 0") {
 		t.Fatalf("after the plans the job is no longer at version 0: exit %d\n%s", code, out)
+	}
+	// The per-job and per-deployment metrics say the same as job status.
+	resp, err := http.Get("http://" + p.apiAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`hivelet_job_allocations{job="web",namespace="default",status="running"} 1`,
+		`hivelet_deployment_status{job="web",namespace="default",status="successful",version="0"} 1`,
+		`hivelet_deployment_allocations{health="healthy",job="web",namespace="default",version="0"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 	if code, out := p.cli("job", "stop", "web"); code != 0 {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
