@@ -64,3 +64,64 @@ func TestEndToEndAPrestartTaskPreparesWhatTheMainTaskReads(t *testing.T) {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
 	}
 }
+
+const poststartJob = `job "announced" {
+  type = "system"
+  update {
+    min_healthy_time = "300ms"
+    healthy_deadline = "30s"
+  }
+  group "g" {
+    task "main" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo up > \"$NOMAD_ALLOC_DIR/main-up\"; exec sleep 600"]
+      }
+      kill_timeout = "2s"
+    }
+    task "announce" {
+      driver = "exec"
+      lifecycle {
+        hook = "poststart"
+      }
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "while [ ! -f \"$NOMAD_ALLOC_DIR/main-up\" ]; do sleep 0.05; done; echo \"announced after main: $(cat \"$NOMAD_ALLOC_DIR/main-up\")\""]
+      }
+    }
+  }
+}
+`
+
+// TestEndToEndAPoststartTaskRunsOnceTheMainTaskRuns: on the real exec
+// driver the poststart task runs after the main task started, finishes,
+// and the deployment succeeds with the main task running and the
+// poststart task dead (not failed).
+func TestEndToEndAPoststartTaskRunsOnceTheMainTaskRuns(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	if code, out := p.cli("job", "run", e2eFile(t, t.TempDir(), "announced.hcl", poststartJob)); code != 0 || !strings.Contains(out, "deployment successful") {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	live := liveOf(p.allocs(), "announced")
+	if len(live) != 1 {
+		t.Fatalf("live: %+v", live)
+	}
+	testutil.Eventually(t, 20*time.Second, "the poststart task's output", func() bool {
+		code, out := p.cli("alloc", "logs", live[0].ID, "announce")
+		return code == 0 && strings.Contains(out, "announced after main: up")
+	})
+	testutil.Eventually(t, 10*time.Second, "the poststart task finished", func() bool {
+		a := liveOf(p.allocs(), "announced")[0]
+		ts, main := a.TaskStates["announce"], a.TaskStates["main"]
+		return ts != nil && ts.State == "dead" && !ts.Failed && main != nil && main.State == "running" && a.ClientStatus == model.ClientRunning
+	})
+	a := liveOf(p.allocs(), "announced")[0]
+	if a.TaskStates["announce"].StartedAt.Before(a.TaskStates["main"].StartedAt) {
+		t.Errorf("the poststart task started at %v, before the main task at %v", a.TaskStates["announce"].StartedAt, a.TaskStates["main"].StartedAt)
+	}
+	if code, out := p.cli("job", "stop", "announced"); code != 0 {
+		t.Fatalf("job stop: exit %d\n%s", code, out)
+	}
+}

@@ -84,3 +84,66 @@ func TestAFailingPrestartTaskFailsTheAllocationWithoutStartingTheMainTasks(t *te
 	}
 	stopRunner(t, restored)
 }
+
+// poststartFixture is a system group with a main task given mainCfg, a
+// poststart task that runs to completion and a poststart sidecar.
+func poststartFixture(t *testing.T, mainCfg map[string]any) *fixture {
+	f := newFixture(t, mainCfg, nil, nil)
+	g := f.job.Groups[0]
+	g.Update = fastUpdate(50*time.Millisecond, 5*time.Second)
+	g.Tasks = append(g.Tasks,
+		&model.Task{Name: "post", Driver: "fake", Config: map[string]any{"run_for": "20ms"}, Lifecycle: &model.Lifecycle{Hook: model.HookPoststart}},
+		&model.Task{Name: "postside", Driver: "fake", Config: map[string]any{}, Lifecycle: &model.Lifecycle{Hook: model.HookPoststart, Sidecar: true}})
+	return f
+}
+
+// TestPoststartTasksStartOnceTheMainTaskRuns: with a main task slow to
+// start, both poststart tasks start after it; the one that runs to
+// completion is dead and not failed while the allocation runs healthy; the
+// sidecar keeps running. A restored allocation does not run the completed
+// one again and reattaches the sidecar.
+func TestPoststartTasksStartOnceTheMainTaskRuns(t *testing.T) {
+	f := poststartFixture(t, map[string]any{"start_delay": "100ms"})
+	r := f.runner(nil)
+	r.Run()
+	testutil.Eventually(t, 5*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	order := f.drv.startOrder()
+	if len(order) != 3 || order[0] != "a1/t" {
+		t.Fatalf("start order %v: the main task must start first, then both poststart tasks once", order)
+	}
+	a := r.Alloc()
+	if a.ClientStatus != model.ClientRunning || a.TaskStates["post"].State != "dead" || a.TaskStates["post"].Failed || a.TaskStates["postside"].State != "running" {
+		t.Fatalf("status %s, post %+v, postside %+v", a.ClientStatus, a.TaskStates["post"], a.TaskStates["postside"])
+	}
+	r.Detach()
+	f.store.mu.Lock()
+	rec := f.store.allocs["a1"]
+	handles := map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"], "postside": f.store.handles["a1/postside"]}
+	f.store.mu.Unlock()
+	f.alloc, f.job = rec.Alloc, rec.Job
+	restored := f.runner(handles)
+	restored.Run()
+	testutil.Eventually(t, 5*time.Second, "reattached", func() bool { return f.drv.recoverCount("a1/t") == 1 && f.drv.recoverCount("a1/postside") == 1 })
+	if f.drv.startCount("a1/post") != 1 || f.drv.startCount("a1/t") != 1 || f.drv.startCount("a1/postside") != 1 {
+		t.Fatalf("after the restore: starts %v", f.drv.startOrder())
+	}
+	stopRunner(t, restored)
+}
+
+// TestAMainTaskThatNeverRunsKeepsThePoststartTasksFromStarting: a main
+// task whose config the driver's schema refuses fails the allocation, and
+// neither poststart task is ever started; the runner still finishes.
+func TestAMainTaskThatNeverRunsKeepsThePoststartTasksFromStarting(t *testing.T) {
+	f := poststartFixture(t, map[string]any{"not_a_key": true})
+	f.drv.schema = &driver.Schema{Fields: map[string]*driver.Field{"run_for": {Type: driver.TypeString}, "start_delay": {Type: driver.TypeString}}}
+	r := f.runner(nil)
+	r.Run()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner never finished")
+	}
+	if a := r.Alloc(); a.ClientStatus != model.ClientFailed || len(f.drv.startOrder()) != 0 {
+		t.Fatalf("status %s, starts %v", a.ClientStatus, f.drv.startOrder())
+	}
+}

@@ -125,11 +125,15 @@ type Runner struct {
 	ctx    context.Context // ends on Detach
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
-	alloc      *model.Allocation
-	job        *model.Job
-	intent     model.DesiredStatus
-	running    map[string]bool // task name → running now
+	mu      sync.Mutex
+	alloc   *model.Allocation
+	job     *model.Job
+	intent  model.DesiredStatus
+	running map[string]bool // task name → running now
+	// mainsUp is closed once every main task in waitMains has run (then
+	// the poststart tasks start); nil when nothing waits.
+	mainsUp    chan struct{}
+	waitMains  map[string]bool
 	final      map[string]bool // task name → finished for good
 	checks     map[string]error
 	healthGn   int                        // generation of the health tracker; bumped by an in-place update
@@ -348,20 +352,45 @@ func (r *Runner) Run() {
 	// Prestart (init) tasks run first, each to completion once per
 	// allocation; the main tasks start when every one has succeeded. An
 	// init task a restored allocation already completed is not run again.
-	var inits, mains []*model.Task
+	// Poststart tasks start once every main task runs (a restored one that
+	// runs already is reattached with the main tasks; one that completed
+	// is not run again).
+	var inits, mains, posts []*model.Task
+	var up chan struct{}
 	r.mu.Lock()
 	for _, t := range tasks {
+		ts := r.alloc.TaskStates[t.Name]
+		completed := ts.State == "dead" && !ts.Failed && r.cfg.Handles[t.Name] == nil
 		switch {
+		case t.RunsToCompletion() && completed:
+			r.firstAttemptOver() // done before the agent restarted
+		case t.IsPoststart() && r.cfg.Handles[t.Name] == nil:
+			posts = append(posts, t)
 		case !t.IsInit():
 			mains = append(mains, t)
-		case r.alloc.TaskStates[t.Name].State == "dead" && !r.alloc.TaskStates[t.Name].Failed && r.cfg.Handles[t.Name] == nil:
-			r.firstAttemptOver() // done before the agent restarted
 		default:
 			inits = append(inits, t)
 		}
 	}
+	if len(posts) > 0 {
+		r.waitMains = map[string]bool{}
+		for _, t := range mains {
+			if !t.IsPoststart() && !r.running[t.Name] {
+				r.waitMains[t.Name] = true
+			}
+		}
+		up = make(chan struct{})
+		if len(r.waitMains) == 0 {
+			close(up)
+		} else {
+			r.mainsUp = up
+		}
+	}
 	r.mu.Unlock()
-	r.tasksWG.Add(len(inits) + len(mains))
+	r.tasksWG.Add(len(inits) + len(mains) + len(posts))
+	if len(posts) > 0 {
+		go r.startPoststartAfter(posts, up)
+	}
 	go func() {
 		r.tasksWG.Wait()
 		r.cancel() // end the check and health goroutines
@@ -416,6 +445,27 @@ func (r *Runner) startMainsAfter(inits, mains []*model.Task, initDone <-chan str
 		return
 	}
 	for range mains {
+		r.firstAttemptOver()
+		r.tasksWG.Done()
+	}
+}
+
+// startPoststartAfter starts the poststart tasks once every main task has
+// run (up closed). If the allocation is stopped, fails (a sibling failed
+// for good) or the runner is detached first, they are never started.
+func (r *Runner) startPoststartAfter(posts []*model.Task, up <-chan struct{}) {
+	select {
+	case <-up:
+		if !r.isStopping() && r.ctx.Err() == nil {
+			for _, t := range posts {
+				go r.runTask(t, nil)
+			}
+			return
+		}
+	case <-r.stopping:
+	case <-r.ctx.Done():
+	}
+	for range posts {
 		r.firstAttemptOver()
 		r.tasksWG.Done()
 	}
@@ -633,6 +683,13 @@ func (r *Runner) changeTask(task string, f func(ts *model.TaskState)) {
 	}
 	f(ts)
 	r.running[task] = ts.State == "running"
+	if ts.State == "running" && r.mainsUp != nil && r.waitMains[task] {
+		delete(r.waitMains, task)
+		if len(r.waitMains) == 0 {
+			close(r.mainsUp)
+			r.mainsUp = nil
+		}
+	}
 	r.recomputeLocked()
 }
 

@@ -274,7 +274,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			})
 			continue
 		}
-		if (jobType == model.JobTypeSysbatch || t.IsInit()) && res.Successful() {
+		if (jobType == model.JobTypeSysbatch || t.RunsToCompletion()) && res.Successful() {
 			r.finishTask(t, nil, false, "completed")
 			return
 		}

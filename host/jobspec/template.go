@@ -176,8 +176,8 @@ func (p *parser) lifecycle(b *hclsyntax.Block, path string) *model.Lifecycle {
 		switch {
 		case !ok:
 			return nil
-		case h == "poststart" || h == "poststop":
-			p.errorf(a.Expr.Range(), "lifecycle hook %q is not supported by hivelet: it runs prestart hooks only (an init task before the main tasks, or a prestart sidecar alongside them)", h)
+		case h == "poststop":
+			p.errorf(a.Expr.Range(), "lifecycle hook %q is not supported by hivelet: it runs prestart hooks (an init task before the main tasks, or a sidecar alongside them) and poststart hooks (once the main tasks run), not tasks after them", h)
 			return nil
 		}
 		l.Hook = model.LifecycleHook(h)

@@ -180,12 +180,12 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	}
 	mains := 0
 	for _, t := range g.Tasks {
-		if t != nil && !t.IsInit() {
+		if t != nil && !t.IsInit() && !t.IsPoststart() {
 			mains++
 		}
 	}
 	if len(g.Tasks) > 0 && mains == 0 {
-		v.add(join(path, "tasks"), "group %q has only prestart tasks: it needs a main task (one without a lifecycle block, or a sidecar) for them to prepare", g.Name)
+		v.add(join(path, "tasks"), "group %q has only lifecycle hooks: it needs a main task (one without a lifecycle block, or a prestart sidecar) for them to run around", g.Name)
 	}
 	seen := map[string]bool{}
 	for i, t := range g.Tasks {
