@@ -125,15 +125,11 @@ type Runner struct {
 	ctx    context.Context // ends on Detach
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	alloc   *model.Allocation
-	job     *model.Job
-	intent  model.DesiredStatus
-	running map[string]bool // task name → running now
-	// mainsUp is closed once every main task in waitMains has run (then
-	// the poststart tasks start); nil when nothing waits.
-	mainsUp    chan struct{}
-	waitMains  map[string]bool
+	mu         sync.Mutex
+	alloc      *model.Allocation
+	job        *model.Job
+	intent     model.DesiredStatus
+	running    map[string]bool // task name → running now
 	final      map[string]bool // task name → finished for good
 	checks     map[string]error
 	healthGn   int                        // generation of the health tracker; bumped by an in-place update
@@ -148,6 +144,11 @@ type Runner struct {
 	detached   bool
 	started    bool
 	bgClosed   bool // no new background goroutine may start
+
+	// mainsUp is closed once every main task in waitMains has run (then
+	// the poststart tasks start); nil when nothing waits.
+	mainsUp   chan struct{}
+	waitMains map[string]bool
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
