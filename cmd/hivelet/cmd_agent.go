@@ -411,7 +411,8 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health}
 	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
 	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
-		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"}}, reg)
+		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"},
+		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg)
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 
