@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +125,64 @@ func TestEndToEndAPoststartTaskRunsOnceTheMainTaskRuns(t *testing.T) {
 	}
 	if code, out := p.cli("job", "stop", "announced"); code != 0 {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
+	}
+}
+
+func poststopJob(marker string) string {
+	return `job "tidy" {
+  type = "system"
+  update {
+    min_healthy_time = "300ms"
+    healthy_deadline = "30s"
+  }
+  group "g" {
+    task "main" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["600"]
+      }
+      kill_timeout = "2s"
+    }
+    task "cleanup" {
+      driver = "exec"
+      lifecycle {
+        hook = "poststop"
+      }
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo \"cleaned up after $NOMAD_ALLOC_ID\" > ` + marker + `"]
+      }
+    }
+  }
+}
+`
+}
+
+// TestEndToEndAPoststopTaskRunsWhenTheJobIsStopped: on the real exec
+// driver the deployment succeeds with the poststop task not run (the
+// control: its file is absent while the job runs); job stop kills the main
+// task, then the poststop task runs and writes its file, and the job is
+// stopped.
+func TestEndToEndAPoststopTaskRunsWhenTheJobIsStopped(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	marker := filepath.Join(t.TempDir(), "cleaned")
+	if code, out := p.cli("job", "run", e2eFile(t, t.TempDir(), "tidy.hcl", poststopJob(marker))); code != 0 || !strings.Contains(out, "deployment successful") {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	live := liveOf(p.allocs(), "tidy")
+	if len(live) != 1 || live[0].ClientStatus != model.ClientRunning {
+		t.Fatalf("live: %+v", live)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the poststop task ran while the job runs: %v", err)
+	}
+	if code, out := p.cli("job", "stop", "tidy"); code != 0 {
+		t.Fatalf("job stop: exit %d\n%s", code, out)
+	}
+	b, err := os.ReadFile(marker)
+	if err != nil || !strings.Contains(string(b), "cleaned up after "+live[0].ID) {
+		t.Fatalf("after the stop, the poststop task's file: %q %v", b, err)
 	}
 }

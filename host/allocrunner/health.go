@@ -59,6 +59,9 @@ func (r *Runner) healthyNowLocked() (ok, failed bool) {
 		if ts.State == "dead" && !ts.Failed && g != nil && g.LookupTask(name).RunsToCompletion() {
 			continue // a prestart or poststart task that did its work
 		}
+		if g != nil && g.LookupTask(name).IsPoststop() {
+			continue // it runs once the allocation is over
+		}
 		if ts.State != "running" {
 			return false, ts.Failed
 		}

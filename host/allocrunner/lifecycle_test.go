@@ -147,3 +147,67 @@ func TestAMainTaskThatNeverRunsKeepsThePoststartTasksFromStarting(t *testing.T) 
 		t.Fatalf("status %s, starts %v", a.ClientStatus, f.drv.startOrder())
 	}
 }
+
+// poststopFixture is a group with a main task given mainCfg and a
+// poststop task that runs for a moment.
+func poststopFixture(t *testing.T, jt model.JobType, mainCfg map[string]any, pol *model.RestartPolicy) *fixture {
+	f := newFixture(t, mainCfg, pol, nil)
+	f.job.Type = jt
+	g := f.job.Groups[0]
+	g.Update = fastUpdate(50*time.Millisecond, 5*time.Second)
+	g.Tasks = append(g.Tasks, &model.Task{Name: "cleanup", Driver: "fake", Config: map[string]any{"run_for": "30ms"},
+		Lifecycle: &model.Lifecycle{Hook: model.HookPoststop}})
+	return f
+}
+
+// TestAPoststopTaskRunsOnceTheOthersAreGone: while the main task runs the
+// poststop task is not started and the allocation is running and healthy;
+// a stop kills the main task, then the poststop task runs (the
+// allocation's stop is not its stop) and the allocation completes only
+// after it. In a sysbatch job it runs once the main task completed; when
+// the main task fails for good it still runs, and the allocation fails.
+func TestAPoststopTaskRunsOnceTheOthersAreGone(t *testing.T) {
+	f := poststopFixture(t, model.JobTypeSystem, map[string]any{}, nil)
+	r := f.runner(nil)
+	r.Run()
+	testutil.Eventually(t, 5*time.Second, "healthy", func() bool { return r.Alloc().DeploymentStatus.IsHealthy() })
+	if a := r.Alloc(); a.ClientStatus != model.ClientRunning || f.drv.startCount("a1/cleanup") != 0 {
+		t.Fatalf("while the main task runs: status %s, poststop starts %d", a.ClientStatus, f.drv.startCount("a1/cleanup"))
+	}
+	stopRunner(t, r)
+	a := r.Alloc()
+	if order := f.drv.startOrder(); len(order) != 2 || order[1] != "a1/cleanup" {
+		t.Fatalf("start order %v", order)
+	}
+	if stops := f.drv.stopCalls(); len(stops) != 1 || stops[0].TaskID != "a1/t" {
+		t.Fatalf("stop calls %+v: only the main task is stopped", stops)
+	}
+	if ts := a.TaskStates["cleanup"]; a.ClientStatus != model.ClientComplete || ts.State != "dead" || ts.Failed {
+		t.Fatalf("after the stop: %s, cleanup %+v", a.ClientStatus, ts)
+	}
+
+	batch := poststopFixture(t, model.JobTypeSysbatch, map[string]any{"run_for": "20ms"}, nil)
+	br := batch.runner(nil)
+	br.Run()
+	select {
+	case <-br.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sysbatch runner never finished")
+	}
+	if a := br.Alloc(); a.ClientStatus != model.ClientComplete || batch.drv.startCount("a1/cleanup") != 1 || a.TaskStates["cleanup"].State != "dead" {
+		t.Fatalf("sysbatch: %s, cleanup starts %d, %+v", a.ClientStatus, batch.drv.startCount("a1/cleanup"), a.TaskStates["cleanup"])
+	}
+
+	pol := &model.RestartPolicy{Attempts: 0, Interval: model.Duration(time.Minute), Delay: model.Duration(5 * time.Millisecond), Mode: model.RestartModeFail}
+	failing := poststopFixture(t, model.JobTypeSystem, map[string]any{"run_for": "10ms", "exit_code": 2}, pol)
+	fr := failing.runner(nil)
+	fr.Run()
+	select {
+	case <-fr.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failing runner never finished")
+	}
+	if a := fr.Alloc(); a.ClientStatus != model.ClientFailed || failing.drv.startCount("a1/cleanup") != 1 {
+		t.Fatalf("a failed main task: %s, cleanup starts %d", a.ClientStatus, failing.drv.startCount("a1/cleanup"))
+	}
+}

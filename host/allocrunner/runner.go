@@ -149,6 +149,11 @@ type Runner struct {
 	// the poststart tasks start); nil when nothing waits.
 	mainsUp   chan struct{}
 	waitMains map[string]bool
+	// othersLeft counts the tasks other than poststop ones still to
+	// finish; othersDone is closed when none is (then the poststop tasks
+	// run).
+	othersLeft atomic.Int32
+	othersDone chan struct{}
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
@@ -303,8 +308,15 @@ func (r *Runner) Run() {
 	// already wrote (a start that succeeds writes running), or after
 	// pendingWriteDelay if they take longer (an image pull): one write per
 	// fast start instead of two, and none competing with the start itself.
-	r.firstLeft.Store(int32(len(tasks)))
-	if len(tasks) == 0 {
+	// Poststop tasks have no first attempt to wait for: they run at the end.
+	stops := 0
+	for _, t := range tasks {
+		if t.IsPoststop() {
+			stops++
+		}
+	}
+	r.firstLeft.Store(int32(len(tasks) - stops))
+	if len(tasks) == stops {
 		close(r.firstDone)
 	}
 	before := r.persists.Load()
@@ -356,15 +368,31 @@ func (r *Runner) Run() {
 	// Poststart tasks start once every main task runs (a restored one that
 	// runs already is reattached with the main tasks; one that completed
 	// is not run again).
-	var inits, mains, posts []*model.Task
+	// Poststop tasks run once every other task has finished; a restored
+	// allocation that has them does not run a finished task again (its
+	// end is what the poststop tasks follow).
+	var inits, mains, posts, poststops []*model.Task
 	var up chan struct{}
 	r.mu.Lock()
 	for _, t := range tasks {
+		if t.IsPoststop() {
+			poststops = append(poststops, t)
+		}
+	}
+	others := 0
+	for _, t := range tasks {
 		ts := r.alloc.TaskStates[t.Name]
 		completed := ts.State == "dead" && !ts.Failed && r.cfg.Handles[t.Name] == nil
+		finished := ts.State == "dead" && r.cfg.Handles[t.Name] == nil
 		switch {
-		case t.RunsToCompletion() && completed:
+		case t.IsPoststop():
+			continue
+		case (t.RunsToCompletion() && completed) || (len(poststops) > 0 && finished):
 			r.firstAttemptOver() // done before the agent restarted
+			continue
+		}
+		others++
+		switch {
 		case t.IsPoststart() && r.cfg.Handles[t.Name] == nil:
 			posts = append(posts, t)
 		case !t.IsInit():
@@ -387,10 +415,18 @@ func (r *Runner) Run() {
 			r.mainsUp = up
 		}
 	}
+	r.othersLeft.Store(int32(others))
+	r.othersDone = make(chan struct{})
+	if others == 0 {
+		close(r.othersDone)
+	}
 	r.mu.Unlock()
-	r.tasksWG.Add(len(inits) + len(mains) + len(posts))
+	r.tasksWG.Add(len(inits) + len(mains) + len(posts) + len(poststops))
 	if len(posts) > 0 {
 		go r.startPoststartAfter(posts, up)
+	}
+	if len(poststops) > 0 {
+		go r.startPoststopAfter(poststops)
 	}
 	go func() {
 		r.tasksWG.Wait()
@@ -445,9 +481,9 @@ func (r *Runner) startMainsAfter(inits, mains []*model.Task, initDone <-chan str
 		}
 		return
 	}
-	for range mains {
+	for _, t := range mains {
 		r.firstAttemptOver()
-		r.tasksWG.Done()
+		r.taskDone(t)
 	}
 }
 
@@ -466,10 +502,39 @@ func (r *Runner) startPoststartAfter(posts []*model.Task, up <-chan struct{}) {
 	case <-r.stopping:
 	case <-r.ctx.Done():
 	}
-	for range posts {
+	for _, t := range posts {
 		r.firstAttemptOver()
-		r.tasksWG.Done()
+		r.taskDone(t)
 	}
+}
+
+// startPoststopAfter runs the poststop tasks once every other task of the
+// allocation has finished, however it ended; not if the runner was
+// detached first (the next agent runs them).
+func (r *Runner) startPoststopAfter(stops []*model.Task) {
+	select {
+	case <-r.othersDone:
+		if r.ctx.Err() == nil {
+			for _, t := range stops {
+				go r.runTask(t, r.cfg.Handles[t.Name])
+			}
+			return
+		}
+	case <-r.ctx.Done():
+	}
+	for _, t := range stops {
+		r.taskDone(t)
+	}
+}
+
+// taskDone records that one task's goroutine ended (or that it will never
+// start): the allocation is done when every task is, and the poststop
+// tasks run when every other one is.
+func (r *Runner) taskDone(t *model.Task) {
+	if !t.IsPoststop() && r.othersLeft.Add(-1) == 0 {
+		close(r.othersDone)
+	}
+	r.tasksWG.Done()
 }
 
 // Stop stops every task (kill_signal, then kill after kill_timeout), destroys
@@ -627,7 +692,16 @@ func (r *Runner) recomputeLocked() {
 		return
 	}
 	all, running, failed, dead := 0, 0, false, 0
-	for _, ts := range r.alloc.TaskStates {
+	// A poststop task that has not finished is not counted: it does not
+	// run while the others do, and it keeps the allocation from being
+	// complete until it has run.
+	postPending := false
+	g := r.group()
+	for name, ts := range r.alloc.TaskStates {
+		if ts.State != "dead" && g != nil && g.LookupTask(name).IsPoststop() {
+			postPending = true
+			continue
+		}
 		all++
 		switch ts.State {
 		case "running":
@@ -644,7 +718,7 @@ func (r *Runner) recomputeLocked() {
 	switch {
 	case all > 0 && dead == all && failed:
 		r.setClientStatusLocked(model.ClientFailed, failedWhy)
-	case all > 0 && dead == all:
+	case all > 0 && dead == all && !postPending:
 		r.setClientStatusLocked(model.ClientComplete, "all tasks finished")
 	case failed:
 		r.setClientStatusLocked(model.ClientFailed, failedWhy)

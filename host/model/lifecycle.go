@@ -1,17 +1,18 @@
 package model
 
 // LifecycleHook is when a task runs relative to the group's main tasks:
-// prestart (before them) or poststart (once they all run). poststop is
-// refused by the parser with its reason.
+// prestart (before them), poststart (once they all run) or poststop (once
+// every other task of the allocation is gone).
 type LifecycleHook string
 
 const (
 	HookPrestart  LifecycleHook = "prestart"
 	HookPoststart LifecycleHook = "poststart"
+	HookPoststop  LifecycleHook = "poststop"
 )
 
 // LifecycleHooks lists every LifecycleHook value.
-var LifecycleHooks = []LifecycleHook{HookPrestart, HookPoststart}
+var LifecycleHooks = []LifecycleHook{HookPrestart, HookPoststart, HookPoststop}
 
 func (h *LifecycleHook) UnmarshalJSON(b []byte) error { return decodeEnum(b, h, LifecycleHooks) }
 
@@ -19,7 +20,10 @@ func (h *LifecycleHook) UnmarshalJSON(b []byte) error { return decodeEnum(b, h, 
 // sidecar runs to completion, once per allocation, before the main tasks
 // start; a prestart sidecar starts with them and keeps running. A
 // poststart task starts once every main task is running: to completion,
-// once per allocation, unless it is a sidecar, which keeps running.
+// once per allocation, unless it is a sidecar, which keeps running. A
+// poststop task runs to completion once every other task of the
+// allocation has finished, whether they completed, failed or were stopped
+// with the allocation (it is never a sidecar).
 type Lifecycle struct {
 	Hook    LifecycleHook `json:"hook"`
 	Sidecar bool          `json:"sidecar,omitempty"`
@@ -41,4 +45,10 @@ func (t *Task) IsPoststart() bool {
 // and once complete it holds neither health nor services back.
 func (t *Task) RunsToCompletion() bool {
 	return t != nil && t.Lifecycle != nil && !t.Lifecycle.Sidecar
+}
+
+// IsPoststop reports whether t runs once the allocation's other tasks are
+// gone.
+func (t *Task) IsPoststop() bool {
+	return t != nil && t.Lifecycle != nil && t.Lifecycle.Hook == HookPoststop
 }

@@ -180,7 +180,7 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	}
 	mains := 0
 	for _, t := range g.Tasks {
-		if t != nil && !t.IsInit() && !t.IsPoststart() {
+		if t != nil && !t.IsInit() && !t.IsPoststart() && !t.IsPoststop() {
 			mains++
 		}
 	}
@@ -266,6 +266,9 @@ func (v *validator) task(path string, t *Task) {
 	v.templates(path, t.Templates)
 	if t.Lifecycle != nil && !validEnum(t.Lifecycle.Hook, LifecycleHooks) {
 		v.add(join(path, "lifecycle.hook"), "lifecycle hook %q is not supported (allowed: %s)", t.Lifecycle.Hook, joinEnum(LifecycleHooks))
+	}
+	if t.IsPoststop() && t.Lifecycle.Sidecar {
+		v.add(join(path, "lifecycle.sidecar"), "a poststop task runs once the others are gone, to completion: it cannot be a sidecar")
 	}
 	for i, s := range t.Services {
 		v.service(fmt.Sprintf("%s.services[%d]", path, i), s)
