@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hivelet/hivelet/host/agent"
+	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 )
@@ -65,8 +66,8 @@ func nodeNamer(v *fleet.View) func(string) string {
 
 // failureEvents are the task events that say why a task did not run; the
 // rest (Restarting, Killing...) say what happened next.
-var failureEvents = []string{"Driver Failure", "Failed Validation", "Template Failure", "Failed Artifact Download",
-	"Setup Failure", "Recover Failed"}
+var failureEvents = []string{allocrunner.EventDriverFailure, allocrunner.EventFailedValidation, allocrunner.EventTemplateFailure,
+	allocrunner.EventArtifactFailure, allocrunner.EventSetupFailure, allocrunner.EventRecoverFailed}
 
 // tellingEvent is the event of a task that best says why it failed: the
 // last failure event, else the last termination with a non-zero exit, else
@@ -83,7 +84,7 @@ func tellingEvent(ts *model.TaskState) (telling model.TaskEvent, then string, ok
 		}
 	}
 	for i := len(ts.Events) - 1; i >= 0 && pick < 0; i-- {
-		if e := ts.Events[i]; e.Type == "Terminated" && e.Message != "exit code 0" {
+		if e := ts.Events[i]; e.Type == allocrunner.EventTerminated && e.Message != "exit code 0" {
 			pick = i
 		}
 	}
@@ -149,7 +150,7 @@ func failureLines(job *model.Job, version uint64, v *fleet.View) []string {
 		for _, t := range tasks {
 			ts := a.TaskStates[t]
 			e, then, ok := tellingEvent(ts)
-			if !ok || (!ts.Failed && ts.State == "running" && !slices.Contains(failureEvents, e.Type) && e.Type != "Terminated") {
+			if !ok || (!ts.Failed && ts.State == "running" && !slices.Contains(failureEvents, e.Type) && e.Type != allocrunner.EventTerminated) {
 				continue
 			}
 			l := fmt.Sprintf("    task %s: %s", t, e.Type)
