@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/hivelet/hivelet/runtime/docker/dockertest"
 )
 
 const typoJob = `job "typo" {
@@ -70,5 +73,60 @@ func TestEndToEndAJobThatPlacesNowhereSaysWhy(t *testing.T) {
 		if code, out := p.cli("job", "stop", j); code != 0 {
 			t.Fatalf("job stop %s: exit %d\n%s", j, code, out)
 		}
+	}
+}
+
+// TestEndToEndAFailedDeploymentShowsTheFailingAllocationsNodeAndEvent: on
+// the real docker engine, job run of an image that exists nowhere ends
+// with the deployment failed and, right there, the failing allocation's
+// node and the driver's event saying the image could not be pulled, once
+// (the error chain does not repeat itself).
+func TestEndToEndAFailedDeploymentShowsTheFailingAllocationsNodeAndEvent(t *testing.T) {
+	hiveletBinary(t)
+	if _, err := dockertest.Reachable(context.Background()); err != nil {
+		if dockertest.Required() {
+			t.Fatalf("docker required: %v", err)
+		}
+		t.Skipf("no docker engine: %v", err)
+	}
+	missing := "hivelet-test/missing:" + dockertest.RandomID()
+	job := `job "unpullable" {
+  type = "system"
+  update {
+    min_healthy_time = "300ms"
+    healthy_deadline = "20s"
+  }
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "web" {
+      driver = "docker"
+      config {
+        image = "` + missing + `"
+      }
+    }
+  }
+}
+`
+	p := newAgent(t, "")
+	p.start()
+	code, out := p.cli("job", "run", e2eFile(t, t.TempDir(), "unpullable.hcl", job))
+	if code != 1 || !strings.Contains(out, "failing allocations of version 0:") || !strings.Contains(out, " on node ") ||
+		!strings.Contains(out, "task web: Driver Failure: ") || !strings.Contains(out, missing) {
+		t.Fatalf("job run of a missing image: exit %d\n%s", code, out)
+	}
+	// The event reads once: no gRPC wrapping, no step said twice.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "task web: Driver Failure: ") && (strings.Contains(line, "rpc error") || strings.Count(line, "starting task") != 1) {
+			t.Errorf("the event repeats itself: %s", line)
+		}
+	}
+	if code, out := p.cli("job", "status", "unpullable"); code != 0 || !strings.Contains(out, "Failures") || !strings.Contains(out, missing) {
+		t.Fatalf("job status: exit %d\n%s", code, out)
+	}
+	if code, out := p.cli("job", "stop", "unpullable"); code != 0 {
+		t.Fatalf("job stop: exit %d\n%s", code, out)
 	}
 }

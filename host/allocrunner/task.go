@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -118,6 +119,9 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	}
 	h, err := drv.StartTask(ctx, tc)
 	if err != nil {
+		if strings.Contains(err.Error(), tc.ID) {
+			return nil, err // the driver's error already says which task
+		}
 		return nil, fmt.Errorf("starting task %s: %w", t.Name, err)
 	}
 	return h, nil

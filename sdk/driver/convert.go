@@ -266,5 +266,28 @@ func errFromStatus(what string, err error) error {
 	if ok && st.Code() == codes.Unimplemented {
 		return fmt.Errorf("%s: %s: %w", what, st.Message(), ErrNotSupported)
 	}
+	if ok && st.Code() == codes.Unknown {
+		// The driver's own error: its message, without gRPC's "rpc error:
+		// code = Unknown desc =" and without saying twice what was being
+		// done when the driver already said it.
+		return &driverError{what: what, st: st}
+	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// driverError is an error a driver returned across the boundary. It keeps
+// its gRPC status for callers that tell codes apart.
+type driverError struct {
+	what string
+	st   *status.Status
+}
+
+func (e *driverError) Error() string {
+	if msg := e.st.Message(); strings.HasPrefix(msg, e.what) {
+		return msg
+	}
+	return e.what + ": " + e.st.Message()
+}
+
+// GRPCStatus lets status.FromError see the driver's status.
+func (e *driverError) GRPCStatus() *status.Status { return e.st }
