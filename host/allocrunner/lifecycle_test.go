@@ -211,3 +211,48 @@ func TestAPoststopTaskRunsOnceTheOthersAreGone(t *testing.T) {
 		t.Fatalf("a failed main task: %s, cleanup starts %d", a.ClientStatus, failing.drv.startCount("a1/cleanup"))
 	}
 }
+
+// TestARestoredAllocationRunsItsPoststopTaskWithoutRerunningTheFinishedOnes:
+// an allocation restored after its main task finished (no handle, dead)
+// but before its poststop task ran runs the poststop task alone; the
+// control, a restored allocation whose main task still runs (a handle), is
+// reattached and runs the poststop task only once it is stopped.
+func TestARestoredAllocationRunsItsPoststopTaskWithoutRerunningTheFinishedOnes(t *testing.T) {
+	f := poststopFixture(t, model.JobTypeSysbatch, map[string]any{}, nil)
+	f.alloc.ClientStatus = model.ClientRunning
+	f.alloc.TaskStates = map[string]*model.TaskState{"t": {State: "dead"}, "cleanup": {State: "pending"}}
+	r := f.runner(nil)
+	r.Run()
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restored runner never finished")
+	}
+	if order := f.drv.startOrder(); len(order) != 1 || order[0] != "a1/cleanup" {
+		t.Fatalf("starts %v, want the poststop task alone", order)
+	}
+	if a := r.Alloc(); a.ClientStatus != model.ClientComplete {
+		t.Fatalf("status %s", a.ClientStatus)
+	}
+
+	live := poststopFixture(t, model.JobTypeSystem, map[string]any{}, nil)
+	first := live.runner(nil)
+	first.Run()
+	testutil.Eventually(t, 5*time.Second, "running", func() bool { return first.Alloc().ClientStatus == model.ClientRunning })
+	first.Detach()
+	live.store.mu.Lock()
+	rec := live.store.allocs["a1"]
+	handles := map[string]*driver.TaskHandle{"t": live.store.handles["a1/t"]}
+	live.store.mu.Unlock()
+	live.alloc, live.job = rec.Alloc, rec.Job
+	restored := live.runner(handles)
+	restored.Run()
+	testutil.Eventually(t, 5*time.Second, "reattached", func() bool { return live.drv.recoverCount("a1/t") == 1 })
+	if n := live.drv.startCount("a1/cleanup"); n != 0 {
+		t.Fatalf("the poststop task started %d times while the main task runs", n)
+	}
+	stopRunner(t, restored)
+	if n := live.drv.startCount("a1/cleanup"); n != 1 || live.drv.startCount("a1/t") != 1 {
+		t.Fatalf("after the stop: cleanup started %d times, main %d", n, live.drv.startCount("a1/t"))
+	}
+}
