@@ -138,16 +138,21 @@ type agentProviders struct {
 func (p agentProviders) Node() *model.Node                { return p.self() }
 func (p agentProviders) Allocations() []*model.Allocation { return p.a.Allocs() }
 func (p agentProviders) Plugins() any {
+	// The API's one casing (docs/api.md): snake_case keys, not the Go
+	// field names of manager.Plugin.
 	type row struct {
-		manager.Plugin
-		PID    int              `json:"pid,omitempty"`
-		Health model.DriverInfo `json:"health"`
+		Name    string           `json:"name"`
+		Path    string           `json:"path"`
+		Args    []string         `json:"args,omitempty"`
+		Builtin bool             `json:"builtin"`
+		PID     int              `json:"pid,omitempty"`
+		Health  model.DriverInfo `json:"health"`
 	}
 	infos := p.health.DriverFingerprints()
-	var out []row
+	out := []row{}
 	for _, pl := range p.plugin.Plugins() {
 		pid, _ := p.plugin.PID(pl.Name)
-		out = append(out, row{Plugin: pl, PID: pid, Health: infos[pl.Name]})
+		out = append(out, row{Name: pl.Name, Path: pl.Path, Args: pl.Args, Builtin: pl.Builtin, PID: pid, Health: infos[pl.Name]})
 	}
 	return out
 }
@@ -428,8 +433,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	bg.Add(1)
 	go func() { defer bg.Done(); judge.run(runCtx) }()
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
+	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
 	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
-		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"}}, reg)
+		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"},
+		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg)
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 

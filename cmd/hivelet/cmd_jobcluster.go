@@ -79,7 +79,7 @@ func failed(format string, a ...any) error { return &exitError{code: 1, err: fmt
 // allocation failed, the wait timed out, or NATS could not be reached;
 // 2 bad input (usage, unreadable or invalid job file, unknown job).
 func addJobClusterCmds(job *cobra.Command) {
-	job.AddCommand(newJobRunCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd(), newJobRevertCmd())
+	job.AddCommand(newJobRunCmd(), newJobPlanCmd(), newJobStatusCmd(), newJobStopCmd(), newJobHistoryCmd(), newJobRevertCmd())
 }
 
 // writeJob writes job by compare-and-set: version 0 when new, the current
@@ -404,12 +404,18 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 	}
 	began := time.Now()
 	return watchOutcome(ctx, src, out, tty, wait, func() (outcome, error) {
-		r := progressOf(job, version, src.View(), src.ServerNow(time.Now()), st.NodeTTL())
+		v := src.View()
+		r := progressOf(job, version, v, src.ServerNow(time.Now()), st.NodeTTL())
 		if r.Target == 0 && r.Deployment == nil && !job.Stop && time.Since(began) > noNodeGrace {
-			fmt.Fprintf(out, "==> no ready node runs this job (datacenters, node pool, constraints, drivers)\n")
+			fmt.Fprintf(out, "==> no ready node runs this job\n")
+			printIndented(out, noPlacementLines(job, v))
 			return outcome{}, failed("job %s: no ready node matches it", job.ID)
 		}
-		return outcome{lines: r.lines(job, version), done: r.Done, ok: r.OK, reason: r.Reason, revertPending: r.RevertPending}, nil
+		lines := r.lines(job, version)
+		if r.Done && !r.OK {
+			lines = append(lines, failureLines(job, version, v)...)
+		}
+		return outcome{lines: lines, done: r.Done, ok: r.OK, reason: r.Reason, revertPending: r.RevertPending}, nil
 	})
 }
 
@@ -564,6 +570,7 @@ func newJobStatusCmd() *cobra.Command {
 				}
 				tw.Flush()
 			}
+			statusWhy(out, job, v)
 			var allocs []*model.Allocation
 			for _, s := range v.Allocs {
 				if a := s.Value; a != nil && !s.Absent && a.JobID == job.ID && a.Namespace == job.Namespace {

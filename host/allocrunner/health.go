@@ -56,8 +56,11 @@ func (r *Runner) healthyNowLocked() (ok, failed bool) {
 	}
 	g := r.group()
 	for name, ts := range r.alloc.TaskStates {
-		if ts.State == "dead" && !ts.Failed && g != nil && g.LookupTask(name).IsInit() {
-			continue // a prestart task that did its work
+		if ts.State == "dead" && !ts.Failed && g != nil && g.LookupTask(name).RunsToCompletion() {
+			continue // a prestart or poststart task that did its work
+		}
+		if g != nil && g.LookupTask(name).IsPoststop() {
+			continue // it runs once the allocation is over
 		}
 		if ts.State != "running" {
 			return false, ts.Failed
@@ -176,7 +179,7 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 			notRunning = t.Name
 		} else if t == nil && g != nil {
 			for _, gt := range g.Tasks {
-				if !gt.IsInit() && !r.running[gt.Name] {
+				if !gt.RunsToCompletion() && !r.running[gt.Name] {
 					notRunning = gt.Name
 					break
 				}

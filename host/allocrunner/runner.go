@@ -100,6 +100,9 @@ type Config struct {
 	// Vars is the variables store the tasks' templates read (nomadVar);
 	// nil: a template reading a variable fails to render.
 	Vars Vars
+	// Artifacts fetches the tasks' artifacts; nil: artifact.Fetcher{}
+	// (http, https and file sources).
+	Artifacts ArtifactFetcher
 	// Ports is the node's port table; an allocation whose group has a
 	// network takes its ports there before its tasks start and gives them
 	// back when they are gone. Nil: such an allocation fails to start.
@@ -142,6 +145,16 @@ type Runner struct {
 	detached   bool
 	started    bool
 	bgClosed   bool // no new background goroutine may start
+
+	// mainsUp is closed once every main task in waitMains has run (then
+	// the poststart tasks start); nil when nothing waits.
+	mainsUp   chan struct{}
+	waitMains map[string]bool
+	// othersLeft counts the tasks other than poststop ones still to
+	// finish; othersDone is closed when none is (then the poststop tasks
+	// run).
+	othersLeft atomic.Int32
+	othersDone chan struct{}
 
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
@@ -296,8 +309,15 @@ func (r *Runner) Run() {
 	// already wrote (a start that succeeds writes running), or after
 	// pendingWriteDelay if they take longer (an image pull): one write per
 	// fast start instead of two, and none competing with the start itself.
-	r.firstLeft.Store(int32(len(tasks)))
-	if len(tasks) == 0 {
+	// Poststop tasks have no first attempt to wait for: they run at the end.
+	stops := 0
+	for _, t := range tasks {
+		if t.IsPoststop() {
+			stops++
+		}
+	}
+	r.firstLeft.Store(int32(len(tasks) - stops))
+	if len(tasks) == stops {
 		close(r.firstDone)
 	}
 	before := r.persists.Load()
@@ -346,20 +366,69 @@ func (r *Runner) Run() {
 	// Prestart (init) tasks run first, each to completion once per
 	// allocation; the main tasks start when every one has succeeded. An
 	// init task a restored allocation already completed is not run again.
-	var inits, mains []*model.Task
+	// Poststart tasks start once every main task runs (a restored one that
+	// runs already is reattached with the main tasks; one that completed
+	// is not run again).
+	// Poststop tasks run once every other task has finished; a restored
+	// allocation that has them does not run a finished task again (its
+	// end is what the poststop tasks follow).
+	var inits, mains, posts, poststops []*model.Task
+	var up chan struct{}
 	r.mu.Lock()
 	for _, t := range tasks {
+		if t.IsPoststop() {
+			poststops = append(poststops, t)
+		}
+	}
+	others := 0
+	for _, t := range tasks {
+		ts := r.alloc.TaskStates[t.Name]
+		completed := ts.State == "dead" && !ts.Failed && r.cfg.Handles[t.Name] == nil
+		finished := ts.State == "dead" && r.cfg.Handles[t.Name] == nil
 		switch {
+		case t.IsPoststop():
+			continue
+		case (t.RunsToCompletion() && completed) || (len(poststops) > 0 && finished):
+			r.firstAttemptOver() // done before the agent restarted
+			continue
+		}
+		others++
+		switch {
+		case t.IsPoststart() && r.cfg.Handles[t.Name] == nil:
+			posts = append(posts, t)
 		case !t.IsInit():
 			mains = append(mains, t)
-		case r.alloc.TaskStates[t.Name].State == "dead" && !r.alloc.TaskStates[t.Name].Failed && r.cfg.Handles[t.Name] == nil:
-			r.firstAttemptOver() // done before the agent restarted
 		default:
 			inits = append(inits, t)
 		}
 	}
+	if len(posts) > 0 {
+		r.waitMains = map[string]bool{}
+		for _, t := range mains {
+			if !t.IsPoststart() && !r.running[t.Name] {
+				r.waitMains[t.Name] = true
+			}
+		}
+		up = make(chan struct{})
+		if len(r.waitMains) == 0 {
+			close(up)
+		} else {
+			r.mainsUp = up
+		}
+	}
+	r.othersLeft.Store(int32(others))
+	r.othersDone = make(chan struct{})
+	if others == 0 {
+		close(r.othersDone)
+	}
 	r.mu.Unlock()
-	r.tasksWG.Add(len(inits) + len(mains))
+	r.tasksWG.Add(len(inits) + len(mains) + len(posts) + len(poststops))
+	if len(posts) > 0 {
+		go r.startPoststartAfter(posts, up)
+	}
+	if len(poststops) > 0 {
+		go r.startPoststopAfter(poststops)
+	}
 	go func() {
 		r.tasksWG.Wait()
 		r.cancel() // end the check and health goroutines
@@ -413,10 +482,60 @@ func (r *Runner) startMainsAfter(inits, mains []*model.Task, initDone <-chan str
 		}
 		return
 	}
-	for range mains {
+	for _, t := range mains {
 		r.firstAttemptOver()
-		r.tasksWG.Done()
+		r.taskDone(t)
 	}
+}
+
+// startPoststartAfter starts the poststart tasks once every main task has
+// run (up closed). If the allocation is stopped, fails (a sibling failed
+// for good) or the runner is detached first, they are never started.
+func (r *Runner) startPoststartAfter(posts []*model.Task, up <-chan struct{}) {
+	select {
+	case <-up:
+		if !r.isStopping() && r.ctx.Err() == nil {
+			for _, t := range posts {
+				go r.runTask(t, nil)
+			}
+			return
+		}
+	case <-r.stopping:
+	case <-r.ctx.Done():
+	}
+	for _, t := range posts {
+		r.firstAttemptOver()
+		r.taskDone(t)
+	}
+}
+
+// startPoststopAfter runs the poststop tasks once every other task of the
+// allocation has finished, however it ended; not if the runner was
+// detached first (the next agent runs them).
+func (r *Runner) startPoststopAfter(stops []*model.Task) {
+	select {
+	case <-r.othersDone:
+		if r.ctx.Err() == nil {
+			for _, t := range stops {
+				go r.runTask(t, r.cfg.Handles[t.Name])
+			}
+			return
+		}
+	case <-r.ctx.Done():
+	}
+	for _, t := range stops {
+		r.taskDone(t)
+	}
+}
+
+// taskDone records that one task's goroutine ended (or that it will never
+// start): the allocation is done when every task is, and the poststop
+// tasks run when every other one is.
+func (r *Runner) taskDone(t *model.Task) {
+	if !t.IsPoststop() && r.othersLeft.Add(-1) == 0 {
+		close(r.othersDone)
+	}
+	r.tasksWG.Done()
 }
 
 // Stop stops every task (kill_signal, then kill after kill_timeout), destroys
@@ -623,7 +742,16 @@ func (r *Runner) recomputeLocked() {
 		return
 	}
 	all, running, failed, dead := 0, 0, false, 0
-	for _, ts := range r.alloc.TaskStates {
+	// A poststop task that has not finished is not counted: it does not
+	// run while the others do, and it keeps the allocation from being
+	// complete until it has run.
+	postPending := false
+	g := r.group()
+	for name, ts := range r.alloc.TaskStates {
+		if ts.State != "dead" && g != nil && g.LookupTask(name).IsPoststop() {
+			postPending = true
+			continue
+		}
 		all++
 		switch ts.State {
 		case "running":
@@ -642,7 +770,7 @@ func (r *Runner) recomputeLocked() {
 		r.setClientStatusLocked(model.ClientLost, r.lost) // killed because the fleet declared it lost
 	case all > 0 && dead == all && failed:
 		r.setClientStatusLocked(model.ClientFailed, failedWhy)
-	case all > 0 && dead == all:
+	case all > 0 && dead == all && !postPending:
 		r.setClientStatusLocked(model.ClientComplete, "all tasks finished")
 	case failed:
 		r.setClientStatusLocked(model.ClientFailed, failedWhy)
@@ -682,6 +810,13 @@ func (r *Runner) changeTask(task string, f func(ts *model.TaskState)) {
 	}
 	f(ts)
 	r.running[task] = ts.State == "running"
+	if ts.State == "running" && r.mainsUp != nil && r.waitMains[task] {
+		delete(r.waitMains, task)
+		if len(r.waitMains) == 0 {
+			close(r.mainsUp)
+			r.mainsUp = nil
+		}
+	}
 	r.recomputeLocked()
 }
 

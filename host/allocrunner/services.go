@@ -127,7 +127,7 @@ func (r *Runner) desiredServicesLocked(all bool) map[string]*model.ServiceRegist
 	}
 	allRunning := true
 	for _, t := range g.Tasks {
-		allRunning = allRunning && (t.IsInit() || r.running[t.Name])
+		allRunning = allRunning && (t.RunsToCompletion() || r.running[t.Name])
 	}
 	for i, svc := range g.Services {
 		add(nil, svc, fmt.Sprintf("group/%d", i), allRunning)

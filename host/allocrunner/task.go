@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -57,6 +58,9 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
+	if err := r.fetchArtifacts(ctx, t, env, taskDir); err != nil {
+		return nil, err
+	}
 	if len(t.Templates) > 0 {
 		vars, src, err := r.renderTemplates(ctx, t, env, taskEnv, taskDir)
 		if err != nil {
@@ -70,6 +74,10 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	}
 	r.mu.Lock()
 	jobID, group, nodeID := r.alloc.JobID, r.alloc.TaskGroup, r.alloc.NodeID
+	var netMode string
+	if g := r.group(); g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
+		netMode = string(model.NetworkBridge)
+	}
 	r.mu.Unlock()
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
@@ -86,6 +94,9 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 		StdoutPath: stdout,
 		StderrPath: stderr,
 		KillSignal: t.KillSignal,
+		// The driver gives a bridge task a network of its own with every
+		// port of the allocation mapped into it.
+		NetworkMode: netMode,
 	}, nil
 }
 
@@ -108,6 +119,9 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	}
 	h, err := drv.StartTask(ctx, tc)
 	if err != nil {
+		if strings.Contains(err.Error(), tc.ID) {
+			return nil, err // the driver's error already says which task
+		}
 		return nil, fmt.Errorf("starting task %s: %w", t.Name, err)
 	}
 	return h, nil
@@ -117,7 +131,7 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 // until it finishes for good, the allocation is stopped, or the runner is
 // detached.
 func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
-	defer r.tasksWG.Done()
+	defer r.taskDone(t)
 	ctx := r.ctx
 	r.mu.Lock()
 	g := r.group()
@@ -152,8 +166,22 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		}
 		r.finishTask(t, h, failed, why)
 	}
+	// A poststop task runs because the allocation's other tasks are gone,
+	// often because it was stopped: the allocation's stop is not its stop.
+	stopping := r.stopping
+	if t.IsPoststop() {
+		stopping = nil
+	}
+	isStopping := func() bool {
+		select {
+		case <-stopping:
+			return true
+		default:
+			return false
+		}
+	}
 	for {
-		if r.isStopping() {
+		if isStopping() {
 			failed, why := r.stopVerdict()
 			finish(h, failed, why)
 			return
@@ -167,7 +195,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			// Without its driver nothing can be known, so nothing is
 			// destroyed, replaced or counted against the restart policy.
 			r.event(t.Name, EventDriverFailure, fmt.Sprintf("driver %s unavailable: %v; keeping the task's handle, retrying in %s", t.Driver, err, recoverWait))
-			if !r.pause(ctx, &recoverWait) {
+			if !r.pause(ctx, stopping, &recoverWait) {
 				return
 			}
 			continue
@@ -186,7 +214,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 					// handle; any other error may hide a running task, and
 					// starting another would run it twice.
 					r.event(t.Name, EventRecoverFailed, fmt.Sprintf("recovering task: %v; retrying in %s", err, recoverWait))
-					if !r.pause(ctx, &recoverWait) {
+					if !r.pause(ctx, stopping, &recoverWait) {
 						return
 					}
 					continue
@@ -218,6 +246,8 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 				exitErr = err.Error()
 				if _, isTemplate := err.(templateError); isTemplate {
 					r.event(t.Name, EventTemplateFailure, exitErr)
+				} else if _, isArtifact := err.(artifactError); isArtifact {
+					r.event(t.Name, EventArtifactFailure, exitErr)
 				} else {
 					lostStart = true
 					r.event(t.Name, EventDriverFailure, exitErr)
@@ -235,12 +265,12 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		if exitErr == "" && h != nil {
 			var detached bool
 			wctx, stopWatch := context.WithCancel(ctx)
-			res, detached, restarted = r.wait(ctx, drv, t, h, r.watchTemplates(wctx, drv, t, h))
+			res, detached, restarted = r.wait(ctx, drv, t, h, stopping, r.watchTemplates(wctx, drv, t, h))
 			stopWatch()
 			if detached {
 				return
 			}
-			if r.isStopping() {
+			if isStopping() {
 				failed, why := r.stopVerdict()
 				r.finishTask(t, h, failed, why)
 				return
@@ -275,7 +305,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 			})
 			continue
 		}
-		if (jobType == model.JobTypeSysbatch || t.IsInit()) && res.Successful() {
+		if (jobType == model.JobTypeSysbatch || t.RunsToCompletion() || t.IsPoststop()) && res.Successful() {
 			r.finishTask(t, nil, false, "completed")
 			return
 		}
@@ -294,7 +324,7 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 		})
 		select {
 		case <-time.After(d.Wait):
-		case <-r.stopping:
+		case <-stopping:
 		case <-ctx.Done():
 			return
 		}
@@ -313,12 +343,12 @@ const (
 )
 
 // pause waits *d (doubling it up to recoverRetryMax for the next time) unless
-// the allocation is stopped first. It reports false when the runner's context
+// stopping (the allocation's stop, for the task) closes first. It reports false when the runner's context
 // ended.
-func (r *Runner) pause(ctx context.Context, d *time.Duration) bool {
+func (r *Runner) pause(ctx context.Context, stopping <-chan struct{}, d *time.Duration) bool {
 	select {
 	case <-time.After(*d):
-	case <-r.stopping:
+	case <-stopping:
 	case <-ctx.Done():
 		return false
 	}
@@ -326,13 +356,14 @@ func (r *Runner) pause(ctx context.Context, d *time.Duration) bool {
 	return true
 }
 
-// wait waits for a task's exit. On Stop it stops the task with its
+// wait waits for a task's exit. On stop (closed: the allocation's stop,
+// for the task) it stops the task with its
 // kill_timeout and kill_signal and keeps waiting for the exit; so it does
 // on a word from restart (a template changed), and then reports restarted.
 // When the driver loses sight of the task (plugin restarted) it tries to
 // recover it before counting an exit. detached is true when the runner was
 // detached.
-func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle, restart <-chan struct{}) (res *driver.ExitResult, detached, restarted bool) {
+func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle, stop, restart <-chan struct{}) (res *driver.ExitResult, detached, restarted bool) {
 	stopSent := false
 	for attempt := 0; ; attempt++ {
 		ch, err := drv.WaitTask(ctx, h.TaskID)
@@ -342,7 +373,7 @@ func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *
 			}
 			res = &driver.ExitResult{Err: fmt.Sprintf("waiting on task: %v", err)}
 		} else {
-			stopping := r.stopping
+			stopping := stop
 			if stopSent {
 				stopping = nil
 			}

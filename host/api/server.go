@@ -81,6 +81,9 @@ type Providers struct {
 	// Operator serves the rollout actions (POST /v1/deployment/...,
 	// /v1/job/{job}/revert/{version}).
 	Operator *Operator
+	// JobWrites serves job run and stop (POST /v1/jobs,
+	// /v1/job/{job}/stop).
+	JobWrites *JobWrites
 }
 
 // ViewSource is what JobsFromSource and RejectionsFromSource read
@@ -172,6 +175,7 @@ func NewHandler(p Providers, gatherer prometheus.Gatherer) http.Handler {
 		writeJSON(w, code, h)
 	})
 	serveRollout(mux, p.Operator)
+	serveJobWrites(mux, p.JobWrites)
 	if gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	}

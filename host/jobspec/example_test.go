@@ -47,7 +47,7 @@ job "web" {
     count = -1
     task "server" {
       driver = "docker"
-      artifact { source = "x" }
+      vault { policies = ["x"] }
     }
   }
 }`
@@ -56,7 +56,7 @@ job "web" {
 	// Output:
 	// web.hcl:3:10: job type "service" is not supported: hivelet has no central scheduler, so it runs only node-bound job types (system, sysbatch)
 	// web.hcl:5:13: count must be 0 or more, got -1
-	// web.hcl:8:7: stanza "artifact" is not supported by hivelet (hivelet downloads no artifacts; bake them into the image)
+	// web.hcl:8:7: stanza "vault" is not supported by hivelet (hivelet has no Vault integration; pass secrets through env or the driver config)
 }
 
 // Canonical JSON is what `hivelet job inspect` prints and the jobs bucket stores.

@@ -334,7 +334,7 @@ var (
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -532,6 +532,11 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 	}
 	if lb := p.one(c, "lifecycle"); lb != nil {
 		t.Lifecycle = p.lifecycle(lb, path+".lifecycle")
+	}
+	for _, ab := range c.blocks["artifact"] {
+		if ar, ok := p.artifact(ab, fmt.Sprintf("%s.artifacts[%d]", path, len(t.Artifacts))); ok {
+			t.Artifacts = append(t.Artifacts, ar)
+		}
 	}
 	for _, tb := range c.blocks["template"] {
 		if tm, ok := p.template(tb, fmt.Sprintf("%s.templates[%d]", path, len(t.Templates))); ok {

@@ -11,8 +11,8 @@ import (
 var (
 	networkSpec = spec{what: "network", attrs: []string{"mode"}, blocks: []string{"port"},
 		extra: map[string]string{
-			"dns":      "hivelet builds no network namespace to configure; docker tasks take dns settings from the engine",
-			"hostname": "hivelet builds no network namespace to name",
+			"dns":      "hivelet sets no DNS options on a group's network; docker tasks take dns settings from the engine",
+			"hostname": "hivelet names no group network; a docker task's hostname is the engine's",
 			"cni":      "hivelet sets up no CNI networks",
 		}}
 	portSpec = spec{what: "port", attrs: []string{"static", "to"},
@@ -21,10 +21,6 @@ var (
 			"ignore_collision": "hivelet never gives two allocations of a node the same port",
 		}}
 )
-
-// bridgeRefusal is why Nomad's bridge mode is refused.
-const bridgeRefusal = `network mode "bridge" is not supported by hivelet: it builds no per-allocation network namespace (Nomad sets one up through CNI); ` +
-	`use mode = "host": docker tasks still run in docker's own bridge network, with each port published on the node`
 
 // network reads a group's network block. The mode defaults to host.
 func (p *parser) network(b *hclsyntax.Block, path string) *model.Network {
@@ -36,12 +32,12 @@ func (p *parser) network(b *hclsyntax.Block, path string) *model.Network {
 	c := p.content(b.Body, networkSpec)
 	if a := c.attrs["mode"]; a != nil {
 		if m, ok := p.str(a, path+".mode"); ok {
-			switch m {
-			case string(model.NetworkHost):
-			case "bridge":
-				p.errorf(a.Expr.Range(), "%s", bridgeRefusal)
+			p.at(path+".mode", a.Expr.Range())
+			switch model.NetworkMode(m) {
+			case model.NetworkHost, model.NetworkBridge:
+				n.Mode = model.NetworkMode(m)
 			default:
-				p.errorf(a.Expr.Range(), "network mode %q is not supported by hivelet (allowed: host)", m)
+				p.errorf(a.Expr.Range(), "network mode %q is not supported by hivelet (allowed: host, bridge; Nomad's cni/<name> and none need CNI, which hivelet does not set up)", m)
 			}
 		}
 	}

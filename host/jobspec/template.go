@@ -161,8 +161,8 @@ func (p *parser) ephemeralDisk(b *hclsyntax.Block) {
 
 var lifecycleSpec = spec{what: "lifecycle", attrs: []string{"hook", "sidecar"}}
 
-// lifecycle reads a task's lifecycle block: prestart hooks run; poststart
-// and poststop are refused with their reason.
+// lifecycle reads a task's lifecycle block: prestart, poststart and
+// poststop hooks (the model's validation checks the combinations).
 func (p *parser) lifecycle(b *hclsyntax.Block, path string) *model.Lifecycle {
 	p.at(path, b.TypeRange)
 	if _, ok := p.labels(b, ""); !ok {
@@ -173,16 +173,14 @@ func (p *parser) lifecycle(b *hclsyntax.Block, path string) *model.Lifecycle {
 	p.at(path+".hook", b.TypeRange)
 	if a := c.attrs["hook"]; a != nil {
 		h, ok := p.str(a, path+".hook")
-		switch {
-		case !ok:
-			return nil
-		case h == "poststart" || h == "poststop":
-			p.errorf(a.Expr.Range(), "lifecycle hook %q is not supported by hivelet: it runs prestart hooks only (an init task before the main tasks, or a prestart sidecar alongside them)", h)
+		if !ok {
 			return nil
 		}
 		l.Hook = model.LifecycleHook(h)
 	}
+	p.at(path+".sidecar", b.TypeRange)
 	if a := c.attrs["sidecar"]; a != nil {
+		p.at(path+".sidecar", a.Expr.Range())
 		l.Sidecar, _ = p.boolean(a, path+".sidecar")
 	}
 	return l

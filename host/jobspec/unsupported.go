@@ -29,7 +29,6 @@ var unsupported = map[string]string{
 
 	// Task level.
 	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
-	"artifact":         "hivelet downloads no artifacts; bake them into the image",
 	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"csi_plugin":       "hivelet has no CSI support",
 	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",

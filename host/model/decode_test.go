@@ -16,7 +16,7 @@ func TestEveryEnumRejectsUnknownValues(t *testing.T) {
 		{"constraint op", `{"id":"a","type":"system","constraints":[{"attribute":"x","operator":"distinct_hosts"}],"groups":[]}`, "constraints[0].operator", func() any { return &Job{} }},
 		{"reconcile mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"disconnect":{"reconcile":"coin_flip"}}]}`, "groups[0].disconnect.reconcile", func() any { return &Job{} }},
 		{"check type", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[{"name":"t","driver":"mock","services":[{"checks":[{"type":"grpc","interval":"1s","timeout":"1s"}]}]}]}]}`, "groups[0].tasks[0].services[0].checks[0].type", func() any { return &Job{} }},
-		{"network mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"network":{"mode":"bridge"}}]}`, "groups[0].network.mode", func() any { return &Job{} }},
+		{"network mode", `{"id":"a","type":"system","groups":[{"name":"g","count":1,"tasks":[],"network":{"mode":"cni/x"}}]}`, "groups[0].network.mode", func() any { return &Job{} }},
 		{"node status", `{"id":"n","status":"zombie"}`, "status", func() any { return &Node{} }},
 		{"eligibility", `{"id":"n","eligibility":"maybe"}`, "eligibility", func() any { return &Node{} }},
 		{"desired status", `{"id":"a","desired_status":"dance"}`, "desired_status", func() any { return &Allocation{} }},

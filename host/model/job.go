@@ -74,6 +74,9 @@ type Task struct {
 	User        string            `json:"user,omitempty"`
 	Services    []Service         `json:"services,omitempty"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	// Artifacts are downloaded into the task's directory, once per
+	// allocation, before the templates are rendered.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Templates are rendered into the task's directory before it starts.
 	Templates []Template `json:"templates,omitempty"`
 	// Lifecycle makes the task a prestart hook of its group.

@@ -6,18 +6,24 @@ import (
 	"strconv"
 )
 
-// NetworkMode is how a group's tasks are networked. Only "host" exists:
-// the group shares the node's network; ports are allocated on the node and
-// each driver publishes them (docker maps them into the container).
-// Nomad's "bridge" (one network namespace per allocation, set up through
-// CNI) is refused by the parser with its reason: no driver of hivelet's
-// builds that namespace.
+// NetworkMode is how a group's tasks are networked. "host": the group
+// shares the node's network; ports are allocated on the node and each
+// driver publishes the ones its task names (docker: ports = ["label"]).
+// "bridge": the group's one task gets a network of its own (docker's
+// bridge network) with every port of the allocation mapped into it, from
+// the port on the node to the label's `to`, as Nomad's bridge mode does;
+// the docker driver is the one that can build it, and a group of several
+// tasks is refused, since hivelet builds no namespace for them to share
+// (Nomad's pause container and CNI).
 type NetworkMode string
 
-const NetworkHost NetworkMode = "host"
+const (
+	NetworkHost   NetworkMode = "host"
+	NetworkBridge NetworkMode = "bridge"
+)
 
 // NetworkModes lists every NetworkMode value.
-var NetworkModes = []NetworkMode{NetworkHost}
+var NetworkModes = []NetworkMode{NetworkHost, NetworkBridge}
 
 func (m *NetworkMode) UnmarshalJSON(b []byte) error { return decodeEnum(b, m, NetworkModes) }
 
@@ -104,6 +110,22 @@ func (v *validator) network(path string, n *Network) {
 		if p.To < 0 || p.To > 65535 {
 			v.add(join(pp, "to"), "to = %d is out of 1..65535 (0 or absent: the same port as on the node)", p.To)
 		}
+	}
+}
+
+// bridge checks what bridge mode needs: one task, run by the docker driver
+// (the driver that gives a task a network of its own).
+func (v *validator) bridge(path string, g *Group) {
+	if g.Network.Mode != NetworkBridge {
+		return
+	}
+	if len(g.Tasks) != 1 {
+		v.add(join(path, "mode"), "network mode \"bridge\" takes a group of one task in hivelet, this one has %d: "+
+			"hivelet builds no network namespace for several tasks to share (Nomad's pause container and CNI); use mode = \"host\", or one group per task", len(g.Tasks))
+		return
+	}
+	if d := g.Tasks[0].Driver; d != "docker" {
+		v.add(join(path, "mode"), "network mode \"bridge\" needs the docker driver (it gives the task a network of its own); task %s uses %q: use mode = \"host\"", g.Tasks[0].Name, d)
 	}
 }
 

@@ -165,6 +165,7 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	v.meta(join(path, "meta"), g.Meta)
 	if g.Network != nil {
 		v.network(join(path, "network"), g.Network)
+		v.bridge(join(path, "network"), g)
 	}
 	if g.ShutdownDelay < 0 {
 		v.add(join(path, "shutdown_delay"), "shutdown_delay must not be negative, got %s", g.ShutdownDelay)
@@ -179,12 +180,12 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 	}
 	mains := 0
 	for _, t := range g.Tasks {
-		if t != nil && !t.IsInit() {
+		if t != nil && !t.IsInit() && !t.IsPoststart() && !t.IsPoststop() {
 			mains++
 		}
 	}
 	if len(g.Tasks) > 0 && mains == 0 {
-		v.add(join(path, "tasks"), "group %q has only prestart tasks: it needs a main task (one without a lifecycle block, or a sidecar) for them to prepare", g.Name)
+		v.add(join(path, "tasks"), "group %q has only lifecycle hooks: it needs a main task (one without a lifecycle block, or a prestart sidecar) for them to run around", g.Name)
 	}
 	seen := map[string]bool{}
 	for i, t := range g.Tasks {
@@ -261,9 +262,13 @@ func (v *validator) task(path string, t *Task) {
 		}
 	}
 	v.meta(join(path, "meta"), t.Meta)
+	v.artifacts(path, t.Artifacts)
 	v.templates(path, t.Templates)
 	if t.Lifecycle != nil && !validEnum(t.Lifecycle.Hook, LifecycleHooks) {
 		v.add(join(path, "lifecycle.hook"), "lifecycle hook %q is not supported (allowed: %s)", t.Lifecycle.Hook, joinEnum(LifecycleHooks))
+	}
+	if t.IsPoststop() && t.Lifecycle.Sidecar {
+		v.add(join(path, "lifecycle.sidecar"), "a poststop task runs once the others are gone, to completion: it cannot be a sidecar")
 	}
 	for i, s := range t.Services {
 		v.service(fmt.Sprintf("%s.services[%d]", path, i), s)

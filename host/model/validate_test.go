@@ -48,7 +48,15 @@ func TestValidateReportsEachRuleAtTheFieldPath(t *testing.T) {
 		{"priority", func(j *Job) { j.Priority = 101 }, "priority", "between 1 and 100"},
 		{"empty datacenter", func(j *Job) { j.Datacenters = []string{"dc1", " "} }, "datacenters[1]", "must not be empty"},
 		{"no groups", func(j *Job) { j.Groups = nil }, "groups", "at least one group"},
-		{"bridge network", func(j *Job) { j.Groups[0].Network.Mode = "bridge" }, "groups[0].network.mode", "not supported"},
+		{"unknown network mode", func(j *Job) { j.Groups[0].Network.Mode = "cni/x" }, "groups[0].network.mode", "not supported"},
+		{"bridge network with two tasks", func(j *Job) {
+			j.Groups[0].Network.Mode = NetworkBridge
+			j.Groups[0].Tasks = append(j.Groups[0].Tasks, &Task{Name: "u", Driver: "docker"})
+		}, "groups[0].network.mode", "takes a group of one task"},
+		{"bridge network with exec", func(j *Job) {
+			j.Groups[0].Network.Mode = NetworkBridge
+			j.Groups[0].Tasks[0].Driver = "exec"
+		}, "groups[0].network.mode", "needs the docker driver"},
 		{"port label with a dash", func(j *Job) { j.Groups[0].Network.Ports[1].Label = "ad-min" }, "groups[0].network.ports[1].label", "NOMAD_PORT_"},
 		{"duplicate port label", func(j *Job) { j.Groups[0].Network.Ports[1].Label = "http" }, "groups[0].network.ports[1].label", "duplicate port label"},
 		{"static port twice", func(j *Job) { j.Groups[0].Network.Ports[1].Static = 8080 }, "groups[0].network.ports[1].static", "already taken by label \"http\""},

@@ -63,7 +63,7 @@ func BenchmarkContainerStart(b *testing.B) {
 		id, err := c.CreateContainer(ctx, engine.ContainerSpec{Name: name, Image: env.Tag, Cmd: []string{"run"},
 			Labels: map[string]string{docker.LabelAllocID: name, docker.LabelTask: "app", docker.LabelJob: "bench",
 				docker.LabelNodeID: nodeID, "hivelet-bench.run": run},
-			LogMaxSize: "10m", LogMaxFiles: 3})
+			LogType: "json-file", LogOptions: map[string]string{"max-size": "10m", "max-file": "3"}})
 		if err == nil {
 			err = c.StartContainer(ctx, id)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -57,6 +58,41 @@ type TaskConfig struct {
 	// ImagePullTimeout bounds a pull ("5m"); empty: the driver's default.
 	ImagePullTimeout string       `json:"image_pull_timeout"`
 	Auth             []AuthConfig `json:"auth"`
+	// Logging is at most one logging block: the engine's log driver for
+	// the container and its options, passed to the engine as given.
+	Logging []LoggingConfig `json:"logging"`
+}
+
+// LoggingConfig is the logging block: the engine's log driver (type,
+// default json-file) and its options (config). The driver reads a task's
+// output back through the engine, which every log driver allows since
+// Docker 20.10 (dual logging), so alloc logs keeps working.
+type LoggingConfig struct {
+	Type   string    `json:"type"`
+	Config stringMap `json:"config"`
+}
+
+// stringMap decodes a map of strings written as an attribute (an object)
+// or as a block (a list of one object).
+type stringMap map[string]string
+
+func (m *stringMap) UnmarshalJSON(b []byte) error {
+	var list []map[string]string
+	if json.Unmarshal(b, &list) == nil {
+		if len(list) > 1 {
+			return fmt.Errorf("a map written %d times", len(list))
+		}
+		if len(list) == 1 {
+			*m = list[0]
+		}
+		return nil
+	}
+	var one map[string]string
+	if err := json.Unmarshal(b, &one); err != nil {
+		return err
+	}
+	*m = one
+	return nil
 }
 
 // PortConfig publishes container port Container on the host.
@@ -131,6 +167,11 @@ func Schema() *driver.Schema {
 		"privileged":         {Type: driver.TypeBool, Description: "privileged container; refused unless the agent allows it"},
 		"force_pull":         {Type: driver.TypeBool, Description: "pull even when the image is present"},
 		"image_pull_timeout": str("bound on a pull, e.g. \"5m\""),
+		"logging": {Type: driver.TypeObjectList, Description: "one logging block: the engine's log driver and its options, e.g. logging { type = \"json-file\" config { max-size = \"10m\" } }",
+			Elem: &driver.Schema{Fields: map[string]*driver.Field{
+				"type":   str("the engine's log driver: json-file (default), local, journald, syslog, ... (the engine refuses one it lacks)"),
+				"config": {Type: driver.TypeStringMap, Description: "the log driver's options, passed to the engine as given (json-file: max-size, max-file, ...)"},
+			}}},
 		"auth": {Type: driver.TypeObjectList, Description: "one auth block: registry credentials",
 			Elem: &driver.Schema{Fields: map[string]*driver.Field{
 				"username":       str("registry user"),
@@ -215,6 +256,8 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		bad("auth", "at most one auth block, got %d", len(c.Auth))
 	}
 
+	logType, logOpts := logConfig(c.Logging, opts, bad)
+
 	labels := map[string]string{}
 	for k, v := range c.Labels {
 		if strings.HasPrefix(k, "hivelet.") {
@@ -247,8 +290,21 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 	}
 	cmd = append(cmd, c.Args...)
 
+	labelsToPublish := c.Ports
+	netMode := c.NetworkMode
+	if tc.NetworkMode == "bridge" {
+		// Nomad's bridge mode: the task has a network of its own and every
+		// port of the allocation is mapped into it, named in config or not.
+		switch netMode {
+		case "", "bridge":
+			netMode = "bridge"
+		default:
+			bad("network_mode", "the group's network is in bridge mode, which gives the task docker's bridge network; network_mode %q contradicts it (drop it, or use the group's mode = \"host\")", netMode)
+		}
+		labelsToPublish = bridgeLabels(c.Ports, tc.Env)
+	}
 	var ports []engine.PortMapping
-	for i, label := range c.Ports {
+	for i, label := range labelsToPublish {
 		pm, err := labelPorts(label, tc.Env)
 		if err != nil {
 			bad("ports["+strconv.Itoa(i)+"]", "%v", err)
@@ -256,7 +312,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		}
 		// With the node's own network the task binds the port itself:
 		// there is nothing to publish.
-		if c.NetworkMode != "host" {
+		if netMode != "host" {
 			ports = append(ports, pm...)
 		}
 	}
@@ -379,7 +435,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		Ports:       ports,
 		Mounts:      mounts,
 		Binds:       binds,
-		NetworkMode: c.NetworkMode,
+		NetworkMode: netMode,
 		PidMode:     c.PidMode,
 		IpcMode:     c.IpcMode,
 		CapAdd:      capAdd,
@@ -388,10 +444,53 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		Privileged:  c.Privileged,
 		CPUShares:   shares,
 		MemoryBytes: int64(tc.Resources.MemoryMB) << 20,
-		LogMaxSize:  opts.engineLogSize,
-		LogMaxFiles: opts.engineLogFiles,
+		LogType:     logType,
+		LogOptions:  logOpts,
 	}
 	return p, nil
+}
+
+// logConfig is the container's log driver and options: the task's logging
+// block, else json-file bounded by the driver's settings. A json-file
+// block keeps the driver's bounds for the options it does not set; any
+// other log driver gets exactly the options written, since the engine
+// refuses an option its driver does not know.
+func logConfig(blocks []LoggingConfig, opts planOptions, bad func(path, format string, args ...any)) (string, map[string]string) {
+	defaults := map[string]string{}
+	if opts.engineLogSize != "" {
+		defaults["max-size"] = opts.engineLogSize
+	}
+	if opts.engineLogFiles > 0 {
+		defaults["max-file"] = strconv.Itoa(opts.engineLogFiles)
+	}
+	switch len(blocks) {
+	case 0:
+		if len(defaults) == 0 {
+			return "", nil
+		}
+		return "json-file", defaults
+	case 1:
+	default:
+		bad("logging", "at most one logging block, got %d", len(blocks))
+		return "", nil
+	}
+	l := blocks[0]
+	typ := strings.TrimSpace(l.Type)
+	if typ == "" {
+		typ = "json-file"
+	}
+	if typ == "none" && len(l.Config) > 0 {
+		bad("logging.config", "the none log driver takes no options")
+	}
+	out := map[string]string{}
+	if typ == "json-file" {
+		maps.Copy(out, defaults)
+	}
+	maps.Copy(out, l.Config)
+	if len(out) == 0 {
+		out = nil
+	}
+	return typ, out
 }
 
 // taskDirBinds mounts the allocation's shared directory at /alloc and the
@@ -477,6 +576,21 @@ func labelPorts(label string, env map[string]string) ([]engine.PortMapping, erro
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "tcp"},
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "udp"},
 	}, nil
+}
+
+// bridgeLabels are the labels a bridge task publishes: the ones its config
+// names, then every other port of the allocation (the host tells them in
+// the env as NOMAD_HOST_PORT_<label>), sorted.
+func bridgeLabels(named []string, env map[string]string) []string {
+	out := append([]string(nil), named...)
+	var rest []string
+	for k := range env {
+		if l, ok := strings.CutPrefix(k, "NOMAD_HOST_PORT_"); ok && !slices.Contains(named, l) {
+			rest = append(rest, l)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
 }
 
 // owns reports whether a container's labels say it is this task's.

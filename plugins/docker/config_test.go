@@ -192,3 +192,94 @@ func TestAPortLabelOnTheNodesNetworkIsNotPublished(t *testing.T) {
 		t.Fatalf("bridge network: %v, ports %+v", err, p.spec.Ports)
 	}
 }
+
+// TestTheLoggingBlockChoosesTheEnginesLogDriver: a task without a logging
+// block gets json-file bounded by the driver's settings; a json-file block
+// keeps those bounds for the options it leaves out; any other log driver
+// gets exactly the options written (the engine refuses json-file's options
+// on journald), whether config is a block or an attribute.
+func TestTheLoggingBlockChoosesTheEnginesLogDriver(t *testing.T) {
+	opts := planOptions{engineLogSize: "10m", engineLogFiles: 3}
+	cases := []struct {
+		name     string
+		logging  any
+		wantType string
+		wantOpts map[string]string
+		wantErr  string
+	}{
+		{"no block: bounded json-file", nil, "json-file", map[string]string{"max-size": "10m", "max-file": "3"}, ""},
+		{"json-file overrides one bound", []any{map[string]any{"type": "json-file", "config": []any{map[string]any{"max-size": "1m", "compress": "true"}}}},
+			"json-file", map[string]string{"max-size": "1m", "max-file": "3", "compress": "true"}, ""},
+		{"no type means json-file", []any{map[string]any{"config": map[string]any{"max-file": "9"}}},
+			"json-file", map[string]string{"max-size": "10m", "max-file": "9"}, ""},
+		{"journald gets only its own options", []any{map[string]any{"type": "journald", "config": []any{map[string]any{"tag": "app"}}}},
+			"journald", map[string]string{"tag": "app"}, ""},
+		{"local without options", []any{map[string]any{"type": "local"}}, "local", nil, ""},
+		{"two blocks", []any{map[string]any{"type": "local"}, map[string]any{"type": "local"}}, "", nil, "logging: at most one logging block, got 2"},
+		{"none with options", []any{map[string]any{"type": "none", "config": map[string]any{"tag": "x"}}}, "", nil, "logging.config: the none log driver takes no options"},
+		{"an unknown key", []any{map[string]any{"typ": "local"}}, "", nil, `logging[0].typ: unknown key (did you mean "type"?)`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := map[string]any{"image": "example/app:1"}
+			if tc.logging != nil {
+				cfg["logging"] = tc.logging
+			}
+			p, err := makePlan(baseTask(cfg), opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.spec.LogType != tc.wantType || !reflect.DeepEqual(p.spec.LogOptions, tc.wantOpts) {
+				t.Fatalf("log driver %q %v, want %q %v", p.spec.LogType, p.spec.LogOptions, tc.wantType, tc.wantOpts)
+			}
+		})
+	}
+}
+
+// TestABridgeTaskPublishesEveryPortOfTheAllocation: in a bridge group the
+// container is on docker's bridge network with every port the allocation
+// holds mapped from the node's port to the port in the task, whether the
+// config names it or not; a network_mode contradicting the group's is a
+// field error; the control, the same task in a host-mode group, publishes
+// only what its config names.
+func TestABridgeTaskPublishesEveryPortOfTheAllocation(t *testing.T) {
+	task := func(mode string, cfg map[string]any) *driver.TaskConfig {
+		tc := baseTask(cfg)
+		tc.NetworkMode = mode
+		for k, v := range map[string]string{"NOMAD_HOST_PORT_http": "25000", "NOMAD_PORT_http": "8080", "NOMAD_HOST_IP_http": "10.0.0.5",
+			"NOMAD_HOST_PORT_admin": "25001", "NOMAD_PORT_admin": "25001", "NOMAD_HOST_IP_admin": "10.0.0.5"} {
+			tc.Env[k] = v
+		}
+		return tc
+	}
+	p, err := makePlan(task("bridge", map[string]any{"image": "example/edge:1"}), planOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []engine.PortMapping{
+		{HostIP: "10.0.0.5", HostPort: 25001, ContainerPort: 25001, Protocol: "tcp"},
+		{HostIP: "10.0.0.5", HostPort: 25001, ContainerPort: 25001, Protocol: "udp"},
+		{HostIP: "10.0.0.5", HostPort: 25000, ContainerPort: 8080, Protocol: "tcp"},
+		{HostIP: "10.0.0.5", HostPort: 25000, ContainerPort: 8080, Protocol: "udp"},
+	}
+	if !reflect.DeepEqual(p.spec.Ports, want) || p.spec.NetworkMode != "bridge" {
+		t.Errorf("bridge: network %q ports %+v, want bridge %+v", p.spec.NetworkMode, p.spec.Ports, want)
+	}
+	if _, err := makePlan(task("bridge", map[string]any{"image": "example/edge:1", "network_mode": "host"}), planOptions{}); err == nil ||
+		!strings.Contains(err.Error(), `network_mode: the group's network is in bridge mode`) {
+		t.Errorf("bridge with network_mode host: %v", err)
+	}
+	p, err = makePlan(task("", map[string]any{"image": "example/edge:1", "ports": []any{"http"}}), planOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.spec.Ports) != 2 || p.spec.Ports[0].HostPort != 25000 || p.spec.NetworkMode != "" {
+		t.Errorf("host mode: network %q ports %+v, want only http", p.spec.NetworkMode, p.spec.Ports)
+	}
+}

@@ -1006,3 +1006,39 @@ func TestASIGKILLFromOutsideIsNotAnOOMKill(t *testing.T) {
 		t.Fatalf("a StopTask kill reported %s after the stop: it waited for a late OOM record", el)
 	}
 }
+
+// TestALoggingBlockSetsTheContainersLogDriverAndTheOutputStillArrives: the
+// engine creates the container with the log driver and options the task
+// asks for, and the task's output still reaches its log files (read back
+// through the engine); the control task without a block gets the driver's
+// bounded json-file.
+func TestALoggingBlockSetsTheContainersLogDriverAndTheOutputStillArrives(t *testing.T) {
+	c := env.Client(t)
+	d := newDriver(t, docker.Config{})
+	logOf := func(logging any) (string, map[string]string) {
+		tc := task(t, c, "exit", "0")
+		if logging != nil {
+			tc.Config["logging"] = logging
+		}
+		start(t, d, tc)
+		waitOutput(t, tc.StdoutPath, "hello stdout")
+		wait(t, d, tc.ID, 10*time.Second)
+		list, err := c.ListContainers(context.Background(), map[string]string{docker.LabelAllocID: tc.AllocID})
+		if err != nil || len(list) != 1 {
+			t.Fatalf("containers of %s: %v %v", tc.AllocID, list, err)
+		}
+		st, err := c.InspectContainer(context.Background(), list[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.LogType, st.LogOptions
+	}
+	typ, opts := logOf([]any{map[string]any{"type": "local", "config": []any{map[string]any{"max-size": "1m", "max-file": "2"}}}})
+	if typ != "local" || opts["max-size"] != "1m" || opts["max-file"] != "2" {
+		t.Errorf("with logging { type = local }: %q %v", typ, opts)
+	}
+	typ, opts = logOf(nil)
+	if typ != "json-file" || opts["max-size"] != "10m" {
+		t.Errorf("control: %q %v, want the driver's bounded json-file", typ, opts)
+	}
+}

@@ -27,8 +27,10 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/user"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,11 +63,32 @@ type Config struct {
 // Schema is the exec driver's config schema.
 func Schema() *driver.Schema {
 	return &driver.Schema{Fields: map[string]*driver.Field{
-		"command":  {Type: driver.TypeString, Required: true, Description: "program to run (a path, or a name looked up in PATH)"},
+		"command":  {Type: driver.TypeString, Required: true, Description: "program to run: an absolute path; a relative one is looked up in the task directory (local/app, an artifact's download) and then the allocation directory; a bare name in the task's local/ and then PATH"},
 		"args":     {Type: driver.TypeStringList, Description: "arguments"},
 		"env":      {Type: driver.TypeStringMap, Description: "environment, merged over the task's env (these win)"},
 		"work_dir": {Type: driver.TypeString, Description: "working directory; default: the allocation directory"},
 	}}
+}
+
+// resolveCommand finds a relative command where Nomad's executor does: in
+// the task's directory (where artifacts and templates land: "local/app"),
+// a bare name in the task's local/ before PATH. A relative path not found
+// there stays relative to the working directory.
+func resolveCommand(command string, cfg *driver.TaskConfig) string {
+	if filepath.IsAbs(command) || cfg.AllocDir == "" || cfg.TaskName == "" {
+		return command
+	}
+	taskDir := filepath.Join(cfg.AllocDir, cfg.TaskName)
+	candidates := []string{filepath.Join(taskDir, command)}
+	if !strings.Contains(command, "/") {
+		candidates = []string{filepath.Join(taskDir, "local", command)}
+	}
+	for _, p := range candidates {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return command
 }
 
 // state is the handle's DriverState.
@@ -151,11 +174,14 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if err := driver.DecodeConfig(cfg.Config, &c); err != nil {
 		return nil, err
 	}
+	if cfg.NetworkMode == "bridge" {
+		return nil, fmt.Errorf("starting exec task %s: the exec driver runs tasks on the node's network; network mode \"bridge\" needs the docker driver", cfg.ID)
+	}
 	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
 		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
 	}
 
-	cmd := osexec.Command(c.Command, c.Args...)
+	cmd := osexec.Command(resolveCommand(c.Command, cfg), c.Args...)
 	cmd.Dir = c.WorkDir
 	if cmd.Dir == "" {
 		cmd.Dir = cfg.AllocDir

@@ -333,3 +333,64 @@ func TestATaskRunsAsItsUser(t *testing.T) {
 		t.Fatal("an unknown user was accepted")
 	}
 }
+
+// TestARelativeCommandIsFoundInTheTaskDirectory: "local/tool" runs the
+// file in the task's directory (where an artifact is unpacked), a bare
+// name the file in its local/ before PATH; the control, a relative path
+// absent from the task directory, stays relative to the working directory.
+func TestARelativeCommandIsFoundInTheTaskDirectory(t *testing.T) {
+	cfg := taskCfg(t, "rel", nil)
+	local := filepath.Join(cfg.AllocDir, "rel", "local")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(local, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ command, want string }{
+		{"local/tool", tool},
+		{"tool", tool},
+		{"/bin/sh", "/bin/sh"},
+		{"sh", "sh"},
+		{"bin/missing", "bin/missing"},
+	} {
+		if got := resolveCommand(tc.command, cfg); got != tc.want {
+			t.Errorf("%q resolves to %q, want %q", tc.command, got, tc.want)
+		}
+	}
+	// And it runs.
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho from the task dir\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Config = map[string]any{"command": "local/tool"}
+	d := New()
+	if _, err := d.StartTask(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "rel", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+	if out, _ := os.ReadFile(cfg.StdoutPath); string(out) != "from the task dir\n" {
+		t.Fatalf("stdout %q", out)
+	}
+}
+
+// TestABridgeTaskIsRefusedByExec: exec runs tasks on the node's network,
+// so a bridge task is refused at start saying so; the control, the same
+// task in host mode, runs.
+func TestABridgeTaskIsRefusedByExec(t *testing.T) {
+	d := New()
+	cfg := taskCfg(t, "br", map[string]any{"command": "/bin/true"})
+	cfg.NetworkMode = "bridge"
+	if _, err := d.StartTask(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `network mode "bridge" needs the docker driver`) {
+		t.Fatalf("bridge: %v", err)
+	}
+	cfg.NetworkMode = ""
+	if _, err := d.StartTask(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitExit(t, d, "br", 10*time.Second); !r.Successful() {
+		t.Fatalf("exit %+v", r)
+	}
+}

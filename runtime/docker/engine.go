@@ -301,10 +301,11 @@ type ContainerSpec struct {
 	Privileged  bool
 	CPUShares   int64
 	MemoryBytes int64
-	// LogMaxSize and LogMaxFiles bound the engine's own json-file log of the
-	// container; 0 leaves the engine's default.
-	LogMaxSize  string
-	LogMaxFiles int
+	// LogType and LogOptions are the container's log driver and its
+	// options (json-file: max-size, max-file...); empty: the engine's
+	// default driver.
+	LogType    string
+	LogOptions map[string]string
 }
 
 // CreateContainer creates (does not start) a container and returns its ID.
@@ -375,15 +376,8 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		// allocation beyond it is an OOM kill rather than a slow swap.
 		host.Resources.MemorySwap = spec.MemoryBytes
 	}
-	if spec.LogMaxSize != "" || spec.LogMaxFiles > 0 {
-		lc := map[string]string{}
-		if spec.LogMaxSize != "" {
-			lc["max-size"] = spec.LogMaxSize
-		}
-		if spec.LogMaxFiles > 0 {
-			lc["max-file"] = strconv.Itoa(spec.LogMaxFiles)
-		}
-		host.LogConfig = container.LogConfig{Type: "json-file", Config: lc}
+	if spec.LogType != "" {
+		host.LogConfig = container.LogConfig{Type: spec.LogType, Config: spec.LogOptions}
 	}
 	resp, err := c.api.ContainerCreate(ctx, cfg, host, nil, nil, spec.Name)
 	if err != nil {
@@ -446,6 +440,9 @@ type ContainerState struct {
 	FinishedAt time.Time
 	// HostPorts maps "80/tcp" to the host ports it is published on.
 	HostPorts map[string][]string
+	// LogType and LogOptions are the container's log driver and options.
+	LogType    string
+	LogOptions map[string]string
 }
 
 // InspectContainer reports a container's state; ErrNotFound (wrapped) if
@@ -473,6 +470,10 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (ContainerStat
 		st.Pid = r.State.Pid
 		st.StartedAt = parseEngineTime(r.State.StartedAt)
 		st.FinishedAt = parseEngineTime(r.State.FinishedAt)
+	}
+	if r.HostConfig != nil {
+		st.LogType = r.HostConfig.LogConfig.Type
+		st.LogOptions = r.HostConfig.LogConfig.Config
 	}
 	if r.NetworkSettings != nil {
 		for port, bs := range r.NetworkSettings.Ports {

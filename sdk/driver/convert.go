@@ -77,20 +77,21 @@ func taskConfigToPB(c *TaskConfig) (*driverpb.TaskConfig, error) {
 		}
 	}
 	return &driverpb.TaskConfig{
-		Id:         c.ID,
-		AllocId:    c.AllocID,
-		TaskName:   c.TaskName,
-		JobId:      c.JobID,
-		Group:      c.Group,
-		NodeId:     c.NodeID,
-		ConfigJson: cfg,
-		Env:        c.Env,
-		User:       c.User,
-		Resources:  &driverpb.Resources{Cpu: int64(c.Resources.CPU), MemoryMb: int64(c.Resources.MemoryMB)},
-		AllocDir:   c.AllocDir,
-		StdoutPath: c.StdoutPath,
-		StderrPath: c.StderrPath,
-		KillSignal: c.KillSignal,
+		Id:          c.ID,
+		AllocId:     c.AllocID,
+		TaskName:    c.TaskName,
+		JobId:       c.JobID,
+		Group:       c.Group,
+		NodeId:      c.NodeID,
+		ConfigJson:  cfg,
+		Env:         c.Env,
+		User:        c.User,
+		Resources:   &driverpb.Resources{Cpu: int64(c.Resources.CPU), MemoryMb: int64(c.Resources.MemoryMB)},
+		AllocDir:    c.AllocDir,
+		StdoutPath:  c.StdoutPath,
+		StderrPath:  c.StderrPath,
+		KillSignal:  c.KillSignal,
+		NetworkMode: c.NetworkMode,
 	}, nil
 }
 
@@ -99,18 +100,19 @@ func taskConfigFromPB(c *driverpb.TaskConfig) (*TaskConfig, error) {
 		return nil, errors.New("no task config")
 	}
 	out := &TaskConfig{
-		ID:         c.GetId(),
-		AllocID:    c.GetAllocId(),
-		TaskName:   c.GetTaskName(),
-		JobID:      c.GetJobId(),
-		Group:      c.GetGroup(),
-		NodeID:     c.GetNodeId(),
-		Env:        c.GetEnv(),
-		User:       c.GetUser(),
-		AllocDir:   c.GetAllocDir(),
-		StdoutPath: c.GetStdoutPath(),
-		StderrPath: c.GetStderrPath(),
-		KillSignal: c.GetKillSignal(),
+		ID:          c.GetId(),
+		AllocID:     c.GetAllocId(),
+		TaskName:    c.GetTaskName(),
+		JobID:       c.GetJobId(),
+		Group:       c.GetGroup(),
+		NodeID:      c.GetNodeId(),
+		Env:         c.GetEnv(),
+		User:        c.GetUser(),
+		AllocDir:    c.GetAllocDir(),
+		StdoutPath:  c.GetStdoutPath(),
+		StderrPath:  c.GetStderrPath(),
+		KillSignal:  c.GetKillSignal(),
+		NetworkMode: c.GetNetworkMode(),
 		Resources: Resources{
 			CPU:      int(c.GetResources().GetCpu()),
 			MemoryMB: int(c.GetResources().GetMemoryMb()),
@@ -264,5 +266,28 @@ func errFromStatus(what string, err error) error {
 	if ok && st.Code() == codes.Unimplemented {
 		return fmt.Errorf("%s: %s: %w", what, st.Message(), ErrNotSupported)
 	}
+	if ok && st.Code() == codes.Unknown {
+		// The driver's own error: its message, without gRPC's "rpc error:
+		// code = Unknown desc =" and without saying twice what was being
+		// done when the driver already said it.
+		return &driverError{what: what, st: st}
+	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// driverError is an error a driver returned across the boundary. It keeps
+// its gRPC status for callers that tell codes apart.
+type driverError struct {
+	what string
+	st   *status.Status
+}
+
+func (e *driverError) Error() string {
+	if msg := e.st.Message(); strings.HasPrefix(msg, e.what) {
+		return msg
+	}
+	return e.what + ": " + e.st.Message()
+}
+
+// GRPCStatus lets status.FromError see the driver's status.
+func (e *driverError) GRPCStatus() *status.Status { return e.st }

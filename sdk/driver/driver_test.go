@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -195,7 +197,7 @@ func TestEveryCallCrossesTheBoundaryIntact(t *testing.T) {
 		ID: "a1/web", AllocID: "a1", TaskName: "web", JobID: "j", Group: "g", NodeID: "n",
 		Config: map[string]any{"command": "/bin/true", "args": []any{"x"}, "n": 3.0},
 		Env:    map[string]string{"A": "1"}, Resources: driver.Resources{CPU: 100, MemoryMB: 64},
-		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT",
+		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT", NetworkMode: "bridge",
 	}
 	h, err := d.StartTask(ctx, cfg)
 	if err != nil {
@@ -306,3 +308,42 @@ func TestUnknownTaskIsErrTaskNotFoundOnTheHostSide(t *testing.T) {
 		t.Fatalf("double start: %v", err)
 	}
 }
+
+// TestADriversErrorReadsOnceOnTheHostSide: a driver's own error crosses
+// as its message, without gRPC's "rpc error: code = Unknown desc =" and
+// without the host repeating what the driver already said it was doing;
+// its gRPC status stays visible (codes.Unknown), and a message that does
+// not say it keeps the host's prefix.
+func TestADriversErrorReadsOnceOnTheHostSide(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := connect(t, &failing{err: errors.New("starting task a1/web: image x could not be pulled")})
+	_, err := d.StartTask(ctx, &driver.TaskConfig{ID: "a1/web"})
+	if err == nil || err.Error() != "starting task a1/web: image x could not be pulled" {
+		t.Fatalf("got %q", err)
+	}
+	if st, ok := status.FromError(err); !ok || st.Code() != codes.Unknown {
+		t.Fatalf("the status is lost: %v %v", st, ok)
+	}
+	d = connect(t, &failing{err: errors.New("image x could not be pulled")})
+	if _, err := d.StartTask(ctx, &driver.TaskConfig{ID: "a1/web"}); err == nil || err.Error() != "starting task a1/web: image x could not be pulled" {
+		t.Fatalf("without the driver's prefix: %q", err)
+	}
+}
+
+// failing is a driver whose StartTask fails with err.
+type failing struct {
+	driver.Base
+	err error
+}
+
+func (f *failing) Info(context.Context) (driver.PluginInfo, error) {
+	return driver.PluginInfo{Name: "failing"}, nil
+}
+func (f *failing) StartTask(context.Context, *driver.TaskConfig) (*driver.TaskHandle, error) {
+	return nil, f.err
+}
+func (f *failing) WaitTask(context.Context, string) (<-chan *driver.ExitResult, error) {
+	return nil, driver.ErrTaskNotFound
+}
+func (f *failing) StopTask(context.Context, string, time.Duration, string) error { return nil }

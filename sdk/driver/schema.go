@@ -37,7 +37,7 @@ func (e *ConfigError) Error() string {
 // naming each offending field. Numbers may be any Go integer or float type
 // (JSON and HCL decoders differ); a list(string) may be []string or []any
 // of strings; a map(string) may be map[string]string or map[string]any of
-// strings.
+// strings, or a list of one such map (the block form: config { ... }).
 func ValidateConfig(schema *Schema, cfg map[string]any) error {
 	var errs []*FieldError
 	validateObject(schema, cfg, "", &errs)
@@ -115,6 +115,14 @@ func validateValue(f *Field, v any, path string, errs *[]*FieldError) {
 			bad("must be a list of strings, got %s", describe(v))
 		}
 	case TypeStringMap:
+		// A job file writes a map either as an attribute (env = { ... })
+		// or as a block (config { ... }), which decodes as a list of one
+		// object.
+		if l, ok := v.([]any); ok && len(l) == 1 {
+			v = l[0]
+		} else if l, ok := v.([]map[string]any); ok && len(l) == 1 {
+			v = l[0]
+		}
 		switch m := v.(type) {
 		case map[string]string:
 		case map[string]any:
@@ -123,6 +131,8 @@ func validateValue(f *Field, v any, path string, errs *[]*FieldError) {
 					*errs = append(*errs, &FieldError{Path: path + "." + k, Message: "must be a string, got " + describe(e)})
 				}
 			}
+		case []any, []map[string]any:
+			bad("must be a map of strings, written once, got %s of several", describe(v))
 		default:
 			bad("must be a map of strings, got %s", describe(v))
 		}

@@ -564,14 +564,18 @@ type TaskConfig struct {
 	Group    string                 `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
 	NodeId   string                 `protobuf:"bytes,6,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// config_json is the task's driver config block as a JSON object.
-	ConfigJson    []byte            `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
-	Env           map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	User          string            `protobuf:"bytes,9,opt,name=user,proto3" json:"user,omitempty"`
-	Resources     *Resources        `protobuf:"bytes,10,opt,name=resources,proto3" json:"resources,omitempty"`
-	AllocDir      string            `protobuf:"bytes,11,opt,name=alloc_dir,json=allocDir,proto3" json:"alloc_dir,omitempty"`
-	StdoutPath    string            `protobuf:"bytes,12,opt,name=stdout_path,json=stdoutPath,proto3" json:"stdout_path,omitempty"`
-	StderrPath    string            `protobuf:"bytes,13,opt,name=stderr_path,json=stderrPath,proto3" json:"stderr_path,omitempty"`
-	KillSignal    string            `protobuf:"bytes,14,opt,name=kill_signal,json=killSignal,proto3" json:"kill_signal,omitempty"`
+	ConfigJson []byte            `protobuf:"bytes,7,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	Env        map[string]string `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	User       string            `protobuf:"bytes,9,opt,name=user,proto3" json:"user,omitempty"`
+	Resources  *Resources        `protobuf:"bytes,10,opt,name=resources,proto3" json:"resources,omitempty"`
+	AllocDir   string            `protobuf:"bytes,11,opt,name=alloc_dir,json=allocDir,proto3" json:"alloc_dir,omitempty"`
+	StdoutPath string            `protobuf:"bytes,12,opt,name=stdout_path,json=stdoutPath,proto3" json:"stdout_path,omitempty"`
+	StderrPath string            `protobuf:"bytes,13,opt,name=stderr_path,json=stderrPath,proto3" json:"stderr_path,omitempty"`
+	KillSignal string            `protobuf:"bytes,14,opt,name=kill_signal,json=killSignal,proto3" json:"kill_signal,omitempty"`
+	// network_mode is the group's network mode: "" or "host" (the task
+	// publishes the ports its config names), "bridge" (the task gets a
+	// network of its own, every port of the allocation mapped into it).
+	NetworkMode   string `protobuf:"bytes,15,opt,name=network_mode,json=networkMode,proto3" json:"network_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -700,6 +704,13 @@ func (x *TaskConfig) GetStderrPath() string {
 func (x *TaskConfig) GetKillSignal() string {
 	if x != nil {
 		return x.KillSignal
+	}
+	return ""
+}
+
+func (x *TaskConfig) GetNetworkMode() string {
+	if x != nil {
+		return x.NetworkMode
 	}
 	return ""
 }
@@ -1739,7 +1750,7 @@ const file_driver_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\tResources\x12\x10\n" +
 	"\x03cpu\x18\x01 \x01(\x03R\x03cpu\x12\x1b\n" +
-	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\xfd\x03\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\xa0\x04\n" +
 	"\n" +
 	"TaskConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
@@ -1760,7 +1771,8 @@ const file_driver_proto_rawDesc = "" +
 	"\vstderr_path\x18\r \x01(\tR\n" +
 	"stderrPath\x12\x1f\n" +
 	"\vkill_signal\x18\x0e \x01(\tR\n" +
-	"killSignal\x1a6\n" +
+	"killSignal\x12!\n" +
+	"\fnetwork_mode\x18\x0f \x01(\tR\vnetworkMode\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +

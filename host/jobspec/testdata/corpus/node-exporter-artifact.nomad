@@ -1,7 +1,6 @@
 # shape: node_exporter run by the exec driver from a release tarball fetched with an
 #        artifact block (the no-docker variant of the monitoring examples)
-# verdict: refused
-# want: stanza "artifact" is not supported by hivelet
+# verdict: runs
 job "node-exporter" {
   type = "system"
 
