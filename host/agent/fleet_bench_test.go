@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/mock"
@@ -18,7 +19,9 @@ import (
 // min_healthy_time 1 s. It reports the wall time beyond the health times
 // the job asks for (one canary wave plus ceil(rest / max_parallel) waves,
 // each min_healthy_time), the rollout's KV operations and CAS conflicts
-// per deployment and per agent, and asserts the invariants on the way:
+// per deployment and per agent, what the agents' watches delivered
+// (entries and bytes, per rollout and per agent), and asserts the
+// invariants on the way:
 // never more than max_parallel replacements in flight (from the drivers'
 // timestamps), and only canary nodes start the new version before the
 // promotion.
@@ -52,6 +55,19 @@ func BenchmarkFleetRollout(b *testing.B) {
 			return d != nil && d.Status == model.DeploymentSuccessful
 		})
 		before := w.store.Stats()
+		delivered := func() (entries, bytes, allocEntries uint64) {
+			for _, n := range f.nodes {
+				for kind, d := range n.src.Delivered() {
+					entries += d.Entries
+					bytes += d.Bytes
+					if kind == fleet.KindAllocs {
+						allocEntries += d.Entries
+					}
+				}
+			}
+			return
+		}
+		e0, b0, a0 := delivered()
 		b.StartTimer()
 		start := time.Now()
 		f.w.putJob(fleetJob(2, func(g *model.Group) {
@@ -67,6 +83,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		after := w.store.Stats()
+		e1, b1, a1 := delivered()
 		canaries := d.TaskGroups["g"].CanaryNodes
 		waves := 1 + (agents-len(canaries)+maxParallel-1)/maxParallel
 		asked := time.Duration(waves) * time.Second
@@ -92,6 +109,21 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(ops)/float64(agents), "kv-ops/agent")
 		b.ReportMetric(float64(after.CASConflicts-before.CASConflicts), "cas-conflicts/deployment")
 		b.ReportMetric(float64(after.SlotConflicts-before.SlotConflicts), "slot-conflicts/deployment")
+		// What the agents' watches delivered during the rollout: every
+		// agent watches every bucket whole today (the scale issue narrows
+		// it), so this grows with agents × fleet changes.
+		b.ReportMetric(float64(e1-e0), "deliveries/rollout")
+		b.ReportMetric(float64(e1-e0)/float64(agents), "deliveries/agent")
+		b.ReportMetric(float64(a1-a0)/float64(agents), "alloc-deliveries/agent")
+		b.ReportMetric(float64(b1-b0)/1e6, "MB-delivered/rollout")
+		var foreign, passes uint64
+		for _, n := range f.nodes {
+			st := n.agent.Status()
+			foreign += st.ForeignWrites
+			passes += st.Passes
+		}
+		b.ReportMetric(float64(foreign), "foreign-writes")
+		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
 		for _, n := range f.nodes {
 			n.stopOnce(true)
 		}

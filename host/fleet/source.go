@@ -43,6 +43,8 @@ type Source struct {
 	obs   Observer
 	kinds []string
 
+	delivered deliveries // what the watches delivered, by kind
+
 	recreate     func(ctx context.Context) error
 	recreateMu   sync.Mutex
 	recreatedAt  time.Time // when recreate last succeeded
@@ -430,6 +432,7 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 			if seen != nil && initial {
 				seen[e.Key()] = true
 			}
+			s.delivered.count(b.kind, len(e.Key())+len(e.Value()))
 			s.apply(b, toEntry(e), log)
 		}
 	}

@@ -708,3 +708,26 @@ func TestAServerBackWithAnEmptyStoreGetsItsBucketsBackAndIsReadFromRevisionOne(t
 	putRaw(t, writer, "default.fresh", jobJSON("fresh", 2, ""))
 	testutil.Eventually(t, 5*time.Second, "fresh v2", hasJob(src, "fresh", 2))
 }
+
+// A source counts what its watches deliver, by bucket: every entry once,
+// with its key's and value's bytes.
+func TestASourceCountsWhatItsWatchesDeliver(t *testing.T) {
+	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
+	conn := connect(t, srv.ClientURL(), nil, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	src := runSource(t, st, SourceConfig{})
+	waitSynced(t, src)
+	if d := src.Delivered()[KindJobs]; d.Entries != 0 {
+		t.Fatalf("an empty bucket delivered %+v", d)
+	}
+	want := uint64(0)
+	for v := 1; v <= 3; v++ {
+		val := jobJSON("web", v, "")
+		putRaw(t, st, "default.web", val)
+		want += uint64(len("default.web") + len(val))
+	}
+	testutil.Eventually(t, 5*time.Second, "web v3", hasJob(src, "web", 3))
+	if d := src.Delivered()[KindJobs]; d.Entries != 3 || d.Bytes != want {
+		t.Fatalf("delivered %+v, want 3 entries of %d bytes", d, want)
+	}
+}
