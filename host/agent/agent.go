@@ -175,6 +175,8 @@ type Agent struct {
 	driverUse      map[string]int                          // driver name → tasks of live runners using it
 	rejectionsGen  uint64                                  // view generation status.Rejections was computed from
 	ownJobs        map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
+	ownOrder       map[string][]string                     // job key → those IDs by name, then ID (ownOf's order), when known
+	ownEpoch       uint64                                  // bumped by every add to or removal from ownJobs
 	ownDirty       map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
 	index          viewIndex                               // the pass's index of the view (under passMu)
 	restoreErr     error

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hivelet/hivelet/host/allocrunner"
@@ -190,13 +190,25 @@ func recordsOf[T any](keys map[string]struct{}, records map[string]wanted.Record
 
 // ownJobAddLocked records that allocation id of job key jk is this node's
 // (a runner or a finished allocation). a.mu must be held.
-func (a *Agent) ownJobAddLocked(jk, id string) { addKey(a.ownJobs, jk, id) }
+func (a *Agent) ownJobAddLocked(jk, id string) {
+	addKey(a.ownJobs, jk, id)
+	delete(a.ownOrder, jk)
+	a.ownEpoch++
+}
 
 // ownJobRemoveLocked forgets it. a.mu must be held.
-func (a *Agent) ownJobRemoveLocked(jk, id string) { removeKey(a.ownJobs, jk, id) }
+func (a *Agent) ownJobRemoveLocked(jk, id string) {
+	removeKey(a.ownJobs, jk, id)
+	delete(a.ownOrder, jk)
+	a.ownEpoch++
+}
 
 // ownOf returns this node's allocations of a job (live runners' snapshots
-// and finished ones), sorted by ID.
+// and finished ones) in the reconciler's order: by name, then ID (all on
+// this node), so that its input arrives sorted and a pass sorts nothing.
+// The order is kept per job and rebuilt only when the job's set of
+// allocations here changes (a name and an ID never change). Snapshots are
+// taken with a.mu released (a runner's lock is never taken under it).
 func (a *Agent) ownOf(jk string) []*model.Allocation {
 	a.mu.Lock()
 	ids := a.ownJobs[jk]
@@ -204,21 +216,52 @@ func (a *Agent) ownOf(jk string) []*model.Allocation {
 		a.mu.Unlock()
 		return nil
 	}
-	out := make([]*model.Allocation, 0, len(ids))
-	var live []*allocrunner.Runner
-	for id := range ids {
+	order, known := a.ownOrder[jk]
+	epoch := a.ownEpoch
+	if !known {
+		order = make([]string, 0, len(ids))
+		for id := range ids {
+			order = append(order, id)
+		}
+	}
+	runners := make([]*allocrunner.Runner, len(order))
+	terminal := make([]*model.Allocation, len(order))
+	for i, id := range order {
 		if r := a.runners[id]; r != nil {
-			live = append(live, r)
-		} else if t := a.terminal[id]; t != nil {
-			out = append(out, t)
+			runners[i] = r
+		} else {
+			terminal[i] = a.terminal[id]
 		}
 	}
 	a.mu.Unlock()
-	for _, r := range live {
-		out = append(out, r.Snapshot())
+	out := make([]*model.Allocation, 0, len(order))
+	for i := range order {
+		switch {
+		case runners[i] != nil:
+			out = append(out, runners[i].Snapshot())
+		case terminal[i] != nil:
+			out = append(out, terminal[i])
+		}
 	}
-	if len(out) > 1 {
-		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if !known {
+		slices.SortFunc(out, func(x, y *model.Allocation) int {
+			if c := strings.Compare(x.Name, y.Name); c != 0 {
+				return c
+			}
+			return strings.Compare(x.ID, y.ID)
+		})
+		sorted := make([]string, len(out))
+		for i, al := range out {
+			sorted[i] = al.ID
+		}
+		a.mu.Lock()
+		if a.ownEpoch == epoch && len(sorted) == len(a.ownJobs[jk]) { // no add or remove meanwhile
+			if a.ownOrder == nil {
+				a.ownOrder = map[string][]string{}
+			}
+			a.ownOrder[jk] = sorted
+		}
+		a.mu.Unlock()
 	}
 	return out
 }
