@@ -28,6 +28,9 @@
 //     StdoutPath and StderrPath, rotated by size; a streamer restarted after
 //     recovery resumes after the last entry it recorded (runtime/docker's
 //     LogPosition), so nothing is copied twice.
+//
+// Its task config, ownership rules and limits are specified in
+// docs/docker-driver.md.
 package docker
 
 import (

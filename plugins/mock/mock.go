@@ -11,6 +11,8 @@
 //
 // Invariant: a task ID is started at most once per plugin process; a second
 // StartTask for a live ID is refused (TestStartingTheSameTaskTwiceIsRefused).
+//
+// Its config keys are listed in docs/drivers.md ("The built-in drivers").
 package mock
 
 import (

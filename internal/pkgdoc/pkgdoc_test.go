@@ -1,0 +1,42 @@
+package pkgdoc
+
+import (
+	"os"
+	"slices"
+	"testing"
+)
+
+func TestEveryPackageDocPointsAtAPageInTheTree(t *testing.T) {
+	problems, packages, err := Check("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("../../go.mod"); err != nil || packages < 30 {
+		t.Fatalf("checked %d library packages at ../.. (go.mod: %v): not the module root", packages, err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// TestCheckFindsAMissingPageAndADeadCitation is the control: a tree with
+// one package without a page, a dead spec/ citation in Go and a dead
+// docs/ citation in Markdown, beside a package that does it right.
+func TestCheckFindsAMissingPageAndADeadCitation(t *testing.T) {
+	problems, packages, err := Check("testdata/tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	want := []string{
+		"docs/lib.md:3: cites docs/gone.md, which is not in the tree",
+		"lib/lib.go:2: cites spec/reconcile.md, which is not in the tree",
+		"lib: the package doc names no page under docs/",
+	}
+	if !slices.Equal(got, want) || packages != 2 {
+		t.Fatalf("checked %d packages, problems:\n%q\nwant:\n%q", packages, got, want)
+	}
+}
