@@ -1,19 +1,11 @@
-// Package logkey keeps the module's slog keys stable where a reader greps
-// for them: an error is logged under "err", never "error" (or any other
-// spelling Banned lists). It owns Scan, which reads Go source as text (no
-// build, no type checking) and reports every slog call that uses a banned
-// key; TestTheModuleLogsErrorsUnderErr runs it over the whole tree. It is
-// used by tests only and imports only the standard library.
-package logkey
+package lint
 
 import (
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -48,21 +40,11 @@ var attrFuncs = map[string]bool{
 	"Float64": true, "Bool": true, "Time": true, "Duration": true, "Group": true,
 }
 
-// Scan parses every .go file below root (not below a directory named
-// testdata or starting with "." unless it is root itself) and returns the
-// keys of banned (as Banned returns) its slog calls use, and how many
-// files it read.
-func Scan(root string, banned map[string]string) (uses []Use, files int, err error) {
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+// LogKeys parses every .go file below root (as walk visits them) and
+// returns the keys of banned (as Banned returns) its slog calls use, and
+// how many files it read.
+func LogKeys(root string, banned map[string]string) (uses []Use, files int, err error) {
+	err = walk(root, func(path, _ string) error {
 		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
@@ -70,7 +52,7 @@ func Scan(root string, banned map[string]string) (uses []Use, files int, err err
 		if err != nil {
 			return err
 		}
-		found, err := ScanFile(path, src, banned)
+		found, err := FileLogKeys(path, src, banned)
 		if err != nil {
 			return err
 		}
@@ -81,12 +63,12 @@ func Scan(root string, banned map[string]string) (uses []Use, files int, err err
 	return uses, files, err
 }
 
-// ScanFile returns the keys of banned the slog calls of one Go file use. A
+// FileLogKeys returns the keys of banned the slog calls of one Go file use. A
 // method call counts as slog's when its receiver is not an imported
 // package other than log/slog (so http.Error(w, "error", code) is not
 // one); a string literal in a key position is a key, anything else (an
 // Attr) takes one position.
-func ScanFile(name string, src []byte, banned map[string]string) ([]Use, error) {
+func FileLogKeys(name string, src []byte, banned map[string]string) ([]Use, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
 	if err != nil {

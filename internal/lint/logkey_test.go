@@ -1,4 +1,4 @@
-package logkey
+package lint
 
 import (
 	"os"
@@ -8,31 +8,29 @@ import (
 
 // TestTheModuleLogsErrorsUnderErr: every slog call in the module, tests
 // included, logs an error under "err". The control is the module's own
-// use of "err", which the same scan must see (TestScanFindsBannedKeysOnly
+// use of "err", which the same scan must see (TestLogKeysFindsBannedKeysOnly
 // shows it finds a banned key where there is one).
 func TestTheModuleLogsErrorsUnderErr(t *testing.T) {
-	uses, files, err := Scan("../..", Banned())
+	uses, files, err := LogKeys("../..", Banned())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("../../go.mod"); err != nil || files < 100 {
-		t.Fatalf("scanned %d files at ../.. (go.mod: %v): not the module root", files, err)
-	}
+	requireModuleRoot(t, files, 100, "Go files")
 	for _, u := range uses {
 		t.Error(u)
 	}
-	control, _, err := Scan("../../host/fleet", map[string]string{"err": "(control)"})
+	control, _, err := LogKeys("../../host/fleet", map[string]string{"err": "(control)"})
 	if err != nil || len(control) == 0 {
 		t.Fatalf("control: the scan finds no \"err\" key in host/fleet (%v)", err)
 	}
 }
 
-func TestScanFindsBannedKeysOnly(t *testing.T) {
+func TestLogKeysFindsBannedKeysOnly(t *testing.T) {
 	src, err := os.ReadFile("testdata/uses.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	uses, err := ScanFile("uses.go", src, Banned())
+	uses, err := FileLogKeys("uses.go", src, Banned())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,5 +40,15 @@ func TestScanFindsBannedKeysOnly(t *testing.T) {
 	}
 	if want := []int{10, 12, 13, 14}; !slices.Equal(lines, want) {
 		t.Fatalf("banned keys found on lines %v, want %v: %v", lines, want, uses)
+	}
+}
+
+// requireModuleRoot fails the test unless ../.. is the module root and a
+// check over it counted at least that many of what: a scan of the wrong
+// directory, or of nothing, must not pass.
+func requireModuleRoot(t *testing.T, counted, least int, what string) {
+	t.Helper()
+	if _, err := os.Stat("../../go.mod"); err != nil || counted < least {
+		t.Fatalf("read %d %s at ../.. (go.mod: %v): not the module root", counted, what, err)
 	}
 }

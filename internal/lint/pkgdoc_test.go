@@ -1,29 +1,26 @@
-package pkgdoc
+package lint
 
 import (
-	"os"
 	"slices"
 	"testing"
 )
 
 func TestEveryPackageDocPointsAtAPageInTheTree(t *testing.T) {
-	problems, packages, err := Check("../..")
+	problems, packages, err := Docs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("../../go.mod"); err != nil || packages < 30 {
-		t.Fatalf("checked %d library packages at ../.. (go.mod: %v): not the module root", packages, err)
-	}
+	requireModuleRoot(t, packages, 30, "library packages")
 	for _, p := range problems {
 		t.Error(p)
 	}
 }
 
-// TestCheckFindsAMissingPageAndADeadCitation is the control: a tree with
+// TestDocsFindsAMissingPageAndADeadCitation is the control: a tree with
 // one package without a page, a dead spec/ citation in Go and a dead
 // docs/ citation in Markdown, beside a package that does it right.
-func TestCheckFindsAMissingPageAndADeadCitation(t *testing.T) {
-	problems, packages, err := Check("testdata/tree")
+func TestDocsFindsAMissingPageAndADeadCitation(t *testing.T) {
+	problems, packages, err := Docs("testdata/tree")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,9 @@
-// Package pkgdoc checks that the module's rules are written down where its
-// code says they are: every library package outside internal/ and
-// examples/ names in its package doc a page under docs/ that exists, and no
-// comment or Markdown file cites a docs/ or spec/ page that is not in the
-// tree (TestEveryPackageDocPointsAtAPageInTheTree). It reads source as
-// text (go/parser, no build), is used by tests only and imports only the
-// standard library.
-package pkgdoc
+package lint
 
 import (
 	"fmt"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,23 +24,11 @@ type Problem struct {
 
 func (p Problem) String() string { return p.Where + ": " + p.What }
 
-// Check walks the module below root (not below testdata or a directory
-// starting with ".") and returns its problems, sorted, and how many
-// library packages it checked.
-func Check(root string) (problems []Problem, packages int, err error) {
+// Docs reads the files below root (as walk visits them) and returns their
+// problems, sorted, and how many library packages it checked.
+func Docs(root string) (problems []Problem, packages int, err error) {
 	docs := map[string]string{} // package dir -> package doc, library packages
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
+	err = walk(root, func(path, rel string) error {
 		switch {
 		case strings.HasSuffix(path, ".md"):
 			text, err := os.ReadFile(path)
