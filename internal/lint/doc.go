@@ -4,7 +4,7 @@
 //     TestTheModuleLogsErrorsUnderErr);
 //   - every library package outside internal/ and examples/ names in its
 //     package doc a page under docs/ that exists, and no Go comment or
-//     Markdown file cites a docs/ or spec/ page the tree does not have
+//     Markdown file cites a docs/, spec/ or root page the tree does not have
 //     (Docs, TestEveryPackageDocPointsAtAPageInTheTree).
 //
 // It reads source as text (go/parser: no build, no type checking), so a

@@ -12,8 +12,19 @@ import (
 )
 
 // citation matches a cited page: a name ending in .md right under docs/ or
-// spec/.
-var citation = regexp.MustCompile(`\b(?:docs|spec)/[\w.-]+\.md\b`)
+// spec/ (group 1), or a capitalised one at the module's root, README.md and
+// the like (group 2); a path ending in such a name (examples/x/README.md)
+// is not a citation of the root's.
+var citation = regexp.MustCompile(`\b((?:docs|spec)/[\w.-]+\.md)\b|(?:^|[^\w/.-])([A-Z][A-Z_]+\.md)\b`)
+
+// cited returns the pages text cites, as paths relative to the root.
+func cited(text string) []string {
+	var out []string
+	for _, m := range citation.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1]+m[2])
+	}
+	return out
+}
 
 // A Problem is one package doc without a page, or one citation of a page
 // the tree does not have.
@@ -63,7 +74,7 @@ func Docs(root string) (problems []Problem, packages int, err error) {
 		return nil, 0, err
 	}
 	for dir, doc := range docs {
-		pages := citation.FindAllString(doc, -1)
+		pages := cited(doc)
 		ok := false
 		for _, p := range pages {
 			if strings.HasPrefix(p, "docs/") && exists(root, p) {
@@ -83,7 +94,7 @@ func Docs(root string) (problems []Problem, packages int, err error) {
 func deadCitations(root, file, text string, line int) []Problem {
 	var out []Problem
 	for i, l := range strings.Split(text, "\n") {
-		for _, p := range citation.FindAllString(l, -1) {
+		for _, p := range cited(l) {
 			if !exists(root, p) {
 				out = append(out, Problem{fmt.Sprintf("%s:%d", file, line+i), "cites " + p + ", which is not in the tree"})
 			}

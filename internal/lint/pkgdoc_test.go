@@ -17,8 +17,8 @@ func TestEveryPackageDocPointsAtAPageInTheTree(t *testing.T) {
 }
 
 // TestDocsFindsAMissingPageAndADeadCitation is the control: a tree with
-// one package without a page, a dead spec/ citation in Go and a dead
-// docs/ citation in Markdown, beside a package that does it right.
+// one package without a page, dead spec/ and root citations in Go and a
+// dead docs/ citation in Markdown, beside a package that does it right.
 func TestDocsFindsAMissingPageAndADeadCitation(t *testing.T) {
 	problems, packages, err := Docs("testdata/tree")
 	if err != nil {
@@ -30,6 +30,7 @@ func TestDocsFindsAMissingPageAndADeadCitation(t *testing.T) {
 	}
 	want := []string{
 		"docs/lib.md:3: cites docs/gone.md, which is not in the tree",
+		"lib/lib.go:2: cites DESIGN.md, which is not in the tree",
 		"lib/lib.go:2: cites spec/reconcile.md, which is not in the tree",
 		"lib: the package doc names no page under docs/",
 	}
