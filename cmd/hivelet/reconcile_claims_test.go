@@ -271,3 +271,61 @@ func TestTheClaimCheckSeesAMovedEntry(t *testing.T) {
 		t.Errorf("a plan without the cancellation: %q", got)
 	}
 }
+
+// TestEveryRuleOfTheRulesPageIsShownByItsFixture reads the rule tables of
+// docs/reconciler-rules.md and checks that each rule's fixture shows it: a
+// claim of one of the fixtures the row names (claims the test above checks
+// on the real plan) has an entry that rule put there. A rule whose outcome
+// is "nothing" puts no entry anywhere, so its row must say so and no claim
+// may show it. The control is the count of rows: the page has 17 rules.
+func TestEveryRuleOfTheRulesPageIsShownByItsFixture(t *testing.T) {
+	page, err := os.ReadFile("../../docs/reconciler-rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(page), "\n") {
+		if !strings.HasPrefix(line, "| `alloc.") && !strings.HasPrefix(line, "| `name.") {
+			continue
+		}
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cols) != 4 {
+			t.Fatalf("a rule row without its four columns (rule, when, goes to, fixture): %s", line)
+		}
+		rows++
+		rule := strings.Trim(cols[0], "`")
+		var fixtures []string
+		for i, part := range strings.Split(cols[3], "`") {
+			if i%2 == 1 {
+				fixtures = append(fixtures, part)
+			}
+		}
+		if len(fixtures) == 0 {
+			t.Errorf("rule %s names no fixture", rule)
+			continue
+		}
+		shown := false
+		for _, fx := range fixtures {
+			claim, ok := fixtureClaims[fx]
+			if !ok {
+				t.Errorf("rule %s names fixture %s, which has no claim (or does not exist)", rule, fx)
+				continue
+			}
+			for _, e := range claim.entries {
+				if f := strings.Fields(string(e)); len(f) >= 3 && f[2] == rule {
+					shown = true
+				}
+			}
+		}
+		nothing := strings.HasPrefix(cols[2], "nothing")
+		switch {
+		case nothing && shown:
+			t.Errorf("rule %s says it goes to nothing, but %v shows an entry of it", rule, fixtures)
+		case !nothing && !shown:
+			t.Errorf("rule %s: none of its fixtures %v shows an entry of it", rule, fixtures)
+		}
+	}
+	if rows != 17 {
+		t.Fatalf("read %d rule rows from docs/reconciler-rules.md, want 17 (alloc.1-14, name.1-3)", rows)
+	}
+}
