@@ -5,7 +5,10 @@
 //   - every library package outside internal/ and examples/ names in its
 //     package doc a page under docs/ that exists, and no Go comment or
 //     Markdown file cites a docs/, spec/ or root page the tree does not have
-//     (Docs, TestEveryPackageDocPointsAtAPageInTheTree).
+//     (Docs, TestEveryPackageDocPointsAtAPageInTheTree);
+//   - a loop pauses through internal/wait.For, never a select of its own
+//     on a Done channel and time.After (Pauses,
+//     TestTheModulePausesOnlyThroughWaitFor).
 //
 // It reads source as text (go/parser: no build, no type checking), so a
 // check sees every file whatever its build constraints. Each check has a

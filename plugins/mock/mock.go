@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -195,9 +196,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 		return nil, err
 	}
 	if block > 0 {
-		select {
-		case <-time.After(block):
-		case <-ctx.Done():
+		if !wait.For(ctx, block) {
 			return nil, fmt.Errorf("starting mock task %s: %w", cfg.ID, ctx.Err())
 		}
 	}
@@ -318,9 +317,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 		return fmt.Errorf("stopping mock task %s: %w", id, err)
 	}
 	if t.st.StopBlock > 0 {
-		select {
-		case <-time.After(time.Duration(t.st.StopBlock)):
-		case <-ctx.Done():
+		if !wait.For(ctx, time.Duration(t.st.StopBlock)) {
 			return fmt.Errorf("stopping mock task %s: %w", id, ctx.Err())
 		}
 	}
