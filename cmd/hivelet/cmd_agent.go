@@ -28,6 +28,7 @@ import (
 	"github.com/hivelet/hivelet/host/services"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/vars"
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
 	"github.com/hivelet/hivelet/plugins/manager"
@@ -118,10 +119,7 @@ func (d *driverHealth) watch(ctx context.Context, m *manager.Manager, name strin
 				d.set(name, model.DriverInfo{Detected: true, Healthy: fp.Healthy, HealthDesc: fp.Description, Attributes: fp.Attributes})
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
+		wait.For(ctx, 2*time.Second)
 	}
 }
 

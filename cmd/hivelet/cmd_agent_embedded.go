@@ -8,6 +8,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // embeddedConfig is the agent's embedded NATS server as configured
@@ -59,10 +60,8 @@ func waitEmbeddedJetStream(ctx context.Context, emb *fleet.Embedded, rc *config.
 			return nil
 		}
 		log.Warn("creating the fleet buckets in the new cluster; retrying", "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
+		if !wait.For(ctx, min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)) {
 			return fmt.Errorf("embedded NATS cluster %s: creating buckets: %w (last: %v)", rc.Cluster.Name, ctx.Err(), err)
-		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
 		}
 	}
 }

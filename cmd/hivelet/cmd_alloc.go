@@ -18,6 +18,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // AttrAllocDir is the node attribute through which an agent publishes its
@@ -227,10 +228,8 @@ func printLog(ctx context.Context, out io.Writer, path string, followLogs bool, 
 	}
 	if errors.Is(err, os.ErrNotExist) && followLogs {
 		for errors.Is(err, os.ErrNotExist) {
-			select {
-			case <-ctx.Done():
+			if !wait.For(ctx, 250*time.Millisecond) {
 				return nil
-			case <-time.After(250 * time.Millisecond):
 			}
 			f, err = os.Open(path)
 		}
@@ -250,13 +249,8 @@ func printLog(ctx context.Context, out io.Writer, path string, followLogs bool, 
 		if _, err := io.Copy(out, f); err != nil {
 			return failed("reading log %s: %v", path, err)
 		}
-		if !followLogs {
+		if !followLogs || !wait.For(ctx, 250*time.Millisecond) {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // newNodeCmd is `hivelet node`: status, drain and eligibility. These talk to
@@ -238,7 +239,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // intentChange writes a change to a node's operator intent and optionally
 // waits until the owning agent's record reflects it.
-func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, wait time.Duration,
+func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, within time.Duration,
 	change func(*wanted.Intent), applied func(*model.Node) bool, what string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -267,10 +268,10 @@ func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, wait time.Dura
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Node %s: %s (intent written; the agent applies it with its next heartbeat)\n", short(id), what)
-	if wait <= 0 {
+	if within <= 0 {
 		return nil
 	}
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(within)
 	for {
 		n, _, err := st.GetNode(ctx, id)
 		if err == nil && applied(n) {
@@ -281,12 +282,10 @@ func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, wait time.Dura
 			if errors.Is(err, fleet.ErrNotFound) {
 				return failed("node %s has no live record (down?): the intent stays and applies when it returns", short(id))
 			}
-			return failed("node %s did not apply the intent within %s", short(id), wait)
+			return failed("node %s did not apply the intent within %s", short(id), within)
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.For(ctx, 200*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

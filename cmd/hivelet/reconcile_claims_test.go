@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,12 +47,11 @@ var planBuckets = []string{"place", "update", "migrate", "stop", "ignore", "lost
 // end for a canary entry.
 type in string
 
-// fixtureClaim is what one fixture of examples/reconcile must show, in a
-// sentence, and the plan's facts that make the sentence true. Every entry
+// fixtureClaim is the plan's facts that make true the sentence a fixture of
+// examples/reconcile says it must show (its "comment"). Every entry
 // of every bucket must be listed (so a plan that adds, drops or moves an
 // entry fails), and check reads the deployment side.
 type fixtureClaim struct {
-	shows   string
 	entries []in
 	check   func(p *claimPlan) error
 }
@@ -69,7 +69,6 @@ func wantUpdate(status, descPart string) func(p *claimPlan) error {
 
 var fixtureClaims = map[string]fixtureClaim{
 	"first-placement": {
-		shows:   "every ready node gets a placement, the not-ready node (node-d) nothing, and a deployment is created",
 		entries: []in{"place node-a name.3", "place node-b name.3", "place node-c name.3"},
 		check: func(p *claimPlan) error {
 			if !p.DeploymentCreated || p.Deployment == nil || p.Deployment.Status != "running" {
@@ -79,7 +78,6 @@ var fixtureClaims = map[string]fixtureClaim{
 		},
 	},
 	"rolling-update": {
-		shows:   "every outdated allocation is in update, max_parallel 2 is left to the hosts' slots, and a new deployment is created",
 		entries: []in{"update node-a alloc.13", "update node-b alloc.13", "update node-c alloc.13", "update node-d alloc.13"},
 		check: func(p *claimPlan) error {
 			if !p.DeploymentCreated || len(p.Groups) != 1 || p.Groups[0].MaxParallel != 2 {
@@ -89,7 +87,6 @@ var fixtureClaims = map[string]fixtureClaim{
 		},
 	},
 	"canaries-first-round": {
-		shows: "half of four nodes become canary nodes, recorded in the new deployment; their allocations are updated as canaries and the others await promotion",
 		entries: []in{"update node-a alloc.12 canary", "update node-b alloc.12 canary",
 			"awaiting_promotion node-c alloc.12", "awaiting_promotion node-d alloc.12"},
 		check: func(p *claimPlan) error {
@@ -100,46 +97,37 @@ var fixtureClaims = map[string]fixtureClaim{
 		},
 	},
 	"canaries-awaiting-promotion": {
-		shows: "the healthy canary stays, the other nodes await promotion, and the deployment says it needs manual promotion",
 		entries: []in{"ignore node-a alloc.14 canary",
 			"awaiting_promotion node-b alloc.12", "awaiting_promotion node-c alloc.12", "awaiting_promotion node-d alloc.12"},
 		check: wantUpdate("running", "manual promotion"),
 	},
 	"canaries-single-node": {
-		shows:   "the same fleet seen by node-c alone: only its own allocation, awaiting promotion, with the fleet's deployment update",
 		entries: []in{"awaiting_promotion node-c alloc.12"},
 		check:   wantUpdate("running", "manual promotion"),
 	},
 	"node-down-lost": {
-		shows: "allocations on a down node and on a gone one are lost, one a drain marked migrates, one on a draining node not yet marked is left alone",
 		entries: []in{"lost node-b alloc.8", "lost node-c alloc.8", "migrate node-e alloc.2",
 			"ignore node-d alloc.9", "ignore node-a alloc.14"},
 	},
 	"node-not-ready": {
-		shows:   "an allocation on a not-ready node is left alone, one on a node out of scope is stopped",
 		entries: []in{"ignore node-b alloc.10", "stop node-c alloc.11", "ignore node-a alloc.14"},
 	},
 	"disconnected-client": {
-		shows: "with disconnect handling: a running allocation on a disconnected node is disconnecting, an unknown one waits, one unknown too long is lost, one whose node is back is reconnecting",
 		entries: []in{"disconnecting node-c alloc.7", "ignore node-d alloc.4", "lost node-e alloc.3",
 			"reconnecting node-b alloc.5", "ignore node-a alloc.14"},
 	},
 	"sysbatch": {
-		shows:   "a sysbatch job: a terminal allocation of an older version is run again, one of this version is not, a missing one is placed, one that finished on a down node is left alone",
 		entries: []in{"update node-a name.1", "ignore node-b name.1", "place node-c name.3", "ignore node-d alloc.6"},
 	},
 	"job-stopped": {
-		shows:   "a stopped job stops every allocation and cancels its deployment",
 		entries: []in{"stop node-a alloc.1", "stop node-b alloc.1"},
 		check:   wantUpdate("cancelled", "job is stopped"),
 	},
 	"deployment-complete": {
-		shows:   "every node healthy at the current version completes the deployment",
 		entries: []in{"ignore node-a alloc.14", "ignore node-b alloc.14"},
 		check:   wantUpdate("successful", "completed"),
 	},
 	"paused-deployment": {
-		shows:   "a paused deployment holds the outdated allocation (ignored, saying why) while a missing name is still placed",
 		entries: []in{"place node-c name.3", "ignore node-b alloc.13", "ignore node-a alloc.14"},
 		check: func(p *claimPlan) error {
 			if len(p.Groups) != 1 || !strings.Contains(p.Groups[0].UpdatesHeld, "paused") {
@@ -150,11 +138,12 @@ var fixtureClaims = map[string]fixtureClaim{
 	},
 }
 
-// TestEveryReconcileFixtureShowsWhatItClaims checks each fixture's claim on
-// the plan `hivelet reconcile` prints for it, independently of the golden
-// plan bytes (which `-update` rewrites): each bucket holds exactly the
-// entries the claim lists, and the deployment side says what the claim
-// says. A fixture without a claim fails, so every fixture has its sentence.
+// TestEveryReconcileFixtureShowsWhatItClaims checks the sentence each
+// fixture says it must show (its "comment", one sentence) on the plan
+// `hivelet reconcile` prints for it, independently of the golden plan bytes
+// (which `-update` rewrites): each bucket holds exactly the entries the
+// claim lists, and the deployment side says what the sentence says. A
+// fixture without a sentence or without a claim fails.
 func TestEveryReconcileFixtureShowsWhatItClaims(t *testing.T) {
 	fixtures, err := filepath.Glob(filepath.Join(examplesDir, "*.json"))
 	if err != nil {
@@ -173,6 +162,17 @@ func TestEveryReconcileFixtureShowsWhatItClaims(t *testing.T) {
 		}
 		seen++
 		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(fx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var head struct{ Comment string }
+			if err := json.Unmarshal(data, &head); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(head.Comment, ".") || strings.Count(head.Comment, ". ") > 0 {
+				t.Fatalf("examples/reconcile/%s.json: its comment %q is not one sentence saying what it must show", name, head.Comment)
+			}
 			code, out := runPluginCLI("reconcile", "-f", fx)
 			if code != 0 {
 				t.Fatalf("reconcile: exit %d: %s", code, out)
@@ -182,7 +182,7 @@ func TestEveryReconcileFixtureShowsWhatItClaims(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, problem := range claim.problems(p) {
-				t.Errorf("it should show that %s: %s", claim.shows, problem)
+				t.Errorf("it should show: %s\n%s", head.Comment, problem)
 			}
 		})
 	}
@@ -269,5 +269,63 @@ func TestTheClaimCheckSeesAMovedEntry(t *testing.T) {
 	other.Updates = nil
 	if got := claim.problems(&other); len(got) != 1 || !strings.Contains(got[0], "cancelled") {
 		t.Errorf("a plan without the cancellation: %q", got)
+	}
+}
+
+// TestEveryRuleOfTheRulesPageIsShownByItsFixture reads the rule tables of
+// docs/reconciler-rules.md and checks that each rule's fixture shows it: a
+// claim of one of the fixtures the row names (claims the test above checks
+// on the real plan) has an entry that rule put there. A rule whose outcome
+// is "nothing" puts no entry anywhere, so its row must say so and no claim
+// may show it. The control is the count of rows: the page has 17 rules.
+func TestEveryRuleOfTheRulesPageIsShownByItsFixture(t *testing.T) {
+	page, err := os.ReadFile("../../docs/reconciler-rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(page), "\n") {
+		if !strings.HasPrefix(line, "| `alloc.") && !strings.HasPrefix(line, "| `name.") {
+			continue
+		}
+		cols := strings.Split(strings.Trim(line, "| "), " | ")
+		if len(cols) != 4 {
+			t.Fatalf("a rule row without its four columns (rule, when, goes to, fixture): %s", line)
+		}
+		rows++
+		rule := strings.Trim(cols[0], "`")
+		var fixtures []string
+		for i, part := range strings.Split(cols[3], "`") {
+			if i%2 == 1 {
+				fixtures = append(fixtures, part)
+			}
+		}
+		if len(fixtures) == 0 {
+			t.Errorf("rule %s names no fixture", rule)
+			continue
+		}
+		shown := false
+		for _, fx := range fixtures {
+			claim, ok := fixtureClaims[fx]
+			if !ok {
+				t.Errorf("rule %s names fixture %s, which has no claim (or does not exist)", rule, fx)
+				continue
+			}
+			for _, e := range claim.entries {
+				if f := strings.Fields(string(e)); len(f) >= 3 && f[2] == rule {
+					shown = true
+				}
+			}
+		}
+		nothing := strings.HasPrefix(cols[2], "nothing")
+		switch {
+		case nothing && shown:
+			t.Errorf("rule %s says it goes to nothing, but %v shows an entry of it", rule, fixtures)
+		case !nothing && !shown:
+			t.Errorf("rule %s: none of its fixtures %v shows an entry of it", rule, fixtures)
+		}
+	}
+	if rows != 17 {
+		t.Fatalf("read %d rule rows from docs/reconciler-rules.md, want 17 (alloc.1-14, name.1-3)", rows)
 	}
 }

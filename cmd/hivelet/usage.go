@@ -12,7 +12,7 @@ import (
 // with the command's usage line: a flag cobra cannot parse, a wrong number
 // of arguments, an unknown subcommand (which cobra would answer with the
 // help text and exit 0 below the root). A command group given no
-// subcommand prints its help, as before.
+// subcommand is no mistake: it prints its help and exits 0.
 func usageErrors(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return badInput(fmt.Errorf("%w\nusage: %s", err, c.UseLine()))

@@ -35,11 +35,12 @@ type echoSource interface {
 //   - the creation of a deployment a pass planned: passes already plan
 //     against it (the overlay, withWritten) from the moment it was planned.
 //
-// Without this, every start was followed by two or three passes that could
-// find nothing to do, and the next job's start queued behind them. Node
-// records that changed only in their heartbeat time count too: a pass reads
-// nothing of them, and a fleet's heartbeats would otherwise make passes
-// without end.
+// Invariant: a start makes no pass of its own echoes, so the next job's
+// start never queues behind passes that can find nothing to do. Node
+// records that changed only in their heartbeat time count as echoes too: a
+// pass reads nothing of them, so a fleet's heartbeats alone make no pass
+// (TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites,
+// TestHeartbeatsMakeNoPassAndMoveNoSignature).
 //
 // The test is exact, never a guess, and costs O(changes), not O(view): a
 // change is an echo only if every change since the last pass read the view
@@ -49,7 +50,7 @@ type echoSource interface {
 // at that revision, with the planned record's ID, status, version and modify
 // time. Anything else (another bucket, another node's write, a delete, a
 // record overwritten since, a deployment changed by anyone, this agent
-// included, a log that no longer reaches back) makes a pass, as before.
+// included, a log that no longer reaches back) makes a pass.
 type ownEchoes struct {
 	nodePrefix string // this node's allocation key prefix, "<node>."
 	// writing reports whether this node's write of an allocation is queued

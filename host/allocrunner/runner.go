@@ -34,6 +34,10 @@
 //   - The runner writes only its own allocation's status; it never decides
 //     placement (that is the reconciler's) and never touches another
 //     allocation's tasks.
+//
+// The operator's account of a runner is docs/agent.md ("Allocation runners");
+// the job blocks it carries out are specified in docs/job-files.md, and its
+// place in the agent's start and stop in docs/lifecycle.md.
 package allocrunner
 
 import (

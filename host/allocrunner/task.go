@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -410,9 +411,7 @@ func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *
 			return res, ctx.Err() != nil, restarted && ctx.Err() == nil
 		}
 		// The driver lost the task's wait: a restarted plugin may still have it.
-		select {
-		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
-		case <-ctx.Done():
+		if !wait.For(ctx, time.Duration(attempt+1)*200*time.Millisecond) {
 			return nil, true, false
 		}
 		if err := drv.RecoverTask(ctx, h); err != nil {

@@ -9,6 +9,9 @@
 // that would land elsewhere (an absolute name, "..", a link pointing out)
 // fails the fetch. TestAnArchiveEntryLeavingTheDestinationFailsTheFetch
 // enforces that.
+//
+// The artifact block it serves is specified in docs/job-files.md
+// ("Artifacts").
 package artifact
 
 import (

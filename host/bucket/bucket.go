@@ -9,6 +9,9 @@
 //     (TestAgentsRacingToCreateABucketAllOpenIt). A bucket that exists is
 //     opened as it is, never reconfigured.
 //   - Every request has the caller's deadline.
+//
+// The buckets and their keys are listed in docs/wire-format.md ("NATS buckets
+// and keys").
 package bucket
 
 import (

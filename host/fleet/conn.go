@@ -97,7 +97,7 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			c.obs().ConnState(StateReconnecting)
 			if err != nil {
-				c.log.Warn("NATS connection lost; reconnecting", "error", err)
+				c.log.Warn("NATS connection lost; reconnecting", "err", err)
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

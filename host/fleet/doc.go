@@ -40,4 +40,7 @@
 //     compare-and-set, a lost race is reported as ErrLostRace.
 //     TestCASRaceBetweenTwoWritersHasExactlyOneWinner.
 //   - No package-level mutable state; the logger and observer are passed in.
+//
+// The buckets, keys and values it moves are specified in docs/wire-format.md;
+// what a host may conclude from them, in docs/wanted-state.md.
 package fleet

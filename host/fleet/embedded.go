@@ -113,7 +113,7 @@ func StartEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 				return nil, fmt.Errorf("starting embedded NATS on %s:%d: %w (another agent running? choose another port)", cfg.Host, cfg.Port, ErrPortInUse)
 			}
 			log.Warn("embedded NATS port taken; falling back to a random port (the CLI's default --nats will not reach this agent)",
-				"port", cfg.Port, "error", err)
+				"port", cfg.Port, "err", err)
 			cfg.Port = server.RANDOM_PORT
 		}
 	}

@@ -196,7 +196,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 					}
 					s.markSynced(b.kind) // nothing to pull: the pull is complete
 				} else {
-					log.Warn("opening bucket failed; retrying", "error", err)
+					log.Warn("opening bucket failed; retrying", "err", err)
 				}
 				if !wait.For(ctx, backoff(attempt, 200*time.Millisecond, 5*time.Second)) {
 					return
@@ -209,7 +209,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		if !checked {
 			reset, err := s.checkEpoch(ctx, b.kind, kv)
 			if err != nil {
-				log.Warn("reading bucket status failed; retrying", "error", err)
+				log.Warn("reading bucket status failed; retrying", "err", err)
 				if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 					return
 				}
@@ -237,7 +237,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			if missingStream(err) {
 				kv = nil // re-open it: it may have to be created again
 			}
-			log.Warn("creating watcher failed; retrying", "error", err, "resume_revision", resume)
+			log.Warn("creating watcher failed; retrying", "err", err, "resume_revision", resume)
 			s.obs.WatchRestarted(b.kind, "error")
 			if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 				return

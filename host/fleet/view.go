@@ -130,35 +130,28 @@ func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deplo
 // and key.
 func (v *View) Rejections() []wanted.Rejection {
 	var out []wanted.Rejection
-	add := func(r *wanted.Rejection) {
-		if r != nil {
-			out = append(out, *r)
-		}
-	}
-	for _, st := range v.Jobs {
-		add(st.Rejection)
-	}
-	for _, st := range v.Nodes {
-		add(st.Rejection)
-	}
-	for _, st := range v.Intents {
-		add(st.Rejection)
-	}
-	for _, st := range v.Allocs {
-		add(st.Rejection)
-	}
-	for _, st := range v.Deployments {
-		add(st.Rejection)
-	}
-	for _, st := range v.Slots {
-		add(st.Rejection)
-	}
+	out = appendRejections(out, v.Jobs)
+	out = appendRejections(out, v.Nodes)
+	out = appendRejections(out, v.Intents)
+	out = appendRejections(out, v.Allocs)
+	out = appendRejections(out, v.Deployments)
+	out = appendRejections(out, v.Slots)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Bucket != out[j].Bucket {
 			return out[i].Bucket < out[j].Bucket
 		}
 		return out[i].Key < out[j].Key
 	})
+	return out
+}
+
+// appendRejections appends the rejection in force of each record of m.
+func appendRejections[T any](out []wanted.Rejection, m map[string]wanted.Record[T]) []wanted.Rejection {
+	for _, st := range m {
+		if st.Rejection != nil {
+			out = append(out, *st.Rejection)
+		}
+	}
 	return out
 }
 

@@ -23,4 +23,6 @@
 //   - The package performs no I/O: callers pass the file's name and bytes,
 //     and the variables' inputs (Inputs: var files' bytes, -var flags, the
 //     environment). The functions offered read no file, clock or randomness.
+//
+// The job file it reads is specified, block by block, in docs/job-files.md.
 package jobspec

@@ -12,6 +12,7 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/typo"
 )
 
 // parser reads one HCL job file into the model. It walks the native-syntax
@@ -558,7 +559,7 @@ func suggest(name string, lists ...[]string) string {
 	best, bestD := "", 3
 	for _, l := range lists {
 		for _, cand := range l {
-			if d := editDistance(name, cand); d < bestD {
+			if d := typo.Distance(name, cand); d < bestD {
 				best, bestD = cand, d
 			}
 		}
@@ -567,27 +568,4 @@ func suggest(name string, lists ...[]string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

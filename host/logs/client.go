@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // DefaultTimeout bounds the wait for a reply beyond the request's own long
@@ -145,13 +147,11 @@ func Copy(ctx context.Context, nc *nats.Conn, prefix, nodeID string, req Request
 			default:
 				return err
 			}
-			select {
-			case <-ctx.Done():
+			if !wait.For(ctx, backoff) {
 				if opt.Follow {
 					return nil
 				}
 				return ctx.Err()
-			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)
 			continue

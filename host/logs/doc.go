@@ -46,4 +46,6 @@
 // Access control is NATS's: whoever may publish to <prefix>.logs.<node_id>
 // (and receive replies on its inbox) may read every task's output on that
 // node. Grant it as you would shell access to the logs.
+//
+// The operator's view is docs/agent.md ("Task logs over NATS").
 package logs

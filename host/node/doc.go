@@ -25,4 +25,7 @@
 //     eligibility arrive as an Intent (wanted.MergeIntent).
 //   - Registration errors are not logged during the grace period; the first
 //     heartbeat is staggered within one period.
+//
+// The node record is specified in docs/wire-format.md ("Nodes"); registration
+// and heartbeat in the agent's start, in docs/lifecycle.md.
 package node

@@ -15,6 +15,9 @@
 //   - The table does no I/O. The only look outside (is a port already bound
 //     by a process hivelet did not start?) is the InUse function its caller
 //     passes in; Listenable is the one the agent uses.
+//
+// The network block it serves is specified in docs/job-files.md ("Network and
+// ports").
 package ports
 
 import (

@@ -169,6 +169,9 @@ func (p *Plan) Health() map[string]GroupHealth {
 
 // Fixture is the JSON document `hivelet reconcile` reads (docs/reconcile.md).
 type Fixture struct {
+	// Comment is one sentence: what the fixture must show. The reconciler
+	// does not read it; the test of examples/reconcile checks its claim.
+	Comment            string                 `json:"comment,omitempty"`
 	Job                *model.Job             `json:"job"`
 	ReadyNodes         []*model.Node          `json:"ready_nodes"`
 	NotReadyNodes      []string               `json:"not_ready_nodes"`

@@ -11,6 +11,9 @@
 //     allocation's ports, the task's env; and the variables store through
 //     its lookup): no file, network or clock of its own. The same inputs
 //     render the same bytes (TestRenderingIsAFunctionOfTheTaskEnvironment).
+//
+// The template block and its functions are specified in docs/job-files.md
+// ("Templates").
 package render
 
 import (

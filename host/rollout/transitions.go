@@ -13,7 +13,7 @@ import (
 )
 
 // The transition functions below are the record's compare-and-set bodies
-// (docs/rollout.md, T1–T12). Each takes the record just read (a copy the
+// (docs/rollout.md, "The protocol's transitions"). Each takes the record just read (a copy the
 // function may change) and returns the record to write, nil when there is
 // nothing to write (already done: a lost race that the winner settled), or
 // an error when the transition is refused on that record. Each re-checks

@@ -10,6 +10,9 @@
 //     (TestANameThatIsNoKeyIsRefused).
 //   - A value that does not decode is reported, never listed as a service.
 //   - The agent creates the bucket (Ensure); the CLI only opens it (Open).
+//
+// The service block is specified in docs/job-files.md ("Services"), the
+// registration's JSON in docs/wire-format.md ("Services").
 package services
 
 import (

@@ -13,6 +13,9 @@
 //   - Every request has the deadline its caller's context gives; Watch ends
 //     when its context does.
 //   - The agent creates the bucket (Ensure); the CLI only opens it (Open).
+//
+// The operator's view is docs/job-files.md ("Variables store: `hivelet
+// var`").
 package vars
 
 import (

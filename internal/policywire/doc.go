@@ -7,7 +7,8 @@
 //
 // It must never import anything but the standard library: sdk/policy
 // promises authors it depends on nothing of the daemon, and this package is
-// compiled into every policy module (TestTheWireImportsOnlyTheStandardLibrary).
+// compiled into every policy module (sdk/driver's
+// TestTheSDKsImportNothingOfTheDaemon checks it, with the SDKs' other leaves).
 // It knows nothing of the SDK's types either: decoders build the caller's
 // node type through a bind function and encoders read nodes through the
 // Nodes interface, so neither side converts its values to reach the bytes.

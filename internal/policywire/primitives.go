@@ -81,24 +81,17 @@ func (r *reader) fail(what string) {
 	}
 }
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.pos:])
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.pos += n
-	return v
-}
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *reader) varint() int64 {
+func (r *reader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint reads one varint with read (binary.Uvarint or binary.Varint),
+// or fails the reader on bytes that are not one.
+func readVarint[T uint64 | int64](r *reader, read func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b[r.pos:])
+	v, n := read(r.b[r.pos:])
 	if n <= 0 {
 		r.fail("bad varint")
 		return 0

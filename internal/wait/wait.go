@@ -2,7 +2,8 @@
 // ends early when its context does. Invariant: For never returns true once
 // ctx has ended before the pause was over, so a loop that checks its
 // answer stops promptly on shutdown (TestForEndsWithItsContext). It holds
-// no state and starts no goroutine.
+// no state and starts no goroutine. No other package writes this pause
+// again (internal/lint's TestTheModulePausesOnlyThroughWaitFor).
 package wait
 
 import (

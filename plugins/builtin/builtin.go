@@ -5,6 +5,9 @@
 // same process boundary as a third-party one.
 //
 // Adding a built-in driver is one line in Registry.
+//
+// The built-in drivers are described in docs/drivers.md ("The built-in
+// drivers").
 package builtin
 
 import (

@@ -28,6 +28,9 @@
 //     StdoutPath and StderrPath, rotated by size; a streamer restarted after
 //     recovery resumes after the last entry it recorded (runtime/docker's
 //     LogPosition), so nothing is copied twice.
+//
+// Its task config, ownership rules and limits are specified in
+// docs/docker-driver.md.
 package docker
 
 import (
@@ -46,6 +49,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/wait"
 	engine "github.com/hivelet/hivelet/runtime/docker"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -152,10 +156,8 @@ const lateOOMWait = time.Second
 func (d *Driver) lateOOM(containerID string) bool {
 	deadline := time.Now().Add(lateOOMWait)
 	for time.Now().Before(deadline) {
-		select {
-		case <-d.life.Done():
+		if !wait.For(d.life, 100*time.Millisecond) {
 			return false
-		case <-time.After(100 * time.Millisecond):
 		}
 		ctx, cancel := context.WithTimeout(d.life, 5*time.Second)
 		st, err := d.engine.InspectContainer(ctx, containerID)
@@ -531,10 +533,7 @@ func (d *Driver) streamLogs(ctx context.Context, t *task) {
 		if err != nil {
 			log.Warn("container log stream broke; reconnecting", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
+		wait.For(ctx, time.Second)
 	}
 }
 
@@ -554,10 +553,8 @@ func (d *Driver) wait(t *task) {
 		}
 		if err != nil && !errors.Is(err, engine.ErrNotFound) {
 			log.Warn("waiting for container failed; retrying", "container_id", short(t.containerID), "err", err)
-			select {
-			case <-d.life.Done():
+			if !wait.For(d.life, backoff) {
 				return
-			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 10*time.Second)
 			continue
@@ -573,10 +570,8 @@ func (d *Driver) wait(t *task) {
 				return
 			}
 			log.Warn("inspecting exited container failed; retrying", "err", ierr)
-			select {
-			case <-d.life.Done():
+			if !wait.For(d.life, backoff) {
 				return
-			case <-time.After(backoff):
 			}
 			continue
 		case st.Running:

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -440,9 +441,7 @@ func (i *instance) monitor() {
 			i.lastErr = err
 			i.mu.Unlock()
 			i.log.Error("relaunching driver plugin", "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
+			if !wait.For(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, i.m.cfg.MaxBackoff)

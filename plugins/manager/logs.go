@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/wait"
 )
 
 // tailLog follows a plugin's log file from offset and re-emits each line
@@ -44,10 +46,8 @@ func tailLog(ctx context.Context, path string, offset int64, logger *slog.Logger
 			}
 			f.Close()
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.For(ctx, every) {
 			return
-		case <-time.After(every):
 		}
 	}
 }

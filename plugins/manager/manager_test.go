@@ -397,7 +397,12 @@ func TestExecTasksSurviveAPluginSIGKILL(t *testing.T) {
 		if _, err := d.StartTask(ctx, execTask(id, markers[id])); err != nil {
 			t.Fatal(err)
 		}
-		testutil.Eventually(t, 5*time.Second, "task start", func() bool { _, err := os.Stat(markers[id]); return err == nil })
+		// The shell creates the marker before it writes to it: wait for the
+		// line, not the file, so the count below never reads it half-written.
+		testutil.Eventually(t, 5*time.Second, "task start", func() bool {
+			b, err := os.ReadFile(markers[id])
+			return err == nil && strings.Contains(string(b), "started\n")
+		})
 		pids[id] = taskPID(t, ctx, d, id)
 	}
 	t.Cleanup(func() {

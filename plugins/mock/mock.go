@@ -11,6 +11,8 @@
 //
 // Invariant: a task ID is started at most once per plugin process; a second
 // StartTask for a live ID is refused (TestStartingTheSameTaskTwiceIsRefused).
+//
+// Its config keys are listed in docs/drivers.md ("The built-in drivers").
 package mock
 
 import (
@@ -24,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -193,9 +196,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 		return nil, err
 	}
 	if block > 0 {
-		select {
-		case <-time.After(block):
-		case <-ctx.Done():
+		if !wait.For(ctx, block) {
 			return nil, fmt.Errorf("starting mock task %s: %w", cfg.ID, ctx.Err())
 		}
 	}
@@ -316,9 +317,7 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 		return fmt.Errorf("stopping mock task %s: %w", id, err)
 	}
 	if t.st.StopBlock > 0 {
-		select {
-		case <-time.After(time.Duration(t.st.StopBlock)):
-		case <-ctx.Done():
+		if !wait.For(ctx, time.Duration(t.st.StopBlock)) {
 			return fmt.Errorf("stopping mock task %s: %w", id, ctx.Err())
 		}
 	}

@@ -2,6 +2,10 @@
 // standard toolchain, reproducibly. It is used by `hivelet policy build`, by
 // `go generate ./policies` for the built-ins, and by the test that checks the
 // committed built-in modules match their sources.
+//
+// The module it builds is the one docs/policy-abi.md specifies; its
+// reproducibility is what lets a job pin a digest (docs/policy-abi.md,
+// "Distribution and pinning").
 package build
 
 import (

@@ -9,6 +9,9 @@
 // returns more node IDs than asked, a duplicate, or an ID that is not an
 // eligible node; fewer than asked always comes with a reason. The table
 // tests in rules_test.go enforce these on every canary rule.
+//
+// The ABI the modules speak is docs/policy-abi.md; the cases their tests run,
+// docs/policy-cases.md.
 package rules
 
 import (

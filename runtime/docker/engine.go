@@ -23,6 +23,8 @@
 //
 // Tests run against the real engine (engine_test.go); with
 // HIVELET_REQUIRE_DOCKER=1 they fail, never skip, when the engine is down.
+//
+// What the driver built on it promises is specified in docs/docker-driver.md.
 package docker
 
 import (

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/hivelet/hivelet/internal/typo"
 )
 
 // FieldError is one problem with one key of a task config block.
@@ -194,7 +196,7 @@ func describe(v any) string {
 func suggest(key string, fields map[string]*Field) string {
 	best, bestD := "", 3
 	for k := range fields {
-		if d := editDistance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
+		if d := typo.Distance(key, k); d < bestD || (d == bestD && best != "" && k < best) {
 			best, bestD = k, d
 		}
 	}
@@ -202,35 +204,6 @@ func suggest(key string, fields map[string]*Field) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// maxSuggestLen bounds the keys suggest compares: the distance costs
-// len(a)×len(b), and a key longer than this is no typo of a field name.
-const maxSuggestLen = 64
-
-// editDistance is the Levenshtein distance of a and b, or a distance too
-// large to suggest anything when either is longer than maxSuggestLen.
-func editDistance(a, b string) int {
-	if len(a) > maxSuggestLen || len(b) > maxSuggestLen {
-		return 1 << 30
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // DecodeConfig copies a validated config block into a driver's own config

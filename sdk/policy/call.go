@@ -33,26 +33,28 @@ func decodeCompletionInput(buf []byte) (CompletionInput, error) {
 		Disruption: c.Disruption, Now: c.Now, Params: c.Params, Groups: groups}, nil
 }
 
+// call answers one export call: decode the input, run the author's
+// function, encode its answer, or an error message when any of it fails.
+func call[I, O any](decode func([]byte) (I, error), fn func(I) (O, error), encode func([]byte, O) []byte, in, dst []byte) []byte {
+	input, err := decode(in)
+	if err != nil {
+		return policywire.AppendError(dst, err.Error())
+	}
+	out, err := fn(input)
+	if err != nil {
+		return policywire.AppendError(dst, err.Error())
+	}
+	return encode(dst, out)
+}
+
 func callCanary(fn func(CanaryInput) (CanaryOutput, error), in []byte, dst []byte) []byte {
-	ci, err := decodeCanaryInput(in)
-	if err != nil {
-		return policywire.AppendError(dst, err.Error())
-	}
-	out, err := fn(ci)
-	if err != nil {
-		return policywire.AppendError(dst, err.Error())
-	}
-	return policywire.AppendCanaryOutput(dst, policywire.CanaryOutput(out))
+	return call(decodeCanaryInput, fn, func(dst []byte, out CanaryOutput) []byte {
+		return policywire.AppendCanaryOutput(dst, policywire.CanaryOutput(out))
+	}, in, dst)
 }
 
 func callCompletion(fn func(CompletionInput) (CompletionOutput, error), in []byte, dst []byte) []byte {
-	ci, err := decodeCompletionInput(in)
-	if err != nil {
-		return policywire.AppendError(dst, err.Error())
-	}
-	out, err := fn(ci)
-	if err != nil {
-		return policywire.AppendError(dst, err.Error())
-	}
-	return policywire.AppendCompletionOutput(dst, policywire.CompletionOutput{Decision: policywire.Decision(out.Decision), Revert: out.Revert, Reason: out.Reason})
+	return call(decodeCompletionInput, fn, func(dst []byte, out CompletionOutput) []byte {
+		return policywire.AppendCompletionOutput(dst, policywire.CompletionOutput{Decision: policywire.Decision(out.Decision), Revert: out.Revert, Reason: out.Reason})
+	}, in, dst)
 }

@@ -11,7 +11,7 @@ import (
 
 // wirePkg is the one package of the module the SDK may import: the ABI's
 // codec, shared with the engine, itself importing only the standard library
-// (internal/policywire's TestTheWireImportsOnlyTheStandardLibrary).
+// (checked by sdk/driver's TestTheSDKsImportNothingOfTheDaemon).
 const wirePkg = "github.com/hivelet/hivelet/internal/policywire"
 
 // TestTheSDKImportsNothingFromTheDaemon enforces the package's promise:

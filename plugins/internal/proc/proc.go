@@ -4,6 +4,9 @@
 // alive, and when it exits, for processes that are not our children.
 //
 // It never signals or reaps anything.
+//
+// What the plugin manager does with these facts is described in
+// docs/drivers.md ("How the host runs plugins").
 package proc
 
 import (

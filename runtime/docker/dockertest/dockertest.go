@@ -8,6 +8,9 @@
 //
 // Everything a test creates must be removable by label: use RemoveContainers
 // in t.Cleanup (or TestMain) with a label unique to the run.
+//
+// The Docker tests it serves, and how CI runs them, are described in
+// docs/docker-driver.md ("Tests").
 package dockertest
 
 import (

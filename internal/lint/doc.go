@@ -1,0 +1,45 @@
+// Package lint holds the module's own checks of how its source reads, each
+// run over the whole tree by a test of this package:
+//   - an error is logged under the slog key "err", never "error" (LogKeys,
+//     TestTheModuleLogsErrorsUnderErr);
+//   - every library package outside internal/ and examples/ names in its
+//     package doc a page under docs/ that exists, and no Go comment or
+//     Markdown file cites a docs/, spec/ or root page the tree does not have
+//     (Docs, TestEveryPackageDocPointsAtAPageInTheTree);
+//   - a loop pauses through internal/wait.For, never a select of its own
+//     on a Done channel and time.After (Pauses,
+//     TestTheModulePausesOnlyThroughWaitFor).
+//
+// It reads source as text (go/parser: no build, no type checking), so a
+// check sees every file whatever its build constraints. Each check has a
+// control over testdata that must find what it looks for. It is used by
+// tests only and imports only the standard library.
+package lint
+
+import (
+	"io/fs"
+	"path/filepath"
+	"strings"
+)
+
+// walk calls fn for every file below root, not below a directory named
+// testdata or starting with "." (root itself excepted), with its path and
+// its slash-separated path relative to root.
+func walk(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		return fn(path, filepath.ToSlash(rel))
+	})
+}
