@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/typo"
 )
 
 // Filter names of a PlacementReport, in the order PlacesOn applies them.
@@ -206,29 +207,9 @@ func closest(name string, known []string) string {
 		if k == name {
 			return ""
 		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+		if d := typo.Distance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
