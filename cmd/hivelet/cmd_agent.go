@@ -30,6 +30,7 @@ import (
 	"github.com/hivelet/hivelet/host/vars"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
+	execdriver "github.com/hivelet/hivelet/plugins/exec"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/policies"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -203,6 +204,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	}
 	if err := os.MkdirAll(rc.AllocDir, 0o755); err != nil {
 		return fmt.Errorf("creating allocation directory: %w", err)
+	}
+	if err := traversableAllocDir(rc.StateDir, rc.AllocDir, log); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(rc.PluginDir, 0o755); err != nil {
 		return fmt.Errorf("creating plugin directory: %w", err)
@@ -475,12 +479,13 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 }
 
 // pluginEnv is the environment the configuration adds to the built-in
-// plugins at launch: docker.allow_privileged, always set explicitly so that
-// a variable inherited by the agent cannot grant what the configuration
-// does not.
+// plugins at launch: docker.allow_privileged, docker.allow_caps,
+// exec.allow_root, always set explicitly so that a variable inherited by
+// the agent cannot grant what the configuration does not.
 func pluginEnv(rc *config.Resolved) map[string][]string {
 	return map[string][]string{
 		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged), docker.EnvAllowCaps + "=" + rc.AllowCaps},
+		"exec":   {execdriver.EnvAllowRoot + "=" + strconv.FormatBool(rc.ExecAllowRoot)},
 	}
 }
 

@@ -57,6 +57,7 @@ type Agent struct {
 	Docker  *Docker  `hcl:"docker,block" json:"docker,omitempty"`
 	Network *Network `hcl:"network,block" json:"network,omitempty"`
 	RawExec *RawExec `hcl:"raw_exec,block" json:"raw_exec,omitempty"`
+	Exec    *Exec    `hcl:"exec,block" json:"exec,omitempty"`
 	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
 	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
 }
@@ -141,6 +142,15 @@ type Docker struct {
 // agent's user, not isolated. Off by default, as in Nomad.
 type RawExec struct {
 	Enabled bool `hcl:"enabled,optional" json:"enabled,omitempty"`
+}
+
+// Exec configures the exec driver. A task that names no user runs as
+// "nobody" (when the agent is root), as with Nomad's exec driver: whoever
+// may declare a job must not get root on every node by omission.
+type Exec struct {
+	// AllowRoot lets a task that says user = "root" run as root. Default
+	// false: such a task fails to start, saying why.
+	AllowRoot bool `hcl:"allow_root,optional" json:"allow_root,omitempty"`
 }
 
 // Network configures the ports this node gives its allocations (a group's
@@ -389,6 +399,8 @@ type Resolved struct {
 	AllowCaps string
 	// RawExec is raw_exec.enabled.
 	RawExec bool
+	// ExecAllowRoot is exec.allow_root.
+	ExecAllowRoot bool
 }
 
 // dynamicRange is the configured dynamic range over the defaults.
@@ -483,6 +495,7 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.AllowCaps = strings.Join(a.Docker.AllowCaps, ",")
 	}
 	r.RawExec = a.RawExec != nil && a.RawExec.Enabled
+	r.ExecAllowRoot = a.Exec != nil && a.Exec.AllowRoot
 	r.MinDynamicPort, r.MaxDynamicPort = a.Network.dynamicRange()
 	if nw := a.Network; nw != nil {
 		r.NetworkAddress = nw.Address
