@@ -423,13 +423,17 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	// node record at once, not at the next heartbeat.
 	go func() { defer bg.Done(); node.FollowIntent(runCtx, src, nodeID, hb) }()
 
-	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr})
+	apiToken, err := loadAPIToken(rc, log)
+	if err != nil {
+		return err
+	}
+	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr, AllowNonLoopback: rc.HTTPAllowNonLoopback, Token: apiToken})
 	if err != nil {
 		if !o.dev {
 			return err
 		}
 		log.Warn("HTTP API address taken; using a free port", "addr", rc.HTTPAddr, "err", err)
-		if l, err = api.Listen(api.Config{Addr: "127.0.0.1:0"}); err != nil {
+		if l, err = api.Listen(api.Config{Addr: "127.0.0.1:0", Token: apiToken}); err != nil {
 			return err
 		}
 	}
@@ -438,9 +442,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	go func() { defer bg.Done(); judge.run(runCtx) }()
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
 	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
-	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
+	h := api.RequireToken(api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"},
-		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg)
+		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg), apiToken)
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 

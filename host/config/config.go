@@ -64,8 +64,19 @@ type Agent struct {
 
 // HTTP configures the local API.
 type HTTP struct {
-	// Address is host:port; default 127.0.0.1:4646.
+	// Address is host:port; default 127.0.0.1:4646. A non-loopback host
+	// needs allow_non_loopback = true and a token.
 	Address string `hcl:"address,optional" json:"address,omitempty"`
+	// AllowNonLoopback makes binding beyond loopback an explicit choice.
+	AllowNonLoopback bool `hcl:"allow_non_loopback,optional" json:"allow_non_loopback,omitempty"`
+	// TokenFile holds the bearer token every write (and every read from
+	// beyond loopback) must carry; default <state_dir>/http.token, created
+	// at first start.
+	TokenFile string `hcl:"token_file,optional" json:"token_file,omitempty"`
+	// InsecureNoAuth serves writes without a token: anyone on the machine
+	// can then run jobs on the fleet through this agent. Loopback only;
+	// the agent warns at every start.
+	InsecureNoAuth bool `hcl:"insecure_no_auth,optional" json:"insecure_no_auth,omitempty"`
 }
 
 // NATS configures the connection to the fleet. No URLs: an embedded server.
@@ -401,6 +412,12 @@ type Resolved struct {
 	RawExec bool
 	// ExecAllowRoot is exec.allow_root.
 	ExecAllowRoot bool
+
+	// HTTPAllowNonLoopback, HTTPTokenFile (resolved: <state_dir>/http.token
+	// by default) and HTTPNoAuth are the http block's.
+	HTTPAllowNonLoopback bool
+	HTTPTokenFile        string
+	HTTPNoAuth           bool
 }
 
 // dynamicRange is the configured dynamic range over the defaults.
@@ -442,8 +459,21 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.Meta = map[string]string{}
 	}
 	r.HTTPAddr = "127.0.0.1:4646"
-	if a.HTTP != nil && a.HTTP.Address != "" {
-		r.HTTPAddr = a.HTTP.Address
+	r.HTTPTokenFile = filepath.Join(r.StateDir, "http.token")
+	if h := a.HTTP; h != nil {
+		if h.Address != "" {
+			r.HTTPAddr = h.Address
+		}
+		if h.TokenFile != "" {
+			r.HTTPTokenFile = h.TokenFile
+		}
+		r.HTTPAllowNonLoopback, r.HTTPNoAuth = h.AllowNonLoopback, h.InsecureNoAuth
+		if h.InsecureNoAuth && h.TokenFile != "" {
+			return nil, errors.New("http: insecure_no_auth and token_file are exclusive")
+		}
+		if h.InsecureNoAuth && !loopbackAddr(r.HTTPAddr) {
+			return nil, fmt.Errorf("http: address %q is not loopback and insecure_no_auth is set: anyone who reaches it could run jobs; a non-loopback API needs its token", r.HTTPAddr)
+		}
 	}
 	n := a.NATS
 	if n == nil {
@@ -507,4 +537,14 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.NetworkAddress = "127.0.0.1"
 	}
 	return r, nil
+}
+
+// loopbackAddr reports whether host:port names a loopback host.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
