@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -215,6 +216,9 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	defer stderr.Close()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("starting exec task %s as uid %d: it cannot reach its working directory %s or its command (every directory above them needs the search bit for it; docs/drivers.md, exec): %w", cfg.ID, cred.Uid, cmd.Dir, err)
+		}
 		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
 	}
 	pid := cmd.Process.Pid

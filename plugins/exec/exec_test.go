@@ -479,6 +479,21 @@ func TestATaskRunsAsNobodyUnlessRootIsAllowed(t *testing.T) {
 		t.Fatalf("the refused task ran: %v", err)
 	}
 
+	// A working directory nobody cannot reach is refused with the reason.
+	locked, err := os.MkdirTemp(t.TempDir(), "root-only") // 0700, root's
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(locked, "alloc2")
+	for _, d := range []string{filepath.Join(private, "web", "local"), filepath.Join(private, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := idOf(t, New(), private, "unreachable", ""); err == nil || !strings.Contains(err.Error(), "cannot reach its working directory") {
+		t.Fatalf("a task in a directory its user cannot reach: %v, want the reason", err)
+	}
+
 	// Controls: allowed, root is root; raw_exec's option is the driver's user.
 	if uid, _, err := idOf(t, NewWithOptions(Options{AllowRoot: true}), allocDir, "root-allowed", "root"); err != nil || uid != "0" {
 		t.Fatalf("a task naming root on an agent that allows it: uid %q, %v", uid, err)
