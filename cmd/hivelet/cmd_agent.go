@@ -226,7 +226,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err != nil {
 		return err
 	}
-	nodeID, err := node.LoadOrCreateID(rc.StateDir, o.dev)
+	nodeID, err := node.LoadOrCreateIDAs(rc.StateDir, rc.NodeID, o.dev)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,11 @@ import (
 
 // Agent is the agent configuration file.
 type Agent struct {
+	// NodeID is the node's ID; default a random one created at first
+	// start and kept in <state_dir>/node-id. Set it when something must
+	// know it in advance (per-node NATS permissions); it cannot change for
+	// a state directory that already has one.
+	NodeID string `hcl:"node_id,optional" json:"node_id,omitempty"`
 	// Name of the node; default the hostname, then the node ID.
 	Name       string            `hcl:"name,optional" json:"name,omitempty"`
 	Datacenter string            `hcl:"datacenter,optional" json:"datacenter,omitempty"`
