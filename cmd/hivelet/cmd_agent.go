@@ -31,6 +31,7 @@ import (
 	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/plugins/builtin"
 	"github.com/hivelet/hivelet/plugins/docker"
+	execdriver "github.com/hivelet/hivelet/plugins/exec"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/policies"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -202,6 +203,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err := os.MkdirAll(rc.AllocDir, 0o755); err != nil {
 		return fmt.Errorf("creating allocation directory: %w", err)
 	}
+	if err := traversableAllocDir(rc.StateDir, rc.AllocDir, log); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(rc.PluginDir, 0o755); err != nil {
 		return fmt.Errorf("creating plugin directory: %w", err)
 	}
@@ -220,7 +224,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	if err != nil {
 		return err
 	}
-	nodeID, err := node.LoadOrCreateID(rc.StateDir, o.dev)
+	nodeID, err := node.LoadOrCreateIDAs(rc.StateDir, rc.NodeID, o.dev)
 	if err != nil {
 		return err
 	}
@@ -417,13 +421,17 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	// node record at once, not at the next heartbeat.
 	go func() { defer bg.Done(); node.FollowIntent(runCtx, src, nodeID, hb) }()
 
-	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr})
+	apiToken, err := loadAPIToken(rc, log)
+	if err != nil {
+		return err
+	}
+	l, err := api.Listen(api.Config{Addr: rc.HTTPAddr, AllowNonLoopback: rc.HTTPAllowNonLoopback, Token: apiToken})
 	if err != nil {
 		if !o.dev {
 			return err
 		}
 		log.Warn("HTTP API address taken; using a free port", "addr", rc.HTTPAddr, "err", err)
-		if l, err = api.Listen(api.Config{Addr: "127.0.0.1:0"}); err != nil {
+		if l, err = api.Listen(api.Config{Addr: "127.0.0.1:0", Token: apiToken}); err != nil {
 			return err
 		}
 	}
@@ -432,9 +440,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	go func() { defer bg.Done(); judge.run(runCtx) }()
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
 	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
-	h := api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
+	h := api.RequireToken(api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"},
-		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg)
+		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg), apiToken)
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 
@@ -473,12 +481,13 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 }
 
 // pluginEnv is the environment the configuration adds to the built-in
-// plugins at launch: docker.allow_privileged, always set explicitly so that
-// a variable inherited by the agent cannot grant what the configuration
-// does not.
+// plugins at launch: docker.allow_privileged, docker.allow_caps,
+// exec.allow_root, always set explicitly so that a variable inherited by
+// the agent cannot grant what the configuration does not.
 func pluginEnv(rc *config.Resolved) map[string][]string {
 	return map[string][]string{
 		"docker": {docker.EnvAllowPrivileged + "=" + strconv.FormatBool(rc.Privileged), docker.EnvAllowCaps + "=" + rc.AllowCaps},
+		"exec":   {execdriver.EnvAllowRoot + "=" + strconv.FormatBool(rc.ExecAllowRoot)},
 	}
 }
 

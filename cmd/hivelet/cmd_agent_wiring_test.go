@@ -26,6 +26,7 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/docker"
+	execdriver "github.com/hivelet/hivelet/plugins/exec"
 	"github.com/hivelet/hivelet/policies"
 )
 
@@ -80,12 +81,88 @@ func TestDockerAllowPrivilegedReachesTheDockerPluginEnvironment(t *testing.T) {
 			}
 			// The driver's own refusal of a privileged task when this is
 			// false is tested in plugins/docker (config_test.go).
-			for name := range env {
-				if name != "docker" {
-					t.Errorf("the setting also reaches plugin %s", name)
+			for name, vars := range env {
+				for _, v := range vars {
+					if name != "docker" && strings.HasPrefix(v, "HIVELET_DOCKER_") {
+						t.Errorf("the setting also reaches plugin %s: %s", name, v)
+					}
 				}
 			}
 		})
+	}
+}
+
+func TestExecAllowRootReachesTheExecPluginEnvironment(t *testing.T) {
+	cases := []struct {
+		name      string
+		hcl       string
+		inherited []string
+		want      bool
+	}{
+		{"default refuses root", "", nil, false},
+		{"configured allows", "exec {\n  allow_root = true\n}\n", nil, true},
+		{"unset config beats an inherited true", "", []string{execdriver.EnvAllowRoot + "=true"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agent.hcl")
+			if err := os.WriteFile(path, []byte(c.hcl), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, err := cfg.Resolve(false, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := pluginEnv(rc)
+			o, err := execdriver.OptionsFromEnv(launchEnv(c.inherited, env["exec"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.AllowRoot != c.want || o.AgentUser {
+				t.Fatalf("exec plugin options %+v, want AllowRoot %v (env %v)", o, c.want, env["exec"])
+			}
+			// What the driver does with it: plugins/exec
+			// TestATaskRunsAsNobodyUnlessRootIsAllowed.
+		})
+	}
+}
+
+func TestAnAllocDirInsideTheStateDirIsMadeTraversableNotListable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the agent changes modes only as root")
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	alloc := filepath.Join(state, "alloc")
+	if err := os.MkdirAll(alloc, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := traversableAllocDir(state, alloc, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o711 {
+		t.Fatalf("state directory mode %v, want 0711 (search, no read)", fi.Mode().Perm())
+	}
+	// Control: an allocation directory elsewhere leaves the state directory alone.
+	other := filepath.Join(t.TempDir(), "state2")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := traversableAllocDir(other, filepath.Join(t.TempDir(), "alloc"), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(other); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("a state directory without the allocations changed to %v", fi.Mode().Perm())
 	}
 }
 

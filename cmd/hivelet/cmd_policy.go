@@ -400,6 +400,13 @@ func connectJetStream(url, tokenFile string) (*nats.Conn, jetstream.JetStream, e
 	if token != "" {
 		opts = append(opts, nats.Token(token))
 	}
+	if f := natsNKeySeedFile(); f != "" {
+		o, err := nats.NkeyOptionFromSeed(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the NKey seed %s: %w", f, err)
+		}
+		opts = append(opts, o)
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, nil, natsConnectError(url, from, err)

@@ -20,7 +20,7 @@ func (o *clusterOpts) connect(ctx context.Context) (*fleet.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), Token: token, FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: strings.Split(o.natsURL, ","), Token: token, NKeySeedFile: natsNKeySeedFile(), FailFast: true, RequestTimeout: o.timeout, Name: "hivelet-cli"}, nil, nil)
 	if err != nil {
 		return nil, natsConnectError(o.natsURL, from, err)
 	}

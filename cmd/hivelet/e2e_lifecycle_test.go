@@ -167,7 +167,15 @@ func poststopJob(marker string) string {
 func TestEndToEndAPoststopTaskRunsWhenTheJobIsStopped(t *testing.T) {
 	p := newAgent(t, "")
 	p.start()
-	marker := filepath.Join(t.TempDir(), "cleaned")
+	// Where the task, which runs as nobody, may write.
+	out := filepath.Join(p.dir, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	marker := filepath.Join(out, "cleaned")
 	if code, out := p.cli("job", "run", e2eFile(t, t.TempDir(), "tidy.hcl", poststopJob(marker))); code != 0 || !strings.Contains(out, "deployment successful") {
 		t.Fatalf("job run: exit %d\n%s", code, out)
 	}

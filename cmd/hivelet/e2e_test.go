@@ -102,6 +102,10 @@ type agentProc struct {
 func newAgent(t *testing.T, natsURL string) *agentProc {
 	bin := hiveletBinary(t)
 	dir := testutil.ShortTempDir(t, "hv-e2e-") // short: plugin socket paths are limited
+	// Searchable by others (as /var/lib is): exec tasks run as nobody.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	p := &agentProc{t: t, bin: bin, dir: dir, apiAddr: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), owned: map[int]bool{}}
 	var cfg string
 	if natsURL == "" {

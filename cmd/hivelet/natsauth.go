@@ -21,6 +21,11 @@ func natsToken(urls, tokenFile string) (token, from string, err error) {
 	return fleet.FindToken(urls, tokenFile)
 }
 
+// natsNKeySeedFile is the NKey seed file the CLI authenticates with on a
+// fleet whose servers give each user its own permissions
+// (examples/fleet/permissions.conf): HIVELET_NATS_NKEY_SEED_FILE.
+func natsNKeySeedFile() string { return os.Getenv("HIVELET_NATS_NKEY_SEED_FILE") }
+
 // natsConnectError explains a failed connection; a refusal for want of
 // credentials says what was tried and how to get through.
 func natsConnectError(url, from string, err error) error {

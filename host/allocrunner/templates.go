@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/render"
@@ -271,6 +272,25 @@ func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model
 	return restart
 }
 
+// ownLikeDir gives f the owner of dir when the host runs as root: a task
+// running as another user (exec's default, nobody) owns its task directory
+// (plugins/exec), so a template rendered again while it runs stays
+// readable by it whatever the template's mode.
+func ownLikeDir(f *os.File, dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 {
+		return nil
+	}
+	return f.Chown(int(st.Uid), int(st.Gid))
+}
+
 // writeFileAtomic writes data to path through a temporary file in the same
 // directory, so a task never reads a half-written file.
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
@@ -285,6 +305,9 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = ownLikeDir(tmp, filepath.Dir(path))
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,5 +170,35 @@ func TestAVariableChangeRendersTheTemplateAgainAndAppliesItsChangeMode(t *testin
 			}
 			stopRunner(t, r)
 		})
+	}
+}
+
+// TestATemplateRenderedAgainIsOwnedByItsTasksUser: on a root host, a file
+// written into a directory that the exec driver gave to the task's user
+// (nobody) is that user's, so a 0600 template stays readable by the task;
+// in a root-owned directory (control) it stays root's.
+func TestATemplateRenderedAgainIsOwnedByItsTasksUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing owners needs root")
+	}
+	mine, root := filepath.Join(t.TempDir(), "local"), t.TempDir()
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(mine, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]uint32{mine: 65534, root: 0} {
+		p := filepath.Join(dir, "db.conf")
+		if err := writeFileAtomic(p, []byte("secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != want || st.Gid != want || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: uid %d gid %d mode %v, want owner %d, 0600", p, st.Uid, st.Gid, fi.Mode().Perm(), want)
+		}
 	}
 }

@@ -196,6 +196,9 @@ type Config struct {
 	Addr string
 	// AllowNonLoopback permits listening beyond loopback.
 	AllowNonLoopback bool
+	// Token is the bearer token RequireToken checks; a non-loopback
+	// listener needs one.
+	Token string
 }
 
 // Listen opens the API's listener, refusing a non-loopback host unless
@@ -209,10 +212,12 @@ func Listen(cfg Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HTTP API address %q: %w", addr, err)
 	}
-	if !cfg.AllowNonLoopback {
-		ip := net.ParseIP(host)
-		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return nil, fmt.Errorf("HTTP API address %q is not loopback", addr)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		if !cfg.AllowNonLoopback {
+			return nil, fmt.Errorf("HTTP API address %q is not loopback (http.allow_non_loopback = true makes it a choice)", addr)
+		}
+		if cfg.Token == "" {
+			return nil, fmt.Errorf("HTTP API address %q is not loopback and the API has no token: anyone who reaches it could run jobs (remove http.insecure_no_auth)", addr)
 		}
 	}
 	l, err := net.Listen("tcp", addr)

@@ -37,6 +37,11 @@ import (
 
 // Agent is the agent configuration file.
 type Agent struct {
+	// NodeID is the node's ID; default a random one created at first
+	// start and kept in <state_dir>/node-id. Set it when something must
+	// know it in advance (per-node NATS permissions); it cannot change for
+	// a state directory that already has one.
+	NodeID string `hcl:"node_id,optional" json:"node_id,omitempty"`
 	// Name of the node; default the hostname, then the node ID.
 	Name       string            `hcl:"name,optional" json:"name,omitempty"`
 	Datacenter string            `hcl:"datacenter,optional" json:"datacenter,omitempty"`
@@ -57,14 +62,26 @@ type Agent struct {
 	Docker  *Docker  `hcl:"docker,block" json:"docker,omitempty"`
 	Network *Network `hcl:"network,block" json:"network,omitempty"`
 	RawExec *RawExec `hcl:"raw_exec,block" json:"raw_exec,omitempty"`
+	Exec    *Exec    `hcl:"exec,block" json:"exec,omitempty"`
 	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
 	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
 }
 
 // HTTP configures the local API.
 type HTTP struct {
-	// Address is host:port; default 127.0.0.1:4646.
+	// Address is host:port; default 127.0.0.1:4646. A non-loopback host
+	// needs allow_non_loopback = true and a token.
 	Address string `hcl:"address,optional" json:"address,omitempty"`
+	// AllowNonLoopback makes binding beyond loopback an explicit choice.
+	AllowNonLoopback bool `hcl:"allow_non_loopback,optional" json:"allow_non_loopback,omitempty"`
+	// TokenFile holds the bearer token every write (and every read from
+	// beyond loopback) must carry; default <state_dir>/http.token, created
+	// at first start.
+	TokenFile string `hcl:"token_file,optional" json:"token_file,omitempty"`
+	// InsecureNoAuth serves writes without a token: anyone on the machine
+	// can then run jobs on the fleet through this agent. Loopback only;
+	// the agent warns at every start.
+	InsecureNoAuth bool `hcl:"insecure_no_auth,optional" json:"insecure_no_auth,omitempty"`
 }
 
 // NATS configures the connection to the fleet. No URLs: an embedded server.
@@ -141,6 +158,15 @@ type Docker struct {
 // agent's user, not isolated. Off by default, as in Nomad.
 type RawExec struct {
 	Enabled bool `hcl:"enabled,optional" json:"enabled,omitempty"`
+}
+
+// Exec configures the exec driver. A task that names no user runs as
+// "nobody" (when the agent is root), as with Nomad's exec driver: whoever
+// may declare a job must not get root on every node by omission.
+type Exec struct {
+	// AllowRoot lets a task that says user = "root" run as root. Default
+	// false: such a task fails to start, saying why.
+	AllowRoot bool `hcl:"allow_root,optional" json:"allow_root,omitempty"`
 }
 
 // Network configures the ports this node gives its allocations (a group's
@@ -389,6 +415,14 @@ type Resolved struct {
 	AllowCaps string
 	// RawExec is raw_exec.enabled.
 	RawExec bool
+	// ExecAllowRoot is exec.allow_root.
+	ExecAllowRoot bool
+
+	// HTTPAllowNonLoopback, HTTPTokenFile (resolved: <state_dir>/http.token
+	// by default) and HTTPNoAuth are the http block's.
+	HTTPAllowNonLoopback bool
+	HTTPTokenFile        string
+	HTTPNoAuth           bool
 }
 
 // dynamicRange is the configured dynamic range over the defaults.
@@ -430,8 +464,21 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.Meta = map[string]string{}
 	}
 	r.HTTPAddr = "127.0.0.1:4646"
-	if a.HTTP != nil && a.HTTP.Address != "" {
-		r.HTTPAddr = a.HTTP.Address
+	r.HTTPTokenFile = filepath.Join(r.StateDir, "http.token")
+	if h := a.HTTP; h != nil {
+		if h.Address != "" {
+			r.HTTPAddr = h.Address
+		}
+		if h.TokenFile != "" {
+			r.HTTPTokenFile = h.TokenFile
+		}
+		r.HTTPAllowNonLoopback, r.HTTPNoAuth = h.AllowNonLoopback, h.InsecureNoAuth
+		if h.InsecureNoAuth && h.TokenFile != "" {
+			return nil, errors.New("http: insecure_no_auth and token_file are exclusive")
+		}
+		if h.InsecureNoAuth && !loopbackAddr(r.HTTPAddr) {
+			return nil, fmt.Errorf("http: address %q is not loopback and insecure_no_auth is set: anyone who reaches it could run jobs; a non-loopback API needs its token", r.HTTPAddr)
+		}
 	}
 	n := a.NATS
 	if n == nil {
@@ -483,6 +530,7 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.AllowCaps = strings.Join(a.Docker.AllowCaps, ",")
 	}
 	r.RawExec = a.RawExec != nil && a.RawExec.Enabled
+	r.ExecAllowRoot = a.Exec != nil && a.Exec.AllowRoot
 	r.MinDynamicPort, r.MaxDynamicPort = a.Network.dynamicRange()
 	if nw := a.Network; nw != nil {
 		r.NetworkAddress = nw.Address
@@ -494,4 +542,14 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		r.NetworkAddress = "127.0.0.1"
 	}
 	return r, nil
+}
+
+// loopbackAddr reports whether host:port names a loopback host.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

@@ -176,3 +176,35 @@ func TestTheDocumentedExamplesLoad(t *testing.T) {
 		t.Fatalf("JSON example decoded as %+v", j)
 	}
 }
+
+// TestTheHTTPBlockNeedsATokenBeyondLoopback: the API's token file defaults
+// into the state directory; insecure_no_auth is accepted on loopback
+// (control) and refused, before anything starts, with a non-loopback
+// address or with a token file.
+func TestTheHTTPBlockNeedsATokenBeyondLoopback(t *testing.T) {
+	for _, c := range []struct {
+		hcl, refused, tokenFile string
+		noAuth                  bool
+	}{
+		{"", "", "/tmp/x/http.token", false},
+		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  token_file = \"/etc/hivelet/api.token\"\n}\n", "", "/etc/hivelet/api.token", false},
+		{"http {\n  insecure_no_auth = true\n}\n", "", "/tmp/x/http.token", true},
+		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  insecure_no_auth = true\n}\n", "not loopback and insecure_no_auth", "", false},
+		{"http {\n  insecure_no_auth = true\n  token_file = \"/t\"\n}\n", "exclusive", "", false},
+	} {
+		a, err := Parse([]byte(c.hcl), "agent.hcl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.Resolve(false, "/tmp/x")
+		if c.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Errorf("%q: %v, want %q", c.hcl, err, c.refused)
+			}
+			continue
+		}
+		if err != nil || r.HTTPTokenFile != c.tokenFile || r.HTTPNoAuth != c.noAuth {
+			t.Errorf("%q: %+v %v", c.hcl, r, err)
+		}
+	}
+}

@@ -110,6 +110,11 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 			c.log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { c.obs().ConnState(StateClosed) }),
+		// A write the server's permissions refuse gets no answer: the
+		// request ends by its deadline, and only this says why.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Error("NATS server reported an error", "error", err)
+		}),
 	}
 	if !cfg.FailFast {
 		opts = append(opts, nats.RetryOnFailedConnect(true))

@@ -31,20 +31,31 @@ const TokenFile = "nats.token"
 // (256 bits, mode 0600) if there is none.
 func LoadOrCreateToken(dir string) (token, path string, err error) {
 	path = filepath.Join(dir, TokenFile)
-	token, err = ReadToken(path)
+	token, err = LoadOrCreateSecret(path)
+	if err != nil {
+		return "", path, fmt.Errorf("the NATS credentials: %w", err)
+	}
+	return token, path, nil
+}
+
+// LoadOrCreateSecret returns the secret kept in the file at path, creating
+// a random one (256 bits, hex, mode 0600) if there is none: the NATS token
+// and the HTTP API's.
+func LoadOrCreateSecret(path string) (string, error) {
+	token, err := ReadToken(path)
 	if err == nil {
-		return token, path, nil
+		return token, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", path, err
+		return "", err
 	}
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	token = hex.EncodeToString(b[:])
 	if err := writePrivate(path, token); err != nil {
-		return "", path, fmt.Errorf("writing the NATS credentials: %w", err)
+		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
-	return token, path, nil
+	return token, nil
 }
 
 // ReadToken reads a token file. A file that exists but is not readable by

@@ -359,3 +359,31 @@ func TestRegistrationErrorsAreSilentDuringTheGracePeriod(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestAConfiguredNodeIDIsKeptAndCannotChange: a configured ID is used and
+// persisted on a new state directory (no node ID file before it: nothing
+// the lost-state check could take for a node that ran); the same again is
+// accepted; another one over a state directory that ran as the first is
+// refused naming both; an invalid one is refused; without one (control)
+// the persisted ID is used.
+func TestAConfiguredNodeIDIsKeptAndCannotChange(t *testing.T) {
+	dir := t.TempDir()
+	if id, err := LoadOrCreateIDAs(dir, "agent-1", false); err != nil || id != "agent-1" {
+		t.Fatalf("first start: %q %v", id, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, IDFile)); err != nil || string(b) != "agent-1\n" {
+		t.Fatalf("persisted: %q %v", b, err)
+	}
+	if id, err := LoadOrCreateIDAs(dir, "agent-1", false); err != nil || id != "agent-1" {
+		t.Fatalf("same again: %q %v", id, err)
+	}
+	if _, err := LoadOrCreateIDAs(dir, "agent-2", false); err == nil || !strings.Contains(err.Error(), `"agent-2"`) || !strings.Contains(err.Error(), `"agent-1"`) {
+		t.Fatalf("another ID over a state directory that ran: %v", err)
+	}
+	if _, err := LoadOrCreateIDAs(t.TempDir(), "not.valid", false); err == nil {
+		t.Fatal("an invalid configured ID was accepted")
+	}
+	if id, err := LoadOrCreateIDAs(dir, "", false); err != nil || id != "agent-1" {
+		t.Fatalf("unconfigured: %q %v", id, err)
+	}
+}

@@ -26,7 +26,7 @@ type Factory func() (driver.Driver, error)
 func Registry() map[string]Factory {
 	return map[string]Factory{
 		mock.Name:   func() (driver.Driver, error) { return mock.New(), nil },
-		exec.Name:   func() (driver.Driver, error) { return exec.New(), nil },
+		exec.Name:   func() (driver.Driver, error) { return exec.NewFromEnv() },
 		docker.Name: docker.NewFromEnv,
 		RawExec:     newRawExec,
 	}

@@ -20,7 +20,11 @@ const RawExec = "raw_exec"
 // exec driver under its own name.
 type rawExec struct{ driver.Driver }
 
-func newRawExec() (driver.Driver, error) { return rawExec{exec.New()}, nil }
+// A raw_exec task that names no user runs as the agent's user, root
+// included: enabling raw_exec is that choice.
+func newRawExec() (driver.Driver, error) {
+	return rawExec{exec.NewWithOptions(exec.Options{AgentUser: true, AllowRoot: true})}, nil
+}
 
 func (r rawExec) Info(ctx context.Context) (driver.PluginInfo, error) {
 	info, err := r.Driver.Info(ctx)

@@ -10,7 +10,10 @@
 //     (TestStopKillsTheWholeProcessGroup);
 //   - a task is identified by PID plus start time (/proc/<pid>/stat field
 //     22), so a PID the kernel reused for another process is never taken
-//     for the task (TestRecoverRefusesAReusedPID).
+//     for the task (TestRecoverRefusesAReusedPID);
+//   - a task that names no user runs as DefaultUser ("nobody") when the
+//     driver is root, and a task naming root runs only when the agent
+//     allows it (Options.AllowRoot): TestATaskRunsAsNobodyUnlessRootIsAllowed.
 //
 // What it cannot know: after a plugin restart the driver is no longer the
 // task's parent, so it sees the exit (through a pidfd) but not the exit
@@ -24,9 +27,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	osexec "os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -107,17 +110,22 @@ type task struct {
 	exit       driver.Exit // finished when the main process exited
 }
 
-// Driver is the exec driver. Use New.
+// Driver is the exec driver. Use New or NewWithOptions.
 type Driver struct {
 	tasks  *driver.Tasks[*task]
 	events driver.Events
+	opts   Options
 }
 
 var _ driver.Driver = (*Driver)(nil)
 
-// New returns an exec driver with no tasks.
-func New() *Driver {
-	return &Driver{tasks: driver.NewTasks[*task]("exec task")}
+// New returns an exec driver with no tasks and the default Options: a
+// task that names no user runs as DefaultUser, root is refused.
+func New() *Driver { return NewWithOptions(Options{}) }
+
+// NewWithOptions returns an exec driver with no tasks.
+func NewWithOptions(o Options) *Driver {
+	return &Driver{tasks: driver.NewTasks[*task]("exec task"), opts: o}
 }
 
 // Info names the exec driver.
@@ -146,22 +154,6 @@ func openOutput(path string) (*os.File, error) {
 		return os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	}
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-}
-
-func credential(name string) (*syscall.Credential, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
 // StartTask starts the command in its own process group with its output
@@ -202,13 +194,16 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if cfg.User != "" {
-		cred, err := credential(cfg.User)
-		if err != nil {
-			return nil, fmt.Errorf("starting exec task %s: user %q: %w", cfg.ID, cfg.User, err)
-		}
-		cmd.SysProcAttr.Credential = cred
+	cred, err := d.taskCredential(cfg.User)
+	if err != nil {
+		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
 	}
+	if cred != nil && int(cred.Uid) != os.Geteuid() {
+		if err := prepareDirs(cfg.AllocDir, cfg.TaskName, cred); err != nil {
+			return nil, fmt.Errorf("starting exec task %s as uid %d: %w", cfg.ID, cred.Uid, err)
+		}
+	}
+	cmd.SysProcAttr.Credential = cred
 	stdout, err := openOutput(cfg.StdoutPath)
 	if err != nil {
 		return nil, fmt.Errorf("starting exec task %s: opening stdout: %w", cfg.ID, err)
@@ -221,6 +216,9 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	defer stderr.Close()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("starting exec task %s as uid %d: it cannot reach its working directory %s or its command (every directory above them needs the search bit for it; docs/drivers.md, exec): %w", cfg.ID, cred.Uid, cmd.Dir, err)
+		}
 		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
 	}
 	pid := cmd.Process.Pid

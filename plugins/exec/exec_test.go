@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +24,12 @@ func taskCfg(t *testing.T, id string, cfg map[string]any) *driver.TaskConfig {
 		StdoutPath: filepath.Join(dir, id+".stdout"), StderrPath: filepath.Join(dir, id+".stderr"),
 		Env: map[string]string{"FROM_TASK": "task", "BOTH": "task"}}
 }
+
+// asTheTestsUser is a driver that runs a task naming no user as its own
+// user, as raw_exec does: the tests' temporary directories are private to
+// the user running them, which "nobody" could not enter.
+// TestATaskRunsAsNobodyUnlessRootIsAllowed tests the default.
+func asTheTestsUser() *Driver { return NewWithOptions(Options{AgentUser: true}) }
 
 func waitExit(t *testing.T, d *Driver, id string, within time.Duration) *driver.ExitResult {
 	t.Helper()
@@ -50,7 +57,7 @@ func TestExitCodesAndSignalsAreReported(t *testing.T) {
 		{"exit code", "exit 7", driver.ExitResult{ExitCode: 7}},
 		{"killed by a signal", "kill -9 $$", driver.ExitResult{ExitCode: 137, Signal: 9}},
 	}
-	d := New()
+	d := asTheTestsUser()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			id := strings.ReplaceAll(tc.name, " ", "-")
@@ -66,7 +73,7 @@ func TestExitCodesAndSignalsAreReported(t *testing.T) {
 
 func TestOutputGoesToTheAllocationFilesAndEnvIsMerged(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	cfg := taskCfg(t, "out", map[string]any{
 		"command": "/bin/sh",
 		"args":    []any{"-c", `echo "$FROM_TASK $BOTH $FROM_CONFIG $(pwd)"; echo oops >&2`},
@@ -93,7 +100,7 @@ func TestOutputGoesToTheAllocationFilesAndEnvIsMerged(t *testing.T) {
 }
 
 func TestInvalidConfigIsRefusedPerField(t *testing.T) {
-	d := New()
+	d := asTheTestsUser()
 	_, err := d.StartTask(context.Background(), taskCfg(t, "bad", map[string]any{"args": "x"}))
 	var ce *driver.ConfigError
 	if !errors.As(err, &ce) || len(ce.Fields) != 2 || ce.Fields[0].Path != "args" || ce.Fields[1].Path != "command" {
@@ -138,7 +145,7 @@ func alive(pid int) bool {
 
 func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	cfg := taskCfg(t, "group", nil)
 	gc := filepath.Join(cfg.AllocDir, "grandchild.pid")
 	// The task ignores SIGTERM and has a grandchild that ignores it too:
@@ -174,7 +181,7 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 
 func TestStopWithAHandledSignalEndsBeforeTheTimeout(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	cfg := trapTask(t, "polite", `trap 'exit 3' INT`)
 	if _, err := d.StartTask(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -194,7 +201,7 @@ func TestStopWithAHandledSignalEndsBeforeTheTimeout(t *testing.T) {
 
 func TestAGrandchildDoesNotOutliveATaskThatExits(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	cfg := taskCfg(t, "leaver", nil)
 	gc := filepath.Join(cfg.AllocDir, "gc.pid")
 	cfg.Config = map[string]any{"command": "/bin/sh", "args": []any{"-c",
@@ -212,7 +219,7 @@ func TestAGrandchildDoesNotOutliveATaskThatExits(t *testing.T) {
 
 func TestRecoverRefusesAReusedPID(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	if _, err := d.StartTask(ctx, taskCfg(t, "victim", map[string]any{"command": "sleep", "args": []any{"30"}})); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +236,7 @@ func TestRecoverRefusesAReusedPID(t *testing.T) {
 	}
 	// A fresh driver (a restarted plugin): the same PID with another start
 	// time is another process.
-	fresh := New()
+	fresh := asTheTestsUser()
 	if err := fresh.RecoverTask(ctx, handle(ticks-1)); !errors.Is(err, driver.ErrTaskNotFound) {
 		t.Fatalf("recover with a reused pid: %v, want ErrTaskNotFound", err)
 	}
@@ -253,7 +260,7 @@ func TestRecoverRefusesAReusedPID(t *testing.T) {
 		t.Fatalf("exit of a recovered task %+v", r)
 	}
 	// A process that is gone cannot be recovered.
-	if err := New().RecoverTask(ctx, handle(ticks)); !errors.Is(err, driver.ErrTaskNotFound) {
+	if err := asTheTestsUser().RecoverTask(ctx, handle(ticks)); !errors.Is(err, driver.ErrTaskNotFound) {
 		t.Fatalf("recover of an exited process: %v", err)
 	}
 }
@@ -261,7 +268,7 @@ func TestRecoverRefusesAReusedPID(t *testing.T) {
 func TestStatsReportTheGroupsCPUAndMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := New()
+	d := asTheTestsUser()
 	if _, err := d.StartTask(ctx, taskCfg(t, "busy", map[string]any{"command": "/bin/sh", "args": []any{"-c", "while :; do :; done"}})); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +288,7 @@ func TestStatsReportTheGroupsCPUAndMemory(t *testing.T) {
 
 func TestSignalAndUnknownTasks(t *testing.T) {
 	ctx := context.Background()
-	d := New()
+	d := asTheTestsUser()
 	cfg := trapTask(t, "sig", `trap 'exit 5' USR1`)
 	if _, err := d.StartTask(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -364,7 +371,7 @@ func TestARelativeCommandIsFoundInTheTaskDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Config = map[string]any{"command": "local/tool"}
-	d := New()
+	d := asTheTestsUser()
 	if _, err := d.StartTask(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +387,7 @@ func TestARelativeCommandIsFoundInTheTaskDirectory(t *testing.T) {
 // so a bridge task is refused at start saying so; the control, the same
 // task in host mode, runs.
 func TestABridgeTaskIsRefusedByExec(t *testing.T) {
-	d := New()
+	d := asTheTestsUser()
 	cfg := taskCfg(t, "br", map[string]any{"command": "/bin/true"})
 	cfg.NetworkMode = "bridge"
 	if _, err := d.StartTask(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `network mode "bridge" needs the docker driver`) {
@@ -392,5 +399,124 @@ func TestABridgeTaskIsRefusedByExec(t *testing.T) {
 	}
 	if r := waitExit(t, d, "br", 10*time.Second); !r.Successful() {
 		t.Fatalf("exit %+v", r)
+	}
+}
+
+// idOf runs id in a task of d as user and returns its uid and groups.
+func idOf(t *testing.T, d *Driver, allocDir, id, user string) (uid string, groups string, err error) {
+	t.Helper()
+	cfg := &driver.TaskConfig{ID: id, AllocID: "a1", TaskName: "web", AllocDir: allocDir, User: user,
+		Config: map[string]any{"command": "/bin/sh", "args": []any{"-c",
+			// What a task does with its directories: write the shared
+			// allocation directory and its own local/.
+			`id -u; id -G; echo shared > "$ALLOC/shared-` + id + `" && echo own > local/own-` + id + ` && cat local/given`}},
+		Env:        map[string]string{"ALLOC": allocDir},
+		StdoutPath: filepath.Join(allocDir, "logs", id+".stdout"), StderrPath: filepath.Join(allocDir, "logs", id+".stderr")}
+	cfg.Config["work_dir"] = filepath.Join(allocDir, "web")
+	if _, err := d.StartTask(context.Background(), cfg); err != nil {
+		return "", "", err
+	}
+	if r := waitExit(t, d, id, 10*time.Second); !r.Successful() {
+		errOut, _ := os.ReadFile(cfg.StderrPath)
+		t.Fatalf("task as %q: exit %+v: %s", user, r, errOut)
+	}
+	out, _ := os.ReadFile(cfg.StdoutPath)
+	f := strings.SplitN(strings.TrimSpace(string(out)), "\n", 3)
+	if len(f) != 3 || f[2] != "given" {
+		t.Fatalf("task as %q printed %q", user, out)
+	}
+	return f[0], f[1], nil
+}
+
+// TestATaskRunsAsNobodyUnlessRootIsAllowed: on a root agent an exec task
+// that names no user runs as nobody (uid and no supplementary group of
+// root's), and can still write its own directory and the shared
+// allocation directory; one that says user = "root" is refused unless the
+// agent allows root, and with it (control) runs as uid 0; raw_exec's
+// option runs a task naming no user as the driver's own user.
+func TestATaskRunsAsNobodyUnlessRootIsAllowed(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	nobody, err := user.Lookup(DefaultUser)
+	if err != nil {
+		t.Skipf("no user %s here: %v", DefaultUser, err)
+	}
+	// An allocation directory nobody can reach, as the agent makes it.
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocDir := filepath.Join(base, "alloc1")
+	for _, d := range []string{filepath.Join(allocDir, "web", "local"), filepath.Join(allocDir, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A template rendered by the (root) host, readable by its owner only.
+	if err := os.WriteFile(filepath.Join(allocDir, "web", "local", "given"), []byte("given\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	uid, groups, err := idOf(t, New(), allocDir, "default", "")
+	if err != nil {
+		t.Fatalf("a task naming no user: %v", err)
+	}
+	if uid != nobody.Uid || groups != nobody.Gid {
+		t.Fatalf("a task naming no user ran as uid %s groups %q, want %s's uid %s and only its group %s", uid, groups, DefaultUser, nobody.Uid, nobody.Gid)
+	}
+	if fi, err := os.Stat(allocDir); err != nil || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("the shared allocation directory has no sticky bit: %v %v", fi.Mode(), err)
+	}
+
+	_, _, err = idOf(t, New(), allocDir, "root-refused", "root")
+	if err == nil || !strings.Contains(err.Error(), "allow_root") {
+		t.Fatalf("a task naming root on an agent that does not allow it: %v, want a refusal naming allow_root", err)
+	}
+	if _, err := os.Stat(filepath.Join(allocDir, "shared-root-refused")); !os.IsNotExist(err) {
+		t.Fatalf("the refused task ran: %v", err)
+	}
+
+	// A working directory nobody cannot reach is refused with the reason.
+	locked, err := os.MkdirTemp(t.TempDir(), "root-only") // 0700, root's
+	if err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(locked, "alloc2")
+	for _, d := range []string{filepath.Join(private, "web", "local"), filepath.Join(private, "logs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := idOf(t, New(), private, "unreachable", ""); err == nil || !strings.Contains(err.Error(), "cannot reach its working directory") {
+		t.Fatalf("a task in a directory its user cannot reach: %v, want the reason", err)
+	}
+
+	// Controls: allowed, root is root; raw_exec's option is the driver's user.
+	if uid, _, err := idOf(t, NewWithOptions(Options{AllowRoot: true}), allocDir, "root-allowed", "root"); err != nil || uid != "0" {
+		t.Fatalf("a task naming root on an agent that allows it: uid %q, %v", uid, err)
+	}
+	if uid, _, err := idOf(t, NewWithOptions(Options{AgentUser: true}), allocDir, "raw-exec", ""); err != nil || uid != "0" {
+		t.Fatalf("raw_exec's task naming no user: uid %q, %v, want the driver's (0)", uid, err)
+	}
+}
+
+func TestTheAllowRootOptionComesFromTheAgentsEnvironment(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want bool
+		bad  bool
+	}{{"", false, false}, {"false", false, false}, {"true", true, false}, {"1", true, false}, {"yes please", false, true}} {
+		o, err := OptionsFromEnv(func(k string) string {
+			if k == EnvAllowRoot {
+				return c.env
+			}
+			return ""
+		})
+		if (err != nil) != c.bad || o.AllowRoot != c.want {
+			t.Errorf("%s=%q: %+v, %v", EnvAllowRoot, c.env, o, err)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/builtin"
+	"github.com/hivelet/hivelet/plugins/exec"
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/plugins/mock"
@@ -79,7 +80,8 @@ func runHost(stateDir, storeDir, marker string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"exec"}, StateDir: stateDir, Store: store})
+	m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"exec"}, StateDir: stateDir, Store: store,
+		Env: map[string][]string{"exec": {exec.EnvAllowRoot + "=true"}}}) // execTask runs as root
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -113,6 +115,9 @@ func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.Env == nil {
+		cfg.Env = map[string][]string{"exec": {exec.EnvAllowRoot + "=true"}} // execTask
+	}
 	m, err := manager.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +127,16 @@ func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 }
 
 // execTask runs a shell that appends a line to marker each time it starts
-// (so a second start is visible) and then sleeps.
+// (so a second start is visible) and then sleeps. It runs as the test's
+// user (root, which newManager allows, else the driver's own user): the
+// marker is in a directory private to that user, where exec's default
+// user, nobody, could not write.
 func execTask(id, marker string) *driver.TaskConfig {
-	return &driver.TaskConfig{ID: id, AllocID: "a-" + id, TaskName: id, Config: map[string]any{
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "root"
+	}
+	return &driver.TaskConfig{ID: id, AllocID: "a-" + id, TaskName: id, User: user, Config: map[string]any{
 		"command": "/bin/sh",
 		"args":    []any{"-c", `echo started >> "$MARKER"; exec sleep 60`},
 		"env":     map[string]any{"MARKER": marker},
