@@ -442,12 +442,14 @@ func TestTenAgentsRacingToCreateMakeOneRecord(t *testing.T) {
 		}
 		return true
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	for i := range jobs {
+		// One request at a time, each with its own deadline: ten agents
+		// are still busy on the server (their rollouts go on).
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		hist, err := f.w.store.Deployments.History(ctx, wanted.DeploymentKey("", fmt.Sprintf("race-%02d", i), 1))
+		cancel()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("job %d's record history: %v", i, err)
 		}
 		var creators []string
 		for _, e := range hist {

@@ -113,7 +113,9 @@ func newWorldTTL(t testing.TB, ttl time.Duration) *world {
 
 func (w *world) putJob(j *model.Job) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A put waits its turn on a server that many in-process agents keep
+	// busy: its deadline is generous, the tests' conditions are not.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := w.store.PutJob(ctx, j); err != nil {
 		w.t.Fatal(err)

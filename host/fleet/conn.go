@@ -113,7 +113,7 @@ func Connect(ctx context.Context, cfg ConnConfig, log *slog.Logger, obs Observer
 		// A write the server's permissions refuse gets no answer: the
 		// request ends by its deadline, and only this says why.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			c.log.Error("NATS server reported an error", "error", err)
+			c.log.Error("NATS server reported an error", "err", err)
 		}),
 	}
 	if !cfg.FailFast {
