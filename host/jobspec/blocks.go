@@ -79,9 +79,16 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		s.Tags, _ = p.strList(a, path+".tags")
 	}
 	if a := c.attrs["provider"]; a != nil {
-		// Accepted so that Nomad files parse unchanged; the hivelet agent
-		// runs the checks itself whatever the provider says.
-		p.str(a, path+".provider")
+		// Nomad's two providers: "nomad" is what hivelet does (its own
+		// catalog, checks run by the agent); "consul", Nomad's default,
+		// parses with a warning, since nothing reaches Consul.
+		switch v, ok := p.str(a, path+".provider"); {
+		case !ok || v == "nomad":
+		case v == "consul":
+			p.warnf(a.Expr.Range(), `service provider "consul": hivelet registers the service in its own catalog (hivelet service list), as provider "nomad" does; nothing is written to Consul`)
+		default:
+			p.errorf(a.Expr.Range(), `service provider %q is not one of "nomad", "consul"%s`, v, suggest(v, []string{"nomad", "consul"}))
+		}
 	}
 	for _, cb := range c.blocks["check"] {
 		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))

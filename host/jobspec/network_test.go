@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -229,5 +230,68 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
   }
 }`), Inputs{Warn: warn}); err != nil || len(got) != 0 {
 		t.Fatalf("a plain file: %v, warnings %q", err, got)
+	}
+}
+
+// TestARefusedPortLabelOrProviderNamesWhatExists: a docker ports entry and
+// a service or check port that are no label of the group's network are
+// refused at their position with the labels the group has (and the near
+// miss); a provider that is neither of Nomad's two is refused with the
+// near one, "consul" is a warning (nothing reaches Consul), "nomad" says
+// nothing. Control: the same file with the right labels parses, with only
+// the consul warning.
+func TestARefusedPortLabelOrProviderNamesWhatExists(t *testing.T) {
+	schemas := map[string]*driver.Schema{"docker": {Fields: map[string]*driver.Field{
+		"image": {Type: driver.TypeString, Required: true},
+		"ports": {Type: driver.TypeStringList},
+	}}}
+	tmpl := `job "x" {
+  type = "system"
+  group "g" {
+    network {
+      port "http" {}
+      port "admin" {}
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+        ports = ["http", "%s"]
+      }
+      service {
+        name     = "a"
+        provider = "consul"
+        port     = "%s"
+        check {
+          type     = "tcp"
+          interval = "10s"
+          timeout  = "1s"
+          port     = "admin"
+        }
+      }
+      service {
+        name     = "b"
+        provider = "%s"
+        port     = "http"
+      }
+    }
+  }
+}`
+	var warns []string
+	in := Inputs{Drivers: schemas, Warn: func(e *Error) { warns = append(warns, e.Error()) }}
+	_, err := ParseHCLWith("x.hcl", []byte(fmt.Sprintf(tmpl, "admn", "htp", "nomda")), in)
+	want := `x.hcl:10:7: docker config: ports[1]: "admn" is not a port label of the group's network, which has "http", "admin" (did you mean "admin"?)
+x.hcl:17:20: port "htp" is not a port label of the group's network block, which has "http", "admin" (add port "htp" {} to it, or give a number)
+x.hcl:27:20: service provider "nomda" is not one of "nomad", "consul" (did you mean "nomad"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	consul := `x.hcl:16:20: service provider "consul": hivelet registers the service in its own catalog (hivelet service list), as provider "nomad" does; nothing is written to Consul`
+	if len(warns) != 1 || warns[0] != consul {
+		t.Fatalf("warnings %q", warns)
+	}
+	warns = nil
+	if _, err := ParseHCLWith("x.hcl", []byte(fmt.Sprintf(tmpl, "admin", "http", "nomad")), in); err != nil || len(warns) != 1 || warns[0] != consul {
+		t.Fatalf("the right labels and provider: %v, warnings %q", err, warns)
 	}
 }

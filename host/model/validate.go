@@ -217,14 +217,22 @@ func (v *validator) servicePorts(path string, s Service, n *Network) {
 		if !IsPortLabel(port) {
 			return
 		}
+		var labels []string
 		if n != nil {
 			for _, np := range n.Ports {
 				if np.Label == port {
 					return
 				}
+				if q := strconv.Quote(np.Label); !slices.Contains(labels, q) {
+					labels = append(labels, q)
+				}
 			}
 		}
-		v.add(p, "port %q is not a port label of the group's network block (write network { port %q {} } in the group, or give a number)", port, port)
+		if len(labels) == 0 {
+			v.add(p, "port %q is not a port label of the group's network block (write network { port %q {} } in the group, or give a number)", port, port)
+			return
+		}
+		v.add(p, "port %q is not a port label of the group's network block, which has %s (add port %q {} to it, or give a number)", port, strings.Join(labels, ", "), port)
 	}
 	check(join(path, "port"), s.Port)
 	for i, c := range s.Checks {
