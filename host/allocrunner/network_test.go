@@ -239,3 +239,27 @@ func TestAGroupServiceCheckProbesTheLabelOnceEveryTaskRuns(t *testing.T) {
 		t.Fatalf("control, nothing listening: %+v", a.DeploymentStatus)
 	}
 }
+
+// TestAPortLabelWithADashIsWrittenWithAnUnderscoreInTheEnvironment: as in
+// Nomad, "jaeger-thrift" is NOMAD_PORT_jaeger_thrift in the task's process
+// environment (a '-' is not valid in a variable name there); the job file
+// may interpolate either spelling; a label without a dash (control) is
+// unchanged, and no variable name of the environment holds a dash.
+func TestAPortLabelWithADashIsWrittenWithAnUnderscoreInTheEnvironment(t *testing.T) {
+	alloc := &model.Allocation{ID: "a1", Name: "j.g[0]", Ports: []model.AllocatedPort{
+		{Label: "jaeger-thrift", Value: 6831, HostIP: "10.0.0.5"}, {Label: "http", Value: 25000, To: 8080, HostIP: "10.0.0.5"}}}
+	e := NewTaskEnv(&model.Node{ID: "n1"}, alloc, &model.Job{ID: "j"}, nil, &model.Task{Name: "t"}, "/a", "/a/t")
+	env := e.Env(map[string]string{"A": "${NOMAD_ADDR_jaeger-thrift}", "B": "${NOMAD_PORT_jaeger_thrift}", "C": "${NOMAD_PORT_http}"})
+	for k, want := range map[string]string{"NOMAD_PORT_jaeger_thrift": "6831", "NOMAD_HOST_PORT_jaeger_thrift": "6831",
+		"NOMAD_ADDR_jaeger_thrift": "10.0.0.5:6831", "NOMAD_PORT_http": "8080", "NOMAD_HOST_PORT_http": "25000",
+		"A": "10.0.0.5:6831", "B": "6831", "C": "8080"} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	for k := range env {
+		if strings.Contains(k, "-") {
+			t.Errorf("the environment has %q: a dash in a variable name", k)
+		}
+	}
+}
