@@ -35,6 +35,9 @@ type parser struct {
 	ctx      *hcl.EvalContext
 	declared map[string][]string
 	warns    Errors
+	// legacyNetwork is the group network a task's resources gave (nil:
+	// none yet), to tell it from the group's own in an error.
+	legacyNetwork *model.Network
 }
 
 // warnf records something accepted and ignored (Inputs.Warn).
@@ -345,7 +348,7 @@ var (
 		extra: map[string]string{"stop_on_client_after": "a node cut off from the fleet keeps running its tasks in hivelet"}}
 	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
-	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
+	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}, blocks: []string{"network"}}
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
 	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
 		extra: unsupportedInService}
@@ -519,6 +522,9 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 			}
 			if a := rc.attrs["memory"]; a != nil {
 				t.Resources.MemoryMB, _ = p.integer(a, path+".resources.memory_mb")
+			}
+			if nb := p.one(rc, "network"); nb != nil {
+				p.taskNetwork(nb, groupPath, g)
 			}
 		}
 	}

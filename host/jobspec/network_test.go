@@ -295,3 +295,77 @@ x.hcl:27:20: service provider "nomda" is not one of "nomad", "consul" (did you m
 		t.Fatalf("the right labels and provider: %v, warnings %q", err, warns)
 	}
 }
+
+// TestANetworkInsideATasksResourcesBecomesTheGroupsNetwork: Nomad's old
+// place for ports (still in many public job files) is read as the group's
+// network with a warning, mbits warned and ignored, and the task's
+// service may name its ports; a second one, from another task or beside
+// the group's own, is refused at its position (control: the group's own
+// network alone parses without a word).
+func TestANetworkInsideATasksResourcesBecomesTheGroupsNetwork(t *testing.T) {
+	src := `job "lb" {
+  type = "system"
+  group "lb" {
+    task "lb" {
+      driver = "docker"
+      config {
+        image = "lb:1"
+        ports = ["ui"]
+      }
+      service {
+        port = "ui"
+      }
+      resources {
+        cpu = 100
+        network {
+          mbits = 20
+          port "lb" {
+            static = 9999
+          }
+          port "ui" {}
+        }
+      }
+    }
+  }
+}`
+	var warns []string
+	in := Inputs{Warn: func(e *Error) { warns = append(warns, e.Error()) }}
+	job, err := ParseHCLWith("lb.hcl", []byte(src), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := job.Groups[0].Network
+	if n == nil || n.Mode != model.NetworkHost || len(n.Ports) != 2 || n.Ports[0] != (model.Port{Label: "lb", Static: 9999}) || n.Ports[1].Label != "ui" {
+		t.Fatalf("the group's network: %+v", n)
+	}
+	want := []string{`lb.hcl:15:9: a network block inside a task's resources is read as the group's network (Nomad deprecated it there; write it in the group)`,
+		`lb.hcl:16:11: mbits is accepted and ignored: hivelet reserves no network bandwidth`}
+	if !reflect.DeepEqual(warns, want) {
+		t.Fatalf("warnings %q, want %q", warns, want)
+	}
+
+	second := strings.Replace(src, "  group \"lb\" {\n", "  group \"lb\" {\n    network {\n      port \"admin\" {}\n    }\n", 1)
+	_, err = ParseHCL("lb.hcl", []byte(second))
+	if err == nil || !strings.Contains(err.Error(), `lb.hcl:18:9: the group has its own network block already: move these ports into it`) {
+		t.Fatalf("beside the group's own network: %v", err)
+	}
+	own := `job "lb" {
+  type = "system"
+  group "lb" {
+    network {
+      port "ui" {}
+    }
+    task "lb" {
+      driver = "docker"
+      config {
+        image = "lb:1"
+        ports = ["ui"]
+      }
+    }
+  }
+}`
+	warns = nil
+	if _, err := ParseHCLWith("lb.hcl", []byte(own), in); err != nil || len(warns) != 0 {
+		t.Fatalf("the group's own network: %v, warnings %q", err, warns)
+	}
+}

@@ -20,7 +20,7 @@ var unsupported = map[string]string{
 	"reschedule":                   "hivelet has no central scheduler to move allocations; disconnect { replace } covers lost nodes",
 	"migrate":                      "system allocations are stopped on a draining node, not migrated",
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
-	"network":                      "the network block belongs to the group in hivelet (Nomad deprecated it inside resources); move it to the group",
+	"network":                      "the network block belongs to the group in hivelet (or, as Nomad once wrote it, inside a task's resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"consul":                       "hivelet registers nothing in Consul",
 	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
