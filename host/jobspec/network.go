@@ -18,7 +18,7 @@ var (
 	// legacyNetworkSpec is a network block inside a task's resources: ports
 	// and Nomad's old mbits, no mode (the group's is host).
 	legacyNetworkSpec = spec{what: "network", attrs: []string{"mbits"}, blocks: []string{"port"}, extra: networkSpec.extra}
-	portSpec = spec{what: "port", attrs: []string{"static", "to"},
+	portSpec          = spec{what: "port", attrs: []string{"static", "to"},
 		extra: map[string]string{
 			"host_network":     "a hivelet node publishes ports on one address (the agent's network.address); there are no named host networks",
 			"ignore_collision": "hivelet never gives two allocations of a node the same port",
