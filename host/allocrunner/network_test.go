@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -261,5 +262,50 @@ func TestAPortLabelWithADashIsWrittenWithAnUnderscoreInTheEnvironment(t *testing
 		if strings.Contains(k, "-") {
 			t.Errorf("the environment has %q: a dash in a variable name", k)
 		}
+	}
+}
+
+// TestACheckPassesAndFailsAfterItsThresholdsOfProbesInARow: with
+// success_before_passing 3 the check passes at the third passing probe in a
+// row (a failure in between starts the count again); with
+// failures_before_critical 2 one failing probe leaves it passing, the
+// second fails it. Control: without thresholds every probe decides.
+func TestACheckPassesAndFailsAfterItsThresholdsOfProbesInARow(t *testing.T) {
+	bad := errors.New("connection refused")
+	run := func(c model.Check, probes ...error) string {
+		var s checkState
+		var out []byte
+		for _, p := range probes {
+			var err error
+			s, err = s.next(p, c, "k")
+			if err == nil {
+				out = append(out, 'P')
+			} else {
+				out = append(out, 'F')
+			}
+		}
+		return string(out)
+	}
+	for _, c := range []struct {
+		check  model.Check
+		probes []error
+		want   string
+	}{
+		{model.Check{}, []error{nil, bad, nil, nil, bad}, "PFPPF"},
+		{model.Check{SuccessBeforePassing: 3}, []error{nil, nil, bad, nil, nil, nil, nil}, "FFFFFPP"},
+		{model.Check{FailuresBeforeCritical: 2}, []error{nil, bad, nil, bad, bad, nil}, "PPPPFP"},
+		{model.Check{SuccessBeforePassing: 2, FailuresBeforeCritical: 2}, []error{nil, nil, bad, bad, nil, nil}, "FPPFFP"},
+	} {
+		if got := run(c.check, c.probes...); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.check, got, c.want)
+		}
+	}
+	var s checkState
+	s, _ = s.next(nil, model.Check{SuccessBeforePassing: 2}, "web.alive")
+	if _, err := s.next(bad, model.Check{SuccessBeforePassing: 2}, "web.alive"); err != bad {
+		t.Errorf("a failing probe reports its own error: %v", err)
+	}
+	if _, err := s.next(nil, model.Check{SuccessBeforePassing: 3}, "web.alive"); err == nil || err.Error() != "check web.alive passed 2 of the 3 probes in a row it needs (success_before_passing)" {
+		t.Errorf("a passing probe below the threshold: %v", err)
 	}
 }

@@ -120,6 +120,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		if a := cc.attrs["timeout"]; a != nil {
 			ch.Timeout, _ = p.duration(a, cp+".timeout")
 		}
+		if a := cc.attrs["success_before_passing"]; a != nil {
+			ch.SuccessBeforePassing, _ = p.integer(a, cp+".success_before_passing")
+		}
+		if a := cc.attrs["failures_before_critical"]; a != nil {
+			ch.FailuresBeforeCritical, _ = p.integer(a, cp+".failures_before_critical")
+		}
 		s.Checks = append(s.Checks, ch)
 	}
 	return s, true

@@ -352,7 +352,7 @@ var (
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
 	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
 		extra: unsupportedInService}
-	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
+	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical"},
 		extra: unsupportedInCheck}
 )
 

@@ -369,3 +369,41 @@ func TestANetworkInsideATasksResourcesBecomesTheGroupsNetwork(t *testing.T) {
 		t.Fatalf("the group's own network: %v, warnings %q", err, warns)
 	}
 }
+
+// TestACheckTakesNomadsProbeThresholds: success_before_passing and
+// failures_before_critical are read (a quoted number too, as Nomad's files
+// often write it); a negative one is refused at its position.
+func TestACheckTakesNomadsProbeThresholds(t *testing.T) {
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+      service {
+        port = "9100"
+        check {
+          type                     = "tcp"
+          interval                 = "10s"
+          timeout                  = "2s"
+          success_before_passing   = "3"
+          failures_before_critical = %s
+        }
+      }
+    }
+  }
+}`
+	job, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := job.Groups[0].Tasks[0].Services[0].Checks[0]; c.SuccessBeforePassing != 3 || c.FailuresBeforeCritical != 2 {
+		t.Fatalf("check %+v", c)
+	}
+	_, err = ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "-1")))
+	if err == nil || err.Error() != "x.hcl:16:38: failures_before_critical must not be negative (got -1)" {
+		t.Fatalf("a negative threshold: %v", err)
+	}
+}

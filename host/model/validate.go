@@ -295,6 +295,12 @@ func (v *validator) service(path string, s Service) {
 		if c.Port == "" && s.Port == "" {
 			v.add(join(cp, "port"), "a check needs a port: set port on the service or on the check")
 		}
+		if c.SuccessBeforePassing < 0 {
+			v.add(join(cp, "success_before_passing"), "success_before_passing must not be negative (got %d)", c.SuccessBeforePassing)
+		}
+		if c.FailuresBeforeCritical < 0 {
+			v.add(join(cp, "failures_before_critical"), "failures_before_critical must not be negative (got %d)", c.FailuresBeforeCritical)
+		}
 		if c.Interval <= 0 {
 			v.add(join(cp, "interval"), "a check needs a positive interval, for example \"10s\" (got %s)", c.Interval)
 		}
