@@ -62,6 +62,21 @@ func (p *parser) configBody(body *hclsyntax.Body) map[string]any {
 	return out
 }
 
+// addressMode reads Nomad's address_mode of a service or check. hivelet
+// registers and probes the address the node published for the port (the
+// node's address and port), which is Nomad's "host", and its "auto" for a
+// group on the host network; "driver" and "alloc" (the container's own
+// address) are refused with that reason.
+func (p *parser) addressMode(a *hclsyntax.Attribute, path string) {
+	switch v, ok := p.str(a, path); {
+	case !ok || v == "host" || v == "auto":
+	case v == "driver" || v == "alloc":
+		p.errorf(a.Expr.Range(), `address_mode %q is not supported by hivelet: it registers and checks the address the node publishes for the port ("host", the same as "auto" here)`, v)
+	default:
+		p.errorf(a.Expr.Range(), `address_mode %q is not one of "auto", "host", "driver", "alloc"%s`, v, suggest(v, []string{"auto", "host", "driver", "alloc"}))
+	}
+}
+
 func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) {
 	var s model.Service
 	p.at(path, b.TypeRange)
@@ -77,6 +92,9 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 	}
 	if a := c.attrs["tags"]; a != nil {
 		s.Tags, _ = p.strList(a, path+".tags")
+	}
+	if a := c.attrs["address_mode"]; a != nil {
+		p.addressMode(a, path+".address_mode")
 	}
 	if a := c.attrs["provider"]; a != nil {
 		// Nomad's two providers: "nomad" is what hivelet does (its own
@@ -119,6 +137,9 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		}
 		if a := cc.attrs["timeout"]; a != nil {
 			ch.Timeout, _ = p.duration(a, cp+".timeout")
+		}
+		if a := cc.attrs["address_mode"]; a != nil {
+			p.addressMode(a, cp+".address_mode")
 		}
 		if a := cc.attrs["success_before_passing"]; a != nil {
 			ch.SuccessBeforePassing, _ = p.integer(a, cp+".success_before_passing")

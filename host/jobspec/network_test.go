@@ -407,3 +407,43 @@ func TestACheckTakesNomadsProbeThresholds(t *testing.T) {
 		t.Fatalf("a negative threshold: %v", err)
 	}
 }
+
+// TestAddressModeHostOrAutoIsWhatHiveletDoes: a service's or check's
+// address_mode "host" or "auto" parses (hivelet registers and probes the
+// address the node published); "driver" is refused with that reason and
+// a misspelling with the near value, each at its position.
+func TestAddressModeHostOrAutoIsWhatHiveletDoes(t *testing.T) {
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    network {
+      port "web" {}
+    }
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+      service {
+        port         = "web"
+        address_mode = "%s"
+        check {
+          type         = "tcp"
+          interval     = "10s"
+          timeout      = "2s"
+          address_mode = "%s"
+        }
+      }
+    }
+  }
+}`
+	if _, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "host", "auto"))); err != nil {
+		t.Fatalf("host and auto: %v", err)
+	}
+	_, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "driver", "hots")))
+	want := `x.hcl:14:24: address_mode "driver" is not supported by hivelet: it registers and checks the address the node publishes for the port ("host", the same as "auto" here)
+x.hcl:19:26: address_mode "hots" is not one of "auto", "host", "driver", "alloc" (did you mean "host"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+}

@@ -57,7 +57,6 @@ var unsupported = map[string]string{
 	"tagged_addresses":        "hivelet registers a service at the one address its port resolves to",
 	"enable_tag_override":     "hivelet's catalog is written by the nodes only; tags are not overridden from outside",
 	"address":                 "hivelet registers a service at the address its port resolves to (a label's node address, or the node's)",
-	"address_mode":            "hivelet checks the port the driver publishes; there are no address modes",
 	"weights":                 "hivelet registers a service with its tags only; there are no DNS weights",
 	"on_update":               "every check counts toward deployment health in hivelet",
 	"check_restart":           "a failing check marks the allocation unhealthy; restarts follow the group's restart policy",
