@@ -233,3 +233,18 @@ func TestTheFunctionsNomadJobFilesUseEvaluateOrAreRefusedWithTheReason(t *testin
 		}
 	}
 }
+
+// TestATemplateWhoseDataFailsIsReportedOnce: a template's data that does
+// not evaluate is one error, at the call, not also "needs exactly one of
+// data and source"; control: a template with neither still gets that one.
+func TestATemplateWhoseDataFailsIsReportedOnce(t *testing.T) {
+	src := "job \"j\" {\n  type = \"system\"\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config {\n        command = \"/bin/true\"\n      }\n      template {\n        destination = \"local/a\"\n%s      }\n    }\n  }\n}\n"
+	_, err := ParseWith("f.hcl", []byte(fmt.Sprintf(src, "        data = nosuch({})\n")), Inputs{})
+	if err == nil || err.Error() != `f.hcl:11:16: Call to unknown function: There is no function named "nosuch".` {
+		t.Fatalf("data that fails: %v", err)
+	}
+	_, err = ParseWith("f.hcl", []byte(fmt.Sprintf(src, "")), Inputs{})
+	if err == nil || !strings.Contains(err.Error(), "a template needs exactly one of data (the text) and source (a file on the node)") {
+		t.Fatalf("neither data nor source: %v", err)
+	}
+}
