@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +22,8 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -503,6 +506,7 @@ func functions(readFile func(string) ([]byte, error)) map[string]function.Functi
 		"values": stdlib.ValuesFunc, "zipmap": stdlib.ZipmapFunc,
 		"try": tryfunc.TryFunc, "can": tryfunc.CanFunc, "convert": typeexpr.ConvertFunc,
 		"base64encode": base64EncodeFunc, "base64decode": base64DecodeFunc, "urlencode": urlEncodeFunc,
+		"yamlencode": yamlEncodeFunc, "yamldecode": yamlDecodeFunc,
 		"tostring": stdlib.MakeToFunc(cty.String), "tonumber": stdlib.MakeToFunc(cty.Number),
 		"tobool": stdlib.MakeToFunc(cty.Bool), "tolist": stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
 		"toset": stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)), "tomap": stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
@@ -577,6 +581,51 @@ func fileExistsFunc(readFile func(string) ([]byte, error)) function.Function {
 		},
 	})
 }
+
+// yamlEncodeFunc is Nomad's yamlencode: the value as a YAML document (by
+// way of its JSON form, so that YAML and JSON agree on what a value is;
+// map keys come out sorted).
+var yamlEncodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "value", Type: cty.DynamicPseudoType, AllowNull: true}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		js, err := ctyjson.Marshal(args[0], args[0].Type())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			return cty.NilVal, err
+		}
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return cty.StringVal(string(out)), nil
+	},
+})
+
+// yamlDecodeFunc is Nomad's yamldecode: one YAML document as a value (by
+// way of JSON: its maps become objects, its sequences tuples).
+var yamlDecodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "src", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.DynamicPseudoType),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		var v any
+		if err := yaml.Unmarshal([]byte(args[0].AsString()), &v); err != nil {
+			return cty.NilVal, fmt.Errorf("not YAML: %w", err)
+		}
+		js, err := json.Marshal(v)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("YAML that has no JSON form (a map with non-string keys?): %w", err)
+		}
+		t, err := ctyjson.ImpliedType(js)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return ctyjson.Unmarshal(js, t)
+	},
+})
 
 // urlEncodeFunc is Nomad's urlencode: the string escaped for a URL query.
 var urlEncodeFunc = function.New(&function.Spec{
