@@ -106,7 +106,7 @@ func loadJobFile(cmd *cobra.Command, path string) (*model.Job, error) {
 // command's flags and the process environment, and the built-in drivers'
 // schemas each task's config is checked against.
 func variableInputs(cmd *cobra.Command) (jobspec.Inputs, error) {
-	in := jobspec.Inputs{Env: os.Environ(), Drivers: builtin.Schemas()}
+	in := jobspec.Inputs{Env: os.Environ(), Drivers: builtin.Schemas(), ReadFile: os.ReadFile}
 	if f := cmd.Flags().Lookup("var"); f != nil {
 		in.Vars, _ = cmd.Flags().GetStringArray("var")
 	}

@@ -216,34 +216,75 @@ func newJobPlanCmd() *cobra.Command {
 			"view (nodes, allocations, deployments), the reconcile round each node's agent would run for\n" +
 			"the new version: place, update (destructive), in-place, stop, lost, ignore..., summarised per\n" +
 			"node class. Nothing is written. The canary choice is the default policy's.\n\n" +
-			"Exit codes: 0 the plan was computed; 1 NATS or the fleet's state could not be read;\n" +
-			"2 bad input (usage, unreadable or invalid job file).",
+			"Exit codes, Nomad's (for scripts written for `nomad job plan`): 0 no allocation would be\n" +
+			"created or destroyed; 1 some would (a place, update, stop, migrate or lost on some node);\n" +
+			"255 the plan could not be computed (unreadable or invalid job file, NATS or the fleet's\n" +
+			"state unreadable). A usage mistake exits 2, as with every command.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJobFile(cmd, args[0])
-			if err != nil {
-				return err
+			err := runJobPlan(cmd, args[0], &o, asJSON)
+			var ee *exitError
+			if err != nil && !(errors.As(err, &ee) && ee.quiet) {
+				return &exitError{code: planExitError, err: err}
 			}
-			if o.namespace != "" {
-				job.Namespace = o.namespace
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			conn, st, err := o.openCluster(ctx)
-			if err != nil {
-				return failed("%v", err)
-			}
-			defer conn.Close()
-			p, v, err := planOnFleet(ctx, st, job)
-			if err != nil {
-				return err
-			}
-			return printPlan(cmd.OutOrStdout(), p, v, asJSON)
+			return err
 		},
 	}
 	o.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	return cmd
+}
+
+// job plan's exit codes, Nomad's.
+const (
+	planExitChanges = 1
+	planExitError   = 255
+)
+
+// createsOrDestroys tells whether the plan would create or destroy an
+// allocation on some node, the question job plan's exit code answers: an
+// in-place update, a node awaiting promotion, one with nothing to do, or a
+// new job version that moves no allocation does not.
+func (p *jobPlan) createsOrDestroys() bool {
+	for _, n := range p.Nodes {
+		for _, e := range n.Entries {
+			switch e.Action {
+			case agent.ActionPlace, agent.ActionUpdate, agent.ActionStop, agent.ActionMigrate, agent.ActionLost:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runJobPlan prints the plan of file; a plan that would create or destroy
+// allocations is a quiet exit 1.
+func runJobPlan(cmd *cobra.Command, file string, o *clusterOpts, asJSON bool) error {
+	job, err := loadJobFile(cmd, file)
+	if err != nil {
+		return err
+	}
+	if o.namespace != "" {
+		job.Namespace = o.namespace
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	conn, st, err := o.openCluster(ctx)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer conn.Close()
+	p, v, err := planOnFleet(ctx, st, job)
+	if err != nil {
+		return err
+	}
+	if err := printPlan(cmd.OutOrStdout(), p, v, asJSON); err != nil {
+		return err
+	}
+	if p.createsOrDestroys() {
+		return &exitError{code: planExitChanges, err: errors.New("the plan creates or destroys allocations"), quiet: true}
+	}
+	return nil
 }
 
 // planOnFleet reads the running version and the live view and plans job.

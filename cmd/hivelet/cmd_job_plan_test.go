@@ -121,4 +121,38 @@ func TestThePlanSummarisesEachNodeClassesDecisions(t *testing.T) {
 	if same.Changed || same.Version != 4 || !strings.Contains(strings.Join(same.lines(nodeNamer(v)), "\n"), "would write nothing") {
 		t.Errorf("the same file: %+v", same)
 	}
+	// Even the same file would place on n2, which runs none yet: exit 1.
+	if !p.createsOrDestroys() || !same.createsOrDestroys() {
+		t.Errorf("creates or destroys: the new image %v, the same file (a place on n2) %v, want both true", p.createsOrDestroys(), same.createsOrDestroys())
+	}
+}
+
+// TestJobPlanExitsOneOnlyWhenAnAllocationWouldBeCreatedOrDestroyed: Nomad's
+// convention, which scripts written for `nomad job plan` test: every action
+// that starts or stops an allocation answers 1, the others 0 (an in-place
+// update changes the version but moves nothing).
+func TestJobPlanExitsOneOnlyWhenAnAllocationWouldBeCreatedOrDestroyed(t *testing.T) {
+	for _, c := range []struct {
+		actions []string
+		want    bool
+	}{
+		{nil, false},
+		{[]string{agent.ActionIgnore}, false},
+		{[]string{agent.ActionInPlace, agent.ActionIgnore}, false},
+		{[]string{agent.ActionAwaiting, agent.ActionDisconnect, agent.ActionReconnected}, false},
+		{[]string{agent.ActionIgnore, agent.ActionPlace}, true},
+		{[]string{agent.ActionUpdate}, true},
+		{[]string{agent.ActionInPlace, agent.ActionStop}, true},
+		{[]string{agent.ActionMigrate}, true},
+		{[]string{agent.ActionLost}, true},
+	} {
+		p := &jobPlan{}
+		for i, a := range c.actions {
+			// one node per action: the answer is over every node.
+			p.Nodes = append(p.Nodes, agent.NodeDryRun{NodeID: fmt.Sprint("n", i), Entries: []agent.DryRunEntry{{Action: a}}})
+		}
+		if got := p.createsOrDestroys(); got != c.want {
+			t.Errorf("%v: creates or destroys %v, want %v", c.actions, got, c.want)
+		}
+	}
 }

@@ -13,6 +13,9 @@ import (
 // config and a destructive update on the node, with -json; plan of a
 // change of the update block only is an in-place update; plan of the same
 // file is no change; and nothing is written (the job stays at version 0).
+// The exit codes are Nomad's: 1 for the update (an allocation replaced), 0
+// for the in-place update and for no change, 255 for a file that does not
+// parse, 2 for a usage mistake.
 // The agent's per-job and per-deployment metrics agree with job status.
 func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	p := newAgent(t, "")
@@ -24,7 +27,7 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	}
 	changed := e2eFile(t, dir, "v1.hcl", mockJobHCL("v1", ""))
 	code, out := p.cli("job", "plan", changed)
-	if code != 0 || !strings.Contains(out, "version 0 in force; `job run` would write version 1") ||
+	if code != 1 || !strings.Contains(out, "version 0 in force; `job run` would write version 1") ||
 		!strings.Contains(out, `~ groups[g].tasks[t].config.stdout_string: "v0" => "v1"`) ||
 		!strings.Contains(out, "(no class): 1 node(s): update 1") {
 		t.Fatalf("job plan of a changed file: exit %d\n%s", code, out)
@@ -39,7 +42,7 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 			} `json:"entries"`
 		} `json:"nodes"`
 	}
-	if err := json.Unmarshal([]byte(out), &plan); code != 0 || err != nil {
+	if err := json.Unmarshal([]byte(out), &plan); code != 1 || err != nil {
 		t.Fatalf("job plan -json: exit %d, %v\n%s", code, err, out)
 	}
 	if !plan.Changed || plan.Version != 1 || len(plan.Nodes) != 1 || len(plan.Nodes[0].Entries) != 1 || plan.Nodes[0].Entries[0].Action != "update" {
@@ -52,6 +55,13 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	}
 	if code, out := p.cli("job", "plan", v0); code != 0 || !strings.Contains(out, "no change against version 0") || !strings.Contains(out, "ignore 1") {
 		t.Fatalf("job plan of the running file: exit %d\n%s", code, out)
+	}
+	broken := e2eFile(t, dir, "broken.hcl", "job \"web\" {\n  type = \n}\n")
+	if code, out := p.cli("job", "plan", broken); code != 255 || !strings.Contains(out, "broken.hcl:2:") {
+		t.Fatalf("job plan of a file that does not parse: exit %d, want 255 and the position\n%s", code, out)
+	}
+	if code, out := p.cli("job", "plan"); code != 2 || !strings.Contains(out, "usage: hivelet job plan FILE") {
+		t.Fatalf("job plan without a file: exit %d, want 2 and the usage line\n%s", code, out)
 	}
 	if code, out := p.cli("job", "status", "web"); code != 0 || !strings.Contains(out, "Version    = 0") {
 		t.Fatalf("after the plans the job is no longer at version 0: exit %d\n%s", code, out)

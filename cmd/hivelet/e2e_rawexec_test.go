@@ -30,12 +30,19 @@ const rawExecJob = `job "prune" {
 // TestEndToEndRawExecRunsOnlyWhereTheAgentEnablesIt: with
 // raw_exec { enabled = true } the agent serves the raw_exec driver and a
 // raw_exec sysbatch job runs to completion; an agent without it reports no
-// such driver (control), as Nomad's does.
+// such driver (control), as Nomad's does, and job run there says raw_exec
+// is off on the node and how to turn it on.
 func TestEndToEndRawExecRunsOnlyWhereTheAgentEnablesIt(t *testing.T) {
 	off := newAgent(t, "")
 	off.start()
 	if plugins := off.pluginNames(); len(plugins) == 0 || strings.Contains(plugins, "raw_exec") {
 		t.Fatalf("plugins of an agent without raw_exec enabled: %q", plugins)
+	}
+	// The job run there says why it places nowhere: raw_exec is off, and how
+	// to turn it on.
+	code, out := off.cli("job", "run", "-timeout", "20s", e2eFile(t, t.TempDir(), "prune.hcl", rawExecJob))
+	if code != 1 || !strings.Contains(out, `excluded by driver: "raw_exec" off (raw_exec runs tasks as the agent's user, not isolated, so an agent serves it only with raw_exec { enabled = true } in its configuration`) {
+		t.Fatalf("job run on an agent with raw_exec off: exit %d\n%s", code, out)
 	}
 	off.signal(syscall.SIGTERM)
 

@@ -5,7 +5,8 @@
 //
 // Each command group lives in its own file of this package and is added to
 // the root here. Exit codes: 0 success, 1 operation failed, 2 bad input
-// (usage, malformed file or fixture). What the agent does is in
+// (usage, malformed file or fixture); `job plan` follows Nomad's instead
+// (cmd_job_plan.go). What the agent does is in
 // docs/lifecycle.md and docs/agent.md; the rules it applies in
 // docs/reconciler-rules.md and docs/wanted-state.md.
 package main
@@ -18,10 +19,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// exitError carries an exit code out of a command.
+// exitError carries an exit code out of a command. A quiet one is not
+// printed: the code is the answer (job plan's 1, "changes would be made").
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -62,9 +65,12 @@ func run(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(goStyleFlags(args))
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "hivelet:", dedupeChain(err.Error()))
 		var ee *exitError
-		if errors.As(err, &ee) {
+		if errors.As(err, &ee) && ee.quiet {
+			return ee.code
+		}
+		fmt.Fprintln(os.Stderr, "hivelet:", dedupeChain(err.Error()))
+		if ee != nil {
 			return ee.code
 		}
 		return 1

@@ -46,17 +46,18 @@ job "web" {
 
       config {
         image = "hivelet/web:local"
-        args  = ["-listen", ":${NOMAD_PORT_http}", "-node", "${node.unique.name}"]
+        args  = ["-listen", ":${NOMAD_PORT_http}", "-node", "${node.unique.name}", "-static", "/local/static"]
 
         # Publish the group's "http" port into the container.
         ports = ["http"]
+      }
 
-        mount {
-          type     = "bind"
-          source   = "/srv/web/static"
-          target   = "/static"
-          readonly = true
-        }
+      # Rendered into the task directory before the task starts; the
+      # container sees it under /local (served as /static/index.txt).
+      template {
+        destination = "local/static/index.txt"
+        data        = "hello from {{ env \"node.unique.name\" }}, port {{ env \"NOMAD_HOST_PORT_http\" }}\n"
+        change_mode = "noop"
       }
 
       env {

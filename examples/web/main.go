@@ -1,7 +1,9 @@
 // Command web is the program of the example image hivelet/web:local used by
 // examples/jobs/web.hcl: a static HTTP server with a /health endpoint. It
 // uses only the standard library so it builds as a static binary for a
-// FROM scratch image (see build.sh).
+// FROM scratch image (see build.sh). It logs to stdout, one line at start
+// and one per request but the health checks, which is what
+// `hivelet alloc logs` prints first.
 package main
 
 import (
@@ -19,13 +21,14 @@ func main() {
 	node := flag.String("node", "", "name of the node, shown on /")
 	static := flag.String("static", "/static", "directory served under /static/")
 	flag.Parse()
+	log.SetOutput(os.Stdout)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/static/", http.StripPrefix("/static/", http.FileServer(http.Dir(*static))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "hello from %s (datacenter %s)\n", *node, os.Getenv("DATACENTER"))
 	})
-	srv := &http.Server{Addr: *listen, Handler: mux}
+	srv := &http.Server{Addr: *listen, Handler: logRequests(mux)}
 	go func() {
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM, syscall.SIGINT)
@@ -36,4 +39,15 @@ func main() {
 	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 		log.Fatal(err)
 	}
+}
+
+// logRequests logs each request but the health checks (every interval, they
+// would drown the rest).
+func logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			log.Printf("%s %s from %s", r.Method, r.URL.Path, r.RemoteAddr)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

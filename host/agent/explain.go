@@ -74,6 +74,14 @@ func ExplainPlacement(job *model.Job, nodes []*model.Node) PlacementReport {
 	return r
 }
 
+// rawExecDriver is the built-in raw_exec driver's name
+// (plugins/builtin.RawExec): a node without it has it off, as every agent
+// does unless its configuration enables it, and the report says so
+// (rawExecOff) rather than "missing".
+const rawExecDriver = "raw_exec"
+
+const rawExecOff = "raw_exec runs tasks as the agent's user, not isolated, so an agent serves it only with raw_exec { enabled = true } in its configuration, as in Nomad"
+
 // fleetKnown is what exists on the fleet's nodes, for suggestions.
 type fleetKnown struct{ drivers, datacenters, pools []string }
 
@@ -161,6 +169,8 @@ func firstExclusion(job *model.Job, n *model.Node, known fleetKnown) (filter, wh
 		d := bad[0]
 		info, ok := n.Drivers[d]
 		switch {
+		case (!ok || !info.Detected) && d == rawExecDriver:
+			return FilterDriver, fmt.Sprintf("%q off", d), rawExecOff
 		case !ok || !info.Detected:
 			if s := closest(d, known.drivers); s != "" && s != d {
 				hint = "did you mean " + s + "?"

@@ -63,6 +63,11 @@ func TestEachExcludedNodeIsCountedUnderTheFirstFilterItFails(t *testing.T) {
 			{Filter: FilterNotReady, What: "down", Nodes: []string{"down"}},
 			{Filter: FilterNotReady, What: "draining", Nodes: []string{"drained"}},
 		}},
+		{"raw_exec on nodes that have it off says so, not missing", explainJob("raw_exec", nil), []Exclusion{
+			{Filter: FilterDriver, What: `"raw_exec" off`, Nodes: []string{"ok", "other-dc", "sick", "win", "noexec"}, Hint: rawExecOff},
+			{Filter: FilterNotReady, What: "down", Nodes: []string{"down"}},
+			{Filter: FilterNotReady, What: "draining", Nodes: []string{"drained"}},
+		}},
 		{"a misspelt datacenter", explainJob("docker", func(j *model.Job) { j.Datacenters = []string{"dc3"} }), []Exclusion{
 			{Filter: FilterDatacenter, What: "job wants dc3", Nodes: []string{"ok", "other-dc", "down", "drained", "sick", "win", "noexec"}, Hint: "did you mean dc1?"},
 		}},

@@ -171,6 +171,7 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 	r.mu.Unlock()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var state checkState
 	for {
 		r.mu.Lock()
 		alloc, job, g := CloneAlloc(r.alloc), r.job, r.group()
@@ -189,9 +190,11 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 		var err error
 		if notRunning != "" {
 			err = fmt.Errorf("task %s not running", notRunning)
+			state = checkState{}
 		} else {
 			env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, r.AllocDir(), "")
-			err = runCheck(r.ctx, env, svc, c)
+			probe := runCheck(r.ctx, env, svc, c)
+			state, err = state.next(probe, c, key)
 		}
 		r.mu.Lock()
 		prev := r.checks[key]
@@ -223,5 +226,43 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// checkState is what one check reports over its probes, Nomad's
+// success_before_passing and failures_before_critical: a failing check
+// passes after that many passing probes in a row, a passing one fails after
+// that many failing probes in a row (0 or 1: the first). It starts failing.
+type checkState struct {
+	passing bool
+	// streak counts the probes in a row that disagree with passing.
+	streak int
+}
+
+// next is the state after a probe that returned probe (nil: it passed),
+// with the error the check reports: nil while passing (a failing probe
+// below the threshold included), else the probe's, or why a passing probe
+// does not count yet.
+func (s checkState) next(probe error, c model.Check, key string) (checkState, error) {
+	ok := probe == nil
+	if ok == s.passing {
+		s.streak = 0
+	} else {
+		s.streak++
+		need := max(1, c.FailuresBeforeCritical)
+		if !s.passing {
+			need = max(1, c.SuccessBeforePassing)
+		}
+		if s.streak >= need {
+			s.passing, s.streak = ok, 0
+		}
+	}
+	switch {
+	case s.passing:
+		return s, nil
+	case ok:
+		return s, fmt.Errorf("check %s passed %d of the %d probes in a row it needs (success_before_passing)", key, s.streak, c.SuccessBeforePassing)
+	default:
+		return s, probe
 	}
 }

@@ -93,6 +93,11 @@ func NewTaskEnv(node *model.Node, alloc *model.Allocation, job *model.Job, group
 	for _, p := range alloc.Ports {
 		e.ports[p.Label] = p
 		for k, val := range portVars(p) {
+			if strings.Contains(k, "-") {
+				// the job file's spelling: interpolation only
+				v["NOMAD_"+k], v["HIVELET_"+k] = val, val
+				continue
+			}
 			e.fixed["NOMAD_"+k] = val
 			e.fixed["HIVELET_"+k] = val
 		}
@@ -101,19 +106,25 @@ func NewTaskEnv(node *model.Node, alloc *model.Allocation, job *model.Job, group
 	return e
 }
 
-// portVars are the variables of one allocated port, without prefix.
+// portVars are the variables of one allocated port, without prefix,
+// under the label as the environment writes it (model.EnvLabel: '-' as
+// '_'); a label with a '-' also has them under its own spelling, for
+// `${NOMAD_PORT_jaeger-thrift}` in the job file, never in the process
+// environment (RuntimeEnv).
 func portVars(p model.AllocatedPort) map[string]string {
 	inTask := strconv.Itoa(p.InTask())
 	host := strconv.Itoa(p.Value)
-	return map[string]string{
-		"PORT_" + p.Label:       inTask,
-		"ALLOC_PORT_" + p.Label: inTask,
-		"HOST_PORT_" + p.Label:  host,
-		"IP_" + p.Label:         p.HostIP,
-		"HOST_IP_" + p.Label:    p.HostIP,
-		"ADDR_" + p.Label:       p.Addr(),
-		"HOST_ADDR_" + p.Label:  p.Addr(),
+	out := map[string]string{}
+	for _, l := range []string{model.EnvLabel(p.Label), p.Label} {
+		out["PORT_"+l] = inTask
+		out["ALLOC_PORT_"+l] = inTask
+		out["HOST_PORT_"+l] = host
+		out["IP_"+l] = p.HostIP
+		out["HOST_IP_"+l] = p.HostIP
+		out["ADDR_"+l] = p.Addr()
+		out["HOST_ADDR_"+l] = p.Addr()
 	}
+	return out
 }
 
 // Port returns the allocation's port with the label.
@@ -140,7 +151,7 @@ func (e TaskEnv) Vars() map[string]string { return maps.Clone(e.vars) }
 func (e TaskEnv) RuntimeEnv() map[string]string {
 	out := map[string]string{}
 	for k, v := range e.vars {
-		if strings.HasPrefix(k, "NOMAD_") || strings.HasPrefix(k, "HIVELET_") {
+		if (strings.HasPrefix(k, "NOMAD_") || strings.HasPrefix(k, "HIVELET_")) && !strings.Contains(k, "-") {
 			out[k] = v
 		}
 	}

@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -237,5 +238,74 @@ func TestAGroupServiceCheckProbesTheLabelOnceEveryTaskRuns(t *testing.T) {
 	}
 	if a := run(false); !a.DeploymentStatus.IsUnhealthy() {
 		t.Fatalf("control, nothing listening: %+v", a.DeploymentStatus)
+	}
+}
+
+// TestAPortLabelWithADashIsWrittenWithAnUnderscoreInTheEnvironment: as in
+// Nomad, "jaeger-thrift" is NOMAD_PORT_jaeger_thrift in the task's process
+// environment (a '-' is not valid in a variable name there); the job file
+// may interpolate either spelling; a label without a dash (control) is
+// unchanged, and no variable name of the environment holds a dash.
+func TestAPortLabelWithADashIsWrittenWithAnUnderscoreInTheEnvironment(t *testing.T) {
+	alloc := &model.Allocation{ID: "a1", Name: "j.g[0]", Ports: []model.AllocatedPort{
+		{Label: "jaeger-thrift", Value: 6831, HostIP: "10.0.0.5"}, {Label: "http", Value: 25000, To: 8080, HostIP: "10.0.0.5"}}}
+	e := NewTaskEnv(&model.Node{ID: "n1"}, alloc, &model.Job{ID: "j"}, nil, &model.Task{Name: "t"}, "/a", "/a/t")
+	env := e.Env(map[string]string{"A": "${NOMAD_ADDR_jaeger-thrift}", "B": "${NOMAD_PORT_jaeger_thrift}", "C": "${NOMAD_PORT_http}"})
+	for k, want := range map[string]string{"NOMAD_PORT_jaeger_thrift": "6831", "NOMAD_HOST_PORT_jaeger_thrift": "6831",
+		"NOMAD_ADDR_jaeger_thrift": "10.0.0.5:6831", "NOMAD_PORT_http": "8080", "NOMAD_HOST_PORT_http": "25000",
+		"A": "10.0.0.5:6831", "B": "6831", "C": "8080"} {
+		if env[k] != want {
+			t.Errorf("%s = %q, want %q", k, env[k], want)
+		}
+	}
+	for k := range env {
+		if strings.Contains(k, "-") {
+			t.Errorf("the environment has %q: a dash in a variable name", k)
+		}
+	}
+}
+
+// TestACheckPassesAndFailsAfterItsThresholdsOfProbesInARow: with
+// success_before_passing 3 the check passes at the third passing probe in a
+// row (a failure in between starts the count again); with
+// failures_before_critical 2 one failing probe leaves it passing, the
+// second fails it. Control: without thresholds every probe decides.
+func TestACheckPassesAndFailsAfterItsThresholdsOfProbesInARow(t *testing.T) {
+	bad := errors.New("connection refused")
+	run := func(c model.Check, probes ...error) string {
+		var s checkState
+		var out []byte
+		for _, p := range probes {
+			var err error
+			s, err = s.next(p, c, "k")
+			if err == nil {
+				out = append(out, 'P')
+			} else {
+				out = append(out, 'F')
+			}
+		}
+		return string(out)
+	}
+	for _, c := range []struct {
+		check  model.Check
+		probes []error
+		want   string
+	}{
+		{model.Check{}, []error{nil, bad, nil, nil, bad}, "PFPPF"},
+		{model.Check{SuccessBeforePassing: 3}, []error{nil, nil, bad, nil, nil, nil, nil}, "FFFFFPP"},
+		{model.Check{FailuresBeforeCritical: 2}, []error{nil, bad, nil, bad, bad, nil}, "PPPPFP"},
+		{model.Check{SuccessBeforePassing: 2, FailuresBeforeCritical: 2}, []error{nil, nil, bad, bad, nil, nil}, "FPPFFP"},
+	} {
+		if got := run(c.check, c.probes...); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.check, got, c.want)
+		}
+	}
+	var s checkState
+	s, _ = s.next(nil, model.Check{SuccessBeforePassing: 2}, "web.alive")
+	if _, err := s.next(bad, model.Check{SuccessBeforePassing: 2}, "web.alive"); err != bad {
+		t.Errorf("a failing probe reports its own error: %v", err)
+	}
+	if _, err := s.next(nil, model.Check{SuccessBeforePassing: 3}, "web.alive"); err == nil || err.Error() != "check web.alive passed 2 of the 3 probes in a row it needs (success_before_passing)" {
+		t.Errorf("a passing probe below the threshold: %v", err)
 	}
 }

@@ -62,6 +62,21 @@ func (p *parser) configBody(body *hclsyntax.Body) map[string]any {
 	return out
 }
 
+// addressMode reads Nomad's address_mode of a service or check. hivelet
+// registers and probes the address the node published for the port (the
+// node's address and port), which is Nomad's "host", and its "auto" for a
+// group on the host network; "driver" and "alloc" (the container's own
+// address) are refused with that reason.
+func (p *parser) addressMode(a *hclsyntax.Attribute, path string) {
+	switch v, ok := p.str(a, path); {
+	case !ok || v == "host" || v == "auto":
+	case v == "driver" || v == "alloc":
+		p.errorf(a.Expr.Range(), `address_mode %q is not supported by hivelet: it registers and checks the address the node publishes for the port ("host", the same as "auto" here)`, v)
+	default:
+		p.errorf(a.Expr.Range(), `address_mode %q is not one of "auto", "host", "driver", "alloc"%s`, v, suggest(v, []string{"auto", "host", "driver", "alloc"}))
+	}
+}
+
 func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) {
 	var s model.Service
 	p.at(path, b.TypeRange)
@@ -78,10 +93,20 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 	if a := c.attrs["tags"]; a != nil {
 		s.Tags, _ = p.strList(a, path+".tags")
 	}
+	if a := c.attrs["address_mode"]; a != nil {
+		p.addressMode(a, path+".address_mode")
+	}
 	if a := c.attrs["provider"]; a != nil {
-		// Accepted so that Nomad files parse unchanged; the hivelet agent
-		// runs the checks itself whatever the provider says.
-		p.str(a, path+".provider")
+		// Nomad's two providers: "nomad" is what hivelet does (its own
+		// catalog, checks run by the agent); "consul", Nomad's default,
+		// parses with a warning, since nothing reaches Consul.
+		switch v, ok := p.str(a, path+".provider"); {
+		case !ok || v == "nomad":
+		case v == "consul":
+			p.warnf(a.Expr.Range(), `service provider "consul": hivelet registers the service in its own catalog (hivelet service list), as provider "nomad" does; nothing is written to Consul`)
+		default:
+			p.errorf(a.Expr.Range(), `service provider %q is not one of "nomad", "consul"%s`, v, suggest(v, []string{"nomad", "consul"}))
+		}
 	}
 	for _, cb := range c.blocks["check"] {
 		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))
@@ -112,6 +137,15 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		}
 		if a := cc.attrs["timeout"]; a != nil {
 			ch.Timeout, _ = p.duration(a, cp+".timeout")
+		}
+		if a := cc.attrs["address_mode"]; a != nil {
+			p.addressMode(a, cp+".address_mode")
+		}
+		if a := cc.attrs["success_before_passing"]; a != nil {
+			ch.SuccessBeforePassing, _ = p.integer(a, cp+".success_before_passing")
+		}
+		if a := cc.attrs["failures_before_critical"]; a != nil {
+			ch.FailuresBeforeCritical, _ = p.integer(a, cp+".failures_before_critical")
 		}
 		s.Checks = append(s.Checks, ch)
 	}

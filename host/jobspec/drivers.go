@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -50,6 +52,9 @@ func checkDrivers(job *model.Job, schemas map[string]*driver.Schema) []driverPro
 			if cfg == nil {
 				cfg = map[string]any{}
 			}
+			if t.Driver == "docker" {
+				out = append(out, dockerPortLabels(tp, g, cfg)...)
+			}
 			err := driver.ValidateConfig(schema, cfg)
 			var ce *driver.ConfigError
 			if !errors.As(err, &ce) {
@@ -59,6 +64,36 @@ func checkDrivers(job *model.Job, schemas map[string]*driver.Schema) []driverPro
 				out = append(out, driverProblem{tp + ".config", fmt.Sprintf("%s config: %s: %s", t.Driver, fe.Path, fe.Message), false})
 			}
 		}
+	}
+	return out
+}
+
+// dockerPortLabels refuses a docker ports entry that is not a port label of
+// the group's network, as the driver would at start, naming the labels the
+// group has.
+func dockerPortLabels(tp string, g *model.Group, cfg map[string]any) []driverProblem {
+	list, _ := cfg["ports"].([]any)
+	var labels []string
+	if g.Network != nil {
+		for _, p := range g.Network.Ports {
+			labels = append(labels, p.Label)
+		}
+	}
+	var out []driverProblem
+	for i, l := range list {
+		s, ok := l.(string)
+		if !ok || slices.Contains(labels, s) {
+			continue
+		}
+		has := ": the group has no network block with ports"
+		if len(labels) > 0 {
+			quoted := make([]string, len(labels))
+			for j, l := range labels {
+				quoted[j] = strconv.Quote(l)
+			}
+			has = ", which has " + strings.Join(quoted, ", ") + suggest(s, labels)
+		}
+		out = append(out, driverProblem{tp + ".config", fmt.Sprintf("docker config: ports[%d]: %q is not a port label of the group's network%s", i, s, has), false})
 	}
 	return out
 }

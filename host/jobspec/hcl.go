@@ -36,6 +36,9 @@ type parser struct {
 	ctx      *hcl.EvalContext
 	declared map[string][]string
 	warns    Errors
+	// legacyNetwork is the group network a task's resources gave (nil:
+	// none yet), to tell it from the group's own in an error.
+	legacyNetwork *model.Network
 }
 
 // warnf records something accepted and ignored (Inputs.Warn).
@@ -346,11 +349,11 @@ var (
 		extra: map[string]string{"stop_on_client_after": "a node cut off from the fleet keeps running its tasks in hivelet"}}
 	constraintSpec = spec{what: "constraint", attrs: []string{"attribute", "operator", "value",
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
-	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}}
+	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}, blocks: []string{"network"}}
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags"}, blocks: []string{"check"},
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode"}, blocks: []string{"check"},
 		extra: unsupportedInService}
-	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout"},
+	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
 		extra: unsupportedInCheck}
 )
 
@@ -520,6 +523,9 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 			}
 			if a := rc.attrs["memory"]; a != nil {
 				t.Resources.MemoryMB, _ = p.integer(a, path+".resources.memory_mb")
+			}
+			if nb := p.one(rc, "network"); nb != nil {
+				p.taskNetwork(nb, groupPath, g)
 			}
 		}
 	}

@@ -15,7 +15,10 @@ var (
 			"hostname": "hivelet names no group network; a docker task's hostname is the engine's",
 			"cni":      "hivelet sets up no CNI networks",
 		}}
-	portSpec = spec{what: "port", attrs: []string{"static", "to"},
+	// legacyNetworkSpec is a network block inside a task's resources: ports
+	// and Nomad's old mbits, no mode (the group's is host).
+	legacyNetworkSpec = spec{what: "network", attrs: []string{"mbits"}, blocks: []string{"port"}, extra: networkSpec.extra}
+	portSpec          = spec{what: "port", attrs: []string{"static", "to"},
 		extra: map[string]string{
 			"host_network":     "a hivelet node publishes ports on one address (the agent's network.address); there are no named host networks",
 			"ignore_collision": "hivelet never gives two allocations of a node the same port",
@@ -24,12 +27,38 @@ var (
 
 // network reads a group's network block. The mode defaults to host.
 func (p *parser) network(b *hclsyntax.Block, path string) *model.Network {
+	return p.networkWith(b, path, networkSpec)
+}
+
+// taskNetwork reads the network block Nomad once took inside a task's
+// resources (deprecated there since Nomad 0.12, still common in job files):
+// its ports become the group's network, with a warning, when the group has
+// none of its own and no other task gave one; otherwise it is refused with
+// where the group's network is. mbits is accepted and ignored.
+func (p *parser) taskNetwork(b *hclsyntax.Block, groupPath string, g *model.Group) {
+	if g.Network != nil {
+		has := "its own network block"
+		if p.legacyNetwork == g.Network {
+			has = "the network of another task's resources"
+		}
+		p.errorf(b.TypeRange, "the group has %s already: move these ports into it (a hivelet group has one network, shared by its tasks)", has)
+		return
+	}
+	g.Network = p.networkWith(b, groupPath+".network", legacyNetworkSpec)
+	p.legacyNetwork = g.Network
+	p.warnf(b.TypeRange, "a network block inside a task's resources is read as the group's network (Nomad deprecated it there; write it in the group)")
+}
+
+func (p *parser) networkWith(b *hclsyntax.Block, path string, s spec) *model.Network {
 	n := &model.Network{Mode: model.NetworkHost}
 	p.at(path, b.TypeRange)
 	if _, ok := p.labels(b, ""); !ok {
 		return n
 	}
-	c := p.content(b.Body, networkSpec)
+	c := p.content(b.Body, s)
+	if a := c.attrs["mbits"]; a != nil {
+		p.warnf(a.NameRange, "mbits is accepted and ignored: hivelet reserves no network bandwidth")
+	}
 	if a := c.attrs["mode"]; a != nil {
 		if m, ok := p.str(a, path+".mode"); ok {
 			p.at(path+".mode", a.Expr.Range())

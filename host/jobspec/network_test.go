@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -229,5 +230,220 @@ func TestWhatIsAcceptedAndIgnoredIsWarnedAtItsPosition(t *testing.T) {
   }
 }`), Inputs{Warn: warn}); err != nil || len(got) != 0 {
 		t.Fatalf("a plain file: %v, warnings %q", err, got)
+	}
+}
+
+// TestARefusedPortLabelOrProviderNamesWhatExists: a docker ports entry and
+// a service or check port that are no label of the group's network are
+// refused at their position with the labels the group has (and the near
+// miss); a provider that is neither of Nomad's two is refused with the
+// near one, "consul" is a warning (nothing reaches Consul), "nomad" says
+// nothing. Control: the same file with the right labels parses, with only
+// the consul warning.
+func TestARefusedPortLabelOrProviderNamesWhatExists(t *testing.T) {
+	schemas := map[string]*driver.Schema{"docker": {Fields: map[string]*driver.Field{
+		"image": {Type: driver.TypeString, Required: true},
+		"ports": {Type: driver.TypeStringList},
+	}}}
+	tmpl := `job "x" {
+  type = "system"
+  group "g" {
+    network {
+      port "http" {}
+      port "admin" {}
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+        ports = ["http", "%s"]
+      }
+      service {
+        name     = "a"
+        provider = "consul"
+        port     = "%s"
+        check {
+          type     = "tcp"
+          interval = "10s"
+          timeout  = "1s"
+          port     = "admin"
+        }
+      }
+      service {
+        name     = "b"
+        provider = "%s"
+        port     = "http"
+      }
+    }
+  }
+}`
+	var warns []string
+	in := Inputs{Drivers: schemas, Warn: func(e *Error) { warns = append(warns, e.Error()) }}
+	_, err := ParseHCLWith("x.hcl", []byte(fmt.Sprintf(tmpl, "admn", "htp", "nomda")), in)
+	want := `x.hcl:10:7: docker config: ports[1]: "admn" is not a port label of the group's network, which has "http", "admin" (did you mean "admin"?)
+x.hcl:17:20: port "htp" is not a port label of the group's network block, which has "http", "admin" (add port "htp" {} to it, or give a number)
+x.hcl:27:20: service provider "nomda" is not one of "nomad", "consul" (did you mean "nomad"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
+	}
+	consul := `x.hcl:16:20: service provider "consul": hivelet registers the service in its own catalog (hivelet service list), as provider "nomad" does; nothing is written to Consul`
+	if len(warns) != 1 || warns[0] != consul {
+		t.Fatalf("warnings %q", warns)
+	}
+	warns = nil
+	if _, err := ParseHCLWith("x.hcl", []byte(fmt.Sprintf(tmpl, "admin", "http", "nomad")), in); err != nil || len(warns) != 1 || warns[0] != consul {
+		t.Fatalf("the right labels and provider: %v, warnings %q", err, warns)
+	}
+}
+
+// TestANetworkInsideATasksResourcesBecomesTheGroupsNetwork: Nomad's old
+// place for ports (still in many public job files) is read as the group's
+// network with a warning, mbits warned and ignored, and the task's
+// service may name its ports; a second one, from another task or beside
+// the group's own, is refused at its position (control: the group's own
+// network alone parses without a word).
+func TestANetworkInsideATasksResourcesBecomesTheGroupsNetwork(t *testing.T) {
+	src := `job "lb" {
+  type = "system"
+  group "lb" {
+    task "lb" {
+      driver = "docker"
+      config {
+        image = "lb:1"
+        ports = ["ui"]
+      }
+      service {
+        port = "ui"
+      }
+      resources {
+        cpu = 100
+        network {
+          mbits = 20
+          port "lb" {
+            static = 9999
+          }
+          port "ui" {}
+        }
+      }
+    }
+  }
+}`
+	var warns []string
+	in := Inputs{Warn: func(e *Error) { warns = append(warns, e.Error()) }}
+	job, err := ParseHCLWith("lb.hcl", []byte(src), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := job.Groups[0].Network
+	if n == nil || n.Mode != model.NetworkHost || len(n.Ports) != 2 || n.Ports[0] != (model.Port{Label: "lb", Static: 9999}) || n.Ports[1].Label != "ui" {
+		t.Fatalf("the group's network: %+v", n)
+	}
+	want := []string{`lb.hcl:15:9: a network block inside a task's resources is read as the group's network (Nomad deprecated it there; write it in the group)`,
+		`lb.hcl:16:11: mbits is accepted and ignored: hivelet reserves no network bandwidth`}
+	if !reflect.DeepEqual(warns, want) {
+		t.Fatalf("warnings %q, want %q", warns, want)
+	}
+
+	second := strings.Replace(src, "  group \"lb\" {\n", "  group \"lb\" {\n    network {\n      port \"admin\" {}\n    }\n", 1)
+	_, err = ParseHCL("lb.hcl", []byte(second))
+	if err == nil || !strings.Contains(err.Error(), `lb.hcl:18:9: the group has its own network block already: move these ports into it`) {
+		t.Fatalf("beside the group's own network: %v", err)
+	}
+	own := `job "lb" {
+  type = "system"
+  group "lb" {
+    network {
+      port "ui" {}
+    }
+    task "lb" {
+      driver = "docker"
+      config {
+        image = "lb:1"
+        ports = ["ui"]
+      }
+    }
+  }
+}`
+	warns = nil
+	if _, err := ParseHCLWith("lb.hcl", []byte(own), in); err != nil || len(warns) != 0 {
+		t.Fatalf("the group's own network: %v, warnings %q", err, warns)
+	}
+}
+
+// TestACheckTakesNomadsProbeThresholds: success_before_passing and
+// failures_before_critical are read (a quoted number too, as Nomad's files
+// often write it); a negative one is refused at its position.
+func TestACheckTakesNomadsProbeThresholds(t *testing.T) {
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+      service {
+        port = "9100"
+        check {
+          type                     = "tcp"
+          interval                 = "10s"
+          timeout                  = "2s"
+          success_before_passing   = "3"
+          failures_before_critical = %s
+        }
+      }
+    }
+  }
+}`
+	job, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := job.Groups[0].Tasks[0].Services[0].Checks[0]; c.SuccessBeforePassing != 3 || c.FailuresBeforeCritical != 2 {
+		t.Fatalf("check %+v", c)
+	}
+	_, err = ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "-1")))
+	if err == nil || err.Error() != "x.hcl:16:38: failures_before_critical must not be negative (got -1)" {
+		t.Fatalf("a negative threshold: %v", err)
+	}
+}
+
+// TestAddressModeHostOrAutoIsWhatHiveletDoes: a service's or check's
+// address_mode "host" or "auto" parses (hivelet registers and probes the
+// address the node published); "driver" is refused with that reason and
+// a misspelling with the near value, each at its position.
+func TestAddressModeHostOrAutoIsWhatHiveletDoes(t *testing.T) {
+	src := `job "x" {
+  type = "system"
+  group "g" {
+    network {
+      port "web" {}
+    }
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+      }
+      service {
+        port         = "web"
+        address_mode = "%s"
+        check {
+          type         = "tcp"
+          interval     = "10s"
+          timeout      = "2s"
+          address_mode = "%s"
+        }
+      }
+    }
+  }
+}`
+	if _, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "host", "auto"))); err != nil {
+		t.Fatalf("host and auto: %v", err)
+	}
+	_, err := ParseHCL("x.hcl", []byte(fmt.Sprintf(src, "driver", "hots")))
+	want := `x.hcl:14:24: address_mode "driver" is not supported by hivelet: it registers and checks the address the node publishes for the port ("host", the same as "auto" here)
+x.hcl:19:26: address_mode "hots" is not one of "auto", "host", "driver", "alloc" (did you mean "host"?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got\n%v\nwant\n%s", err, want)
 	}
 }

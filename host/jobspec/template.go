@@ -38,7 +38,12 @@ func (p *parser) template(b *hclsyntax.Block, path string) (model.Template, bool
 	c := p.content(b.Body, templateSpec)
 	str := func(name string, dst *string) {
 		if a := c.attrs[name]; a != nil {
-			*dst, _ = p.str(a, path+"."+name)
+			var ok bool
+			if *dst, ok = p.str(a, path+"."+name); !ok && (name == "data" || name == "source") {
+				// The template is then at the failed value: "needs
+				// exactly one of data and source" would only echo it.
+				p.at(path, a.Expr.Range())
+			}
 		}
 	}
 	str("data", &t.Data)

@@ -2,7 +2,11 @@ package jobspec
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +22,8 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -45,6 +51,12 @@ type Inputs struct {
 	// its driver will check it at start, and a driver name that is a near
 	// miss of a known one is refused with a suggestion. Nil: no check.
 	Drivers map[string]*driver.Schema
+	// ReadFile, when set, is what the file() and fileexists() functions
+	// read through, a relative path taken from the working directory as
+	// Nomad's CLI does (job run, validate and plan set os.ReadFile). Nil:
+	// the file is parsed where the machine's files are not the author's
+	// (the HTTP API), and both functions are refused with that reason.
+	ReadFile func(path string) ([]byte, error)
 }
 
 // VarFile is one -var-file.
@@ -134,7 +146,7 @@ func (p *parser) eval(expr hclsyntax.Expression) (cty.Value, bool) {
 func (p *parser) variables(c content) bool {
 	before := len(p.errs)
 	p.declared = map[string][]string{}
-	p.ctx = &hcl.EvalContext{Functions: functions(), Variables: map[string]cty.Value{"var": cty.EmptyObjectVal, "local": cty.EmptyObjectVal}}
+	p.ctx = &hcl.EvalContext{Functions: functions(p.inputs.ReadFile), Variables: map[string]cty.Value{"var": cty.EmptyObjectVal, "local": cty.EmptyObjectVal}}
 	decls := map[string]*varDecl{}
 	declare := func(d *varDecl) {
 		if prev, dup := decls[d.name]; dup {
@@ -285,7 +297,7 @@ func fromString(t cty.Type, raw string) (cty.Value, error) {
 	if diags.HasErrors() {
 		return cty.NilVal, fmt.Errorf("want %s, got %q", typeexpr.TypeString(t), raw)
 	}
-	v, diags := expr.Value(&hcl.EvalContext{Functions: functions()})
+	v, diags := expr.Value(&hcl.EvalContext{Functions: functions(nil)})
 	if diags.HasErrors() {
 		return cty.NilVal, fmt.Errorf("want %s, got %q", typeexpr.TypeString(t), raw)
 	}
@@ -466,11 +478,14 @@ func (p *parser) locals(blocks []*hclsyntax.Block) {
 }
 
 // functions are the HCL functions a job file may call: go-cty's standard
-// library and hcl's try, can and convert, under the names Nomad uses.
-// Functions that read files, the clock or randomness are left out: a job
-// file means the same thing wherever and whenever it is read.
-func functions() map[string]function.Function {
-	return map[string]function.Function{
+// library, hcl's try, can and convert, the type conversions, and file and
+// fileexists through readFile (nil: refused), under the names Nomad uses.
+// The functions of Nomad's list that read the clock or randomness, or
+// secrets, are there only to refuse the call with the reason (refused):
+// a job file means the same thing whenever it is read, so that job plan
+// and job run agree.
+func functions(readFile func(string) ([]byte, error)) map[string]function.Function {
+	fns := map[string]function.Function{
 		"abs": stdlib.AbsoluteFunc, "ceil": stdlib.CeilFunc, "chomp": stdlib.ChompFunc, "chunklist": stdlib.ChunklistFunc,
 		"coalesce": stdlib.CoalesceFunc, "coalescelist": stdlib.CoalesceListFunc, "compact": stdlib.CompactFunc,
 		"concat": stdlib.ConcatFunc, "contains": stdlib.ContainsFunc, "csvdecode": stdlib.CSVDecodeFunc,
@@ -485,14 +500,141 @@ func functions() map[string]function.Function {
 		"reverse": stdlib.ReverseListFunc, "setintersection": stdlib.SetIntersectionFunc,
 		"setproduct": stdlib.SetProductFunc, "setsubtract": stdlib.SetSubtractFunc, "setunion": stdlib.SetUnionFunc,
 		"signum": stdlib.SignumFunc, "slice": stdlib.SliceFunc, "sort": stdlib.SortFunc, "split": stdlib.SplitFunc,
-		"strrev": stdlib.ReverseFunc, "substr": stdlib.SubstrFunc, "timeadd": stdlib.TimeAddFunc,
+		"strlen": stdlib.StrlenFunc, "strrev": stdlib.ReverseFunc, "substr": stdlib.SubstrFunc, "timeadd": stdlib.TimeAddFunc,
 		"title": stdlib.TitleFunc, "trim": stdlib.TrimFunc, "trimprefix": stdlib.TrimPrefixFunc,
 		"trimspace": stdlib.TrimSpaceFunc, "trimsuffix": stdlib.TrimSuffixFunc, "upper": stdlib.UpperFunc,
 		"values": stdlib.ValuesFunc, "zipmap": stdlib.ZipmapFunc,
 		"try": tryfunc.TryFunc, "can": tryfunc.CanFunc, "convert": typeexpr.ConvertFunc,
-		"base64encode": base64EncodeFunc, "base64decode": base64DecodeFunc,
+		"base64encode": base64EncodeFunc, "base64decode": base64DecodeFunc, "urlencode": urlEncodeFunc,
+		"yamlencode": yamlEncodeFunc, "yamldecode": yamlDecodeFunc,
+		"tostring": stdlib.MakeToFunc(cty.String), "tonumber": stdlib.MakeToFunc(cty.Number),
+		"tobool": stdlib.MakeToFunc(cty.Bool), "tolist": stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"toset": stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)), "tomap": stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
 	}
+	for name, why := range refusedFunctions {
+		fns[name] = refused(why)
+	}
+	if readFile == nil {
+		const why = "this job file was not read from the author's machine (the HTTP API): its files are not here; inline the content"
+		fns["file"], fns["fileexists"] = refused(why), refused(why)
+	} else {
+		fns["file"], fns["fileexists"] = fileFunc(readFile), fileExistsFunc(readFile)
+	}
+	return fns
 }
+
+// refusedFunctions are the functions of Nomad's job files that hivelet
+// refuses, with the reason the error gives.
+var refusedFunctions = map[string]string{
+	"timestamp":  "a job file's value would change each time it is read, and job plan would never agree with job run; pass the time with -var",
+	"uuidv4":     "a job file's value would change each time it is read, and job plan would never agree with job run; pass an ID with -var",
+	"uuidv5":     "hivelet has no UUID functions; pass the ID with -var",
+	"bcrypt":     "a job file's value would change each time it is read (a random salt); pass the hash with -var",
+	"rsadecrypt": "hivelet keeps no secrets in job files; read them in a template from hivelet var",
+	"fileset":    "hivelet reads one named file (file()), not globs",
+	"abspath":    "a job file's paths are relative to the working directory already (file())",
+}
+
+// refused is a function that fails every call with why.
+func refused(why string) function.Function {
+	return function.New(&function.Spec{
+		VarParam: &function.Parameter{Name: "args", Type: cty.DynamicPseudoType, AllowNull: true, AllowUnknown: true, AllowDynamicType: true},
+		Type: func([]cty.Value) (cty.Type, error) {
+			return cty.NilType, fmt.Errorf("not available in hivelet: %s", why)
+		},
+	})
+}
+
+// fileFunc is Nomad's file(path): the file's content, UTF-8 text.
+func fileFunc(readFile func(string) ([]byte, error)) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.String),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			b, err := readFile(args[0].AsString())
+			if err != nil {
+				return cty.NilVal, err
+			}
+			if !utf8.Valid(b) {
+				return cty.NilVal, fmt.Errorf("%s is not UTF-8 text", args[0].AsString())
+			}
+			return cty.StringVal(string(b)), nil
+		},
+	})
+}
+
+// fileExistsFunc is Nomad's fileexists(path).
+func fileExistsFunc(readFile func(string) ([]byte, error)) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "path", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			_, err := readFile(args[0].AsString())
+			switch {
+			case err == nil:
+				return cty.True, nil
+			case errors.Is(err, fs.ErrNotExist):
+				return cty.False, nil
+			default:
+				return cty.NilVal, err
+			}
+		},
+	})
+}
+
+// yamlEncodeFunc is Nomad's yamlencode: the value as a YAML document (by
+// way of its JSON form, so that YAML and JSON agree on what a value is;
+// map keys come out sorted).
+var yamlEncodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "value", Type: cty.DynamicPseudoType, AllowNull: true}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		js, err := ctyjson.Marshal(args[0], args[0].Type())
+		if err != nil {
+			return cty.NilVal, err
+		}
+		var v any
+		if err := json.Unmarshal(js, &v); err != nil {
+			return cty.NilVal, err
+		}
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return cty.StringVal(string(out)), nil
+	},
+})
+
+// yamlDecodeFunc is Nomad's yamldecode: one YAML document as a value (by
+// way of JSON: its maps become objects, its sequences tuples).
+var yamlDecodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "src", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.DynamicPseudoType),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		var v any
+		if err := yaml.Unmarshal([]byte(args[0].AsString()), &v); err != nil {
+			return cty.NilVal, fmt.Errorf("not YAML: %w", err)
+		}
+		js, err := json.Marshal(v)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("YAML that has no JSON form (a map with non-string keys?): %w", err)
+		}
+		t, err := ctyjson.ImpliedType(js)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return ctyjson.Unmarshal(js, t)
+	},
+})
+
+// urlEncodeFunc is Nomad's urlencode: the string escaped for a URL query.
+var urlEncodeFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:   function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		return cty.StringVal(url.QueryEscape(args[0].AsString())), nil
+	},
+})
 
 // lengthFunc is Nomad's length: of a string (its characters) as well as of
 // a collection.

@@ -1,6 +1,8 @@
 package jobspec
 
 import (
+	"fmt"
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
@@ -175,5 +177,77 @@ func TestAJSONJobTakesNoVariables(t *testing.T) {
 	if _, err := ParseWith("j.json", []byte(`{"id":"j","type":"system","groups":[]}`), Inputs{Env: []string{"HIVELET_VAR_a=b"}}); err != nil &&
 		strings.Contains(err.Error(), "no variables") {
 		t.Fatalf("the environment was taken as a -var: %v", err)
+	}
+}
+
+// TestTheFunctionsNomadJobFilesUseEvaluateOrAreRefusedWithTheReason: each
+// call in a task's env; a value is checked, a refusal must name the
+// function's position and its reason. file() reads through Inputs.ReadFile
+// and is refused where there is none (the HTTP API).
+func TestTheFunctionsNomadJobFilesUseEvaluateOrAreRefusedWithTheReason(t *testing.T) {
+	files := map[string]string{"conf/app.yml": "port: 9100\n"}
+	readFile := func(path string) ([]byte, error) {
+		if s, ok := files[path]; ok {
+			return []byte(s), nil
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	for _, c := range []struct {
+		expr, want string
+		read       bool
+	}{
+		{`tostring(3)`, "3", false},
+		{`tonumber("4") + 1`, "5", false},
+		{`tobool("true") ? "y" : "n"`, "y", false},
+		{`join(",", tolist(toset(["b", "a", "b"])))`, "a,b", false},
+		{`tomap({a = "x"}).a`, "x", false},
+		{`strlen("héllo")`, "5", false},
+		{`urlencode("a b&c")`, "a+b%26c", false},
+		{`yamlencode({sources = {docker = {type = "docker_logs", ports = [1, 2]}}})`, "sources:\n    docker:\n        ports:\n            - 1\n            - 2\n        type: docker_logs\n", false},
+		{`yamldecode(file("conf/app.yml")).port + 1`, "9101", true},
+		{`yamldecode(": : :")`, `f.hcl:7:13: Error in function call: Call to function "yamldecode" failed: not YAML`, false},
+		{`file("conf/app.yml")`, "port: 9100\n", true},
+		{`fileexists("conf/app.yml") ? "yes" : "no"`, "yes", true},
+		{`fileexists("conf/none.yml") ? "yes" : "no"`, "no", true},
+		{`file("conf/none.yml")`, `f.hcl:7:13: Error in function call: Call to function "file" failed: open conf/none.yml: file does not exist.`, true},
+		{`file("conf/app.yml")`, `f.hcl:7:13: Error in function call: Call to function "file" failed: not available in hivelet: this job file was not read from the author's machine`, false},
+		{`timestamp()`, `f.hcl:7:13: Error in function call: Call to function "timestamp" failed: not available in hivelet: a job file's value would change each time it is read`, false},
+		{`uuidv4()`, `f.hcl:7:13: Error in function call: Call to function "uuidv4" failed: not available in hivelet`, false},
+		{`nosuch(1)`, `f.hcl:7:13: Call to unknown function: There is no function named "nosuch".`, false},
+	} {
+		src := fmt.Sprintf("job \"j\" {\n  type = \"system\"\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      env {\n        V = %s\n      }\n      config {\n        command = \"/bin/true\"\n      }\n    }\n  }\n}\n", c.expr)
+		in := Inputs{}
+		if c.read {
+			in.ReadFile = readFile
+		}
+		job, err := ParseWith("f.hcl", []byte(src), in)
+		if strings.HasPrefix(c.want, "f.hcl:") {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s (read %v): error %v, want %q", c.expr, c.read, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.expr, err)
+			continue
+		}
+		if got := job.Groups[0].Tasks[0].Env["V"]; got != c.want {
+			t.Errorf("%s = %q, want %q", c.expr, got, c.want)
+		}
+	}
+}
+
+// TestATemplateWhoseDataFailsIsReportedOnce: a template's data that does
+// not evaluate is one error, at the call, not also "needs exactly one of
+// data and source"; control: a template with neither still gets that one.
+func TestATemplateWhoseDataFailsIsReportedOnce(t *testing.T) {
+	src := "job \"j\" {\n  type = \"system\"\n  group \"g\" {\n    task \"t\" {\n      driver = \"exec\"\n      config {\n        command = \"/bin/true\"\n      }\n      template {\n        destination = \"local/a\"\n%s      }\n    }\n  }\n}\n"
+	_, err := ParseWith("f.hcl", []byte(fmt.Sprintf(src, "        data = nosuch({})\n")), Inputs{})
+	if err == nil || err.Error() != `f.hcl:11:16: Call to unknown function: There is no function named "nosuch".` {
+		t.Fatalf("data that fails: %v", err)
+	}
+	_, err = ParseWith("f.hcl", []byte(fmt.Sprintf(src, "")), Inputs{})
+	if err == nil || !strings.Contains(err.Error(), "a template needs exactly one of data (the text) and source (a file on the node)") {
+		t.Fatalf("neither data nor source: %v", err)
 	}
 }

@@ -108,6 +108,12 @@ type Check struct {
 	Port     string    `json:"port,omitempty"`
 	Interval Duration  `json:"interval"`
 	Timeout  Duration  `json:"timeout"`
+	// SuccessBeforePassing and FailuresBeforeCritical are Nomad's: how many
+	// probes in a row must pass before a failing check counts as passing,
+	// and fail before a passing one counts as failing (0 and 1 alike: the
+	// first).
+	SuccessBeforePassing   int `json:"success_before_passing,omitempty"`
+	FailuresBeforeCritical int `json:"failures_before_critical,omitempty"`
 }
 
 // Constraint restricts the nodes a job or group may run on.

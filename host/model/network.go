@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // NetworkMode is how a group's tasks are networked. "host": the group
@@ -80,23 +81,35 @@ func joinHostPort(host string, port int) string {
 	return host + ":" + strconv.Itoa(port)
 }
 
-// portLabelRE is what a port label may contain: it becomes part of
-// environment variable names (NOMAD_PORT_<label>).
-var portLabelRE = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+// portLabelRE is what a port label may contain. It becomes part of
+// environment variable names (NOMAD_PORT_<label>), with each '-' written
+// '_' there (EnvLabel), as Nomad does: "jaeger-thrift" is
+// NOMAD_PORT_jaeger_thrift in the task's environment.
+var portLabelRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// EnvLabel is a port label as the task's environment variable names carry
+// it: '-' is not valid there and becomes '_'.
+func EnvLabel(label string) string { return strings.ReplaceAll(label, "-", "_") }
 
 func (v *validator) network(path string, n *Network) {
 	if !validEnum(n.Mode, NetworkModes) {
 		v.add(join(path, "mode"), "network mode %q is not supported (allowed: %s)", n.Mode, joinEnum(NetworkModes))
 	}
 	labels := map[string]bool{}
+	envLabels := map[string]string{}
 	statics := map[int]string{}
 	for i, p := range n.Ports {
 		pp := fmt.Sprintf("%s.ports[%d]", path, i)
 		switch {
 		case !portLabelRE.MatchString(p.Label):
-			v.add(join(pp, "label"), "port label %q may contain only letters, digits and '_' (it becomes NOMAD_PORT_<label>)", p.Label)
+			v.add(join(pp, "label"), "port label %q may contain only letters, digits, '_' and '-' (it becomes NOMAD_PORT_<label>, '-' written '_')", p.Label)
 		case labels[p.Label]:
 			v.add(join(pp, "label"), "duplicate port label %q: labels must be unique within a group's network", p.Label)
+		case envLabels[EnvLabel(p.Label)] != "":
+			v.add(join(pp, "label"), "port labels %q and %q are the same variable NOMAD_PORT_%s in the task's environment ('-' is written '_'): rename one", envLabels[EnvLabel(p.Label)], p.Label, EnvLabel(p.Label))
+		}
+		if envLabels[EnvLabel(p.Label)] == "" {
+			envLabels[EnvLabel(p.Label)] = p.Label
 		}
 		labels[p.Label] = true
 		if p.Static < 0 || p.Static > 65535 {

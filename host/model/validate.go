@@ -217,14 +217,22 @@ func (v *validator) servicePorts(path string, s Service, n *Network) {
 		if !IsPortLabel(port) {
 			return
 		}
+		var labels []string
 		if n != nil {
 			for _, np := range n.Ports {
 				if np.Label == port {
 					return
 				}
+				if q := strconv.Quote(np.Label); !slices.Contains(labels, q) {
+					labels = append(labels, q)
+				}
 			}
 		}
-		v.add(p, "port %q is not a port label of the group's network block (write network { port %q {} } in the group, or give a number)", port, port)
+		if len(labels) == 0 {
+			v.add(p, "port %q is not a port label of the group's network block (write network { port %q {} } in the group, or give a number)", port, port)
+			return
+		}
+		v.add(p, "port %q is not a port label of the group's network block, which has %s (add port %q {} to it, or give a number)", port, strings.Join(labels, ", "), port)
 	}
 	check(join(path, "port"), s.Port)
 	for i, c := range s.Checks {
@@ -286,6 +294,12 @@ func (v *validator) service(path string, s Service) {
 		}
 		if c.Port == "" && s.Port == "" {
 			v.add(join(cp, "port"), "a check needs a port: set port on the service or on the check")
+		}
+		if c.SuccessBeforePassing < 0 {
+			v.add(join(cp, "success_before_passing"), "success_before_passing must not be negative (got %d)", c.SuccessBeforePassing)
+		}
+		if c.FailuresBeforeCritical < 0 {
+			v.add(join(cp, "failures_before_critical"), "failures_before_critical must not be negative (got %d)", c.FailuresBeforeCritical)
 		}
 		if c.Interval <= 0 {
 			v.add(join(cp, "interval"), "a check needs a positive interval, for example \"10s\" (got %s)", c.Interval)

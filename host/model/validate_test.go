@@ -57,7 +57,7 @@ func TestValidateReportsEachRuleAtTheFieldPath(t *testing.T) {
 			j.Groups[0].Network.Mode = NetworkBridge
 			j.Groups[0].Tasks[0].Driver = "exec"
 		}, "groups[0].network.mode", "needs the docker driver"},
-		{"port label with a dash", func(j *Job) { j.Groups[0].Network.Ports[1].Label = "ad-min" }, "groups[0].network.ports[1].label", "NOMAD_PORT_"},
+		{"port label with a dot", func(j *Job) { j.Groups[0].Network.Ports[1].Label = "ad.min" }, "groups[0].network.ports[1].label", "NOMAD_PORT_"},
 		{"duplicate port label", func(j *Job) { j.Groups[0].Network.Ports[1].Label = "http" }, "groups[0].network.ports[1].label", "duplicate port label"},
 		{"static port twice", func(j *Job) { j.Groups[0].Network.Ports[1].Static = 8080 }, "groups[0].network.ports[1].static", "already taken by label \"http\""},
 		{"static port out of range", func(j *Job) { j.Groups[0].Network.Ports[1].Static = 70000 }, "groups[0].network.ports[1].static", "out of 1..65535"},
@@ -141,5 +141,24 @@ func TestInterpolatedConstraintValuesAreLeftToTheNode(t *testing.T) {
 	j.Constraints[0].Value = "x("
 	if err := j.Validate(); err == nil {
 		t.Fatal("bad literal regexp accepted")
+	}
+}
+
+// TestAPortLabelMayHoldADashUnlessItMeetsAnotherInTheEnvironment: Nomad's
+// labels such as "jaeger-thrift" are valid (the environment writes the '-'
+// as '_'), and a service may name one; two labels that come out as the same
+// variable ("a-b" and "a_b") are refused at the second, naming both.
+func TestAPortLabelMayHoldADashUnlessItMeetsAnotherInTheEnvironment(t *testing.T) {
+	j := validJob()
+	j.Groups[0].Network.Ports = append(j.Groups[0].Network.Ports, Port{Label: "jaeger-thrift", Static: 6831})
+	j.Groups[0].Tasks[0].Services[0].Port = "jaeger-thrift"
+	if err := j.Validate(); err != nil {
+		t.Fatalf("a label with a dash: %v", err)
+	}
+	j.Groups[0].Network.Ports = append(j.Groups[0].Network.Ports, Port{Label: "jaeger_thrift"})
+	err := j.Validate()
+	want := `groups[0].network.ports[3].label: port labels "jaeger-thrift" and "jaeger_thrift" are the same variable NOMAD_PORT_jaeger_thrift in the task's environment ('-' is written '_'): rename one`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("two labels, one variable: %v\nwant %s", err, want)
 	}
 }

@@ -563,20 +563,25 @@ func normalizeCaps(caps []string) []string {
 // sets and the task's own env cannot override. Like Nomad, each label is
 // published for tcp and udp.
 func labelPorts(label string, env map[string]string) ([]engine.PortMapping, error) {
-	hostPort, err := strconv.Atoi(env["NOMAD_HOST_PORT_"+label])
+	ev := envLabel(label)
+	hostPort, err := strconv.Atoi(env["NOMAD_HOST_PORT_"+ev])
 	if err != nil {
 		return nil, fmt.Errorf("no port labelled %q in the group's network block (add network { port %q {} } to the group)", label, label)
 	}
-	inTask, err := strconv.Atoi(env["NOMAD_PORT_"+label])
+	inTask, err := strconv.Atoi(env["NOMAD_PORT_"+ev])
 	if err != nil {
 		inTask = hostPort
 	}
-	ip := env["NOMAD_HOST_IP_"+label]
+	ip := env["NOMAD_HOST_IP_"+ev]
 	return []engine.PortMapping{
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "tcp"},
 		{HostIP: ip, HostPort: hostPort, ContainerPort: inTask, Protocol: "udp"},
 	}, nil
 }
+
+// envLabel is a port label as the host writes it in the environment's
+// variable names: '-' as '_' (sdk/driver, TaskConfig.Env).
+func envLabel(label string) string { return strings.ReplaceAll(label, "-", "_") }
 
 // bridgeLabels are the labels a bridge task publishes: the ones its config
 // names, then every other port of the allocation (the host tells them in
@@ -585,7 +590,7 @@ func bridgeLabels(named []string, env map[string]string) []string {
 	out := append([]string(nil), named...)
 	var rest []string
 	for k := range env {
-		if l, ok := strings.CutPrefix(k, "NOMAD_HOST_PORT_"); ok && !slices.Contains(named, l) {
+		if l, ok := strings.CutPrefix(k, "NOMAD_HOST_PORT_"); ok && !slices.ContainsFunc(named, func(n string) bool { return envLabel(n) == l }) {
 			rest = append(rest, l)
 		}
 	}

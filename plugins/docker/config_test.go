@@ -283,3 +283,31 @@ func TestABridgeTaskPublishesEveryPortOfTheAllocation(t *testing.T) {
 		t.Errorf("host mode: network %q ports %+v, want only http", p.spec.NetworkMode, p.spec.Ports)
 	}
 }
+
+// TestAPortLabelWithADashIsFoundUnderItsEnvironmentSpelling: the host
+// writes "jaeger-thrift" as NOMAD_HOST_PORT_jaeger_thrift (sdk/driver);
+// ports = ["jaeger-thrift"] publishes it, in host mode and once (not twice)
+// in bridge mode; a label the environment lacks is still refused (control).
+func TestAPortLabelWithADashIsFoundUnderItsEnvironmentSpelling(t *testing.T) {
+	task := func(mode string, cfg map[string]any) *driver.TaskConfig {
+		tc := baseTask(cfg)
+		tc.NetworkMode = mode
+		for k, v := range map[string]string{"NOMAD_HOST_PORT_jaeger_thrift": "6831", "NOMAD_PORT_jaeger_thrift": "6831", "NOMAD_HOST_IP_jaeger_thrift": "10.0.0.5"} {
+			tc.Env[k] = v
+		}
+		return tc
+	}
+	for _, mode := range []string{"", "bridge"} {
+		p, err := makePlan(task(mode, map[string]any{"image": "example/jaeger:1", "ports": []any{"jaeger-thrift"}}), planOptions{})
+		if err != nil {
+			t.Fatalf("mode %q: %v", mode, err)
+		}
+		if len(p.spec.Ports) != 2 || p.spec.Ports[0].HostPort != 6831 || p.spec.Ports[0].HostIP != "10.0.0.5" {
+			t.Errorf("mode %q: ports %+v, want 6831 tcp and udp once", mode, p.spec.Ports)
+		}
+	}
+	if _, err := makePlan(task("", map[string]any{"image": "example/jaeger:1", "ports": []any{"jaeger-grpc"}}), planOptions{}); err == nil ||
+		!strings.Contains(err.Error(), `no port labelled "jaeger-grpc"`) {
+		t.Errorf("a label the allocation lacks: %v", err)
+	}
+}

@@ -150,7 +150,8 @@ type TaskConfig struct {
 	KillSignal string
 	// NetworkMode is the group's network mode: "" or "host", the task
 	// publishes the ports its config names (the allocation's ports are in
-	// Env: NOMAD_HOST_PORT_<label>, NOMAD_PORT_<label>, NOMAD_HOST_IP_<label>);
+	// Env: NOMAD_HOST_PORT_<label>, NOMAD_PORT_<label>, NOMAD_HOST_IP_<label>,
+	// a label's '-' written '_');
 	// "bridge", the task gets a network of its own with every port of the
 	// allocation mapped into it, from the node's port to the port in the
 	// task. A driver that cannot give a task its own network refuses a
