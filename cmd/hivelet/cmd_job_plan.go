@@ -260,31 +260,19 @@ func (p *jobPlan) createsOrDestroys() bool {
 // runJobPlan prints the plan of file; a plan that would create or destroy
 // allocations is a quiet exit 1.
 func runJobPlan(cmd *cobra.Command, file string, o *clusterOpts, asJSON bool) error {
-	job, err := loadJobFile(cmd, file)
-	if err != nil {
-		return err
-	}
-	if o.namespace != "" {
-		job.Namespace = o.namespace
-	}
-	ctx, cancel := signalContext()
-	defer cancel()
-	conn, st, err := o.openCluster(ctx)
-	if err != nil {
-		return failed("%v", err)
-	}
-	defer conn.Close()
-	p, v, err := planOnFleet(ctx, st, job)
-	if err != nil {
-		return err
-	}
-	if err := printPlan(cmd.OutOrStdout(), p, v, asJSON); err != nil {
-		return err
-	}
-	if p.createsOrDestroys() {
-		return &exitError{code: planExitChanges, err: errors.New("the plan creates or destroys allocations"), quiet: true}
-	}
-	return nil
+	return o.withJobFile(cmd, file, func(ctx context.Context, job *model.Job, st *fleet.Store) error {
+		p, v, err := planOnFleet(ctx, st, job)
+		if err != nil {
+			return err
+		}
+		if err := printPlan(cmd.OutOrStdout(), p, v, asJSON); err != nil {
+			return err
+		}
+		if p.createsOrDestroys() {
+			return &exitError{code: planExitChanges, err: errors.New("the plan creates or destroys allocations"), quiet: true}
+		}
+		return nil
+	})
 }
 
 // planOnFleet reads the running version and the live view and plans job.

@@ -46,6 +46,29 @@ func (o *clusterOpts) register(cmd *cobra.Command) {
 
 // openCluster connects to NATS (failing fast when nobody answers) and opens
 // the buckets that exist.
+// withJobFile loads the job file (in the namespace the flags name, if
+// any), connects to the cluster and runs fn with the job, a context that
+// ends on SIGINT or SIGTERM, and the fleet's store; the connection is
+// closed when fn returns. A bad file is bad input (exit 2); an unreachable
+// cluster a failure.
+func (o *clusterOpts) withJobFile(cmd *cobra.Command, file string, fn func(ctx context.Context, job *model.Job, st *fleet.Store) error) error {
+	job, err := loadJobFile(cmd, file)
+	if err != nil {
+		return err
+	}
+	if o.namespace != "" {
+		job.Namespace = o.namespace
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	conn, st, err := o.openCluster(ctx)
+	if err != nil {
+		return failed("%v", err)
+	}
+	defer conn.Close()
+	return fn(ctx, job, st)
+}
+
 func (o *clusterOpts) openCluster(ctx context.Context) (*fleet.Conn, *fleet.Store, error) {
 	conn, err := o.connect(ctx)
 	if err != nil {
@@ -184,34 +207,22 @@ func newJobRunCmd() *cobra.Command {
 			"wait timed out; 2 bad input.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			job, err := loadJobFile(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			if o.namespace != "" {
-				job.Namespace = o.namespace
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			conn, st, err := o.openCluster(ctx)
-			if err != nil {
-				return failed("%v", err)
-			}
-			defer conn.Close()
-			version, wrote, err := writeJob(ctx, st, job)
-			if err != nil {
-				return failed("%v", err)
-			}
-			out := cmd.OutOrStdout()
-			if wrote {
-				fmt.Fprintf(out, "job %q: version %d written\n", job.ID, version)
-			} else {
-				fmt.Fprintf(out, "job %q: unchanged (version %d in force)\n", job.ID, version)
-			}
-			if detach {
-				return nil
-			}
-			return follow(ctx, st, job, version, out, isTerminal(out), wait)
+			return o.withJobFile(cmd, args[0], func(ctx context.Context, job *model.Job, st *fleet.Store) error {
+				version, wrote, err := writeJob(ctx, st, job)
+				if err != nil {
+					return failed("%v", err)
+				}
+				out := cmd.OutOrStdout()
+				if wrote {
+					fmt.Fprintf(out, "job %q: version %d written\n", job.ID, version)
+				} else {
+					fmt.Fprintf(out, "job %q: unchanged (version %d in force)\n", job.ID, version)
+				}
+				if detach {
+					return nil
+				}
+				return follow(ctx, st, job, version, out, isTerminal(out), wait)
+			})
 		},
 	}
 	o.register(cmd)
