@@ -208,7 +208,8 @@ func (a *Agent) ownJobRemoveLocked(jk, id string) {
 // this node), so that its input arrives sorted and a pass sorts nothing.
 // The order is kept per job and rebuilt only when the job's set of
 // allocations here changes (a name and an ID never change). Snapshots are
-// taken with a.mu released (a runner's lock is never taken under it).
+// taken with a.mu released: a pass over many runners does not hold the
+// agent's lock while it waits on each runner's.
 func (a *Agent) ownOf(jk string) []*model.Allocation {
 	a.mu.Lock()
 	ids := a.ownJobs[jk]
