@@ -45,15 +45,12 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 	nodes = append(nodes, self)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
 	for _, n := range nodes {
-		if !inScope(job, n) {
-			continue
-		}
-		switch {
-		case n.Tainted():
+		switch nodeClass(job, n) {
+		case reconcile.NodeTainted:
 			in.TaintedNodes[n.ID] = n
-		case !n.Ready() || len(driversHealthy(job, n)) > 0:
+		case reconcile.NodeNotReady:
 			in.NotReadyNodes = append(in.NotReadyNodes, n.ID)
-		default:
+		case reconcile.NodeReady:
 			in.ReadyNodes = append(in.ReadyNodes, n)
 		}
 	}
@@ -75,14 +72,7 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 			in.TaintedNodes[a.NodeID] = nil
 		}
 	}
-	migrate := drainDue(self, now)
-	yes := true
-	for _, a := range own {
-		if migrate && !a.Terminal() && !a.DesiredTransition.ShouldMigrate() {
-			c := *a // never modify the runner's snapshot
-			c.DesiredTransition.Migrate = &yes
-			a = &c
-		}
+	for _, a := range ownForPlan(self, own, now) {
 		add(a)
 	}
 	for _, a := range facts.OtherAllocs {
@@ -90,14 +80,7 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 			add(a)
 		}
 	}
-	// The job's deployment: the stored record of the version in force here,
-	// never an older one (its cancellation is the rollout core's, I3) nor a
-	// newer one (a stale job view: the core holds the job).
-	for _, d := range facts.Deployments {
-		if d.JobID == job.ID && d.Namespace == job.Namespace && d.JobVersion == job.Version {
-			in.Deployment = d
-		}
-	}
+	in.Deployment = recordOf(job, facts.Deployments)
 	return in
 }
 
@@ -153,27 +136,14 @@ func tasksEqual(a, b *model.Group) bool {
 // (reconcile.ReconcileLocal). It classifies this node and marks its
 // allocations for migration exactly as buildInput does.
 func localInput(job *model.Job, self *model.Node, own []*model.Allocation, d *model.Deployment, now time.Time) reconcile.NodeInput {
-	in := reconcile.NodeInput{Job: job, NodeID: self.ID, Deployment: d, Now: now, DisconnectHandling: true}
-	switch {
-	case !inScope(job, self):
-		in.Class = reconcile.NodeOutOfView
-	case self.Tainted():
-		in.Class, in.Tainted = reconcile.NodeTainted, self
-	case !self.Ready() || len(driversHealthy(job, self)) > 0:
-		in.Class = reconcile.NodeNotReady
-	default:
-		in.Class = reconcile.NodeReady
+	in := reconcile.NodeInput{Job: job, NodeID: self.ID, Deployment: d, Now: now, DisconnectHandling: true,
+		Class: nodeClass(job, self)}
+	if in.Class == reconcile.NodeTainted {
+		in.Tainted = self
 	}
-	migrate := drainDue(self, now)
-	yes := true
-	for _, a := range own {
+	for _, a := range ownForPlan(self, own, now) {
 		if a.JobID != job.ID || a.Namespace != job.Namespace {
 			continue
-		}
-		if migrate && !a.Terminal() && !a.DesiredTransition.ShouldMigrate() {
-			c := *a // never modify the runner's snapshot
-			c.DesiredTransition.Migrate = &yes
-			a = &c
 		}
 		if a.Terminal() {
 			in.TerminalAllocs = append(in.TerminalAllocs, a)
@@ -184,7 +154,44 @@ func localInput(job *model.Job, self *model.Node, own []*model.Allocation, d *mo
 	return in
 }
 
-// recordOf returns the stored record of job's version among deps, or nil.
+// nodeClass is the reconciler's node set for n in job's round: out of the
+// job's scope, tainted (down, draining, disconnected), not ready (or a
+// driver the job uses is unhealthy), or ready.
+func nodeClass(job *model.Job, n *model.Node) reconcile.NodeClass {
+	switch {
+	case !inScope(job, n):
+		return reconcile.NodeOutOfView
+	case n.Tainted():
+		return reconcile.NodeTainted
+	case !n.Ready() || len(driversHealthy(job, n)) > 0:
+		return reconcile.NodeNotReady
+	}
+	return reconcile.NodeReady
+}
+
+// ownForPlan returns this node's allocations as a plan reads them: once
+// its drain is due, each live one not yet marked for migration is a
+// marked copy (the runner's snapshot is never modified).
+func ownForPlan(self *model.Node, own []*model.Allocation, now time.Time) []*model.Allocation {
+	if !drainDue(self, now) {
+		return own
+	}
+	yes := true
+	out := make([]*model.Allocation, len(own))
+	for i, a := range own {
+		if !a.Terminal() && !a.DesiredTransition.ShouldMigrate() {
+			c := *a
+			c.DesiredTransition.Migrate = &yes
+			a = &c
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// recordOf returns the stored record of job's version among deps, or nil:
+// never an older one (its cancellation is the rollout core's, I3) nor a
+// newer one (a stale job view: the core holds the job).
 func recordOf(job *model.Job, deps []*model.Deployment) *model.Deployment {
 	var out *model.Deployment
 	for _, d := range deps {

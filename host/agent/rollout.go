@@ -145,12 +145,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 			f.Allocs = append(f.Allocs, al)
 		}
 	}
-	downSince := map[string]time.Time{}
-	for _, st := range view.Downs {
-		if v := st.Value; v != nil && !st.Absent && (downSince[v.Node].IsZero() || v.DownSince.Before(downSince[v.Node])) {
-			downSince[v.Node] = v.DownSince
-		}
-	}
+	downSince := view.LostSince()
 	carrying := map[string]bool{}
 	for _, al := range f.Allocs {
 		carrying[al.NodeID] = true

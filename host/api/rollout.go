@@ -234,6 +234,7 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+	lost := v.LostSince()
 	for _, st := range v.Nodes {
 		n := st.Value
 		if n == nil {
@@ -256,11 +257,7 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		}
 		// A loss verdict in force: its "down since" names the loss also
 		// for a reader that did not see the expiry.
-		for _, dv := range v.Downs {
-			if dv.Value != nil && !dv.Absent && dv.Value.Node == n.ID && (rn.LostSince.IsZero() || dv.Value.DownSince.Before(rn.LostSince)) {
-				rn.LostSince = dv.Value.DownSince
-			}
-		}
+		rn.LostSince = lost[n.ID]
 		if rn.DownSince.IsZero() {
 			rn.DownSince = rn.LostSince
 		}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"maps"
 	"sort"
+	"time"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -165,5 +166,18 @@ func (v *View) Orphaned() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// LostSince maps each node with a loss verdict in force to the verdict's
+// "down since" (the earliest, when it has several): the server time its
+// heartbeat key expired, kept after the expiry's marker is gone.
+func (v *View) LostSince() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, st := range v.Downs {
+		if d := st.Value; d != nil && !st.Absent && (out[d.Node].IsZero() || d.DownSince.Before(out[d.Node])) {
+			out[d.Node] = d.DownSince
+		}
+	}
 	return out
 }
