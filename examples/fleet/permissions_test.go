@@ -16,6 +16,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/services"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -79,7 +80,8 @@ func TestTheShippedPermissionsLetAnAgentWriteOnlyItsOwnKeys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent-2 opening the buckets: %v", err)
 	}
-	op, err := fleet.OpenStore(ctx, connect("OPERATOR"), names)
+	opConn := connect("OPERATOR")
+	op, err := fleet.OpenStore(ctx, opConn, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +129,14 @@ func TestTheShippedPermissionsLetAnAgentWriteOnlyItsOwnKeys(t *testing.T) {
 	if _, err := a1.ServerNow(ctx); err != nil {
 		t.Fatalf("agent-1 reading the server's clock: %v", err)
 	}
+	svc1, err := services.Ensure(ctx, c1.JetStream(), "hivelet", 1, 2*time.Second)
+	if err != nil {
+		t.Fatalf("agent-1 creating the services bucket: %v", err)
+	}
+	ownSvc := &model.ServiceRegistration{Name: "web", AllocID: "a1", NodeID: "agent-1", Address: "10.0.0.1", Port: 80}
+	if err := svc1.Register(ctx, ownSvc); err != nil {
+		t.Fatalf("agent-1 registering its own service: %v", err)
+	}
 
 	// agent-2's own allocation reaches agent-1's watch.
 	theirs := &model.Allocation{ID: "a2", NodeID: "agent-2", Namespace: "default", JobID: "web"}
@@ -156,6 +166,7 @@ func TestTheShippedPermissionsLetAnAgentWriteOnlyItsOwnKeys(t *testing.T) {
 		{"a job", a1.Jobs, op.Jobs, wanted.JobKey("default", "evil"), false},
 		{"a job version", a1.JobVersions, op.JobVersions, wanted.JobVersionKey("default", "evil", 1), false},
 		{"a node intent (drain)", a1.Intents, op.Intents, wanted.NodeKey("agent-2"), false},
+		{"another node's service registration", svcKV(t, c1), svcKV(t, opConn), services.Key(&model.ServiceRegistration{Name: "web", NodeID: "agent-2", AllocID: "a2"}), false},
 	}
 	for _, r := range refused {
 		before, _ := op.Allocs.Get(ctx, forged)
@@ -183,4 +194,14 @@ func TestTheShippedPermissionsLetAnAgentWriteOnlyItsOwnKeys(t *testing.T) {
 	if _, err := op.PutJob(ctx, &model.Job{ID: "web", Namespace: "default", Type: model.JobTypeSystem, Version: 1}); err != nil {
 		t.Fatalf("the operator writing a job: %v", err)
 	}
+}
+
+// svcKV is the services bucket through c (created by then).
+func svcKV(t *testing.T, c *fleet.Conn) jetstream.KeyValue {
+	t.Helper()
+	kv, err := c.JetStream().KeyValue(context.Background(), services.Bucket("hivelet"))
+	if err != nil {
+		t.Fatalf("opening the services bucket: %v", err)
+	}
+	return kv
 }

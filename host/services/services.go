@@ -1,11 +1,20 @@
 // Package services owns the services bucket: where each node registers the
 // services of its allocations (Nomad's provider = "nomad" services) and
 // where `hivelet service list|info` reads them. A registration's key is
-// <service name>.<alloc id>.<index>; its value the model.ServiceRegistration.
+// <service name>.<node id>.<alloc id>.<index>; its value the
+// model.ServiceRegistration.
 //
 // Invariants:
 //   - Only the node running an allocation writes its registrations (the
-//     allocation runner, through Register and Deregister).
+//     allocation runner, through Register and Deregister). The key names
+//     that node, so a fleet's NATS permissions can grant each agent
+//     $KV.<prefix>_services.*.<its node>.> and nothing else
+//     (examples/fleet/permissions.conf), and a reader lists a registration
+//     only when its value names the node, allocation and index its key does:
+//     a value written under another node's key is reported, never served.
+//   - A key of the earlier layout, <name>.<alloc id>.<index>, is still
+//     read, and Deregister deletes it as well, so an upgrade leaves none
+//     behind.
 //   - A name that is not a key token is refused before any request
 //     (TestANameThatIsNoKeyIsRefused).
 //   - A value that does not decode is reported, never listed as a service.
@@ -46,7 +55,21 @@ func CheckName(name string) error {
 
 // Key is a registration's key.
 func Key(r *model.ServiceRegistration) string {
+	return r.Name + "." + r.NodeID + "." + r.AllocID + "." + strconv.Itoa(r.Index)
+}
+
+// legacyKey is the key of the layout before the node was named in it.
+func legacyKey(r *model.ServiceRegistration) string {
 	return r.Name + "." + r.AllocID + "." + strconv.Itoa(r.Index)
+}
+
+// checkKey says why a decoded registration cannot be served under key k:
+// its value names another service, node, allocation or index than the key.
+func checkKey(k string, r *model.ServiceRegistration) error {
+	if k == Key(r) || k == legacyKey(r) {
+		return nil
+	}
+	return fmt.Errorf("key %s does not name the registration it holds (service %q, node %q, allocation %q, index %d)", k, r.Name, r.NodeID, r.AllocID, r.Index)
 }
 
 // Store is the services bucket.
@@ -101,14 +124,17 @@ func (s *Store) Deregister(ctx context.Context, r *model.ServiceRegistration) er
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.kv.Delete(rctx, Key(r)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("deregistering service %s: %w", r.Name, err)
+	for _, k := range []string{Key(r), legacyKey(r)} {
+		if err := s.kv.Delete(rctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("deregistering service %s: %w", r.Name, err)
+		}
 	}
 	return nil
 }
 
 // List returns every registration, by service name, each sorted by node
-// then allocation; bad lists the keys whose value did not decode.
+// then allocation; bad lists the keys whose value did not decode or names
+// another registration than its key (a forged or misplaced write).
 func (s *Store) List(ctx context.Context) (byName map[string][]*model.ServiceRegistration, bad []string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -126,7 +152,7 @@ func (s *Store) List(ctx context.Context) (byName map[string][]*model.ServiceReg
 			return nil, nil, fmt.Errorf("reading service %s: %w", k, err)
 		}
 		var r model.ServiceRegistration
-		if err := model.Decode(e.Value(), &r); err != nil {
+		if err := model.Decode(e.Value(), &r); err != nil || checkKey(k, &r) != nil {
 			bad = append(bad, k)
 			continue
 		}
@@ -161,8 +187,8 @@ func (s *Store) Instances(ctx context.Context, name string) ([]*model.ServiceReg
 			return nil, fmt.Errorf("reading service %s: %w", k, err)
 		}
 		var r model.ServiceRegistration
-		if err := model.Decode(e.Value(), &r); err != nil {
-			continue // reported by List; an instance that does not decode is none
+		if err := model.Decode(e.Value(), &r); err != nil || checkKey(k, &r) != nil {
+			continue // reported by List; an instance that does not decode, or not under its own key, is none
 		}
 		out = append(out, &r)
 	}
