@@ -171,8 +171,11 @@ type Runner struct {
 	doneOnce sync.Once
 	stopping chan struct{}
 	changed  chan struct{}
-	tasksWG  sync.WaitGroup
-	bgWG     sync.WaitGroup
+	// tasksLeft counts the task goroutines (and tasks that will never
+	// start) not yet done: the one that takes it to zero finishes the
+	// allocation (finish), so no goroutine per allocation waits for them.
+	tasksLeft atomic.Int32
+	bgWG      sync.WaitGroup
 	done     chan struct{}
 }
 
@@ -426,29 +429,18 @@ func (r *Runner) Run() {
 		close(r.othersDone)
 	}
 	r.mu.Unlock()
-	r.tasksWG.Add(len(inits) + len(mains) + len(posts) + len(poststops))
+	total := len(inits) + len(mains) + len(posts) + len(poststops)
+	r.tasksLeft.Store(int32(total))
+	if total == 0 {
+		go r.finish()
+		return
+	}
 	if len(posts) > 0 {
 		go r.startPoststartAfter(posts, up)
 	}
 	if len(poststops) > 0 {
 		go r.startPoststopAfter(poststops)
 	}
-	go func() {
-		r.tasksWG.Wait()
-		r.cancel() // end the check and health goroutines
-		r.mu.Lock()
-		r.bgClosed = true
-		r.mu.Unlock()
-		r.bgWG.Wait()
-		r.mu.Lock()
-		detached := r.detached
-		r.mu.Unlock()
-		if r.cfg.Services != nil && !detached {
-			r.deregisterAll()
-		}
-		r.releasePorts()
-		r.closeDone()
-	}()
 	if len(inits) == 0 {
 		for _, t := range mains {
 			go r.runTask(t, r.cfg.Handles[t.Name])
@@ -539,7 +531,28 @@ func (r *Runner) taskDone(t *model.Task) {
 	if !t.IsPoststop() && r.othersLeft.Add(-1) == 0 {
 		close(r.othersDone)
 	}
-	r.tasksWG.Done()
+	if r.tasksLeft.Add(-1) == 0 {
+		r.finish()
+	}
+}
+
+// finish runs once every task is done, on the goroutine of the last: it
+// ends the check and health goroutines, deregisters the services (unless
+// detached), releases the ports and closes Done. Its callers hold no lock.
+func (r *Runner) finish() {
+	r.cancel() // end the check and health goroutines
+	r.mu.Lock()
+	r.bgClosed = true
+	r.mu.Unlock()
+	r.bgWG.Wait()
+	r.mu.Lock()
+	detached := r.detached
+	r.mu.Unlock()
+	if r.cfg.Services != nil && !detached {
+		r.deregisterAll()
+	}
+	r.releasePorts()
+	r.closeDone()
 }
 
 // Stop stops every task (kill_signal, then kill after kill_timeout), destroys
