@@ -409,7 +409,9 @@ const noNodeGrace = 15 * time.Second
 func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64, out io.Writer, tty bool, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	src, err := syncedSource(ctx, st, rolloutKinds...)
+	// One job's keys, not the fleet's: what this command receives grows
+	// with the job, not with everything else the fleet runs.
+	src, err := syncedSource(ctx, st, fleet.JobFilters(job.Namespace, job.ID), rolloutKinds...)
 	if err != nil {
 		return err
 	}
@@ -550,7 +552,8 @@ func newJobStatusCmd() *cobra.Command {
 				fmt.Fprintf(out, "job %q: the newest declaration (revision %d) is REJECTED: %v\n", args[0], rev, err)
 				return failed("job %s is rejected", args[0])
 			}
-			src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments}})
+			src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments},
+				Filters: fleet.JobFilters(job.Namespace, job.ID)})
 			sctx, scancel := context.WithCancel(ctx)
 			defer scancel()
 			go func() { _ = src.Run(sctx) }()
@@ -679,7 +682,7 @@ func newJobStopCmd() *cobra.Command {
 func waitStopped(ctx context.Context, st *fleet.Store, job *model.Job, out io.Writer, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}})
+	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}, Filters: fleet.JobFilters(job.Namespace, job.ID)})
 	go func() { _ = src.Run(ctx) }()
 	select {
 	case <-src.Synced():

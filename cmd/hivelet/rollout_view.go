@@ -264,10 +264,11 @@ func (agg fleetAggregate) lines() []string {
 // rolloutKinds are the buckets the aggregate reads.
 var rolloutKinds = []string{fleet.KindJobs, fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments, fleet.KindRollout}
 
-// syncedSource starts a Source over kinds and waits until it has pulled
+// syncedSource starts a Source over kinds, narrowed by filters (nil: whole
+// buckets; fleet.JobFilters: one job's keys), and waits until it has pulled
 // every bucket once; it runs until ctx ends.
-func syncedSource(ctx context.Context, st *fleet.Store, kinds ...string) (*fleet.Source, error) {
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: kinds})
+func syncedSource(ctx context.Context, st *fleet.Store, filters map[string][]string, kinds ...string) (*fleet.Source, error) {
+	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: kinds, Filters: filters})
 	go func() { _ = src.Run(ctx) }()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -31,6 +31,15 @@ type SourceConfig struct {
 	// revisions start again at 1). A CLI leaves it unset: it never creates
 	// a fleet's buckets.
 	Recreate func(ctx context.Context) error
+	// Filters narrows the watch of a kind to the keys matching one of its
+	// filters (KV key wildcards: "*" one token, ">" the rest), so that a
+	// reader of one job receives that job's changes and not the fleet's
+	// (the CLI following one rollout watches "*.<ns>.<job>.*" in the
+	// allocations bucket). A kind without filters is watched whole. The
+	// View then holds only matching keys; a filtered watch is not checked
+	// for stalls against the bucket's last revision, which it may never
+	// reach (changes to other keys are not delivered to it).
+	Filters map[string][]string
 }
 
 // Source keeps a View of the buckets: it pulls each bucket whole at boot and
@@ -42,6 +51,8 @@ type Source struct {
 	log   *slog.Logger
 	obs   Observer
 	kinds []string
+
+	filters map[string][]string
 
 	delivered deliveries // what the watches delivered, by kind
 
@@ -97,7 +108,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments, KindRollout}
 	}
 	return &Source{
-		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
+		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate, filters: cfg.Filters,
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
@@ -232,7 +243,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		case <-reconnect:
 		default:
 		}
-		w, stop, err := s.startWatch(ctx, kv, resume)
+		w, stop, err := s.startWatch(ctx, kv, resume, s.filters[b.kind])
 		if err != nil {
 			if missingStream(err) {
 				kv = nil // re-open it: it may have to be created again
@@ -393,8 +404,8 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 				check.Stop()
 				continue
 			}
-			if initial {
-				continue // the pull is still being delivered
+			if initial || len(s.filters[b.kind]) > 0 {
+				continue // the pull is still being delivered; or filtered (see SourceConfig.Filters)
 			}
 			have := s.revision(b.kind)
 			last, err := s.lastRevision(ctx, kv)
@@ -465,7 +476,7 @@ func toEntry(e jetstream.KeyValueEntry) wanted.Entry {
 	return wanted.Entry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(), Op: op, Time: e.Created()}
 }
 
-func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume uint64) (jetstream.KeyWatcher, func(), error) {
+func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume uint64, filters []string) (jetstream.KeyWatcher, func(), error) {
 	// Never a timeout context for Watch: its context governs the watch's
 	// whole life. A watchdog cancels the creation if it hangs instead.
 	wctx, cancel := context.WithCancel(ctx)
@@ -475,7 +486,13 @@ func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume u
 	if resume > 0 {
 		opts = append(opts, jetstream.ResumeFromRevision(resume))
 	}
-	w, err := kv.WatchAll(wctx, opts...)
+	var w jetstream.KeyWatcher
+	var err error
+	if len(filters) > 0 {
+		w, err = kv.WatchFiltered(wctx, filters, opts...)
+	} else {
+		w, err = kv.WatchAll(wctx, opts...)
+	}
 	if !timer.Stop() {
 		if err == nil {
 			_ = w.Stop()
@@ -763,7 +780,7 @@ func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.En
 		return nil, ErrNoBucket
 	}
 	src := &Source{st: s}
-	w, stop, err := src.startWatch(ctx, kv, 0)
+	w, stop, err := src.startWatch(ctx, kv, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -788,5 +805,19 @@ func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.En
 			out = append(out, toEntry(e))
 			t.Reset(timeout)
 		}
+	}
+}
+
+// JobFilters are the Filters of a source that follows one job's rollout:
+// the job's key, its allocations on every node, its deployment records, its
+// update slots and every loss verdict (a verdict names a node, not a job).
+// The nodes bucket stays whole: the rollout's scope is every node.
+func JobFilters(namespace, jobID string) map[string][]string {
+	depKey := wanted.DeploymentKey(namespace, jobID, 0)
+	return map[string][]string{
+		KindJobs:        {wanted.JobKey(namespace, jobID)},
+		KindAllocs:      {wanted.AllocJobFilter(namespace, jobID)},
+		KindDeployments: {depKey[:len(depKey)-1] + "*"},
+		KindRollout:     {wanted.SlotPrefix(namespace, jobID) + ">", "down.>"},
 	}
 }

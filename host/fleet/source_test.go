@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -729,5 +730,55 @@ func TestASourceCountsWhatItsWatchesDeliver(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "web v3", hasJob(src, "web", 3))
 	if d := src.Delivered()[KindJobs]; d.Entries != 3 || d.Bytes != want {
 		t.Fatalf("delivered %+v, want 3 entries of %d bytes", d, want)
+	}
+}
+
+// A source with a filter for the allocations bucket receives one job's
+// allocations, on every node, and not the rest of the fleet's: at the pull,
+// while watching, and for deletions.
+func TestAFilteredSourceReceivesOnlyTheAllocationsOfItsJob(t *testing.T) {
+	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
+	conn := connect(t, srv.ClientURL(), nil, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	ctx := context.Background()
+	put := func(node, job, id string) {
+		t.Helper()
+		if _, err := st.ForNode(node).PutAlloc(ctx, &model.Allocation{ID: id, NodeID: node, Namespace: "default", JobID: job, TaskGroup: "g"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("n1", "web", "w1")
+	put("n2", "web", "w2")
+	put("n1", "db", "d1")
+	put("n2", "web2", "x1") // a job whose name starts like web's
+	src := runSource(t, st, SourceConfig{Kinds: []string{KindAllocs},
+		Filters: map[string][]string{KindAllocs: {wanted.AllocJobFilter("default", "web")}}})
+	waitSynced(t, src)
+	keys := func() []string {
+		var out []string
+		for k, a := range src.View().Allocs {
+			if !a.Absent {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := strings.Join(keys(), " "); got != "n1.default.web.w1 n2.default.web.w2" {
+		t.Fatalf("after the pull the view holds %q, want web's two allocations only", got)
+	}
+	put("n3", "db", "d2")
+	put("n3", "web", "w3")
+	if err := st.ForNode("n1").DeleteAlloc(ctx, "default", "web", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "w3 seen and w1 gone", func() bool {
+		return strings.Join(keys(), " ") == "n2.default.web.w2 n3.default.web.w3"
+	})
+	// Control: an unfiltered source of the same bucket got all of them.
+	all := runSource(t, st, SourceConfig{Kinds: []string{KindAllocs}})
+	waitSynced(t, all)
+	if d, a := src.Delivered()[KindAllocs].Entries, all.Delivered()[KindAllocs].Entries; d != 4 || a < 6 {
+		t.Fatalf("the filtered source received %d entries (want 4: w1, w2, w3, w1's delete), the unfiltered %d (want ≥ 6)", d, a)
 	}
 }
