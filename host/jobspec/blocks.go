@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
@@ -108,6 +109,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 			p.errorf(a.Expr.Range(), `service provider %q is not one of "nomad", "consul"%s`, v, suggest(v, []string{"nomad", "consul"}))
 		}
 	}
+	// A service's check_restart is each check's, unless the check has its
+	// own (Nomad: the check's fields win, the others are the service's).
+	var inherited *checkRestartFields
+	if crb := p.one(c, "check_restart"); crb != nil {
+		inherited = p.checkRestart(crb, path+".check_restart")
+	}
 	for _, cb := range c.blocks["check"] {
 		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))
 		p.at(cp, cb.TypeRange)
@@ -147,9 +154,94 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		if a := cc.attrs["failures_before_critical"]; a != nil {
 			ch.FailuresBeforeCritical, _ = p.integer(a, cp+".failures_before_critical")
 		}
+		own := inherited
+		if crb := p.one(cc, "check_restart"); crb != nil {
+			own = p.checkRestart(crb, cp+".check_restart").over(inherited)
+		} else if inherited != nil {
+			// Errors about the inherited block point at the service's.
+			for _, f := range []string{"", ".limit", ".grace"} {
+				if rng, ok := p.pos[path+".check_restart"+f]; ok {
+					p.at(cp+".check_restart"+f, rng)
+				}
+			}
+		}
+		ch.CheckRestart = own.model()
 		s.Checks = append(s.Checks, ch)
 	}
 	return s, true
+}
+
+// checkRestartFields is a check_restart block as written: nil fields were
+// not set (a check's block takes the unset ones from its service's).
+type checkRestartFields struct {
+	limit          *int
+	grace          *model.Duration
+	ignoreWarnings *bool
+}
+
+func (p *parser) checkRestart(b *hclsyntax.Block, path string) *checkRestartFields {
+	f := &checkRestartFields{}
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return f
+	}
+	c := p.content(b.Body, checkRestartSpec)
+	if a := c.attrs["limit"]; a != nil {
+		if v, ok := p.integer(a, path+".limit"); ok {
+			f.limit = &v
+		}
+	}
+	if a := c.attrs["grace"]; a != nil {
+		if v, ok := p.duration(a, path+".grace"); ok {
+			f.grace = &v
+		}
+	}
+	if a := c.attrs["ignore_warnings"]; a != nil {
+		if v, ok := p.boolean(a, path+".ignore_warnings"); ok {
+			f.ignoreWarnings = &v
+		}
+	}
+	return f
+}
+
+// over fills the fields f leaves unset from base.
+func (f *checkRestartFields) over(base *checkRestartFields) *checkRestartFields {
+	if base == nil {
+		return f
+	}
+	out := *f
+	if out.limit == nil {
+		out.limit = base.limit
+	}
+	if out.grace == nil {
+		out.grace = base.grace
+	}
+	if out.ignoreWarnings == nil {
+		out.ignoreWarnings = base.ignoreWarnings
+	}
+	return &out
+}
+
+// defaultCheckRestartGrace is Nomad's grace when check_restart omits it.
+const defaultCheckRestartGrace = model.Duration(time.Second)
+
+// model is the check's CheckRestart, with Nomad's defaults (limit 0, grace
+// 1s, ignore_warnings false); nil when no block applies.
+func (f *checkRestartFields) model() *model.CheckRestart {
+	if f == nil {
+		return nil
+	}
+	cr := &model.CheckRestart{Grace: defaultCheckRestartGrace}
+	if f.limit != nil {
+		cr.Limit = *f.limit
+	}
+	if f.grace != nil {
+		cr.Grace = *f.grace
+	}
+	if f.ignoreWarnings != nil {
+		cr.IgnoreWarnings = *f.ignoreWarnings
+	}
+	return cr
 }
 
 func (p *parser) restart(b *hclsyntax.Block, path string, r *model.RestartPolicy) {

@@ -351,10 +351,12 @@ var (
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}, blocks: []string{"network"}}
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode"}, blocks: []string{"check"},
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode"}, blocks: []string{"check", "check_restart"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
-		extra: unsupportedInCheck}
+		blocks: []string{"check_restart"},
+		extra:  unsupportedInCheck}
+	checkRestartSpec = spec{what: "check_restart", attrs: []string{"limit", "grace", "ignore_warnings"}}
 )
 
 func (p *parser) job(b *hclsyntax.Block) *model.Job {

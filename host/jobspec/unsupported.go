@@ -59,7 +59,6 @@ var unsupported = map[string]string{
 	"address":                 "hivelet registers a service at the address its port resolves to (a label's node address, or the node's)",
 	"weights":                 "hivelet registers a service with its tags only; there are no DNS weights",
 	"on_update":               "every check counts toward deployment health in hivelet",
-	"check_restart":           "a failing check marks the allocation unhealthy; restarts follow the group's restart policy",
 	"method":                  "hivelet's http checks are plain GET requests",
 	"header":                  "hivelet's http checks are plain GET requests",
 	"body":                    "hivelet's http checks are plain GET requests",
