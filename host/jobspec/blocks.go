@@ -97,6 +97,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 	if a := c.attrs["address_mode"]; a != nil {
 		p.addressMode(a, path+".address_mode")
 	}
+	if c.attrs["meta"] != nil || p.one(c, "meta") != nil {
+		// Read for its errors; what a consumer of Nomad's catalog reads
+		// from it (a metrics_path) has nowhere to go in hivelet's.
+		p.strMap(c, "meta", path+".meta")
+		p.warnf(p.locate(path+".meta"), "the service's meta is accepted and not registered: hivelet's catalog records a service's name, address, port and tags")
+	}
 	if a := c.attrs["provider"]; a != nil {
 		// Nomad's two providers: "nomad" is what hivelet does (its own
 		// catalog, checks run by the agent); "consul", Nomad's default,
@@ -169,6 +175,24 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		s.Checks = append(s.Checks, ch)
 	}
 	return s, true
+}
+
+// groupConsul reads Nomad's group consul block (which Consul cluster,
+// namespace and partition the group's services and templates use): its
+// fields are checked and nothing is applied, since hivelet talks to no
+// Consul; its services go to hivelet's own catalog, as provider "consul"
+// services do.
+func (p *parser) groupConsul(b *hclsyntax.Block) {
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, groupConsulSpec)
+	for _, n := range groupConsulSpec.attrs {
+		if a := c.attrs[n]; a != nil {
+			p.str(a, "consul."+n)
+		}
+	}
+	p.warnf(b.TypeRange, "the consul block is accepted and not applied: hivelet talks to no Consul; the group's services are registered in hivelet's own catalog")
 }
 
 // checkRestartFields is a check_restart block as written: nil fields were

@@ -334,7 +334,7 @@ var (
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
 		attrs:  []string{"count", "meta", "max_run_duration", "shutdown_delay"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk", "consul"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
@@ -351,12 +351,13 @@ var (
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}, blocks: []string{"network"}}
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode"}, blocks: []string{"check", "check_restart"},
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode", "meta"}, blocks: []string{"check", "check_restart", "meta"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
 		blocks: []string{"check_restart"},
 		extra:  unsupportedInCheck}
 	checkRestartSpec = spec{what: "check_restart", attrs: []string{"limit", "grace", "ignore_warnings"}}
+	groupConsulSpec  = spec{what: "consul", attrs: []string{"cluster", "namespace", "partition"}}
 )
 
 func (p *parser) job(b *hclsyntax.Block) *model.Job {
@@ -435,6 +436,9 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	}
 	if a := c.attrs["shutdown_delay"]; a != nil {
 		g.ShutdownDelay, _ = p.duration(a, path+".shutdown_delay")
+	}
+	if cb := p.one(c, "consul"); cb != nil {
+		p.groupConsul(cb)
 	}
 	if eb := p.one(c, "ephemeral_disk"); eb != nil {
 		p.ephemeralDisk(eb)
