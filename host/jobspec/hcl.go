@@ -28,6 +28,9 @@ type parser struct {
 	// errors found on the model point back to the file.
 	pos     map[string]hcl.Range
 	jobType model.JobType
+	// groupTasks is how many tasks the group being read declares (a
+	// task-level restart block is its group's when it is the only one).
+	groupTasks int
 	// inputs give the file's variables their values; ctx is what var. and
 	// local. references and function calls are evaluated in (set by
 	// variables before anything else is read, never nil after); declared
@@ -338,7 +341,7 @@ var (
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact", "restart"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -483,6 +486,7 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 		}
 	}
 	p.at(path+".tasks", b.DefRange())
+	p.groupTasks = len(c.blocks["task"])
 	for _, tb := range c.blocks["task"] {
 		g.Tasks = append(g.Tasks, p.task(tb, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks)), path, g))
 	}
@@ -497,6 +501,16 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 		p.at(path+".name", b.LabelRanges[0])
 	}
 	c := p.content(b.Body, taskSpec)
+	if rb := p.one(c, "restart"); rb != nil {
+		// Nomad's task-level restart overrides its group's for that task.
+		// hivelet's policy is per group: the block is taken as the group's
+		// (over it, field by field) when the task is the group's only one.
+		if p.groupTasks == 1 {
+			p.restart(rb, groupPath+".restart", g.Restart)
+		} else {
+			p.errorf(rb.TypeRange, "a task-level restart block in a group of %d tasks: hivelet's restart policy is per group (a single task's block is taken as its group's); move it to the group", p.groupTasks)
+		}
+	}
 	p.at(path+".driver", b.DefRange())
 	if a := c.attrs["driver"]; a != nil {
 		t.Driver, _ = p.str(a, path+".driver")

@@ -111,3 +111,41 @@ func TestServiceMetaAndTheGroupConsulBlockAreAcceptedWithAWarning(t *testing.T) 
 		t.Fatalf("bad consul and meta: %v", err)
 	}
 }
+
+// TestATaskLevelRestartBlockIsItsGroupsWhenTheTaskIsAlone: Nomad's
+// task-level restart overrides its group's for the task; with one task,
+// that is the group's policy, field by field over the group's block. With
+// two tasks (the control) it is refused at its position.
+func TestATaskLevelRestartBlockIsItsGroupsWhenTheTaskIsAlone(t *testing.T) {
+	const one = `job "telegraf" {
+  type = "system"
+  group "g" {
+    restart {
+      attempts = 4
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "telegraf"
+      }
+      restart {
+        delay = "5s"
+        mode  = "delay"
+      }
+    }
+  }
+}
+`
+	job, err := jobspec.Parse("real.nomad", []byte(one))
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	if r := job.Groups[0].Restart; r.Attempts != 4 || r.Delay.D().String() != "5s" || r.Mode != "delay" || r.Interval.D().String() != "30m0s" {
+		t.Fatalf("restart %+v, want attempts 4 (group), delay 5s and mode delay (task), interval 30m (default)", r)
+	}
+	two := strings.Replace(one, `    task "t" {`, "    task \"side\" {\n      driver = \"docker\"\n      config {\n        image = \"x\"\n      }\n    }\n    task \"t\" {", 1)
+	_, err = jobspec.Parse("real.nomad", []byte(two))
+	if err == nil || !strings.Contains(err.Error(), "real.nomad:18:7: a task-level restart block in a group of 2 tasks: hivelet's restart policy is per group") {
+		t.Fatalf("two tasks: %v", err)
+	}
+}

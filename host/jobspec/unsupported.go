@@ -75,10 +75,8 @@ var unsupported = map[string]string{
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.
 var (
-	unsupportedInGroup = map[string]string{}
-	unsupportedInTask  = map[string]string{
-		"restart": "the restart policy is set per group in hivelet; move it to the group",
-	}
+	unsupportedInGroup   = map[string]string{}
+	unsupportedInTask    = map[string]string{}
 	unsupportedInService = map[string]string{
 		"task": "services are declared inside their task in hivelet",
 	}
