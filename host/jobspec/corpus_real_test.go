@@ -23,6 +23,7 @@ import (
 // realEntry is one line of testdata/corpus/real/MANIFEST.tsv.
 type realEntry struct {
 	file, repo, commit, path, licence, sha256, verdict, excluded, want string
+	vars                                                               []string
 	line                                                               int
 }
 
@@ -48,10 +49,14 @@ func readRealManifest(t *testing.T) []realEntry {
 			continue
 		}
 		c := strings.Split(line, "\t")
-		if len(c) != 9 {
-			t.Fatalf("%s:%d: %d fields, want 9", realManifest, n, len(c))
+		if len(c) != 10 {
+			t.Fatalf("%s:%d: %d fields, want 10", realManifest, n, len(c))
 		}
-		out = append(out, realEntry{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], n})
+		var vars []string
+		if c[8] != "-" {
+			vars = strings.Fields(c[8])
+		}
+		out = append(out, realEntry{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[9], vars, n})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -155,7 +160,7 @@ func TestTheRealCorpusGetsItsVerdicts(t *testing.T) {
 			if got := hex.EncodeToString(sum[:]); got != e.sha256 {
 				t.Fatalf("sha256 %s, want %s: not the published file", got, e.sha256)
 			}
-			job, err := jobspec.ParseWith(name, src, jobspec.Inputs{Drivers: schemas})
+			job, err := jobspec.ParseWith(name, src, jobspec.Inputs{Drivers: schemas, Vars: e.vars})
 			if e.verdict == "refused" {
 				if err == nil {
 					t.Fatalf("validated; want it refused with %q", e.want)
