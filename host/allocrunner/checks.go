@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,7 +11,20 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/sdk/driver"
 )
+
+// EventRestartSignaled is the task event written when a check_restart asks
+// for the task's restart (Nomad's name for it).
+const EventRestartSignaled = "Restart Signaled"
+
+// checkWarning is a probe result that is a warning rather than critical:
+// an http check answered 429 Too Many Requests (as Consul and Nomad read
+// it). It fails the check for the allocation's health like any failure;
+// only a check_restart with ignore_warnings counts it as passing.
+type checkWarning struct{ error }
+
+func (w checkWarning) Unwrap() error { return w.error }
 
 // checkTarget resolves where a check connects: the check's port, else its
 // service's port, after interpolation. A port is a label of the group's
@@ -71,6 +85,9 @@ func runCheck(ctx context.Context, env TaskEnv, svc model.Service, c model.Check
 			return fmt.Errorf("http check %s: %w", req.URL, err)
 		}
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			return checkWarning{fmt.Errorf("http check %s: status %d (warning)", req.URL, resp.StatusCode)}
+		}
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			return fmt.Errorf("http check %s: status %d", req.URL, resp.StatusCode)
 		}
@@ -78,4 +95,65 @@ func runCheck(ctx context.Context, env TaskEnv, svc model.Service, c model.Check
 	default:
 		return fmt.Errorf("check type %q not supported", c.Type)
 	}
+}
+
+// restartWatch is check_restart over the results of one check of one task:
+// it counts the failing results in a row of the task's current instance
+// (the one started at startedAt), leaving out those within grace of that
+// start, and says when the limit is reached. It asks once per instance: a
+// restarted task is a new instance, whose count starts at zero. It is pure:
+// the caller passes the time and the instance.
+type restartWatch struct {
+	cr       model.CheckRestart
+	instance time.Time // StartedAt of the instance counted
+	failures int
+	asked    bool // a restart of this instance was asked for
+}
+
+// observe takes one result of the check (nil: passing) at now, for the
+// task instance started at startedAt, and reports whether the task must be
+// restarted now.
+func (w *restartWatch) observe(result error, now, startedAt time.Time) bool {
+	if w.cr.Limit <= 0 {
+		return false
+	}
+	if !startedAt.Equal(w.instance) {
+		*w = restartWatch{cr: w.cr, instance: startedAt}
+	}
+	if w.asked || now.Before(startedAt.Add(w.cr.Grace.D())) {
+		return false
+	}
+	var warning checkWarning
+	if result == nil || (w.cr.IgnoreWarnings && errors.As(result, &warning)) {
+		w.failures = 0
+		return false
+	}
+	w.failures++
+	if w.failures < w.cr.Limit {
+		return false
+	}
+	w.asked = true
+	return true
+}
+
+// restartForCheck stops task t's instance started at startedAt because its
+// check key failed limit times in a row: the task's loop sees the exit like
+// any other and applies the group's restart policy (the restart counts
+// against its attempts; when they are used up, the allocation fails). An
+// instance that is no longer the running one is left alone.
+func (r *Runner) restartForCheck(t *model.Task, key string, startedAt time.Time, limit int, last error) {
+	r.mu.Lock()
+	ts := r.alloc.TaskStates[t.Name]
+	current := r.running[t.Name] && ts != nil && ts.StartedAt.Equal(startedAt)
+	r.mu.Unlock()
+	if !current {
+		return
+	}
+	drv, err := r.cfg.Drivers.Driver(r.ctx, t.Driver)
+	if err != nil {
+		r.log.Error("restarting a task for its failing check: driver unavailable", "task", t.Name, "check", key, "err", err)
+		return
+	}
+	r.event(t.Name, EventRestartSignaled, fmt.Sprintf("check %s failed %d times in a row (check_restart limit %d): %v", key, limit, limit, last))
+	r.kill(drv, t, &driver.TaskHandle{TaskID: r.taskID(t.Name)})
 }

@@ -172,9 +172,17 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var state checkState
+	var watch restartWatch
+	if c.CheckRestart != nil && t != nil {
+		watch.cr = *c.CheckRestart
+	}
 	for {
 		r.mu.Lock()
 		alloc, job, g := CloneAlloc(r.alloc), r.job, r.group()
+		var startedAt time.Time
+		if t != nil && alloc.TaskStates[t.Name] != nil {
+			startedAt = alloc.TaskStates[t.Name].StartedAt
+		}
 		notRunning := ""
 		if t != nil && !r.running[t.Name] {
 			notRunning = t.Name
@@ -206,6 +214,9 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 		r.mu.Unlock()
 		if first {
 			r.pokeServices()
+		}
+		if notRunning == "" && watch.observe(err, r.now(), startedAt) {
+			r.restartForCheck(t, key, startedAt, watch.cr.Limit, err)
 		}
 		if (prev == nil) != (err == nil) {
 			if err != nil {

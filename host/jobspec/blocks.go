@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
@@ -96,6 +97,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 	if a := c.attrs["address_mode"]; a != nil {
 		p.addressMode(a, path+".address_mode")
 	}
+	if c.attrs["meta"] != nil || p.one(c, "meta") != nil {
+		// Read for its errors; what a consumer of Nomad's catalog reads
+		// from it (a metrics_path) has nowhere to go in hivelet's.
+		p.strMap(c, "meta", path+".meta")
+		p.warnf(p.locate(path+".meta"), "the service's meta is accepted and not registered: hivelet's catalog records a service's name, address, port and tags")
+	}
 	if a := c.attrs["provider"]; a != nil {
 		// Nomad's two providers: "nomad" is what hivelet does (its own
 		// catalog, checks run by the agent); "consul", Nomad's default,
@@ -107,6 +114,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		default:
 			p.errorf(a.Expr.Range(), `service provider %q is not one of "nomad", "consul"%s`, v, suggest(v, []string{"nomad", "consul"}))
 		}
+	}
+	// A service's check_restart is each check's, unless the check has its
+	// own (Nomad: the check's fields win, the others are the service's).
+	var inherited *checkRestartFields
+	if crb := p.one(c, "check_restart"); crb != nil {
+		inherited = p.checkRestart(crb, path+".check_restart")
 	}
 	for _, cb := range c.blocks["check"] {
 		cp := fmt.Sprintf("%s.checks[%d]", path, len(s.Checks))
@@ -147,9 +160,112 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		if a := cc.attrs["failures_before_critical"]; a != nil {
 			ch.FailuresBeforeCritical, _ = p.integer(a, cp+".failures_before_critical")
 		}
+		own := inherited
+		if crb := p.one(cc, "check_restart"); crb != nil {
+			own = p.checkRestart(crb, cp+".check_restart").over(inherited)
+		} else if inherited != nil {
+			// Errors about the inherited block point at the service's.
+			for _, f := range []string{"", ".limit", ".grace"} {
+				if rng, ok := p.pos[path+".check_restart"+f]; ok {
+					p.at(cp+".check_restart"+f, rng)
+				}
+			}
+		}
+		ch.CheckRestart = own.model()
 		s.Checks = append(s.Checks, ch)
 	}
 	return s, true
+}
+
+// groupConsul reads Nomad's group consul block (which Consul cluster,
+// namespace and partition the group's services and templates use): its
+// fields are checked and nothing is applied, since hivelet talks to no
+// Consul; its services go to hivelet's own catalog, as provider "consul"
+// services do.
+func (p *parser) groupConsul(b *hclsyntax.Block) {
+	if _, ok := p.labels(b, ""); !ok {
+		return
+	}
+	c := p.content(b.Body, groupConsulSpec)
+	for _, n := range groupConsulSpec.attrs {
+		if a := c.attrs[n]; a != nil {
+			p.str(a, "consul."+n)
+		}
+	}
+	p.warnf(b.TypeRange, "the consul block is accepted and not applied: hivelet talks to no Consul; the group's services are registered in hivelet's own catalog")
+}
+
+// checkRestartFields is a check_restart block as written: nil fields were
+// not set (a check's block takes the unset ones from its service's).
+type checkRestartFields struct {
+	limit          *int
+	grace          *model.Duration
+	ignoreWarnings *bool
+}
+
+func (p *parser) checkRestart(b *hclsyntax.Block, path string) *checkRestartFields {
+	f := &checkRestartFields{}
+	p.at(path, b.TypeRange)
+	if _, ok := p.labels(b, ""); !ok {
+		return f
+	}
+	c := p.content(b.Body, checkRestartSpec)
+	if a := c.attrs["limit"]; a != nil {
+		if v, ok := p.integer(a, path+".limit"); ok {
+			f.limit = &v
+		}
+	}
+	if a := c.attrs["grace"]; a != nil {
+		if v, ok := p.duration(a, path+".grace"); ok {
+			f.grace = &v
+		}
+	}
+	if a := c.attrs["ignore_warnings"]; a != nil {
+		if v, ok := p.boolean(a, path+".ignore_warnings"); ok {
+			f.ignoreWarnings = &v
+		}
+	}
+	return f
+}
+
+// over fills the fields f leaves unset from base.
+func (f *checkRestartFields) over(base *checkRestartFields) *checkRestartFields {
+	if base == nil {
+		return f
+	}
+	out := *f
+	if out.limit == nil {
+		out.limit = base.limit
+	}
+	if out.grace == nil {
+		out.grace = base.grace
+	}
+	if out.ignoreWarnings == nil {
+		out.ignoreWarnings = base.ignoreWarnings
+	}
+	return &out
+}
+
+// defaultCheckRestartGrace is Nomad's grace when check_restart omits it.
+const defaultCheckRestartGrace = model.Duration(time.Second)
+
+// model is the check's CheckRestart, with Nomad's defaults (limit 0, grace
+// 1s, ignore_warnings false); nil when no block applies.
+func (f *checkRestartFields) model() *model.CheckRestart {
+	if f == nil {
+		return nil
+	}
+	cr := &model.CheckRestart{Grace: defaultCheckRestartGrace}
+	if f.limit != nil {
+		cr.Limit = *f.limit
+	}
+	if f.grace != nil {
+		cr.Grace = *f.grace
+	}
+	if f.ignoreWarnings != nil {
+		cr.IgnoreWarnings = *f.ignoreWarnings
+	}
+	return cr
 }
 
 func (p *parser) restart(b *hclsyntax.Block, path string, r *model.RestartPolicy) {

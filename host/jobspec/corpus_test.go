@@ -117,7 +117,10 @@ func TestTheCorpusGetsItsVerdicts(t *testing.T) {
 		c := readHeader(t, f, src)
 		tally[c.verdict]++
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			job, err := jobspec.ParseWith(f, src, jobspec.Inputs{Vars: c.vars})
+			// As hivelet job validate reads it: with the built-in drivers'
+			// schemas (a config value is converted to its field's type).
+			job, err := jobspec.ParseWith(f, src, jobspec.Inputs{Vars: c.vars, Drivers: map[string]*driver.Schema{
+				"docker": docker.Schema(), "exec": exec.Schema(), "mock": mock.Schema(), "raw_exec": exec.Schema()}})
 			switch c.verdict {
 			case "refused":
 				if err == nil {

@@ -52,6 +52,7 @@ func checkDrivers(job *model.Job, schemas map[string]*driver.Schema) []driverPro
 			if cfg == nil {
 				cfg = map[string]any{}
 			}
+			convertConfig(schema, cfg)
 			if t.Driver == "docker" {
 				out = append(out, dockerPortLabels(tp, g, cfg)...)
 			}
@@ -96,4 +97,77 @@ func dockerPortLabels(tp string, g *model.Group, cfg map[string]any) []driverPro
 		out = append(out, driverProblem{tp + ".config", fmt.Sprintf("docker config: ports[%d]: %q is not a port label of the group's network%s", i, s, has), false})
 	}
 	return out
+}
+
+// convertConfig converts the values of a task's driver config to the
+// types its driver's schema declares, where the conversion is exact, as
+// Nomad's HCL decoding of a driver config does (cty's conversions): the
+// text "true" or "false" for a bool (privileged = "true"), a numeric text
+// for a number, and a number or bool for a string (also inside string
+// lists and maps). A value it cannot convert, and every value still
+// holding an interpolation for the node, is left as written: the schema
+// check then says what is wrong with it.
+func convertConfig(schema *driver.Schema, cfg map[string]any) {
+	if schema == nil {
+		return
+	}
+	for k, v := range cfg {
+		f := schema.Fields[k]
+		if f == nil {
+			continue
+		}
+		cfg[k] = convertValue(f, v)
+	}
+}
+
+func convertValue(f *driver.Field, v any) any {
+	switch f.Type {
+	case driver.TypeBool:
+		if s, ok := v.(string); ok {
+			if b, err := strconv.ParseBool(s); err == nil && (s == "true" || s == "false") {
+				return b
+			}
+		}
+	case driver.TypeNumber:
+		if s, ok := v.(string); ok && !strings.Contains(s, "${") {
+			if n, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+				return n
+			}
+		}
+	case driver.TypeString:
+		return scalarText(v)
+	case driver.TypeStringList:
+		if l, ok := v.([]any); ok {
+			for i, e := range l {
+				l[i] = scalarText(e)
+			}
+		}
+	case driver.TypeStringMap:
+		if m, ok := v.(map[string]any); ok {
+			for k, e := range m {
+				m[k] = scalarText(e)
+			}
+		}
+	case driver.TypeObjectList:
+		if l, ok := v.([]any); ok {
+			for _, e := range l {
+				if m, ok := e.(map[string]any); ok {
+					convertConfig(f.Elem, m)
+				}
+			}
+		}
+	}
+	return v
+}
+
+// scalarText is a number or bool as the text cty converts it to; anything
+// else as it is.
+func scalarText(v any) any {
+	switch x := v.(type) {
+	case bool:
+		return strconv.FormatBool(x)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return v
 }

@@ -28,6 +28,9 @@ type parser struct {
 	// errors found on the model point back to the file.
 	pos     map[string]hcl.Range
 	jobType model.JobType
+	// groupTasks is how many tasks the group being read declares (a
+	// task-level restart block is its group's when it is the only one).
+	groupTasks int
 	// inputs give the file's variables their values; ctx is what var. and
 	// local. references and function calls are evaluated in (set by
 	// variables before anything else is read, never nil after); declared
@@ -334,11 +337,11 @@ var (
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
 		attrs:  []string{"count", "meta", "max_run_duration", "shutdown_delay"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk", "consul"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact", "restart"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -351,10 +354,13 @@ var (
 		"version", "semver", "regexp", "set_contains", "set_contains_any", "distinct_hosts", "distinct_property"}}
 	resourcesSpec = spec{what: "resources", attrs: []string{"cpu", "memory"}, blocks: []string{"network"}}
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
-	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode"}, blocks: []string{"check"},
+	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode", "meta"}, blocks: []string{"check", "check_restart", "meta"},
 		extra: unsupportedInService}
 	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
-		extra: unsupportedInCheck}
+		blocks: []string{"check_restart"},
+		extra:  unsupportedInCheck}
+	checkRestartSpec = spec{what: "check_restart", attrs: []string{"limit", "grace", "ignore_warnings"}}
+	groupConsulSpec  = spec{what: "consul", attrs: []string{"cluster", "namespace", "partition"}}
 )
 
 func (p *parser) job(b *hclsyntax.Block) *model.Job {
@@ -434,6 +440,9 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	if a := c.attrs["shutdown_delay"]; a != nil {
 		g.ShutdownDelay, _ = p.duration(a, path+".shutdown_delay")
 	}
+	if cb := p.one(c, "consul"); cb != nil {
+		p.groupConsul(cb)
+	}
 	if eb := p.one(c, "ephemeral_disk"); eb != nil {
 		p.ephemeralDisk(eb)
 	}
@@ -477,6 +486,7 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 		}
 	}
 	p.at(path+".tasks", b.DefRange())
+	p.groupTasks = len(c.blocks["task"])
 	for _, tb := range c.blocks["task"] {
 		g.Tasks = append(g.Tasks, p.task(tb, fmt.Sprintf("%s.tasks[%d]", path, len(g.Tasks)), path, g))
 	}
@@ -491,6 +501,16 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 		p.at(path+".name", b.LabelRanges[0])
 	}
 	c := p.content(b.Body, taskSpec)
+	if rb := p.one(c, "restart"); rb != nil {
+		// Nomad's task-level restart overrides its group's for that task.
+		// hivelet's policy is per group: the block is taken as the group's
+		// (over it, field by field) when the task is the group's only one.
+		if p.groupTasks == 1 {
+			p.restart(rb, groupPath+".restart", g.Restart)
+		} else {
+			p.errorf(rb.TypeRange, "a task-level restart block in a group of %d tasks: hivelet's restart policy is per group (a single task's block is taken as its group's); move it to the group", p.groupTasks)
+		}
+	}
 	p.at(path+".driver", b.DefRange())
 	if a := c.attrs["driver"]; a != nil {
 		t.Driver, _ = p.str(a, path+".driver")

@@ -68,11 +68,11 @@ func (p *parser) template(b *hclsyntax.Block, path string) (model.Template, bool
 	}
 	if a := c.attrs["splay"]; a != nil {
 		if _, ok := p.duration(a, path+".splay"); ok {
-			p.warnf(a.NameRange, "splay is accepted and ignored: nothing a template reads changes during an allocation's life, so it is never re-rendered")
+			p.warnf(a.NameRange, "splay is accepted and ignored: a template is rendered again, and its change_mode applied, as soon as a variable or service it reads changes")
 		}
 	}
 	if wb := p.one(c, "wait"); wb != nil {
-		p.warnf(wb.TypeRange, "wait is accepted and ignored: nothing a template reads changes during an allocation's life, so it is never re-rendered")
+		p.warnf(wb.TypeRange, "wait is accepted and ignored: a template is rendered again, and its change_mode applied, as soon as a variable or service it reads changes")
 		if _, ok := p.labels(wb, ""); ok {
 			wc := p.content(wb.Body, waitSpec)
 			for _, n := range []string{"min", "max"} {

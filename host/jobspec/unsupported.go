@@ -22,7 +22,6 @@ var unsupported = map[string]string{
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
 	"network":                      "the network block belongs to the group in hivelet (or, as Nomad once wrote it, inside a task's resources); move it to the group",
 	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
-	"consul":                       "hivelet registers nothing in Consul",
 	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
 	"stop_after_client_disconnect": "a node cut off from the fleet keeps running its tasks in hivelet",
 	"prevent_reschedule_on_lost":   "hivelet reschedules nothing; use disconnect { replace = false }",
@@ -59,7 +58,6 @@ var unsupported = map[string]string{
 	"address":                 "hivelet registers a service at the address its port resolves to (a label's node address, or the node's)",
 	"weights":                 "hivelet registers a service with its tags only; there are no DNS weights",
 	"on_update":               "every check counts toward deployment health in hivelet",
-	"check_restart":           "a failing check marks the allocation unhealthy; restarts follow the group's restart policy",
 	"method":                  "hivelet's http checks are plain GET requests",
 	"header":                  "hivelet's http checks are plain GET requests",
 	"body":                    "hivelet's http checks are plain GET requests",
@@ -77,12 +75,9 @@ var unsupported = map[string]string{
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.
 var (
-	unsupportedInGroup = map[string]string{}
-	unsupportedInTask  = map[string]string{
-		"restart": "the restart policy is set per group in hivelet; move it to the group",
-	}
+	unsupportedInGroup   = map[string]string{}
+	unsupportedInTask    = map[string]string{}
 	unsupportedInService = map[string]string{
-		"meta": "hivelet registers a service with its tags only",
 		"task": "services are declared inside their task in hivelet",
 	}
 	unsupportedInCheck = map[string]string{

@@ -114,6 +114,29 @@ type Check struct {
 	// first).
 	SuccessBeforePassing   int `json:"success_before_passing,omitempty"`
 	FailuresBeforeCritical int `json:"failures_before_critical,omitempty"`
+	// CheckRestart restarts the check's task when the check keeps failing
+	// (Nomad's check_restart; a service-level block is copied into each of
+	// its checks by the job-file parser). nil: a failing check restarts
+	// nothing, it only makes the allocation unhealthy.
+	CheckRestart *CheckRestart `json:"check_restart,omitempty"`
+}
+
+// CheckRestart is Nomad's check_restart: after Limit failing results of
+// the check in a row, not counting those within Grace of the task's
+// (re)start, the task is restarted through its group's restart policy (the
+// restart counts against its attempts; when the policy gives up, the
+// allocation fails). A passing result starts the count again.
+type CheckRestart struct {
+	// Limit is how many failing results in a row restart the task; 0
+	// restarts nothing.
+	Limit int `json:"limit,omitempty"`
+	// Grace is how long after the task starts or restarts its results are
+	// not counted.
+	Grace Duration `json:"grace,omitempty"`
+	// IgnoreWarnings counts a warning result (an http check answered 429
+	// Too Many Requests) as passing. The check still reports it failing
+	// for the allocation's health.
+	IgnoreWarnings bool `json:"ignore_warnings,omitempty"`
 }
 
 // Constraint restricts the nodes a job or group may run on.

@@ -207,6 +207,11 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 		sp := fmt.Sprintf("%s.services[%d]", path, i)
 		v.service(sp, s)
 		v.servicePorts(sp, s, g.Network)
+		for j, c := range s.Checks {
+			if c.CheckRestart != nil && c.CheckRestart.Limit > 0 {
+				v.add(fmt.Sprintf("%s.checks[%d].check_restart", sp, j), "check_restart on a group service's check: hivelet's group checks name no task to restart; declare the service inside the task it checks")
+			}
+		}
 	}
 }
 
@@ -308,6 +313,14 @@ func (v *validator) service(path string, s Service) {
 			v.add(join(cp, "timeout"), "a check needs a positive timeout, for example \"2s\" (got %s)", c.Timeout)
 		} else if c.Interval > 0 && c.Timeout > c.Interval {
 			v.add(join(cp, "timeout"), "check timeout (%s) must not be longer than its interval (%s)", c.Timeout, c.Interval)
+		}
+		if cr := c.CheckRestart; cr != nil {
+			if cr.Limit < 0 {
+				v.add(join(cp, "check_restart.limit"), "check_restart limit must not be negative (got %d; 0 restarts nothing)", cr.Limit)
+			}
+			if cr.Grace < 0 {
+				v.add(join(cp, "check_restart.grace"), "check_restart grace must not be negative (got %s)", cr.Grace)
+			}
 		}
 	}
 }

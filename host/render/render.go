@@ -56,7 +56,7 @@ type Sources struct {
 var unavailable = map[string]string{
 	"key": "hivelet has no Consul KV", "keyOrDefault": "hivelet has no Consul KV", "keyExists": "hivelet has no Consul KV",
 	"ls": "hivelet has no Consul KV", "safeLs": "hivelet has no Consul KV", "tree": "hivelet has no Consul KV", "safeTree": "hivelet has no Consul KV",
-	"service": "hivelet has no Consul catalog", "services": "hivelet has no Consul catalog", "connect": "hivelet has no Consul catalog",
+	"services": "hivelet's templates read a service by name (service, nomadService), not the list of services", "connect": "hivelet has no Consul catalog",
 	"node": "hivelet has no Consul catalog", "nodes": "hivelet has no Consul catalog", "caRoots": "hivelet has no Consul Connect", "caLeaf": "hivelet has no Consul Connect",
 	"secret": "hivelet has no Vault integration", "secrets": "hivelet has no Vault integration", "pkiCert": "hivelet has no Vault integration",
 	"nomadVarList": "hivelet's templates read variables by path (nomadVar), not lists of them", "nomadVarListSafe": "hivelet's templates read variables by path (nomadVar), not lists of them",
@@ -115,6 +115,30 @@ func funcs(src Sources) template.FuncMap {
 			}
 			return src.Service(name)
 		},
+		// service is consul-template's: hivelet answers it from its own
+		// catalog (where a provider "consul" service is registered too),
+		// with nomadService's instances. Its query is
+		// [tag.]name[@datacenter][|filter]: a tag keeps the instances that
+		// carry it; the datacenter is not looked at (a fleet is one
+		// region), nor the health filter (the catalog holds the instances
+		// whose checks pass).
+		"service": func(query string, _ ...string) ([]*model.ServiceRegistration, error) {
+			if src.Service == nil {
+				return nil, fmt.Errorf("service %s: this node has no services bucket", query)
+			}
+			tag, name := consulQuery(query)
+			all, err := src.Service(name)
+			if err != nil || tag == "" {
+				return all, err
+			}
+			var out []*model.ServiceRegistration
+			for _, r := range all {
+				if slices.Contains(r.Tags, tag) {
+					out = append(out, r)
+				}
+			}
+			return out, nil
+		},
 		"env": func(name string) string { v, _ := lookup(name); return v },
 		"envOrDefault": func(name, def string) string {
 			if v, ok := lookup(name); ok && v != "" {
@@ -161,6 +185,19 @@ func funcs(src Sources) template.FuncMap {
 		},
 		"regexMatch": func(re, s string) (bool, error) { return regexp.MatchString(re, s) },
 	}
+}
+
+// consulQuery splits consul-template's service query
+// [tag.]name[@datacenter][|filter] into its tag and name. A service name
+// in hivelet has no dot, so a dot separates the tag.
+func consulQuery(q string) (tag, name string) {
+	q, _, _ = strings.Cut(q, "|")
+	q, _, _ = strings.Cut(q, "@")
+	q = strings.TrimSpace(q)
+	if i := strings.LastIndex(q, "."); i >= 0 {
+		return q[:i], q[i+1:]
+	}
+	return "", q
 }
 
 // Error is a problem in a template, at a line of its text (1-based; 0 when
