@@ -1,4 +1,7 @@
 # The whole test suite, as the README and .ci/run run it.
+# The toolchain (README.md, "Two commands on a fresh machine").
+export GOTOOLCHAIN := go1.27.3
+
 .PHONY: test build bench
 
 test:

@@ -2,6 +2,8 @@ module github.com/hivelet/hivelet
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/docker v28.5.2+incompatible
