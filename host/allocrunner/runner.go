@@ -176,7 +176,7 @@ type Runner struct {
 	// allocation (finish), so no goroutine per allocation waits for them.
 	tasksLeft atomic.Int32
 	bgWG      sync.WaitGroup
-	done     chan struct{}
+	done      chan struct{}
 }
 
 // New builds a runner; Run starts it.
