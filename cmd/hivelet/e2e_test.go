@@ -439,6 +439,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 	if !alive(pid) {
 		t.Fatal("the task died with the agent")
 	}
+	killed := time.Now()
 	p.start()
 	testutil.Eventually(t, 30*time.Second, "reattached and running", func() bool {
 		l := liveOf(p.allocs(), "sleeper")
@@ -452,6 +453,7 @@ func TestEndToEndAgentKilledWithSIGKILLRestartsNoTask(t *testing.T) {
 		}
 		return false
 	})
+	t.Logf("SIGKILL → restarted agent reattached to the running task: %v (agent start included)", time.Since(killed).Round(time.Millisecond))
 	p.waitPasses(2) // the agent's chances to restart it wrongly
 	if pids := readPIDs(t, pidFile); len(pids) != 1 || !alive(pid) {
 		t.Fatalf("task restarted across the agent's SIGKILL: pids %v, original alive %v", pids, alive(pid))
@@ -506,6 +508,7 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 	}
 	emb = startNATS()
 	defer emb.Shutdown()
+	back := time.Now()
 	if code, out := p.cli("job", "run", "-detach", e2eFile(t, dir, "v2.hcl", mockJobHCL("two", ""))); code != 0 {
 		t.Fatalf("job run after the restart: exit %d\n%s", code, out)
 	}
@@ -514,6 +517,7 @@ func TestEndToEndNATSRestartedUnderARunningAgentReconnectsAndConverges(t *testin
 		l := liveOf(p.allocs(), "web")
 		return len(l) == 1 && l[0].JobVersion == 1 && l[0].ClientStatus == model.ClientRunning
 	})
+	t.Logf("NATS back → a job written after it running on the node: %v", time.Since(back).Round(time.Millisecond))
 }
 
 // A NATS server that comes back with an empty store (its data lost):
@@ -543,6 +547,7 @@ func TestEndToEndNATSBackWithAnEmptyStoreGetsItsBucketsAndJobsAgain(t *testing.T
 	emb.Shutdown()
 	emb = startNATS(t.TempDir()) // the same address, nothing in its store
 	defer emb.Shutdown()
+	back := time.Now()
 	api := strings.Replace(mockJobHCL("api", ""), `job "web"`, `job "api"`, 1)
 	testutil.Eventually(t, 30*time.Second, "a job run into the re-created buckets", func() bool {
 		code, _ := p.cli("job", "run", "-detach", e2eFile(t, dir, "api.hcl", api))
@@ -553,6 +558,7 @@ func TestEndToEndNATSBackWithAnEmptyStoreGetsItsBucketsAndJobsAgain(t *testing.T
 		a, w := liveOf(all, "api"), liveOf(all, "web")
 		return len(a) == 1 && a[0].ClientStatus == model.ClientRunning && len(w) == 1 && w[0].ID == first[0].ID && w[0].ClientStatus == model.ClientRunning
 	})
+	t.Logf("empty NATS back → buckets re-created and a new job running, the old task untouched: %v", time.Since(back).Round(time.Millisecond))
 	// The node's record and its allocations' keys are written again into
 	// the new buckets (the node is their single writer): readers see them.
 	testutil.Eventually(t, 30*time.Second, "the node registered again", func() bool {
