@@ -64,6 +64,10 @@ type Source struct {
 	mu      sync.Mutex
 	jobs    map[string]wanted.JobState
 	nodes   map[string]wanted.NodeState
+	// nodeRaw is, per node key, the bytes of the record last accepted, so
+	// that a heartbeat changing nothing else is applied without a decode
+	// (heartbeatPut).
+	nodeRaw map[string][]byte
 	intents map[string]wanted.IntentState
 	allocs  map[string]wanted.AllocState
 	deps    map[string]wanted.DeploymentState
@@ -109,7 +113,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	}
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate, filters: cfg.Filters,
-		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{},
+		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
 		synced: map[string]bool{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
@@ -643,9 +647,17 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.jobs[e.Key], eff, rej = st, ef, st.Rejection
 	case KindNodes:
 		prev, had := s.nodes[e.Key]
+		if st, ok := heartbeatPut(prev, s.nodeRaw[e.Key], e); ok {
+			s.nodes[e.Key], eff, heartbeat = st, wanted.EffectAccepted, true
+			s.nodeRaw[e.Key] = e.Value
+			break
+		}
 		st, ef := wanted.ApplyNode(prev, e)
 		s.nodes[e.Key], eff, rej = st, ef, st.Rejection
 		heartbeat = had && heartbeatOnly(prev, st)
+		if ef == wanted.EffectAccepted {
+			s.nodeRaw[e.Key] = e.Value
+		}
 	case KindIntents:
 		st, ef := wanted.ApplyIntent(s.intents[e.Key], e)
 		s.intents[e.Key], eff, rej = st, ef, st.Rejection

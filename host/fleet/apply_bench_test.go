@@ -1,0 +1,69 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// benchNode is a node record of the size agents write (~0.9 KB): the host
+// attributes, three drivers with their own attributes, a boot ID.
+func benchNode(id string, at time.Time) []byte {
+	n := model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady,
+		Eligibility: model.Eligible, Attributes: map[string]string{}, Meta: map[string]string{"rack": "r1"},
+		Drivers: map[string]model.DriverInfo{}, HeartbeatAt: at, RolloutProtocol: 1, BootID: "6f1c0e2a-5b7d-4c1e-9a3f-2d4b8e7c1a90"}
+	for _, k := range []string{"kernel.name", "kernel.version", "os.name", "os.version", "cpu.arch", "cpu.numcores",
+		"cpu.totalcompute", "memory.totalbytes", "unique.hostname", "unique.network.ip-address", "nomad.version", "hivelet.version"} {
+		n.Attributes[k] = "value-of-" + k
+	}
+	for _, d := range []string{"docker", "exec", "mock"} {
+		n.Drivers[d] = model.DriverInfo{Detected: true, Healthy: true, HealthDesc: "healthy",
+			Attributes: map[string]string{"driver." + d + ".version": "1.0.0"}}
+		n.Attributes["driver."+d] = "1"
+		n.Attributes["driver."+d+".version"] = "1.0.0"
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// BenchmarkApplyNodeHeartbeat is what every watcher of the nodes bucket
+// pays per heartbeat of another node: applying a put of the same record with
+// a new heartbeat time (the heartbeat fan-out of docs/scale.md). heartbeat
+// is the path a source takes (heartbeatPut, no decode); decode forgets the
+// bytes last accepted before each put, so the record is decoded in full, as
+// every heartbeat was before: the ratio of the two is the saving.
+func BenchmarkApplyNodeHeartbeat(b *testing.B) {
+	for _, mode := range []string{"heartbeat", "decode"} {
+		b.Run(mode, func(b *testing.B) {
+			s := NewSource(&Store{}, SourceConfig{})
+			ref := bucketRef{kind: KindNodes, name: "t_nodes"}
+			log := slog.New(slog.DiscardHandler)
+			t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+			vals := make([][]byte, 64)
+			for i := range vals {
+				vals[i] = benchNode("node-1", t0.Add(time.Duration(i)*10*time.Second))
+			}
+			b.ReportMetric(float64(len(vals[0])), "record-bytes")
+			rev := uint64(0)
+			for i := 0; b.Loop(); i++ {
+				if mode == "decode" {
+					delete(s.nodeRaw, "node-1")
+				}
+				rev++
+				s.apply(ref, wanted.Entry{Key: "node-1", Value: vals[i%len(vals)], Revision: rev, Op: wanted.OpPut, Time: t0.Add(time.Duration(rev) * time.Second)}, log)
+			}
+			st := s.nodes["node-1"]
+			if st.Value == nil || st.Revision != rev || !st.Value.HeartbeatAt.Equal(t0.Add(time.Duration((rev-1)%64)*10*time.Second)) {
+				b.Fatal(fmt.Sprintf("the record was not applied: %+v", st))
+			}
+		})
+	}
+}
