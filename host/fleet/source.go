@@ -61,9 +61,9 @@ type Source struct {
 	recreatedAt  time.Time // when recreate last succeeded
 	recreateErrs int       // failures in a row
 
-	mu      sync.Mutex
-	jobs    map[string]wanted.JobState
-	nodes   map[string]wanted.NodeState
+	mu    sync.Mutex
+	jobs  map[string]wanted.JobState
+	nodes map[string]wanted.NodeState
 	// nodeRaw is, per node key, the bytes of the record last accepted, so
 	// that a heartbeat changing nothing else is applied without a decode
 	// (heartbeatPut).
