@@ -1,0 +1,564 @@
+package main
+
+// Issue 11's rollout faults, with real agent processes: four `hivelet agent`
+// subprocesses on one NATS server roll exec tasks out (canary 1,
+// max_parallel 1) while the test SIGKILLs one of them at a random moment
+// and starts it again. The tasks write their own start and stop lines
+// (a shell that traps SIGTERM) into one file the test reads, so what is
+// counted is what ran, whatever the agents' records say.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/rollout"
+	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
+	"github.com/hivelet/hivelet/internal/wait"
+)
+
+// taskScript is the task: one "start" line, then a "stop" line when the
+// driver stops it with SIGTERM (the test reads both with their wall-clock
+// times in nanoseconds).
+const taskScript = `#!/bin/sh
+ev=$1; node=$2; alloc=$3; tag=$4
+echo "start $(date +%s%N) $node $alloc $tag $$" >> "$ev"
+trap 'echo "stop $(date +%s%N) $node $alloc $tag $$" >> "$ev"; kill $! 2>/dev/null; exit 0' TERM
+sleep 600 &
+wait
+`
+
+// taskEvent is one line a task wrote.
+type taskEvent struct {
+	op, node, alloc, tag string
+	pid                  int
+	at                   time.Time
+}
+
+// taskLog is the file every task of a fault fleet writes its lines to.
+type taskLog struct {
+	path, script string
+}
+
+func newTaskLog(t *testing.T) *taskLog {
+	t.Helper()
+	dir := testutil.ShortTempDir(t, "hv-rf-")
+	// The tasks run as nobody: the directory is searchable, the file
+	// writable by them.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &taskLog{path: filepath.Join(dir, "events"), script: filepath.Join(dir, "task.sh")}
+	if err := os.WriteFile(l.script, []byte(taskScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.path, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(l.path, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (l *taskLog) read(t *testing.T) []taskEvent {
+	t.Helper()
+	f, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []taskEvent
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 6 {
+			continue // a line being written
+		}
+		ns, err1 := strconv.ParseInt(fs[1], 10, 64)
+		pid, err2 := strconv.Atoi(fs[5])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, taskEvent{op: fs[0], at: time.Unix(0, ns), node: fs[2], alloc: fs[3], tag: fs[4], pid: pid})
+	}
+	return out
+}
+
+// faultJobHCL is version tag of the job: exec tasks running taskScript,
+// one per node, canary 25 % (one of four nodes), max_parallel 1.
+func faultJobHCL(l *taskLog, tag string, autoPromote bool, policies string) string {
+	return fmt.Sprintf(`job "roll" {
+  type = "system"
+  update {
+    max_parallel      = 1
+    canary            = 25
+    auto_promote      = %t
+    min_healthy_time  = "300ms"
+    healthy_deadline  = "30s"
+    progress_deadline = "2m"
+%s  }
+  group "g" {
+    count = 1
+    task "s" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = [%q, %q, "${node.unique.id}", "${NOMAD_ALLOC_ID}", %q]
+      }
+      kill_timeout = "3s"
+    }
+  }
+}
+`, autoPromote, policies, l.script, l.path, tag)
+}
+
+// faultFleet is n agent processes on one NATS server run by the test,
+// with a client of the server's buckets.
+type faultFleet struct {
+	t      *testing.T
+	url    string
+	agents []*agentProc
+	ids    []string
+	store  *fleet.Store
+	tasks  *taskLog
+	dir    string
+}
+
+func newFaultFleet(t *testing.T, n int, flags ...string) *faultFleet {
+	t.Helper()
+	hiveletBinary(t)
+	port := testutil.FreePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	emb, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: port, ServerName: "rfaults-nats"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultFleet{t: t, url: fmt.Sprintf("nats://127.0.0.1:%d", port), tasks: newTaskLog(t), dir: t.TempDir()}
+	// Registered first, run last: the agents (and their tasks) end before
+	// the server does.
+	t.Cleanup(emb.Shutdown)
+	conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: []string{f.url}, RequestTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	if f.store, err = fleet.EnsureBuckets(ctx, conn, fleet.Names("hivelet"), fleet.BucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range n {
+		p := newAgent(t, f.url)
+		p.startWith(append([]string{"-no-policies"}, flags...)...)
+		f.agents = append(f.agents, p)
+		f.ids = append(f.ids, p.nodeID())
+	}
+	t.Logf("%d agents up in %s", n, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		// Stop the job's tasks while the agents run (they outlive the
+		// agents by design), then the agents' own cleanup ends them.
+		if code, out := f.agents[0].cli("job", "stop", "-timeout", "30s", "roll"); code != 0 {
+			t.Logf("job stop at cleanup: exit %d\n%s", code, out)
+		}
+		for _, e := range f.tasks.read(t) {
+			if e.op == "start" && alive(e.pid) {
+				_ = syscall.Kill(-e.pid, syscall.SIGKILL) // its group: the shell and its sleep
+				_ = syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return f
+}
+
+func (f *faultFleet) deployment(version uint64) *model.Deployment {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, _, err := f.store.GetDeployment(ctx, "", "roll", version)
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
+// holder is the node holding the job's update slot 0, or "".
+func (f *faultFleet) holder() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, _, err := f.store.GetSlot(ctx, wanted.SlotKey("", "roll", "g", 0))
+	if err != nil || s == nil {
+		return ""
+	}
+	return s.Holder
+}
+
+func (f *faultFleet) index(id string) int { return slices.Index(f.ids, id) }
+
+// liveAt is agent i's live allocation of the job, or nil (and a second
+// live one is a failure: count = 1 per node).
+func (f *faultFleet) liveAt(i int) *model.Allocation {
+	live := liveOf(f.agents[i].allocs(), "roll")
+	if len(live) > 1 {
+		f.t.Fatalf("%s has %d live allocations of roll: %+v", f.ids[i], len(live), live)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	return live[0]
+}
+
+// settledAt reports whether every node runs one allocation of version,
+// running and healthy.
+func (f *faultFleet) settledAt(version uint64) bool {
+	for i := range f.agents {
+		a := f.liveAt(i)
+		if a == nil || a.JobVersion != version || a.ClientStatus != model.ClientRunning || !a.DeploymentStatus.IsHealthy() {
+			return false
+		}
+	}
+	return true
+}
+
+// span is one task's life on one node: from its start line to its stop
+// line (zero while it runs).
+type span struct {
+	node, alloc, tag string
+	pid              int
+	start, stop      time.Time
+}
+
+// spans pairs each task's start and stop lines by pid; a second start of
+// one allocation is a restart, counted.
+func spans(events []taskEvent) (out []span, restarts map[string]int) {
+	restarts = map[string]int{}
+	byPID := map[int]int{}
+	for _, e := range events {
+		switch e.op {
+		case "start":
+			for _, s := range out {
+				if s.alloc == e.alloc {
+					restarts[e.alloc]++
+				}
+			}
+			byPID[e.pid] = len(out)
+			out = append(out, span{node: e.node, alloc: e.alloc, tag: e.tag, pid: e.pid, start: e.at})
+		case "stop":
+			if i, ok := byPID[e.pid]; ok {
+				out[i].stop = e.at
+			}
+		}
+	}
+	return out, restarts
+}
+
+// mostLiveOnOneNode is the most tasks of the job alive at once on one
+// node (count = 1: two is a duplicate).
+func mostLiveOnOneNode(ss []span) (int, string) {
+	most, where := 0, ""
+	for _, s := range ss {
+		k := 0
+		for _, o := range ss {
+			if o.node == s.node && !o.start.After(s.start) && (o.stop.IsZero() || o.stop.After(s.start)) {
+				k++
+			}
+		}
+		if k > most {
+			most, where = k, fmt.Sprintf("%s at %s", s.node, s.start.Format("15:04:05.000"))
+		}
+	}
+	return most, where
+}
+
+// replacement is one node's update in flight: from the stop of its old
+// task to the health verdict of its new allocation.
+type replacement struct {
+	node        string
+	from, until time.Time
+}
+
+// mostInFlight is the most replacements in flight at once.
+func mostInFlight(rs []replacement) int {
+	most := 0
+	for _, r := range rs {
+		k := 0
+		for _, o := range rs {
+			if !o.from.After(r.from) && o.until.After(r.from) {
+				k++
+			}
+		}
+		most = max(most, k)
+	}
+	return most
+}
+
+// The measurements catch what they are for (the control of the fault
+// tests below): overlapping replacements count 2, a duplicate task on a
+// node counts 2, a second start of one allocation is a restart.
+func TestTheRolloutFaultMeasurementsDetectAnInjectedViolation(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+	serial := []replacement{{"a", at(0), at(100)}, {"b", at(100), at(200)}, {"c", at(250), at(300)}}
+	if got := mostInFlight(serial); got != 1 {
+		t.Fatalf("serial replacements measured %d in flight", got)
+	}
+	if got := mostInFlight(append(serial, replacement{"d", at(150), at(400)})); got != 2 {
+		t.Fatalf("an overlapping replacement measured %d in flight, want 2", got)
+	}
+	ev := []taskEvent{
+		{op: "start", node: "a", alloc: "x", pid: 1, at: at(0)},
+		{op: "stop", node: "a", alloc: "x", pid: 1, at: at(100)},
+		{op: "start", node: "a", alloc: "y", pid: 2, at: at(150)},
+	}
+	ss, restarts := spans(ev)
+	if most, _ := mostLiveOnOneNode(ss); most != 1 || len(restarts) != 0 {
+		t.Fatalf("a clean replacement: %d live at once, restarts %v", most, restarts)
+	}
+	dup := append(slices.Clone(ev), taskEvent{op: "start", node: "a", alloc: "y", pid: 3, at: at(200)})
+	ss, restarts = spans(dup)
+	if most, _ := mostLiveOnOneNode(ss); most != 2 || restarts["y"] != 1 {
+		t.Fatalf("a duplicated task: %d live at once, restarts %v; want 2 and y restarted once", most, restarts)
+	}
+}
+
+// faultPoints is how many SIGKILL points the rollout fault test makes:
+// HIVELET_FAULT_POINTS, else 6 (CI); issue 11 asks for 20.
+func faultPoints() int {
+	if v, err := strconv.Atoi(os.Getenv("HIVELET_FAULT_POINTS")); err == nil && v > 0 {
+		return v
+	}
+	return 6
+}
+
+func faultSeed(t *testing.T) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv("HIVELET_FAULT_SEED"), 10, 64); err == nil {
+		return v
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// clockSlack is how far apart two clocks of this machine may read one
+// moment: the record's times are the NATS server's as an agent estimates
+// it, the tasks' lines `date`'s. A violation (a node updated before the
+// promotion, a success before the last verdict) is a rollout step away,
+// hundreds of milliseconds at least.
+const clockSlack = 50 * time.Millisecond
+
+var killRoles = []string{"canary", "holder", "steward", "waiting"}
+
+// checkRollout asserts the invariants of the rollout of version v (tag
+// "v<v>") from what the tasks wrote since index from of the task log and
+// from the agents' allocations: the replacements in flight never exceed
+// max_parallel 1, no node outside the canary set updated before the
+// promotion, no task duplicated or restarted, none lost, and the record
+// said successful only once every node's new allocation was healthy.
+// It returns the most replacements in flight.
+func (f *faultFleet) checkRollout(t *testing.T, v uint64, from int, d *model.Deployment) int {
+	t.Helper()
+	all := f.tasks.read(t)
+	ss, restarts := spans(all)
+	if len(restarts) > 0 {
+		t.Fatalf("v%d: allocations whose task started again: %v", v, restarts)
+	}
+	if most, where := mostLiveOnOneNode(ss); most > 1 {
+		for _, s := range ss {
+			t.Logf("task %d of %s on %s (%s): %s → %s", s.pid, s.alloc, s.node, s.tag, s.start.Format("15:04:05.000"), s.stop.Format("15:04:05.000"))
+		}
+		t.Fatalf("v%d: %d tasks of the job alive at once on %s", v, most, where)
+	}
+	tag, old := "v"+strconv.FormatUint(v, 10), "v"+strconv.FormatUint(v-1, 10)
+	canaries := d.TaskGroups["g"].CanaryNodes
+	if len(canaries) != 1 {
+		t.Fatalf("v%d: canary set %v, want one node", v, canaries)
+	}
+	var rs []replacement
+	for i, id := range f.ids {
+		var stop time.Time
+		for _, e := range all[from:] {
+			if e.node == id && e.op == "stop" && e.tag == old {
+				stop = e.at
+			}
+		}
+		a := f.liveAt(i)
+		if stop.IsZero() || a == nil || !a.DeploymentStatus.IsHealthy() || a.JobVersion != v {
+			t.Fatalf("v%d: %s: old task stopped at %v, live allocation %+v", v, id, stop, a)
+		}
+		if !slices.Contains(canaries, id) && stop.Before(d.TaskGroups["g"].PromotedAt.Add(-clockSlack)) {
+			t.Fatalf("v%d: %s is not a canary (%v) but stopped its task at %s, before the promotion at %s",
+				v, id, canaries, stop.Format(time.StampMicro), d.TaskGroups["g"].PromotedAt.Format(time.StampMicro))
+		}
+		if d.ModifyTime.Before(a.DeploymentStatus.Timestamp.Add(-clockSlack)) {
+			t.Fatalf("v%d: successful at %s, before %s's new allocation was healthy (%s)", v, d.ModifyTime, id, a.DeploymentStatus.Timestamp)
+		}
+		rs = append(rs, replacement{node: id, from: stop, until: a.DeploymentStatus.Timestamp})
+		// Exactly one task alive on the node, of this version, the
+		// allocation's own.
+		var live []span
+		for _, s := range ss {
+			if s.node == id && s.stop.IsZero() {
+				live = append(live, s)
+			}
+		}
+		if len(live) != 1 || live[0].tag != tag || live[0].alloc != a.ID || !alive(live[0].pid) {
+			t.Fatalf("v%d: %s runs tasks %+v, want one of %s for allocation %s", v, id, live, tag, a.ID)
+		}
+	}
+	for _, s := range ss {
+		if !s.stop.IsZero() && alive(s.pid) {
+			t.Fatalf("v%d: task %d of %s wrote its stop line and still runs", v, s.pid, s.alloc)
+		}
+	}
+	most := mostInFlight(rs)
+	if most > 1 {
+		t.Fatalf("v%d: %d replacements in flight at once, max_parallel 1: %+v", v, most, rs)
+	}
+	return most
+}
+
+// Issue 11: agent SIGKILL at random points of a rollout. Each round pushes
+// a new version and SIGKILLs one agent — in turn the canary node, the slot
+// holder, the steward, a waiting node — when a random number of the
+// rollout's task lines have been written plus a random jitter (seed
+// logged: HIVELET_FAULT_SEED replays it), starts it again on its state
+// directory, and checks checkRollout's invariants and that the rollout
+// reached successful. HIVELET_FAULT_POINTS=20 is issue 11's long form.
+func TestEndToEndAgentsSIGKILLedAtRandomPointsOfARolloutKeepEveryInvariant(t *testing.T) {
+	seed := faultSeed(t)
+	points := faultPoints()
+	t.Logf("seed %d (HIVELET_FAULT_SEED=%d replays it), %d kill points", seed, seed, points)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	f := newFaultFleet(t, 4)
+	code, out := f.agents[0].cli("job", "run", "-timeout", "60s", e2eFile(t, f.dir, "v0.hcl", faultJobHCL(f.tasks, "v0", true, "")))
+	if code != 0 {
+		t.Fatalf("job run v0: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "v0 healthy on every node", func() bool { return f.settledAt(0) })
+	for _, p := range f.agents {
+		p.notePlugins()
+	}
+	var recoveries []time.Duration
+	ctx := context.Background()
+	for point := range points {
+		v := uint64(point + 1)
+		tag := "v" + strconv.FormatUint(v, 10)
+		auto := point%2 == 0 // odd rounds promote by hand
+		from := len(f.tasks.read(t))
+		role := killRoles[point%len(killRoles)]
+		after := rng.IntN(9) - 1 // task lines of this rollout to wait for (-1: none)
+		jitter := time.Duration(rng.IntN(400)) * time.Millisecond
+		pushed := time.Now()
+		if code, out := f.agents[rng.IntN(len(f.agents))].cli("job", "run", "-detach", e2eFile(t, f.dir, tag+".hcl", faultJobHCL(f.tasks, tag, auto, ""))); code != 0 {
+			t.Fatalf("job run %s: exit %d\n%s", tag, code, out)
+		}
+		promoted := auto
+		// promoteWhenReady promotes by hand (the CLI) once the canary is
+		// healthy, in the rounds that need it.
+		promoteWhenReady := func() {
+			if promoted {
+				return
+			}
+			d := f.deployment(v)
+			if d == nil || len(d.TaskGroups["g"].CanaryNodes) != 1 {
+				return
+			}
+			i := f.index(d.TaskGroups["g"].CanaryNodes[0])
+			if a := f.liveAt(i); a == nil || a.JobVersion != v || !a.DeploymentStatus.IsHealthy() {
+				return
+			}
+			if code, out := f.agents[(i+1)%len(f.agents)].cli("deployment", "promote", "roll"); code == 0 {
+				promoted = true
+			} else {
+				t.Logf("%s: promote: exit %d: %s", tag, code, strings.TrimSpace(out))
+			}
+		}
+		// The moment: `after` of this rollout's task lines written, then
+		// the jitter (a pause on purpose: it is the random moment, not a
+		// wait for a condition).
+		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%s: %d task lines of the rollout", tag, after+1), func() bool {
+			promoteWhenReady()
+			return len(f.tasks.read(t))-from > after
+		})
+		wait.For(ctx, jitter)
+		// Whom: the node in the role now, else (no slot held at this
+		// moment, no record yet) a node drawn at random.
+		d := f.deployment(v)
+		victim, got := -1, role
+		switch role {
+		case "canary":
+			if d != nil && len(d.TaskGroups["g"].CanaryNodes) == 1 {
+				victim = f.index(d.TaskGroups["g"].CanaryNodes[0])
+			}
+		case "holder":
+			victim = f.index(f.holder())
+		case "steward":
+			if d != nil {
+				victim = f.index(rollout.RankedNodes(d.ID, f.ids)[0])
+			}
+		case "waiting":
+			for i := range f.agents {
+				if a := f.liveAt(i); a != nil && a.JobVersion < v && f.ids[i] != f.holder() &&
+					(d == nil || !slices.Contains(d.TaskGroups["g"].CanaryNodes, f.ids[i])) {
+					victim = i
+					break
+				}
+			}
+		}
+		if victim < 0 {
+			victim, got = rng.IntN(len(f.agents)), "random (no "+role+" at this moment)"
+		}
+		p := f.agents[victim]
+		status := "no record yet"
+		if d != nil {
+			status = string(d.Status)
+			if d.TaskGroups["g"].Promoted {
+				status += ", promoted"
+			}
+		}
+		p.notePlugins()
+		killed := time.Now()
+		p.signal(syscall.SIGKILL)
+		p.start()
+		var back time.Duration
+		testutil.Eventually(t, 60*time.Second, tag+": the killed node back with a running allocation", func() bool {
+			a := f.liveAt(victim)
+			if a != nil && a.ClientStatus == model.ClientRunning {
+				back = time.Since(killed)
+				return true
+			}
+			return false
+		})
+		recoveries = append(recoveries, back)
+		testutil.Eventually(t, 90*time.Second, tag+" successful", func() bool {
+			promoteWhenReady()
+			d = f.deployment(v)
+			if d != nil && (d.Status == model.DeploymentFailed || d.Status == model.DeploymentCancelled) {
+				t.Fatalf("%s: deployment %s: %s", tag, d.Status, d.StatusDescription)
+			}
+			return d != nil && d.Status == model.DeploymentSuccessful
+		})
+		testutil.Eventually(t, 30*time.Second, tag+" healthy on every node", func() bool { return f.settledAt(v) })
+		most := f.checkRollout(t, v, from, d)
+		if by := d.TaskGroups["g"].PromotedBy; auto == (by == "cli") || by == "" {
+			t.Fatalf("%s: promoted by %q, auto_promote %v", tag, by, auto)
+		}
+		t.Logf("point %d: %s killed %s (%s) %s after the push, after %d task lines + %s, record %s; back running in %s; rollout successful %s after the push; in flight at most %d",
+			point+1, f.ids[victim], got, map[bool]string{true: "auto_promote", false: "promoted by hand"}[auto],
+			killed.Sub(pushed).Round(time.Millisecond), after+1, jitter, status, back.Round(time.Millisecond),
+			d.ModifyTime.Sub(pushed).Round(time.Millisecond), most)
+	}
+	slices.Sort(recoveries)
+	t.Logf("%d kill points passed; recovery (kill → the node's allocation running): min %s, median %s, max %s",
+		points, recoveries[0].Round(time.Millisecond), recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond))
+}
