@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ import (
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/internal/wait"
+	"github.com/hivelet/hivelet/policies"
+	"github.com/hivelet/hivelet/policies/build"
 )
 
 // taskScript is the task: one "start" line, then a "stop" line when the
@@ -135,11 +138,18 @@ type faultFleet struct {
 	agents []*agentProc
 	ids    []string
 	store  *fleet.Store
+	conn   *fleet.Conn
 	tasks  *taskLog
 	dir    string
 }
 
 func newFaultFleet(t *testing.T, n int, flags ...string) *faultFleet {
+	return newFaultFleetWith(t, n, "", append([]string{"-no-policies"}, flags...)...)
+}
+
+// newFaultFleetWith is newFaultFleet with extra configuration text for
+// every agent and its flags as given.
+func newFaultFleetWith(t *testing.T, n int, config string, flags ...string) *faultFleet {
 	t.Helper()
 	hiveletBinary(t)
 	port := testutil.FreePort(t)
@@ -158,13 +168,21 @@ func newFaultFleet(t *testing.T, n int, flags ...string) *faultFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
+	f.conn = conn
 	if f.store, err = fleet.EnsureBuckets(ctx, conn, fleet.Names("hivelet"), fleet.BucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	for range n {
 		p := newAgent(t, f.url)
-		p.startWith(append([]string{"-no-policies"}, flags...)...)
+		if config != "" {
+			base, err := os.ReadFile(p.cfgPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.writeConfig(string(base) + config)
+		}
+		p.startWith(flags...)
 		f.agents = append(f.agents, p)
 		f.ids = append(f.ids, p.nodeID())
 	}
@@ -561,4 +579,213 @@ func TestEndToEndAgentsSIGKILLedAtRandomPointsOfARolloutKeepEveryInvariant(t *te
 	slices.Sort(recoveries)
 	t.Logf("%d kill points passed; recovery (kill → the node's allocation running): min %s, median %s, max %s",
 		points, recoveries[0].Round(time.Millisecond), recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond))
+}
+
+// hostileCase is one round of the hostile policy test: the policy stanzas
+// of the job's update block and the fault kinds the deployment must show
+// for the canary and the completion decision ("": any, the round logs
+// what it saw; "-": none, the control).
+type hostileCase struct {
+	name                 string
+	canary, completion   string
+	canaryKind, compKind string
+}
+
+// pass latencies from the agent's log ("reconcile pass ... duration_ms=").
+func passDurations(p *agentProc, fromByte int) (most time.Duration, n int) {
+	text := p.logText()
+	if fromByte > len(text) {
+		fromByte = 0
+	}
+	for _, line := range strings.Split(text[fromByte:], "\n") {
+		if !strings.Contains(line, `msg="reconcile pass"`) {
+			continue
+		}
+		_, v, ok := strings.Cut(line, " duration_ms=")
+		if !ok {
+			continue
+		}
+		v, _, _ = strings.Cut(v, " ")
+		ms, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		n++
+		most = max(most, time.Duration(ms*float64(time.Millisecond)))
+	}
+	return most, n
+}
+
+// Issue 11: every hostile policy kind during a running rollout. Three
+// agents with the policy engine on (deadline 1 s, 16 MiB) roll the job
+// out once per case, its canary and completion policies naming a pushed
+// hostile module: wasm modules that trap, loop, grow past the cap, declare
+// too much memory, lack the export, speak ABI 9, answer out of bounds or
+// with an undefined status byte; a Go module that panics, loops, hoards
+// memory, names an unknown node or an unknown decision, floods its output,
+// answers 2 MiB reasons, or is merely slow. Each rollout must complete
+// successfully by the documented fallback (the native default decides)
+// with checkRollout's invariants, the fault on the deployment's events,
+// no agent crashed, and the passes' latency bounded (logged).
+func TestEndToEndEveryHostilePolicyKindDuringARolloutFallsBackAndTheRolloutCompletes(t *testing.T) {
+	hiveletBinary(t)
+	wat := func(name string) string {
+		p, err := filepath.Abs(filepath.Join("..", "..", "policies", "testdata", "wat", name+".wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	guest := filepath.Join(t.TempDir(), "rfpolicy.wasm")
+	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	built := time.Now()
+	if err := build.Module(bctx, filepath.Join("testdata", "rfpolicy"), guest); err != nil {
+		bcancel()
+		t.Fatal(err)
+	}
+	bcancel()
+	t.Logf("hostile Go module built in %s", time.Since(built).Round(time.Millisecond))
+	const deadline = time.Second
+	f := newFaultFleetWith(t, 3, fmt.Sprintf("policy {\n  timeout = %q\n  memory_limit_mb = 16\n}\n", deadline.String()))
+	modules := map[string]string{"rf": guest}
+	for _, w := range []string{"trap", "loop", "grow", "bigmem", "noexport", "abi9", "outofbounds", "badstatus"} {
+		modules["w-"+w] = wat(w)
+	}
+	for _, name := range slices.Sorted(maps.Keys(modules)) {
+		code, out := f.agents[0].cli("policy", "push", modules[name], "--name", name)
+		if code == 0 {
+			continue
+		}
+		// The CLI validates what it pushes and refuses a module that
+		// cannot load: put it into the bucket past the CLI, as anyone
+		// with write access to the bucket can.
+		t.Logf("policy push %s refused by the CLI (exit %d): %s; put into the bucket directly", name, code, strings.TrimSpace(out))
+		wasm, err := os.ReadFile(modules[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = policies.NewStore(f.conn.JetStream(), policies.DefaultBucket, "").Push(pctx, name, wasm)
+		pcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rf := func(kind, do string) string {
+		return fmt.Sprintf("    %s_policy \"rf\" {\n      do = %q\n    }\n", kind, do)
+	}
+	named := func(kind, name string) string { return fmt.Sprintf("    %s_policy = %q\n", kind, name) }
+	cases := []hostileCase{
+		{"wasm trap / go panic", named("canary", "w-trap"), rf("completion", "panic"), "trap", "trap"},
+		{"wasm loop / go loop", named("canary", "w-loop"), rf("completion", "loop"), "deadline", "deadline"},
+		{"wasm memory.grow / go hoard", named("canary", "w-grow"), rf("completion", "hoard"), "memory", "memory"},
+		{"declared memory over the cap / unknown decision", named("canary", "w-bigmem"), rf("completion", "unknown-decision"), "", "invalid_output"},
+		{"no canary export / revert without fail", named("canary", "w-noexport"), rf("completion", "revert-without-fail"), "", "invalid_output"},
+		{"ABI 9 / 2 MiB reason", named("canary", "w-abi9"), rf("completion", "huge"), "", ""},
+		{"answer out of bounds / output flood", named("canary", "w-outofbounds"), rf("completion", "print"), "invalid_output", ""},
+		{"undefined status byte / slow", named("canary", "w-badstatus"), rf("completion", "slow"), "invalid_output", "-"},
+		{"go panic / none", rf("canary", "panic"), "", "trap", "-"},
+		{"go loop / none", rf("canary", "loop"), "", "deadline", "-"},
+		{"go hoard / none", rf("canary", "hoard"), "", "memory", "-"},
+		{"go unknown node / none", rf("canary", "unknown"), "", "invalid_output", "-"},
+		{"go output flood / none", rf("canary", "print"), "", "", "-"},
+		{"go 2 MiB reason / none", rf("canary", "huge"), "", "-", "-"},
+		{"go slow / none", rf("canary", "slow"), "", "-", "-"},
+	}
+	code, out := f.agents[0].cli("job", "run", "-timeout", "60s", e2eFile(t, f.dir, "v0.hcl", faultJobHCL(f.tasks, "v0", true, "")))
+	if code != 0 {
+		t.Fatalf("job run v0: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "v0 healthy on every node", func() bool { return f.settledAt(0) })
+	var worst, worstLag time.Duration
+	for i, c := range cases {
+		v := uint64(i + 1)
+		tag := "v" + strconv.FormatUint(v, 10)
+		from := len(f.tasks.read(t))
+		logFrom := make([]int, len(f.agents))
+		for j, p := range f.agents {
+			logFrom[j] = len(p.logText())
+		}
+		pushed := time.Now()
+		if code, out := f.agents[i%len(f.agents)].cli("job", "run", "-detach", e2eFile(t, f.dir, tag+".hcl", faultJobHCL(f.tasks, tag, true, c.canary+c.completion))); code != 0 {
+			t.Fatalf("%s: job run: exit %d\n%s", c.name, code, out)
+		}
+		var d *model.Deployment
+		testutil.Eventually(t, 60*time.Second, c.name+": the rollout successful", func() bool {
+			for j, p := range f.agents {
+				select {
+				case <-p.done:
+					t.Fatalf("%s: agent %s exited", c.name, f.ids[j])
+				default:
+				}
+			}
+			d = f.deployment(v)
+			if d != nil && (d.Status == model.DeploymentFailed || d.Status == model.DeploymentCancelled) {
+				t.Fatalf("%s: deployment %s: %s", c.name, d.Status, d.StatusDescription)
+			}
+			return d != nil && d.Status == model.DeploymentSuccessful
+		})
+		took := time.Since(pushed)
+		testutil.Eventually(t, 30*time.Second, c.name+": healthy on every node", func() bool { return f.settledAt(v) })
+		f.checkRollout(t, v, from, d)
+		if n, m := len(d.StatusDescription), len(d.TaskGroups["g"].CanaryReason); n > rollout.MaxReason+64 || m > rollout.MaxReason+64 {
+			t.Fatalf("%s: the record stores a description of %d bytes and a canary reason of %d", c.name, n, m)
+		}
+		// The faults the deployment shows, by decision.
+		seen := map[string][]string{}
+		for _, e := range d.Events {
+			if e.Kind != model.EventPolicyFault {
+				continue
+			}
+			for _, dec := range []string{"canary", "completion"} {
+				if strings.Contains(e.Message, " in the "+dec+" decision") {
+					seen[dec] = append(seen[dec], e.Message)
+				}
+			}
+		}
+		for dec, kind := range map[string]string{"canary": c.canaryKind, "completion": c.compKind} {
+			if kind == "" {
+				continue
+			}
+			if kind == "-" {
+				if len(seen[dec]) > 0 {
+					t.Fatalf("%s: the %s decision shows faults, none expected (control): %v", c.name, dec, seen[dec])
+				}
+				continue
+			}
+			if !slices.ContainsFunc(seen[dec], func(m string) bool { return strings.Contains(m, " "+kind+" fault in the "+dec) }) {
+				t.Fatalf("%s: no %s fault of the %s decision on the deployment; its events: %+v", c.name, kind, dec, d.Events)
+			}
+		}
+		// The steward's decision latency: from the last health verdict to
+		// the success written (a faulting policy costs up to its deadline
+		// per call, the fallback then decides).
+		var lastHealthy time.Time
+		for j := range f.agents {
+			if a := f.liveAt(j); a != nil && a.DeploymentStatus.Timestamp.After(lastHealthy) {
+				lastHealthy = a.DeploymentStatus.Timestamp
+			}
+		}
+		lag := d.ModifyTime.Sub(lastHealthy)
+		worstLag = max(worstLag, lag)
+		most, passes := time.Duration(0), 0
+		for j, p := range f.agents {
+			m, n := passDurations(p, logFrom[j])
+			most, passes = max(most, m), passes+n
+		}
+		worst = max(worst, most)
+		reason := d.TaskGroups["g"].CanaryReason
+		if len(reason) > 80 {
+			reason = fmt.Sprintf("%.80s… (%d bytes)", reason, len(reason))
+		}
+		t.Logf("%s: successful in %s (%s after the last health verdict); canary reason %q; description %.80q; faults shown: canary %d, completion %d; slowest of %d passes %s",
+			c.name, took.Round(time.Millisecond), lag.Round(time.Millisecond), reason, d.StatusDescription, len(seen["canary"]), len(seen["completion"]), passes, most.Round(time.Millisecond))
+		for dec, ms := range seen {
+			for _, m := range ms {
+				t.Logf("  %s: %.200s", dec, m)
+			}
+		}
+	}
+	t.Logf("%d hostile rounds passed; slowest reconcile pass %s, slowest success after the last health verdict %s (policy deadline %s)",
+		len(cases), worst.Round(time.Millisecond), worstLag.Round(time.Millisecond), deadline)
 }
