@@ -474,7 +474,7 @@ func TestEndToEndAgentsSIGKILLedAtRandomPointsOfARolloutKeepEveryInvariant(t *te
 		auto := point%2 == 0 // odd rounds promote by hand
 		from := len(f.tasks.read(t))
 		role := killRoles[point%len(killRoles)]
-		after := rng.IntN(9) - 1 // task lines of this rollout to wait for (-1: none)
+		after := rng.IntN(8) - 1 // task lines of this rollout to wait for (-1: none; at most 7 of its 8)
 		jitter := time.Duration(rng.IntN(400)) * time.Millisecond
 		pushed := time.Now()
 		if code, out := f.agents[rng.IntN(len(f.agents))].cli("job", "run", "-detach", e2eFile(t, f.dir, tag+".hcl", faultJobHCL(f.tasks, tag, auto, ""))); code != 0 {
@@ -788,4 +788,194 @@ func TestEndToEndEveryHostilePolicyKindDuringARolloutFallsBackAndTheRolloutCompl
 	}
 	t.Logf("%d hostile rounds passed; slowest reconcile pass %s, slowest success after the last health verdict %s (policy deadline %s)",
 		len(cases), worst.Round(time.Millisecond), worstLag.Round(time.Millisecond), deadline)
+}
+
+// newClusterFaultFleet is n agents on a three-server JetStream cluster the
+// test runs (R3 buckets), each agent knowing every server; node TTL ttl.
+// It returns the servers too.
+func newClusterFaultFleet(t *testing.T, n int, ttl time.Duration) (*faultFleet, []*fleet.Embedded) {
+	t.Helper()
+	hiveletBinary(t)
+	routePorts := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
+	var routes, urls []string
+	for _, p := range routePorts {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	var srvs []*fleet.Embedded
+	for i, p := range routePorts {
+		port := testutil.FreePort(t)
+		e, err := fleet.StartEmbedded(context.Background(), fleet.EmbeddedConfig{
+			StoreDir: t.TempDir(), Port: port, ServerName: fmt.Sprintf("c%d", i),
+			Cluster: &fleet.ClusterConfig{Name: "rfaults", Port: p, Routes: routes},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Shutdown)
+		srvs = append(srvs, e)
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", port))
+	}
+	f := &faultFleet{t: t, url: strings.Join(urls, ","), tasks: newTaskLog(t), dir: t.TempDir()}
+	testutil.Eventually(t, 60*time.Second, "R3 buckets created on the cluster", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: urls, RequestTimeout: 5 * time.Second}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		if err != nil {
+			return false
+		}
+		st, err := fleet.EnsureBuckets(ctx, conn, fleet.Names("hivelet"), fleet.BucketOptions{Replicas: 3, NodeTTL: ttl})
+		if err != nil {
+			t.Logf("creating the R3 buckets: %v (retrying)", err)
+			conn.Close()
+			return false
+		}
+		f.conn, f.store = conn, st
+		return true
+	})
+	t.Cleanup(f.conn.Close)
+	quoted := make([]string, len(urls))
+	for i, u := range urls {
+		quoted[i] = strconv.Quote(u)
+	}
+	for range n {
+		p := newAgent(t, urls[0])
+		p.natsURL = f.url
+		p.writeConfig(fmt.Sprintf("http {\n  address = %q\n}\nnats {\n  urls = [%s]\n  replicas = 3\n  node_ttl = %q\n}\n",
+			p.apiAddr, strings.Join(quoted, ", "), ttl.String()))
+		p.startWith("-no-policies")
+		f.agents = append(f.agents, p)
+		f.ids = append(f.ids, p.nodeID())
+	}
+	t.Cleanup(func() {
+		if code, out := f.agents[0].cli("job", "stop", "-timeout", "30s", "roll"); code != 0 {
+			t.Logf("job stop at cleanup: exit %d\n%s", code, out)
+		}
+		for _, e := range f.tasks.read(t) {
+			if e.op == "start" && alive(e.pid) {
+				_ = syscall.Kill(-e.pid, syscall.SIGKILL)
+				_ = syscall.Kill(e.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return f, srvs
+}
+
+// streamLeader is the index of the running server that leads the stream of
+// a bucket, or -1 (asked of the servers in process: no client request
+// that a dead server could hold up).
+func streamLeader(srvs []*fleet.Embedded, down map[int]bool, bucket string) int {
+	for i, e := range srvs {
+		if !down[i] && e.Server().JetStreamIsStreamLeader("$G", "KV_"+bucket) {
+			return i
+		}
+	}
+	return -1
+}
+
+// verdicts lists the loss verdicts in the rollout bucket.
+func (f *faultFleet) verdicts() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	keys, err := f.store.Rollout.ListKeys(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for k := range keys.Keys() {
+		if _, _, ok := wanted.ParseDownKey(k); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Issue 11: a three-server cluster losing its stream leader mid-rollout.
+// Four agents on an R3 cluster (node TTL 10 s) roll a version out; when a
+// random number of its task lines are written the server leading the
+// deployments bucket's stream is shut down. The rollout must complete on
+// the two servers left with checkRollout's invariants, and no loss verdict
+// is ever written for the live nodes.
+func TestEndToEndAClusterLosingItsStreamLeaderMidRolloutCompletesIt(t *testing.T) {
+	seed := faultSeed(t)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	t.Logf("seed %d (HIVELET_FAULT_SEED replays it)", seed)
+	f, srvs := newClusterFaultFleet(t, 4, 10*time.Second)
+	code, out := f.agents[0].cli("job", "run", "-timeout", "60s", e2eFile(t, f.dir, "v0.hcl", faultJobHCL(f.tasks, "v0", true, "")))
+	if code != 0 {
+		t.Fatalf("job run v0: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "v0 healthy on every node", func() bool { return f.settledAt(0) })
+	noVerdict := func(when string) {
+		if v := f.verdicts(); len(v) > 0 {
+			t.Fatalf("%s: loss verdicts written for live nodes: %v", when, v)
+		}
+	}
+	from := len(f.tasks.read(t))
+	after := 1 + rng.IntN(6) // the canary's lines at least
+	if code, out := f.agents[1].cli("job", "run", "-detach", e2eFile(t, f.dir, "v1.hcl", faultJobHCL(f.tasks, "v1", true, ""))); code != 0 {
+		t.Fatalf("job run v1: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d task lines of the rollout", after), func() bool {
+		noVerdict("before the loss")
+		return len(f.tasks.read(t))-from >= after
+	})
+	victim := streamLeader(srvs, nil, "hivelet_deployments")
+	if victim < 0 {
+		t.Fatal("no server leads the deployments stream")
+	}
+	leader := srvs[victim].Server().Name()
+	lines := len(f.tasks.read(t)) - from
+	killed := time.Now()
+	srvs[victim].Shutdown()
+	t.Logf("the deployments stream's leader %s shut down after %d task lines of the rollout", leader, lines)
+	down := map[int]bool{victim: true}
+	var newLeader string
+	elected := testutil.Eventually(t, 30*time.Second, "a new leader of the deployments stream", func() bool {
+		if i := streamLeader(srvs, down, "hivelet_deployments"); i >= 0 {
+			newLeader = srvs[i].Server().Name()
+			return true
+		}
+		return false
+	})
+	var resumed time.Duration
+	if lines < 8 {
+		resumed = testutil.Eventually(t, 60*time.Second, "the rollout's next task line after the loss", func() bool {
+			return len(f.tasks.read(t))-from > lines
+		})
+	}
+	var d *model.Deployment
+	testutil.Eventually(t, 90*time.Second, "v1 successful after the loss", func() bool {
+		noVerdict("after the loss")
+		d = f.deployment(1)
+		if d != nil && (d.Status == model.DeploymentFailed || d.Status == model.DeploymentCancelled) {
+			t.Fatalf("v1: deployment %s: %s", d.Status, d.StatusDescription)
+		}
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	done := time.Since(killed)
+	testutil.Eventually(t, 30*time.Second, "v1 healthy on every node", func() bool { return f.settledAt(1) })
+	most := f.checkRollout(t, 1, from, d)
+	// The nodes' heartbeats went on through the loss: a full TTL later
+	// still no verdict, every node listed ready.
+	testutil.Eventually(t, 30*time.Second, "one node TTL past the loss", func() bool {
+		noVerdict("a TTL after the loss")
+		return time.Since(killed) > 10*time.Second
+	})
+	lctx, lcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	nodes, _, err := f.store.ListNodes(lctx)
+	lcancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, n := range nodes {
+		if n.Status == model.NodeStatusReady {
+			ready++
+		}
+	}
+	if ready != len(f.agents) {
+		t.Fatalf("%d of %d nodes listed ready after the loss", ready, len(f.agents))
+	}
+	t.Logf("new leader %s elected %s after the loss; the rollout's next task line %s after it; successful %s after it; in flight at most %d; no loss verdict",
+		newLeader, elected.Round(time.Millisecond), resumed.Round(time.Millisecond), done.Round(time.Millisecond), most)
 }
