@@ -1,11 +1,13 @@
 package main
 
-// Issue 11's rollout faults, with real agent processes: four `hivelet agent`
-// subprocesses on one NATS server roll exec tasks out (canary 1,
-// max_parallel 1) while the test SIGKILLs one of them at a random moment
-// and starts it again. The tasks write their own start and stop lines
-// (a shell that traps SIGTERM) into one file the test reads, so what is
-// counted is what ran, whatever the agents' records say.
+// Issue 11's rollout faults, with real agent processes: `hivelet agent`
+// subprocesses on a NATS server (or a three-server cluster) the test runs
+// roll exec tasks out (canary 1 node, max_parallel 1) while the test
+// SIGKILLs an agent at a random moment and starts it again, pushes hostile
+// policy modules, or shuts the stream leader down. The tasks write their
+// own start and stop lines (a shell that traps SIGTERM) into one file the
+// test reads, so what is counted is what ran, whatever the agents' records
+// say (checkRollout). RELIABILITY.md, "Rollout faults", has the figures.
 
 import (
 	"bufio"
@@ -16,6 +18,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -790,10 +793,40 @@ func TestEndToEndEveryHostilePolicyKindDuringARolloutFallsBackAndTheRolloutCompl
 		len(cases), worst.Round(time.Millisecond), worstLag.Round(time.Millisecond), deadline)
 }
 
-// newClusterFaultFleet is n agents on a three-server JetStream cluster the
-// test runs (R3 buckets), each agent knowing every server; node TTL ttl.
-// It returns the servers too.
-func newClusterFaultFleet(t *testing.T, n int, ttl time.Duration) (*faultFleet, []*fleet.Embedded) {
+// natsProc is one NATS server of a cluster, run in a process of its own
+// (this test binary re-run as TestRolloutFaultsNATSServerProcess) so that
+// the test can SIGKILL it.
+type natsProc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// The helper process of natsProc: a JetStream cluster member configured
+// by HIVELET_RF_NATS (name, store dir, client port, route port, routes),
+// serving until it is killed. Skipped in a normal run.
+func TestRolloutFaultsNATSServerProcess(t *testing.T) {
+	spec := os.Getenv("HIVELET_RF_NATS")
+	if spec == "" {
+		t.Skip("the NATS server process of the rollout fault tests (run by them)")
+	}
+	f := strings.Split(spec, " ")
+	port, _ := strconv.Atoi(f[2])
+	route, _ := strconv.Atoi(f[3])
+	e, err := fleet.StartEmbedded(context.Background(), fleet.EmbeddedConfig{StoreDir: f[1], Port: port, ServerName: f[0],
+		Cluster: &fleet.ClusterConfig{Name: "rfaults", Port: route, Routes: f[4:]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	fmt.Println("serving")
+	<-context.Background().Done() // until SIGKILLed
+}
+
+// newClusterFaultFleet is n agents on a three-server JetStream cluster (R3
+// buckets; each server a process of its own), each agent knowing every
+// server; node TTL ttl. It returns the servers too.
+func newClusterFaultFleet(t *testing.T, n int, ttl time.Duration) (*faultFleet, []*natsProc) {
 	t.Helper()
 	hiveletBinary(t)
 	routePorts := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
@@ -801,18 +834,22 @@ func newClusterFaultFleet(t *testing.T, n int, ttl time.Duration) (*faultFleet, 
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	var srvs []*fleet.Embedded
-	for i, p := range routePorts {
+	var srvs []*natsProc
+	for i, rp := range routePorts {
 		port := testutil.FreePort(t)
-		e, err := fleet.StartEmbedded(context.Background(), fleet.EmbeddedConfig{
-			StoreDir: t.TempDir(), Port: port, ServerName: fmt.Sprintf("c%d", i),
-			Cluster: &fleet.ClusterConfig{Name: "rfaults", Port: p, Routes: routes},
-		})
-		if err != nil {
+		np := &natsProc{name: fmt.Sprintf("c%d", i), done: make(chan struct{})}
+		np.cmd = exec.Command(os.Args[0], "-test.run=^TestRolloutFaultsNATSServerProcess$")
+		np.cmd.Env = append(os.Environ(), "HIVELET_RF_NATS="+strings.Join(append([]string{np.name, t.TempDir(), strconv.Itoa(port), strconv.Itoa(rp)}, routes...), " "))
+		np.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := np.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(e.Shutdown)
-		srvs = append(srvs, e)
+		go func() { _ = np.cmd.Wait(); close(np.done) }()
+		t.Cleanup(func() {
+			_ = np.cmd.Process.Kill()
+			<-np.done
+		})
+		srvs = append(srvs, np)
 		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", port))
 	}
 	f := &faultFleet{t: t, url: strings.Join(urls, ","), tasks: newTaskLog(t), dir: t.TempDir()}
@@ -860,16 +897,20 @@ func newClusterFaultFleet(t *testing.T, n int, ttl time.Duration) (*faultFleet, 
 	return f, srvs
 }
 
-// streamLeader is the index of the running server that leads the stream of
-// a bucket, or -1 (asked of the servers in process: no client request
-// that a dead server could hold up).
-func streamLeader(srvs []*fleet.Embedded, down map[int]bool, bucket string) int {
-	for i, e := range srvs {
-		if !down[i] && e.Server().JetStreamIsStreamLeader("$G", "KV_"+bucket) {
-			return i
-		}
+// streamLeader names the server leading the stream of a bucket, as the
+// cluster answers the fleet client ("" while it has none or cannot say).
+func (f *faultFleet) streamLeader(bucket string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, err := f.conn.JetStream().Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return ""
 	}
-	return -1
+	info, err := s.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return ""
+	}
+	return info.Cluster.Leader
 }
 
 // verdicts lists the loss verdicts in the rollout bucket.
@@ -892,7 +933,7 @@ func (f *faultFleet) verdicts() []string {
 // Issue 11: a three-server cluster losing its stream leader mid-rollout.
 // Four agents on an R3 cluster (node TTL 10 s) roll a version out; when a
 // random number of its task lines are written the server leading the
-// deployments bucket's stream is shut down. The rollout must complete on
+// deployments bucket's stream is SIGKILLed (each server is a process). The rollout must complete on
 // the two servers left with checkRollout's invariants, and no loss verdict
 // is ever written for the live nodes.
 func TestEndToEndAClusterLosingItsStreamLeaderMidRolloutCompletesIt(t *testing.T) {
@@ -919,23 +960,22 @@ func TestEndToEndAClusterLosingItsStreamLeaderMidRolloutCompletesIt(t *testing.T
 		noVerdict("before the loss")
 		return len(f.tasks.read(t))-from >= after
 	})
-	victim := streamLeader(srvs, nil, "hivelet_deployments")
+	leader := f.streamLeader("hivelet_deployments")
+	victim := slices.IndexFunc(srvs, func(np *natsProc) bool { return np.name == leader })
 	if victim < 0 {
-		t.Fatal("no server leads the deployments stream")
+		t.Fatalf("no server leads the deployments stream (%q)", leader)
 	}
-	leader := srvs[victim].Server().Name()
 	lines := len(f.tasks.read(t)) - from
 	killed := time.Now()
-	srvs[victim].Shutdown()
-	t.Logf("the deployments stream's leader %s shut down after %d task lines of the rollout", leader, lines)
-	down := map[int]bool{victim: true}
+	if err := srvs[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-srvs[victim].done
+	t.Logf("the deployments stream's leader %s SIGKILLed after %d task lines of the rollout", leader, lines)
 	var newLeader string
 	elected := testutil.Eventually(t, 30*time.Second, "a new leader of the deployments stream", func() bool {
-		if i := streamLeader(srvs, down, "hivelet_deployments"); i >= 0 {
-			newLeader = srvs[i].Server().Name()
-			return true
-		}
-		return false
+		newLeader = f.streamLeader("hivelet_deployments")
+		return newLeader != "" && newLeader != leader
 	})
 	var resumed time.Duration
 	if lines < 8 {
