@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1016,6 +1017,28 @@ func TestEndToEndAClusterLosingItsStreamLeaderMidRolloutCompletesIt(t *testing.T
 	if ready != len(f.agents) {
 		t.Fatalf("%d of %d nodes listed ready after the loss", ready, len(f.agents))
 	}
+	// How the agents' watches came through the loss (restarts by bucket
+	// and reason), for the reader of a slow recovery.
+	for i, p := range f.agents {
+		var restarts []string
+		for _, line := range strings.Split(p.metricsText(), "\n") {
+			if strings.HasPrefix(line, "hivelet_kv_watch_restarts_total{") {
+				restarts = append(restarts, strings.TrimPrefix(line, "hivelet_kv_watch_restarts_total"))
+			}
+		}
+		t.Logf("%s: watch restarts %v", f.ids[i], restarts)
+	}
 	t.Logf("new leader %s elected %s after the loss; the rollout's next task line %s after it; successful %s after it; in flight at most %d; no loss verdict",
 		newLeader, elected.Round(time.Millisecond), resumed.Round(time.Millisecond), done.Round(time.Millisecond), most)
+}
+
+// metricsText is the agent's /metrics page, or "".
+func (p *agentProc) metricsText() string {
+	resp, err := http.Get("http://" + p.apiAddr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
