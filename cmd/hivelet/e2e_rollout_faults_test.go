@@ -38,13 +38,14 @@ import (
 	"github.com/hivelet/hivelet/policies/build"
 )
 
-// taskScript is the task: one "start" line, then a "stop" line when the
-// driver stops it with SIGTERM (the test reads both with their wall-clock
-// times in nanoseconds).
+// taskScript is the task: one "start" line, then, when the driver stops it
+// with SIGTERM, a "stopping" line, its fifth argument's seconds of
+// lingering (0 unless given), and a "stop" line (the test reads them with
+// their wall-clock times in nanoseconds).
 const taskScript = `#!/bin/sh
-ev=$1; node=$2; alloc=$3; tag=$4
+ev=$1; node=$2; alloc=$3; tag=$4; linger=${5:-0}
 echo "start $(date +%s%N) $node $alloc $tag $$" >> "$ev"
-trap 'echo "stop $(date +%s%N) $node $alloc $tag $$" >> "$ev"; kill $! 2>/dev/null; exit 0' TERM
+trap 'echo "stopping $(date +%s%N) $node $alloc $tag $$" >> "$ev"; sleep $linger; echo "stop $(date +%s%N) $node $alloc $tag $$" >> "$ev"; kill $! 2>/dev/null; exit 0' TERM
 sleep 600 &
 wait
 `
@@ -109,6 +110,12 @@ func (l *taskLog) read(t *testing.T) []taskEvent {
 // faultJobHCL is version tag of the job: exec tasks running taskScript,
 // one per node, canary 25 % (one of four nodes), max_parallel 1.
 func faultJobHCL(l *taskLog, tag string, autoPromote bool, policies string) string {
+	return faultJobHCLLinger(l, tag, autoPromote, policies, "0")
+}
+
+// faultJobHCLLinger is faultJobHCL with tasks that take linger seconds to
+// exit after their SIGTERM.
+func faultJobHCLLinger(l *taskLog, tag string, autoPromote bool, policies, linger string) string {
 	return fmt.Sprintf(`job "roll" {
   type = "system"
   update {
@@ -125,13 +132,13 @@ func faultJobHCL(l *taskLog, tag string, autoPromote bool, policies string) stri
       driver = "exec"
       config {
         command = "/bin/sh"
-        args    = [%q, %q, "${node.unique.id}", "${NOMAD_ALLOC_ID}", %q]
+        args    = [%q, %q, "${node.unique.id}", "${NOMAD_ALLOC_ID}", %q, %q]
       }
       kill_timeout = "3s"
     }
   }
 }
-`, autoPromote, policies, l.script, l.path, tag)
+`, autoPromote, policies, l.script, l.path, tag, linger)
 }
 
 // faultFleet is n agent processes on one NATS server run by the test,
@@ -1041,4 +1048,68 @@ func (p *agentProc) metricsText() string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// An agent SIGKILLed while it stops the old task of its replacement (the
+// task takes 1.5 s to exit after its SIGTERM): started again, it finishes
+// that stop and starts the replacement only once the old task is gone,
+// never beside it, and the rollout completes with checkRollout's
+// invariants (before the fix in agent.place the replacement started while
+// the old task was still stopping).
+func TestEndToEndAnAgentSIGKILLedWhileItStopsAnOldTaskStartsTheReplacementAfterIt(t *testing.T) {
+	f := newFaultFleet(t, 2)
+	code, out := f.agents[0].cli("job", "run", "-timeout", "60s", e2eFile(t, f.dir, "v0.hcl", faultJobHCLLinger(f.tasks, "v0", true, "", "1.5")))
+	if code != 0 {
+		t.Fatalf("job run v0: exit %d\n%s", code, out)
+	}
+	testutil.Eventually(t, 30*time.Second, "v0 healthy on every node", func() bool { return f.settledAt(0) })
+	for _, p := range f.agents {
+		p.notePlugins()
+	}
+	from := len(f.tasks.read(t))
+	if code, out := f.agents[1].cli("job", "run", "-detach", e2eFile(t, f.dir, "v1.hcl", faultJobHCLLinger(f.tasks, "v1", true, "", "1.5"))); code != 0 {
+		t.Fatalf("job run v1: exit %d\n%s", code, out)
+	}
+	var stopping taskEvent
+	testutil.Eventually(t, 30*time.Second, "an old task stopping", func() bool {
+		for _, e := range f.tasks.read(t)[from:] {
+			if e.op == "stopping" {
+				stopping = e
+				return true
+			}
+		}
+		return false
+	})
+	victim := f.index(stopping.node)
+	p := f.agents[victim]
+	killed := time.Now()
+	p.signal(syscall.SIGKILL)
+	if !alive(stopping.pid) {
+		t.Fatal("the stopping task did not outlive the agent (the test's premise)")
+	}
+	p.start()
+	testutil.Eventually(t, 30*time.Second, "the killed node running the new version", func() bool {
+		a := f.liveAt(victim)
+		return a != nil && a.JobVersion == 1 && a.ClientStatus == model.ClientRunning
+	})
+	back := time.Since(killed)
+	var d *model.Deployment
+	testutil.Eventually(t, 60*time.Second, "v1 successful", func() bool {
+		d = f.deployment(1)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	testutil.Eventually(t, 30*time.Second, "v1 healthy on every node", func() bool { return f.settledAt(1) })
+	f.checkRollout(t, 1, from, d)
+	var stopped, started time.Time
+	for _, e := range f.tasks.read(t)[from:] {
+		if e.node == stopping.node && e.op == "stop" && e.tag == "v0" {
+			stopped = e.at
+		}
+		if e.node == stopping.node && e.op == "start" && e.tag == "v1" && started.IsZero() {
+			started = e.at
+		}
+	}
+	t.Logf("%s SIGKILLed %s after its old task began stopping; the old task exited %s after the kill, the replacement started %s after that; the node ran v1 %s after the kill",
+		stopping.node, killed.Sub(stopping.at).Round(time.Millisecond), stopped.Sub(killed).Round(time.Millisecond),
+		started.Sub(stopped).Round(time.Millisecond), back.Round(time.Millisecond))
 }
