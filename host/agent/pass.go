@@ -620,9 +620,21 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 	a.mu.Lock()
 	_, running := a.runners[id]
 	_, finished := a.terminal[id]
+	prev := a.runners[previous]
 	a.mu.Unlock()
 	if running || finished {
 		return false, nil
+	}
+	if prev != nil && prev.Alloc().Terminal() {
+		select {
+		case <-prev.Done():
+		default:
+			// The allocation it replaces is stopping but its tasks still
+			// run (kill_timeout): a destructive update starts the
+			// replacement after them, never beside them. The stop kicks
+			// a pass when they are gone.
+			return false, nil
+		}
 	}
 	if job.LookupGroup(e.Group) == nil {
 		return false, fmt.Errorf("placing %s: group %q not in job %s", e.Name, e.Group, job.ID)

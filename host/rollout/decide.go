@@ -391,7 +391,8 @@ func CreateRecord(c *Create, answers map[string]CanaryAnswer) *model.Deployment 
 				why = "canary policy answer refused: " + why
 			}
 		}
-		reason := choice.Reason
+		reason := BoundReason(choice.Reason)
+		why = BoundReason(why)
 		if why != "" {
 			choice = reconcile.DefaultCanaries(req)
 			reason = why + "; the built-in default chose instead"

@@ -430,11 +430,11 @@ func ReplaceCanary(cur model.Deployment, r *CanaryReplacement, a CanaryAnswer, n
 	why := ""
 	switch {
 	case a.Err != nil:
-		why = "the canary policy failed: " + a.Err.Error()
+		why = "the canary policy failed: " + BoundReason(a.Err.Error())
 	case len(a.Choice.NodeIDs) == 0:
 		why = "the canary policy named no replacement"
 		if a.Choice.Reason != "" {
-			why += ": " + a.Choice.Reason
+			why += ": " + BoundReason(a.Choice.Reason)
 		}
 	default:
 		if bad := reconcile.ValidateCanaryChoice(r.Request, a.Choice); bad != "" {
@@ -454,7 +454,7 @@ func ReplaceCanary(cur model.Deployment, r *CanaryReplacement, a CanaryAnswer, n
 	g.CanaryNodes = nodes
 	msg := fmt.Sprintf("group %s: canary node %s %s before promotion, replaced by %s", r.Group, r.Lost, r.Why, a.Choice.NodeIDs[0])
 	if a.Choice.Reason != "" {
-		msg += " (" + a.Choice.Reason + ")"
+		msg += " (" + BoundReason(a.Choice.Reason) + ")"
 	}
 	event(d, now, model.EventCanary, msg)
 	touch(d, now, nonce)

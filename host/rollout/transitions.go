@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
@@ -347,14 +348,14 @@ func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.Co
 		}
 		d := clone(cur)
 		d.Status = model.DeploymentSuccessful
-		d.StatusDescription = v.Reason
+		d.StatusDescription = BoundReason(v.Reason)
 		if d.StatusDescription == "" {
 			d.StatusDescription = model.DescSuccessful
 		}
 		touch(d, now, nonce)
 		return d, nil
 	case reconcile.DecisionFail:
-		reason := v.Reason
+		reason := BoundReason(v.Reason)
 		if reason == "" {
 			reason = model.DescFailedAllocations
 		}
@@ -368,4 +369,25 @@ func ApplyVerdict(cur model.Deployment, counts map[string]Counts, v reconcile.Co
 // start its progress clock.
 func placedOnly(c Counts) bool {
 	return c.Placed > 0 && c.Outdated == 0 && c.InFlight == 0
+}
+
+// MaxReason bounds the text of a policy's answer (a reason, an error) as a
+// record stores it. A module may answer up to 16 MiB; the record, with its
+// events (a canary reason is quoted in one), must fit in one NATS message
+// (1 MiB by default), or every write of it fails and the rollout stops
+// where it is (found by the rollout fault suite: a completion policy's
+// 2 MiB reason kept a deployment from ever succeeding).
+const MaxReason = 1024
+
+// BoundReason returns s if it fits in MaxReason bytes, else its first
+// bytes (cut at a character boundary) and how long it was.
+func BoundReason(s string) string {
+	if len(s) <= MaxReason {
+		return s
+	}
+	cut := MaxReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes, cut to %d)", s[:cut], len(s), cut)
 }
