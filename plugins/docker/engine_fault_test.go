@@ -167,3 +167,62 @@ func TestAnEngineRestartWithoutLiveRestoreEndsTheTaskAndLeavesItDestroyable(t *t
 		t.Fatalf("containers left after DestroyTask: %+v %v", list, err)
 	}
 }
+
+// A start the engine cannot serve because it is away (stopped here; the
+// same as the moment of a restart without live-restore, when the host
+// restarts the task its engine just stopped) waits for the engine and then
+// starts the task: one container, running. Before, it failed at once, and
+// an engine restart used up a task's restart attempts in under a second
+// (the allocation failed: TestEndToEndAnEngineRestartWithoutLiveRestore...).
+// Control: an engine that does not come back within EngineWait fails the
+// start, with the engine's error.
+func TestAStartWhileTheEngineIsAwayWaitsForItWithinEngineWait(t *testing.T) {
+	env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	e := dockertest.StartPrivateEngine(t, false, env.Tag, env.Binary(t))
+	c := e.Client()
+	d := newDriver(t, docker.Config{Engine: engine.Options{Host: e.Host()}, EngineWait: 30 * time.Second})
+	tc := task(t, c, "run")
+	e.Stop()
+	started := make(chan error, 1)
+	at := time.Now()
+	go func() {
+		_, err := d.StartTask(ctx, tc)
+		started <- err
+	}()
+	// The start is waiting, not failed, while the engine is away.
+	testutil.Eventually(t, 2*time.Second, "the start waiting 1s", func() bool { return time.Since(at) >= time.Second })
+	select {
+	case err := <-started:
+		t.Fatalf("the start returned while the engine was away: %v", err)
+	default:
+	}
+	e.Start()
+	if err := <-started; err != nil {
+		t.Fatalf("the start after the engine came back: %v", err)
+	}
+	t.Logf("the start succeeded %v after it began (the engine away ~1 s, then starting)", time.Since(at).Round(time.Millisecond))
+	waitOutput(t, tc.StdoutPath, "ready\n")
+	if st := onlyContainer(t, ctx, c, tc); !st.Running {
+		t.Fatalf("the task's container: %+v, want running", st)
+	}
+	if err := d.StopTask(ctx, tc.ID, 5*time.Second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DestroyTask(ctx, tc.ID, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Control: the engine stays away past EngineWait.
+	short := newDriver(t, docker.Config{Engine: engine.Options{Host: e.Host()}, EngineWait: time.Second})
+	e.Stop()
+	at = time.Now()
+	if _, err := short.StartTask(ctx, task(t, c, "run")); err == nil || !engine.Unreachable(err) {
+		t.Fatalf("a start with the engine away past EngineWait: %v, want the engine's unavailability", err)
+	}
+	if took := time.Since(at); took < 500*time.Millisecond || took > 10*time.Second {
+		t.Fatalf("the start failed after %v, want about EngineWait (1s)", took)
+	}
+	e.Start() // for the cleanup
+}
