@@ -17,6 +17,11 @@
 //     it, and DestroyTask without a tracked task removes the containers
 //     labelled with its ID
 //     (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed).
+//   - A start the engine cannot serve because it is away (restarting) is
+//     retried until it is back, up to Config.EngineWait, instead of failing
+//     and using up the task's restart attempts; what a failed attempt left
+//     is removed by the next
+//     (TestAStartWhileTheEngineIsAwayWaitsForItWithinEngineWait).
 //   - The stop signal is the task's kill signal, set when the container is
 //     created: the engine here speaks API 1.41, whose stop call takes no
 //     signal.
