@@ -172,6 +172,10 @@ func eventTypes(a *model.Allocation, task string) string {
 	}
 	var out []string
 	for _, e := range ts.Events {
+		if e.Type == "Driver Failure" {
+			out = append(out, e.Type+" ("+e.Message+")")
+			continue
+		}
 		out = append(out, e.Type)
 	}
 	return strings.Join(out, ", ")
