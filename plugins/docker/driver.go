@@ -17,6 +17,11 @@
 //     it, and DestroyTask without a tracked task removes the containers
 //     labelled with its ID
 //     (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed).
+//   - A start the engine cannot serve because it is away (restarting) is
+//     retried until it is back, up to Config.EngineWait, instead of failing
+//     and using up the task's restart attempts; what a failed attempt left
+//     is removed by the next
+//     (TestAStartWhileTheEngineIsAwayWaitsForItWithinEngineWait).
 //   - The stop signal is the task's kill signal, set when the container is
 //     created: the engine here speaks API 1.41, whose stop call takes no
 //     signal.
@@ -83,6 +88,9 @@ type Config struct {
 	// FingerprintInterval is how often the engine's health is checked.
 	// Default 15 seconds.
 	FingerprintInterval time.Duration
+	// EngineWait is how long a start the engine cannot serve (it is
+	// restarting) is retried before it fails. Default 60 seconds.
+	EngineWait time.Duration
 	// Logger receives the driver's own logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -99,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FingerprintInterval <= 0 {
 		c.FingerprintInterval = 15 * time.Second
+	}
+	if c.EngineWait <= 0 {
+		c.EngineWait = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -282,7 +293,83 @@ func (d *Driver) fingerprint(ctx context.Context) *driver.Fingerprint {
 
 // StartTask pulls the image if needed, creates and starts the container,
 // and starts copying its logs.
+//
+// A start the engine cannot serve because it is away (engine.Unreachable,
+// or a server error followed by the engine no longer answering: what a
+// shutting-down engine does) is tried again, with backoff, for up to
+// Config.EngineWait: an engine restart without live-restore stops the
+// task's container, and the host's restart of it would otherwise fail
+// while the engine is away and use up the task's restart attempts
+// (TestAStartWhileTheEngineIsAwayWaitsForItWithinEngineWait). Each retry
+// first removes what the failed attempt left (adoptOrClear). A failed pull
+// and a server error from an engine that keeps answering (a host port
+// taken) are not retried.
 func (d *Driver) StartTask(ctx context.Context, tc *driver.TaskConfig) (*driver.TaskHandle, error) {
+	h, err := d.startTask(ctx, tc)
+	if err == nil || !d.engineAway(ctx, err) {
+		return h, err
+	}
+	d.log.Warn("the docker engine is away: retrying the start until it is back", "alloc_id", tc.AllocID, "task", tc.TaskName, "retry_for", d.cfg.EngineWait, "err", err)
+	d.emit(tc.ID, tc.AllocID, tc.TaskName, fmt.Sprintf("Docker engine unavailable; retrying the start for up to %s: %v", d.cfg.EngineWait, err), map[string]string{"engine_unavailable": "true"})
+	deadline := time.Now().Add(d.cfg.EngineWait)
+	backoff := 250 * time.Millisecond
+	for time.Now().Add(backoff).Before(deadline) {
+		if !wait.For(ctx, backoff) {
+			return nil, fmt.Errorf("%w (while the docker engine was away: %v)", ctx.Err(), err)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		if h, err = d.startTask(ctx, tc); err == nil {
+			d.log.Info("the docker engine is back: the start went through", "alloc_id", tc.AllocID, "task", tc.TaskName)
+			return h, nil
+		}
+		if !d.engineAway(ctx, err) {
+			break
+		}
+	}
+	return nil, err
+}
+
+// engineGoneWithin is how long a server error is given to turn out to be
+// the engine shutting down (it stops answering) rather than the start's
+// own failure.
+const engineGoneWithin = 2 * time.Second
+
+// engineAway reports whether a start failed because the engine is away,
+// not because of the task, a pull or the caller's context.
+func (d *Driver) engineAway(ctx context.Context, err error) bool {
+	var pe *pullError
+	if errors.As(err, &pe) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if engine.Unreachable(err) {
+		return true
+	}
+	if !engine.ServerError(err) {
+		return false
+	}
+	deadline := time.Now().Add(engineGoneWithin)
+	for time.Now().Before(deadline) {
+		ictx, cancel := context.WithTimeout(ctx, time.Second)
+		_, ierr := d.engine.Info(ictx)
+		cancel()
+		if engine.Unreachable(ierr) {
+			return true
+		}
+		if !wait.For(ctx, 100*time.Millisecond) {
+			return false
+		}
+	}
+	return false
+}
+
+// pullError is a failed pull: a registry's answer, not the engine's
+// availability.
+type pullError struct{ err error }
+
+func (e *pullError) Error() string { return e.err.Error() }
+func (e *pullError) Unwrap() error { return e.err }
+
+func (d *Driver) startTask(ctx context.Context, tc *driver.TaskConfig) (*driver.TaskHandle, error) {
 	p, err := makePlan(tc, planOptions{
 		allowPrivileged: d.cfg.AllowPrivileged,
 		allowCaps:       d.cfg.AllowCaps,
@@ -432,7 +519,7 @@ func (d *Driver) ensureImage(ctx context.Context, tc *driver.TaskConfig, p *plan
 			err = fmt.Errorf("image pull timed out after %s: %w", p.pullTimeout, err)
 		}
 		d.emit(tc.ID, tc.AllocID, tc.TaskName, "Failed to pull image "+ref+": "+err.Error(), map[string]string{"image": ref, "failed": "true"})
-		return fmt.Errorf("image %s is not present and could not be pulled: %w", ref, err)
+		return &pullError{fmt.Errorf("image %s is not present and could not be pulled: %w", ref, err)}
 	}
 	d.emit(tc.ID, tc.AllocID, tc.TaskName, fmt.Sprintf("Pulled image %s in %s", ref, time.Since(start).Round(time.Millisecond)), map[string]string{"image": ref})
 	return nil

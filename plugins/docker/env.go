@@ -18,6 +18,7 @@ const (
 	EnvLogMaxBytes     = "HIVELET_DOCKER_LOG_MAX_BYTES"    // bytes per log file
 	EnvLogMaxFiles     = "HIVELET_DOCKER_LOG_MAX_FILES"    // rotated files kept
 	EnvPullTimeout     = "HIVELET_DOCKER_PULL_TIMEOUT"     // e.g. "5m"
+	EnvEngineWait      = "HIVELET_DOCKER_ENGINE_WAIT"      // e.g. "60s": Config.EngineWait
 	// EnvAllowCaps lists the capabilities cap_add may name ("net_admin,
 	// sys_time", or "all"); default DefaultAllowCaps.
 	EnvAllowCaps = "HIVELET_DOCKER_ALLOW_CAPS"
@@ -63,6 +64,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("%s=%q: want a positive duration", EnvPullTimeout, v)
 		}
 		c.PullTimeout = d
+	}
+	if v := getenv(EnvEngineWait); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("%s=%q: want a positive duration", EnvEngineWait, v)
+		}
+		c.EngineWait = d
 	}
 	return c, nil
 }

@@ -21,6 +21,8 @@ func TestConfigFromEnvReadsEachSettingAndRejectsMalformedOnes(t *testing.T) {
 		{"bad size", map[string]string{EnvLogMaxBytes: "10MB"}, Config{}, true},
 		{"zero files", map[string]string{EnvLogMaxFiles: "0"}, Config{}, true},
 		{"bad timeout", map[string]string{EnvPullTimeout: "-1m"}, Config{}, true},
+		{"engine wait", map[string]string{EnvEngineWait: "2m"}, Config{EngineWait: 2 * time.Minute}, false},
+		{"bad engine wait", map[string]string{EnvEngineWait: "0s"}, Config{}, true},
 		{"allowed caps", map[string]string{EnvAllowCaps: "NET_ADMIN, cap_sys_time"}, Config{AllowCaps: []string{"net_admin", "sys_time"}}, false},
 		{"bad caps", map[string]string{EnvAllowCaps: "net_admin,,"}, Config{}, true},
 	}

@@ -11,6 +11,12 @@
 //   - a task is identified by PID plus start time (/proc/<pid>/stat field
 //     22), so a PID the kernel reused for another process is never taken
 //     for the task (TestRecoverRefusesAReusedPID);
+//   - a start interrupted by a crash of the plugin (after the process
+//     started, before its handle returned) ends adopted or destroyed, never
+//     running twice or untracked: the process carries the task's ID and a
+//     digest of the start in its environment (leftovers.go), a retried
+//     start adopts it and DestroyTask by ID kills it
+//     (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed);
 //   - a task that names no user runs as DefaultUser ("nobody") when the
 //     driver is root, and a task naming root runs only when the agent
 //     allows it (Options.AllowRoot): TestATaskRunsAsNobodyUnlessRootIsAllowed.
@@ -107,7 +113,9 @@ type task struct {
 	startTicks uint64
 	startedAt  time.Time
 	killSignal string
-	exit       driver.Exit // finished when the main process exited
+	// key is the start's digest (startKey); empty for a recovered task.
+	key  string
+	exit driver.Exit // finished when the main process exited
 }
 
 // Driver is the exec driver. Use New or NewWithOptions.
@@ -158,7 +166,7 @@ func openOutput(path string) (*os.File, error) {
 
 // StartTask starts the command in its own process group with its output
 // appended to the task's stdout and stderr files.
-func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
 	if err := driver.ValidateConfig(Schema(), cfg.Config); err != nil {
 		return nil, err
 	}
@@ -169,10 +177,6 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if cfg.NetworkMode == "bridge" {
 		return nil, fmt.Errorf("starting exec task %s: the exec driver runs tasks on the node's network; network mode \"bridge\" needs the docker driver", cfg.ID)
 	}
-	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
-		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
-	}
-
 	cmd := osexec.Command(resolveCommand(c.Command, cfg), c.Args...)
 	cmd.Dir = c.WorkDir
 	if cmd.Dir == "" {
@@ -198,6 +202,19 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if err != nil {
 		return nil, fmt.Errorf("starting exec task %s: %w", cfg.ID, err)
 	}
+	key := startKey(cmd, cred)
+	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
+		// The host asks again for a task this process runs: it lost the
+		// answer. The same start gets the running task's handle.
+		if old.key == key {
+			return old.handle()
+		}
+		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
+	}
+	if h, err := d.adoptOrClear(ctx, cfg, key, cred); err != nil || h != nil {
+		return h, err
+	}
+	cmd.Env = append(cmd.Env, EnvTaskID+"="+cfg.ID, EnvStartKey+"="+key)
 	if cred != nil && int(cred.Uid) != os.Geteuid() {
 		if err := prepareDirs(cfg.AllocDir, cfg.TaskName, cred); err != nil {
 			return nil, fmt.Errorf("starting exec task %s as uid %d: %w", cfg.ID, cred.Uid, err)
@@ -232,10 +249,12 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	}
 	now := time.Now()
 	t := &task{id: cfg.ID, cfg: cfg, pid: pid, startTicks: st.StartTicks, startedAt: now,
-		killSignal: cfg.KillSignal}
-	raw, err := json.Marshal(state{PID: pid, StartTicks: st.StartTicks})
+		killSignal: cfg.KillSignal, key: key}
+	h, err := t.handle()
 	if err != nil {
-		return nil, fmt.Errorf("encoding handle of exec task %s: %w", cfg.ID, err)
+		_ = unix.Kill(-pid, unix.SIGKILL)
+		_ = cmd.Wait()
+		return nil, err
 	}
 	d.tasks.Put(cfg.ID, t)
 	go func() {
@@ -246,7 +265,71 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 		d.emit(t, "exited")
 	}()
 	d.emit(t, "started")
-	return &driver.TaskHandle{Version: handleVersion, TaskID: cfg.ID, Driver: Name, DriverState: raw, StartedAt: now}, nil
+	return h, nil
+}
+
+// handle is the task's handle, as StartTask returns it.
+func (t *task) handle() (*driver.TaskHandle, error) {
+	raw, err := json.Marshal(state{PID: t.pid, StartTicks: t.startTicks})
+	if err != nil {
+		return nil, fmt.Errorf("encoding handle of exec task %s: %w", t.id, err)
+	}
+	return &driver.TaskHandle{Version: handleVersion, TaskID: t.id, Driver: Name, DriverState: raw, StartedAt: t.startedAt}, nil
+}
+
+// adoptOrClear deals with what an interrupted start of the task left
+// running (see leftovers.go): the process of the same start, running as
+// the task's user, is adopted and its handle returned; any other is killed
+// with its group, and the caller starts the task (nil handle, nil error).
+func (d *Driver) adoptOrClear(ctx context.Context, cfg *driver.TaskConfig, key string, cred *syscall.Credential) (*driver.TaskHandle, error) {
+	left, err := leftovers(cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("starting exec task %s: looking for what an interrupted start left: %w", cfg.ID, err)
+	}
+	uid := os.Geteuid()
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	var adopt *leftover
+	for k := range left {
+		l := left[k]
+		if adopt == nil && l.key == key && l.uid == uid {
+			adopt = &left[k]
+			continue
+		}
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := killLeftover(kctx, l)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("starting exec task %s: replacing process %d left by an interrupted start with another config: %w", cfg.ID, l.pid, err)
+		}
+	}
+	if adopt == nil {
+		return nil, nil
+	}
+	t := &task{id: cfg.ID, cfg: cfg, pid: adopt.pid, startTicks: adopt.ticks, startedAt: startedAt(adopt.ticks),
+		killSignal: cfg.KillSignal, key: key}
+	h, err := t.handle()
+	if err != nil {
+		return nil, err
+	}
+	if _, added := d.tasks.Add(cfg.ID, t, func(old *task) bool { return !old.exit.Exited() }); !added {
+		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
+	}
+	d.watchNonChild(t)
+	d.emit(t, "adopted")
+	return h, nil
+}
+
+// watchNonChild finishes a task that is not the driver's child (recovered
+// or adopted) when its process exits; its exit status is unknown.
+func (d *Driver) watchNonChild(t *task) {
+	go func() {
+		_ = proc.WaitExit(context.Background(), t.pid, t.startTicks)
+		_ = unix.Kill(-t.pid, unix.SIGKILL)
+		t.exit.Finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
+		d.emit(t, "exited")
+	}()
 }
 
 func exitResult(ps *os.ProcessState, err error) *driver.ExitResult {
@@ -287,12 +370,7 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
 		return nil // a concurrent RecoverTask took it back
 	}
-	go func() {
-		_ = proc.WaitExit(context.Background(), t.pid, t.startTicks)
-		_ = unix.Kill(-t.pid, unix.SIGKILL)
-		t.exit.Finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
-		d.emit(t, "exited")
-	}()
+	d.watchNonChild(t)
 	return nil
 }
 
@@ -369,10 +447,13 @@ func (d *Driver) StopTask(ctx context.Context, id string, timeout time.Duration,
 }
 
 // DestroyTask forgets an exited task; force SIGKILLs a running one first.
+// A task the driver does not track has what an interrupted start left
+// running killed (force), or is refused (no force), or is ErrTaskNotFound
+// when nothing carries its ID.
 func (d *Driver) DestroyTask(ctx context.Context, id string, force bool) error {
 	t, err := d.tasks.Get(id)
 	if err != nil {
-		return err
+		return d.destroyUntracked(ctx, id, force, err)
 	}
 	if !t.exit.Exited() {
 		if !force {
@@ -496,6 +577,27 @@ func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 	}
 	if err := t.signalGroup(sig); err != nil {
 		return fmt.Errorf("signalling exec task %s: %w", id, err)
+	}
+	return nil
+}
+
+// destroyUntracked kills the process groups an interrupted start of task
+// id left running; notFound is returned when there are none.
+func (d *Driver) destroyUntracked(ctx context.Context, id string, force bool, notFound error) error {
+	left, err := leftovers(id)
+	if err != nil {
+		return fmt.Errorf("destroying exec task %s: looking for what an interrupted start left: %w", id, err)
+	}
+	if len(left) == 0 {
+		return notFound
+	}
+	if !force {
+		return fmt.Errorf("destroying exec task %s: process %d left by an interrupted start is running; force to kill it", id, left[0].pid)
+	}
+	for _, l := range left {
+		if err := killLeftover(ctx, l); err != nil {
+			return fmt.Errorf("destroying exec task %s: %w", id, err)
+		}
 	}
 	return nil
 }

@@ -79,6 +79,21 @@ func New(opts Options) (*Client, error) {
 	return &Client{api: api}, nil
 }
 
+// Unreachable reports whether err says the call never reached an engine
+// that could answer it: the engine is down, restarting, or went away in
+// the middle of the call.
+func Unreachable(err error) bool {
+	return err != nil && (client.IsErrConnectionFailed(err) || errdefs.IsUnavailable(err) || errors.Is(err, io.ErrUnexpectedEOF))
+}
+
+// ServerError reports whether the engine answered err with a server error
+// (HTTP 5xx): the engine's own trouble (it fails calls so while it shuts
+// down) or a failure of the container it was asked to start (a host port
+// already taken). Not a refusal of a bad request, not "not found".
+func ServerError(err error) bool {
+	return err != nil && errdefs.IsInternal(err)
+}
+
 // Close releases the client's connections.
 func (c *Client) Close() error { return c.api.Close() }
 

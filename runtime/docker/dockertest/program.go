@@ -11,6 +11,9 @@ package dockertest
 //	                    -exit SIG     exit 0 when SIG arrives (default SIGTERM and SIGINT)
 //	                    -code N       exit code used for -exit (default 0)
 //	tick MS           print "tick N" every MS milliseconds, forever
+//	slow MS CODE      print "ready"; on SIGTERM print "term", take MS
+//	                  milliseconds to exit (further SIGTERMs ignored), print
+//	                  "bye" and exit CODE
 //	log N             print N lines to stdout and N to stderr, then wait
 //	oom               allocate and touch memory, 1 MiB at a time, forever
 //	busy              spin on the CPU until killed
@@ -92,6 +95,17 @@ func main() {
 			fmt.Printf("tick %d\n", i)
 			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}
+	case "slow":
+		ms, _ := strconv.Atoi(args[0])
+		code, _ := strconv.Atoi(args[1])
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Println("ready")
+		<-c
+		fmt.Println("term")
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		fmt.Println("bye")
+		os.Exit(code)
 	case "log":
 		n, _ := strconv.Atoi(args[0])
 		for i := 0; i < n; i++ {

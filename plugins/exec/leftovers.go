@@ -1,0 +1,166 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hivelet/hivelet/plugins/internal/proc"
+)
+
+// A start interrupted by a crash of the plugin (SIGKILLed after the task's
+// process started, before its handle reached the host) leaves a running
+// process that no handle names: the host got an error and retries the
+// start, or gives up and destroys the task by its ID. The process carries
+// its marks in its environment, set atomically by execve, the way the
+// docker driver labels a container:
+//
+//   - EnvTaskID, the task's ID, which the host uses again for the retry;
+//   - EnvStartKey, a digest of what was started (command, arguments,
+//     environment, directory, user).
+//
+// A retried StartTask of a task the driver does not track looks for a live
+// process group leader carrying the task's ID (leftovers): one with the
+// same start key, running as the task's user, is adopted (the retry
+// answers with its handle, nothing runs twice); any other is killed with
+// its group before the new start. DestroyTask of a task it does not track
+// kills such leftovers (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed).
+//
+// Limits: a task that empties or rewrites its environment before exec'ing
+// (env -i) loses its marks and would be started again; an adopted task,
+// like a recovered one, is not the plugin's child, so its exit status is
+// unknown (errUnknownExit).
+const (
+	// EnvTaskID is the variable naming the task in its process's
+	// environment.
+	EnvTaskID = "HIVELET_EXEC_TASK_ID"
+	// EnvStartKey is the variable holding the digest of the start.
+	EnvStartKey = "HIVELET_EXEC_START_KEY"
+)
+
+// startKey digests what cmd starts and as whom: two starts with the same
+// key run the same thing.
+func startKey(cmd *osexec.Cmd, cred *syscall.Credential) string {
+	h := sha256.New()
+	field := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
+	field(cmd.Path)
+	for _, a := range cmd.Args {
+		field(a)
+	}
+	field("--env")
+	for _, e := range cmd.Env {
+		field(e)
+	}
+	field(cmd.Dir)
+	uid, gid := os.Geteuid(), os.Getegid()
+	if cred != nil {
+		uid, gid = int(cred.Uid), int(cred.Gid)
+	}
+	field(strconv.Itoa(uid) + ":" + strconv.Itoa(gid))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// leftover is a live process group leader that carries a task's ID.
+type leftover struct {
+	pid   int
+	ticks uint64
+	key   string
+	uid   int
+}
+
+// leftovers lists the live process group leaders whose environment names
+// taskID, oldest first. A process whose environment cannot be read (it
+// belongs to another user and we are not root) is not a task of ours.
+func leftovers(taskID string) ([]leftover, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	want := []byte(EnvTaskID + "=" + taskID)
+	var out []leftover
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.PGID != pid || st.State == "Z" || st.State == "X" {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		var l leftover
+		found := false
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			switch {
+			case bytes.Equal(kv, want):
+				found = true
+			case bytes.HasPrefix(kv, []byte(EnvStartKey+"=")):
+				l.key = string(kv[len(EnvStartKey)+1:])
+			}
+		}
+		if !found {
+			continue
+		}
+		fi, err := os.Stat("/proc/" + e.Name())
+		if err != nil {
+			continue
+		}
+		sys, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		l.pid, l.ticks, l.uid = pid, st.StartTicks, int(sys.Uid)
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ticks < out[j].ticks })
+	return out, nil
+}
+
+// killLeftover SIGKILLs a leftover's process group (if its leader is still
+// the process found) and waits for the leader to exit, within ctx.
+func killLeftover(ctx context.Context, l leftover) error {
+	if !proc.Same(l.pid, l.ticks) {
+		return nil
+	}
+	if err := unix.Kill(-l.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("killing process group %d: %w", l.pid, err)
+	}
+	if err := proc.WaitExit(ctx, l.pid, l.ticks); err != nil {
+		return fmt.Errorf("waiting for process group %d to die: %w", l.pid, err)
+	}
+	return nil
+}
+
+// startedAt converts a process's start ticks into wall time, from the
+// boot time in /proc/stat; the zero time if that cannot be read.
+func startedAt(ticks uint64) time.Time {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			boot, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}
+			}
+			return time.Unix(boot, 0).Add(time.Duration(ticks) * time.Second / clockTicks)
+		}
+	}
+	return time.Time{}
+}
