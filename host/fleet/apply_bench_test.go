@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -62,7 +61,7 @@ func BenchmarkApplyNodeHeartbeat(b *testing.B) {
 			}
 			st := s.nodes["node-1"]
 			if st.Value == nil || st.Revision != rev || !st.Value.HeartbeatAt.Equal(t0.Add(time.Duration((rev-1)%64)*10*time.Second)) {
-				b.Fatal(fmt.Sprintf("the record was not applied: %+v", st))
+				b.Fatalf("the record was not applied: %+v", st)
 			}
 		})
 	}
