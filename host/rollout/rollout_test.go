@@ -885,3 +885,56 @@ func TestAReturningNodeSettlesItsOwnAllocationsByItsVerdict(t *testing.T) {
 		t.Fatalf("another node's verdict: %+v", r)
 	}
 }
+
+// The holder's old allocation is stopped and no replacement is known yet
+// while its plan places nothing (an agent restarted between the two, whose
+// first plans come before its own record is seen ready again): the slot is
+// kept, since the replacement is still owed. Released (controls) once the
+// record stops running, once the node leaves the job's scope, or once the
+// name is no longer one the job runs. Before, the slot was released there
+// and the replacement placed next went beside another node's (the rollout
+// fault suite's kill points).
+func TestAHolderThatStillOwesTheReplacementKeepsItsSlotThroughAnEmptyPlan(t *testing.T) {
+	setup := func() (*world, Take) {
+		w := newWorld(2, 1, 0)
+		w.record(nil)
+		tk := w.take(t, "n1")
+		if len(tk) == 0 {
+			tk = w.take(t, "n2")
+		}
+		w.holdSlot(t, tk[0])
+		old := w.alloc(tk[0].Slot.OldAlloc)
+		old.DesiredStatus, old.ClientStatus = model.DesiredStop, model.ClientComplete
+		return w, tk[0]
+	}
+	emptyPlan := func(w *world, holder string) Facts {
+		f := w.facts(t, holder)
+		f.Plan = &reconcile.Plan{}
+		return f
+	}
+	w, tk := setup()
+	if dec := Decide(emptyPlan(w, tk.Slot.Holder)); len(dec.Releases) != 0 {
+		t.Fatalf("released while the replacement is owed: %+v", dec.Releases)
+	}
+	// Controls.
+	w, tk = setup()
+	w.recs[len(w.recs)-1].D.Status = model.DeploymentCancelled
+	if dec := Decide(emptyPlan(w, tk.Slot.Holder)); len(dec.Releases) != 1 {
+		t.Fatalf("record cancelled: not released: %+v", dec.Releases)
+	}
+	w, tk = setup()
+	f := emptyPlan(w, tk.Slot.Holder)
+	for i := range f.Nodes {
+		if f.Nodes[i].ID == tk.Slot.Holder {
+			f.Nodes[i].Eligible, f.Nodes[i].Ready = false, false
+		}
+	}
+	if dec := Decide(f); len(dec.Releases) != 1 {
+		t.Fatalf("holder made ineligible: not released: %+v", dec.Releases)
+	}
+	w, tk = setup()
+	w.job.Groups[0].Count = 0
+	if dec := Decide(emptyPlan(w, tk.Slot.Holder)); len(dec.Releases) != 1 {
+		t.Fatalf("the name no longer in the job: not released: %+v", dec.Releases)
+	}
+}

@@ -60,10 +60,50 @@ func (f *Facts) releases(dec *Decision, rec *Record) {
 			// Taken, not acted on, and the record stopped running: release
 			// without acting (T5).
 			dec.Releases = append(dec.Releases, s)
-		case nw == nil && (old == nil || old.Terminal()) && !f.placing(old):
+		case nw == nil && (old == nil || old.Terminal()) && !f.placing(old) && !f.owesReplacement(s.Slot, old, d):
 			dec.Releases = append(dec.Releases, s)
 		}
 	}
+}
+
+// owesReplacement reports whether this node still owes the replacement of
+// old, which its slot stopped: the slot's record is running, old is of an
+// older version than the slot's, its name is still one the job runs, and
+// this node is still eligible for the job (or not seen yet). Then a plan
+// that does not place the name now (the first passes after an agent
+// restart, before its own record is seen ready again) does not mean that no
+// replacement will come: the slot is kept until the replacement's verdict
+// (or the record stops running, the node leaves the job's scope, or the
+// slot's TTL ends), so the replacement placed next is still paced by it.
+// Found by the rollout fault suite: an agent SIGKILLed between stopping
+// its old allocation and recording the replacement released its slot at
+// restart and then placed the replacement beside another node's.
+func (f *Facts) owesReplacement(sl model.Slot, old *model.Allocation, d *model.Deployment) bool {
+	if old == nil || d == nil || d.Status != model.DeploymentRunning || old.JobVersion >= sl.JobVersion {
+		return false
+	}
+	if n, ok := f.node(f.Self); ok && !n.Eligible {
+		return false
+	}
+	g := groupOf(f.Job, old.TaskGroup)
+	if g == nil || f.Job.Stop {
+		return false
+	}
+	idx := allocIndex(old.Name)
+	return idx >= 0 && idx < g.Count
+}
+
+// allocIndex is the index of an allocation name "<job>.<group>[<i>]", or -1.
+func allocIndex(name string) int {
+	i := strings.LastIndexByte(name, '[')
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return -1
+	}
+	n, err := strconv.Atoi(name[i+1 : len(name)-1])
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // slotLive reports whether a slot of record d may still be acted on.
