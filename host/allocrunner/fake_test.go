@@ -180,20 +180,27 @@ func (f *fakeDriver) StopTask(ctx context.Context, id string, timeout time.Durat
 	if err != nil {
 		return err
 	}
+	// The call is recorded before the task's exit is: the runner may finish
+	// (and Stop return) as soon as the exit is seen, before StopTask does.
+	record := func(st fakeStop) {
+		f.mu.Lock()
+		f.stops = append(f.stops, st)
+		f.mu.Unlock()
+	}
 	st := fakeStop{TaskID: id, Timeout: timeout, Signal: signal}
 	if t.ignore {
 		select {
 		case <-t.done:
+			record(st)
 		case <-time.After(timeout):
 			st.Killed = true
+			record(st)
 			t.finish(&driver.ExitResult{Signal: 9})
 		}
 	} else {
+		record(st)
 		t.finish(&driver.ExitResult{Signal: 15})
 	}
-	f.mu.Lock()
-	f.stops = append(f.stops, st)
-	f.mu.Unlock()
 	return nil
 }
 

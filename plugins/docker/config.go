@@ -209,6 +209,25 @@ func ContainerName(task, allocID string) string {
 	return "hivelet-" + nameUnsafe.ReplaceAllString(task, "_") + "-" + nameUnsafe.ReplaceAllString(allocID, "_")
 }
 
+// schemaPath writes a field path of encoding/json ("publish.0.container"
+// from Go 1.27, "publish.container" before) as ValidateConfig writes
+// paths: a list element by its index in brackets ("publish[0].container").
+func schemaPath(p string) string {
+	parts := strings.Split(p, ".")
+	var b strings.Builder
+	for i, part := range parts {
+		if _, err := strconv.Atoi(part); err == nil && i > 0 {
+			b.WriteString("[" + part + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(part)
+	}
+	return b.String()
+}
+
 // makePlan validates a task and turns it into a container spec. Every
 // problem is reported as a field of a *driver.ConfigError.
 func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
@@ -221,7 +240,7 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		path := "config"
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			path = te.Field
+			path = schemaPath(te.Field)
 		}
 		return nil, &driver.ConfigError{Fields: []*driver.FieldError{{Path: path, Message: "want a whole number: " + err.Error()}}}
 	}

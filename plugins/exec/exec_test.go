@@ -277,12 +277,23 @@ func TestStatsReportTheGroupsCPUAndMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last *driver.TaskResourceUsage
-	for i := 0; i < 3; i++ {
-		last = <-ch
+	// A loaded machine can leave the loop without a tick for a window:
+	// one sample of ten at 5 % or more is asked, each with memory.
+	var best *driver.TaskResourceUsage
+	for i := 0; i < 10; i++ {
+		s := <-ch
+		if s == nil || s.MemoryBytes == 0 {
+			t.Fatalf("stats sample %d of a busy loop: %+v", i, s)
+		}
+		if best == nil || s.CPUPercent > best.CPUPercent {
+			best = s
+		}
+		if best.CPUPercent >= 5 {
+			break
+		}
 	}
-	if last == nil || last.CPUPercent < 5 || last.MemoryBytes == 0 {
-		t.Fatalf("stats of a busy loop: %+v", last)
+	if best.CPUPercent < 5 {
+		t.Fatalf("stats of a busy loop: at most %.1f %% CPU in ten samples", best.CPUPercent)
 	}
 }
 
