@@ -351,3 +351,76 @@ func TestEndToEndAnEngineRestartWithoutLiveRestoreRestartsTheTaskOnce(t *testing
 		}
 	})
 }
+
+// The exec plugin SIGKILLed while a sysbatch exec task runs; the task then
+// succeeds. The relaunched plugin reports its real exit (0, from its status
+// keeper), so the allocation ends complete, not failed, and the restart
+// policy (two attempts left) runs nothing again: the task ran once. Before
+// the keeper the exit was "unknown" (-1): a failure, and the task was run
+// again.
+func TestEndToEndASysbatchExecTaskThatSucceedsAfterAPluginSIGKILLRunsOnce(t *testing.T) {
+	p := newAgent(t, "")
+	p.start()
+	const job = "fault-exec-batch"
+	script := `echo $$ >> ${NOMAD_ALLOC_DIR}/pids; while [ ! -e ${NOMAD_ALLOC_DIR}/go ]; do sleep 0.05; done; exit 0`
+	hcl := fmt.Sprintf(`job %q {
+  type = "sysbatch"
+  group "g" {
+    restart {
+      attempts = 2
+      interval = "5m"
+      delay    = "100ms"
+      mode     = "fail"
+    }
+    task "app" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", %q]
+      }
+    }
+  }
+}
+`, job, script)
+	if code, out := p.cli("job", "run", "-detach", e2eFile(t, t.TempDir(), "b.hcl", hcl)); code != 0 {
+		t.Fatalf("job run: exit %d\n%s", code, out)
+	}
+	var allocDir string
+	testutil.Eventually(t, 20*time.Second, "the task running", func() bool {
+		a := p.allocOf(job)
+		if a == nil {
+			return false
+		}
+		allocDir = filepath.Join(p.dir, "state", "alloc", a.ID)
+		return len(readPIDs(t, filepath.Join(allocDir, "pids"))) == 1
+	})
+	old := p.pluginPIDs()["exec"]
+	if old <= 0 {
+		t.Fatal("no exec plugin PID")
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the exec plugin relaunched", func() bool {
+		pid := p.pluginPIDs()["exec"]
+		return pid > 0 && pid != old
+	})
+	if err := os.WriteFile(filepath.Join(allocDir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var a *model.Allocation
+	testutil.Eventually(t, 30*time.Second, "the allocation terminal", func() bool {
+		a = p.allocOf(job)
+		return a != nil && a.ClientStatus.Terminal()
+	})
+	p.waitPasses(2) // a restart, if one were coming, is decided by then
+	a = p.allocOf(job)
+	ts := a.TaskStates["app"]
+	t.Logf("allocation %s; task events: %s", a.ClientStatus, eventTypes(a, "app"))
+	if a.ClientStatus != model.ClientComplete || ts == nil || ts.Failed || ts.Restarts != 0 {
+		t.Fatalf("allocation %s, task %+v: want complete, not failed, no restart", a.ClientStatus, ts)
+	}
+	if n := len(readPIDs(t, filepath.Join(allocDir, "pids"))); n != 1 {
+		t.Fatalf("the task ran %d times, want once", n)
+	}
+}

@@ -19,13 +19,19 @@
 //     (TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed);
 //   - a task that names no user runs as DefaultUser ("nobody") when the
 //     driver is root, and a task naming root runs only when the agent
-//     allows it (Options.AllowRoot): TestATaskRunsAsNobodyUnlessRootIsAllowed.
+//     allows it (Options.AllowRoot): TestATaskRunsAsNobodyUnlessRootIsAllowed;
+//   - a task's exit status survives a restart of the plugin: the task runs
+//     under a status keeper, a /bin/sh that waits for it and writes its
+//     status down (status.go), so a recovered task's exit is reported as it
+//     happened (TestARecoveredTaskExitsWithItsOwnStatus).
 //
-// What it cannot know: after a plugin restart the driver is no longer the
-// task's parent, so it sees the exit (through a pidfd) but not the exit
-// status. Such an exit is reported as ExitCode -1 with Err saying why
-// (see docs/drivers.md). A process killed by a signal is reported as
-// Signal n and ExitCode 128+n, the shell's convention.
+// What it cannot know: the exit status of a task recovered after a plugin
+// restart that ran without a keeper (no /bin/sh on the host, no allocation
+// directory, a command its user cannot execute, or a keeper SIGKILLed from
+// outside): it sees the exit (through a pidfd) but not the status, which is
+// reported as ExitCode -1 with Err saying why (see docs/drivers.md). A
+// process killed by a signal is reported as Signal n and ExitCode 128+n,
+// the shell's convention.
 package exec
 
 import (
@@ -104,6 +110,8 @@ func resolveCommand(command string, cfg *driver.TaskConfig) string {
 type state struct {
 	PID        int    `json:"pid"`
 	StartTicks uint64 `json:"start_ticks"`
+	// Status is the status keeper's file (status.go); empty: no keeper.
+	Status string `json:"status,omitempty"`
 }
 
 type task struct {
@@ -114,8 +122,11 @@ type task struct {
 	startedAt  time.Time
 	killSignal string
 	// key is the start's digest (startKey); empty for a recovered task.
-	key  string
-	exit driver.Exit // finished when the main process exited
+	key string
+	// status is the file its status keeper writes (status.go); empty when
+	// it runs without one.
+	status string
+	exit   driver.Exit // finished when the main process exited
 }
 
 // Driver is the exec driver. Use New or NewWithOptions.
@@ -152,7 +163,11 @@ func (d *Driver) ConfigSchema(context.Context) (*driver.Schema, error) { return 
 // Fingerprint reports the driver healthy once, then nothing until ctx ends.
 func (d *Driver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
 	ch := make(chan *driver.Fingerprint, 1)
-	ch <- &driver.Fingerprint{Healthy: true, Description: "healthy", Attributes: map[string]string{"version": Version}}
+	keeper := "none"
+	if haveShell() {
+		keeper = keeperShell
+	}
+	ch <- &driver.Fingerprint{Healthy: true, Description: "healthy", Attributes: map[string]string{"version": Version, "status_keeper": keeper}}
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil
 }
@@ -221,6 +236,16 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 		}
 	}
 	cmd.SysProcAttr.Credential = cred
+	status := ""
+	if cmd.Err == nil && cfg.AllocDir != "" && haveShell() && runnableBy(cmd.Path, cmd.Dir, cred) {
+		if p := statusPath(cfg.AllocDir, cfg.ID); prepareStatus(p, cred) {
+			// The status keeper runs the command as its child ($0 is the
+			// status file, "$@" the command and its arguments).
+			status = p
+			cmd.Args = append([]string{keeperShell, "-c", statusScript, p, cmd.Path}, cmd.Args[1:]...)
+			cmd.Path = keeperShell
+		}
+	}
 	stdout, err := openOutput(cfg.StdoutPath)
 	if err != nil {
 		return nil, fmt.Errorf("starting exec task %s: opening stdout: %w", cfg.ID, err)
@@ -249,7 +274,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 	}
 	now := time.Now()
 	t := &task{id: cfg.ID, cfg: cfg, pid: pid, startTicks: st.StartTicks, startedAt: now,
-		killSignal: cfg.KillSignal, key: key}
+		killSignal: cfg.KillSignal, key: key, status: status}
 	h, err := t.handle()
 	if err != nil {
 		_ = unix.Kill(-pid, unix.SIGKILL)
@@ -261,6 +286,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 		err := cmd.Wait()
 		// Nothing the task spawned outlives it.
 		_ = unix.Kill(-pid, unix.SIGKILL)
+		if status != "" {
+			os.Remove(status) // the keeper ended as the task did: its wait status says it
+		}
 		t.exit.Finish(exitResult(cmd.ProcessState, err))
 		d.emit(t, "exited")
 	}()
@@ -268,9 +296,20 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 	return h, nil
 }
 
+// mainPID is the task's own process: its keeper's child when it has one
+// (status.go), else the group leader.
+func (t *task) mainPID() int {
+	if t.status != "" {
+		if m := mainPID(t.pid); m > 0 {
+			return m
+		}
+	}
+	return t.pid
+}
+
 // handle is the task's handle, as StartTask returns it.
 func (t *task) handle() (*driver.TaskHandle, error) {
-	raw, err := json.Marshal(state{PID: t.pid, StartTicks: t.startTicks})
+	raw, err := json.Marshal(state{PID: t.pid, StartTicks: t.startTicks, Status: t.status})
 	if err != nil {
 		return nil, fmt.Errorf("encoding handle of exec task %s: %w", t.id, err)
 	}
@@ -309,6 +348,11 @@ func (d *Driver) adoptOrClear(ctx context.Context, cfg *driver.TaskConfig, key s
 	}
 	t := &task{id: cfg.ID, cfg: cfg, pid: adopt.pid, startTicks: adopt.ticks, startedAt: startedAt(adopt.ticks),
 		killSignal: cfg.KillSignal, key: key}
+	if p := statusPath(cfg.AllocDir, cfg.ID); cfg.AllocDir != "" {
+		if _, err := os.Stat(p); err == nil {
+			t.status = p // started under its keeper, which created the file
+		}
+	}
 	h, err := t.handle()
 	if err != nil {
 		return nil, err
@@ -322,12 +366,20 @@ func (d *Driver) adoptOrClear(ctx context.Context, cfg *driver.TaskConfig, key s
 }
 
 // watchNonChild finishes a task that is not the driver's child (recovered
-// or adopted) when its process exits; its exit status is unknown.
+// or adopted) when its process exits, with the status its keeper wrote
+// (status.go), or unknown without one.
 func (d *Driver) watchNonChild(t *task) {
 	go func() {
 		_ = proc.WaitExit(context.Background(), t.pid, t.startTicks)
 		_ = unix.Kill(-t.pid, unix.SIGKILL)
-		t.exit.Finish(&driver.ExitResult{ExitCode: -1, Err: errUnknownExit})
+		res, ok := readStatus(t.status)
+		if !ok {
+			res = &driver.ExitResult{ExitCode: -1, Err: errUnknownExit}
+		}
+		if t.status != "" {
+			os.Remove(t.status)
+		}
+		t.exit.Finish(res)
 		d.emit(t, "exited")
 	}()
 }
@@ -346,7 +398,7 @@ func exitResult(ps *os.ProcessState, err error) *driver.ExitResult {
 
 // errUnknownExit is the Err of a recovered task's exit, whose status only
 // its real parent (init, once the plugin restarted) could read.
-const errUnknownExit = "exit status unknown: the task exited while not a child of the exec driver (it was recovered after a plugin restart)"
+const errUnknownExit = "exit status unknown: the task exited while not a child of the exec driver (it was recovered after a plugin restart) and no status keeper recorded it"
 
 // RecoverTask takes back a task from its handle if its PID still belongs to
 // the process started at the recorded tick; its exit will be seen but its
@@ -366,7 +418,7 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 		return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
 			h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
 	}
-	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt}
+	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt, status: st.Status}
 	if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
 		return nil // a concurrent RecoverTask took it back
 	}
@@ -479,7 +531,10 @@ func (d *Driver) InspectTask(_ context.Context, id string) (*driver.TaskStatus, 
 		return nil, err
 	}
 	s := &driver.TaskStatus{ID: id, State: driver.TaskStateRunning, StartedAt: t.startedAt,
-		Attributes: map[string]string{"pid": strconv.Itoa(t.pid)}}
+		Attributes: map[string]string{"pid": strconv.Itoa(t.mainPID())}}
+	if t.status != "" {
+		s.Attributes["keeper_pid"] = strconv.Itoa(t.pid)
+	}
 	if t.cfg != nil {
 		s.Name = t.cfg.TaskName
 	}
@@ -554,7 +609,7 @@ func (d *Driver) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, erro
 
 func (d *Driver) emit(t *task, msg string) {
 	e := &driver.TaskEvent{TaskID: t.id, Timestamp: time.Now(), Message: msg,
-		Annotations: map[string]string{"pid": strconv.Itoa(t.pid)}}
+		Annotations: map[string]string{"pid": strconv.Itoa(t.mainPID())}}
 	if t.cfg != nil {
 		e.AllocID, e.TaskName = t.cfg.AllocID, t.cfg.TaskName
 	}

@@ -340,9 +340,8 @@ func TestAStopInterruptedByAPluginSIGKILLStillEndsTheTaskOnce(t *testing.T) {
 // The plugin SIGKILLed while the host waits on a running task: the
 // relaunched plugin recovers the same process (same PID, not started
 // again), the wait opened before the SIGKILL stays open, and the task's
-// later exit reaches it. The exit status is not: the relaunched plugin is
-// not the task's parent (see the package comment); the exit is reported
-// as ExitCode -1 with the reason.
+// later exit reaches it with its own status: the relaunched plugin is not
+// the task's parent, its status keeper is (status.go).
 func TestAWaitAcrossAPluginSIGKILLFollowsTheSameProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -376,8 +375,8 @@ func TestAWaitAcrossAPluginSIGKILLFollowsTheSameProcess(t *testing.T) {
 			t.Fatal("the wait closed without the exit")
 		}
 		t.Logf("exit seen %v after the task was told to exit: %+v", time.Since(at).Round(time.Millisecond), res)
-		if res.ExitCode != -1 || !strings.Contains(res.Err, "exit status unknown") {
-			t.Fatalf("exit of a task recovered by a relaunched plugin: %+v, want -1 with the reason", res)
+		if res.ExitCode != 7 || res.Signal != 0 || res.Err != "" {
+			t.Fatalf("exit of a task recovered by a relaunched plugin: %+v, want its own exit code 7", res)
 		}
 	case <-ctx.Done():
 		t.Fatal("the task's exit never reached the wait opened before the SIGKILL")
@@ -394,4 +393,90 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// After a plugin SIGKILL the recovered task's exit is reported as it
+// happened, from its status keeper's file: a batch task that succeeded is
+// not taken for a failure (and run again by its restart policy), a task
+// killed by a signal says which, and a stop through the relaunched plugin
+// reports the task's own exit code. Control: a task started without a
+// keeper (no allocation directory) is recovered with its status unknown.
+func TestARecoveredTaskExitsWithItsOwnStatus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r := newRig(t, ctx)
+	cases := []struct {
+		name   string
+		script string
+		end    func(tc *driver.TaskConfig, pid int)
+		want   driver.ExitResult
+		noDir  bool
+	}{
+		{name: "exit0", script: `while [ ! -e "$MARK" ]; do sleep 0.05; done; exit 0`,
+			end:  func(tc *driver.TaskConfig, _ int) { _ = os.WriteFile(tc.Env["MARK"], nil, 0o600) },
+			want: driver.ExitResult{ExitCode: 0}},
+		{name: "signalled", script: `trap - TERM`,
+			end:  func(_ *driver.TaskConfig, pid int) { _ = syscall.Kill(pid, syscall.SIGTERM) },
+			want: driver.ExitResult{ExitCode: 143, Signal: 15}},
+		{name: "stopped", script: `trap 'exit 5' TERM`,
+			end: func(tc *driver.TaskConfig, _ int) {
+				if err := r.d.StopTask(ctx, tc.ID, 10*time.Second, "SIGTERM"); err != nil {
+					t.Errorf("stop through the relaunched plugin: %v", err)
+				}
+			},
+			want: driver.ExitResult{ExitCode: 5}},
+		{name: "nokeeper", script: `while [ ! -e "$MARK" ]; do sleep 0.05; done; exit 0`, noDir: true,
+			end:  func(tc *driver.TaskConfig, _ int) { _ = os.WriteFile(tc.Env["MARK"], nil, 0o600) },
+			want: driver.ExitResult{ExitCode: -1, Err: "exit status unknown"}},
+	}
+	type running struct {
+		tc   *driver.TaskConfig
+		pid  int
+		wait <-chan *driver.ExitResult
+	}
+	var all []running
+	for _, c := range cases {
+		tc := r.task(c.name, c.script)
+		if c.noDir {
+			tc.AllocDir = ""
+		}
+		if _, err := r.d.StartTask(ctx, tc); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		pid := r.started(tc, 1)
+		if got := pidOf(t, ctx, r.d, tc.ID); got != pid {
+			t.Fatalf("%s: the driver reports pid %d, the task is %d", c.name, got, pid)
+		}
+		all = append(all, running{tc: tc, pid: pid})
+	}
+	r.kill()
+	for i := range all {
+		w, err := r.d.WaitTask(ctx, all[i].tc.ID)
+		if err != nil {
+			t.Fatalf("%s: waiting after the relaunch: %v", cases[i].name, err)
+		}
+		all[i].wait = w
+	}
+	for i, c := range cases {
+		c.end(all[i].tc, all[i].pid)
+		select {
+		case res := <-all[i].wait:
+			if res == nil {
+				t.Fatalf("%s: the wait closed without the exit", c.name)
+			}
+			if res.ExitCode != c.want.ExitCode || res.Signal != c.want.Signal || !strings.Contains(res.Err, c.want.Err) || (c.want.Err == "" && res.Err != "") {
+				t.Errorf("%s: recovered exit %+v, want %+v", c.name, res, c.want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: no exit", c.name)
+		}
+		if p := r.pids(all[i].tc); len(p) != 1 {
+			t.Errorf("%s: started %d times", c.name, len(p))
+		}
+	}
+	// The keepers' files are gone with their tasks.
+	left, _ := filepath.Glob(filepath.Join(r.dir, ".hivelet-exit-*"))
+	if len(left) != 0 {
+		t.Errorf("status files left: %v", left)
+	}
 }

@@ -40,8 +40,9 @@ import (
 //
 // Limits: a task that empties or rewrites its environment before exec'ing
 // (env -i) loses its marks and would be started again; an adopted task,
-// like a recovered one, is not the plugin's child, so its exit status is
-// unknown (errUnknownExit).
+// like a recovered one, is not the plugin's child: its exit status comes
+// from its status keeper's file (status.go), and is unknown without one
+// (errUnknownExit).
 const (
 	// EnvTaskID is the variable naming the task in its process's
 	// environment.
