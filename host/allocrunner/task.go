@@ -76,10 +76,18 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	r.mu.Lock()
 	jobID, group, nodeID := r.alloc.JobID, r.alloc.TaskGroup, r.alloc.NodeID
 	var netMode string
-	if g := r.group(); g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
+	g := r.group()
+	if g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
 		netMode = string(model.NetworkBridge)
 	}
 	r.mu.Unlock()
+	var mounts []driver.Mount
+	if g != nil {
+		var err error
+		if mounts, err = taskMounts(g, t, r.cfg.Node); err != nil {
+			return nil, errPermanent{err}
+		}
+	}
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
 		AllocID:    alloc,
@@ -98,6 +106,7 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 		// The driver gives a bridge task a network of its own with every
 		// port of the allocation mapped into it.
 		NetworkMode: netMode,
+		Mounts:      mounts,
 	}, nil
 }
 

@@ -143,7 +143,11 @@ func convertValue(f *driver.Field, v any) any {
 			}
 		}
 	case driver.TypeStringMap:
-		if m, ok := v.(map[string]any); ok {
+		m, ok := v.(map[string]any)
+		if l, isList := v.([]any); isList && len(l) == 1 {
+			m, ok = l[0].(map[string]any) // written as a block
+		}
+		if ok {
 			for k, e := range m {
 				m[k] = scalarText(e)
 			}

@@ -48,6 +48,9 @@ type Group struct {
 	Meta        map[string]string   `json:"meta,omitempty"`
 	// Network is the ports the group's allocations hold on their node.
 	Network *Network `json:"network,omitempty"`
+	// Volumes are the host volumes the group's tasks mount: a node runs
+	// the group only when it has each one (Node.HostVolumes).
+	Volumes []Volume `json:"volumes,omitempty"`
 	// Services are the group's own services (Nomad's group-level service
 	// blocks): their checks run while every task of the group runs.
 	Services []Service `json:"services,omitempty"`
@@ -79,6 +82,8 @@ type Task struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Templates are rendered into the task's directory before it starts.
 	Templates []Template `json:"templates,omitempty"`
+	// VolumeMounts mount volumes of the group into the task.
+	VolumeMounts []VolumeMount `json:"volume_mounts,omitempty"`
 	// Lifecycle makes the task a prestart hook of its group.
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }

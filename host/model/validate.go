@@ -167,6 +167,7 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 		v.network(join(path, "network"), g.Network)
 		v.bridge(join(path, "network"), g)
 	}
+	v.volumes(path, g)
 	if g.ShutdownDelay < 0 {
 		v.add(join(path, "shutdown_delay"), "shutdown_delay must not be negative, got %s", g.ShutdownDelay)
 	}

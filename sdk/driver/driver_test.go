@@ -198,6 +198,7 @@ func TestEveryCallCrossesTheBoundaryIntact(t *testing.T) {
 		Config: map[string]any{"command": "/bin/true", "args": []any{"x"}, "n": 3.0},
 		Env:    map[string]string{"A": "1"}, Resources: driver.Resources{CPU: 100, MemoryMB: 64},
 		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT", NetworkMode: "bridge",
+		Mounts: []driver.Mount{{HostPath: "/srv/data", TaskPath: "/data", ReadOnly: true, PropagationMode: "host-to-task"}, {HostPath: "/srv/b", TaskPath: "/b"}},
 	}
 	h, err := d.StartTask(ctx, cfg)
 	if err != nil {
