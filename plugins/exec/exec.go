@@ -169,6 +169,9 @@ func (d *Driver) StartTask(_ context.Context, cfg *driver.TaskConfig) (*driver.T
 	if cfg.NetworkMode == "bridge" {
 		return nil, fmt.Errorf("starting exec task %s: the exec driver runs tasks on the node's network; network mode \"bridge\" needs the docker driver", cfg.ID)
 	}
+	if err := refuseMounts(cfg.Mounts); err != nil {
+		return nil, err
+	}
 	if old, err := d.tasks.Get(cfg.ID); err == nil && !old.exit.Exited() {
 		return nil, fmt.Errorf("starting exec task %s: a task with this ID is already running", cfg.ID)
 	}
@@ -498,4 +501,21 @@ func (d *Driver) SignalTask(_ context.Context, id string, signal string) error {
 		return fmt.Errorf("signalling exec task %s: %w", id, err)
 	}
 	return nil
+}
+
+// refuseMounts refuses a task with host volume mounts: the exec driver
+// runs a task as a plain process in the node's own mount namespace, with
+// no isolation, so it cannot mount a directory at a path of the task's
+// (nor make it read-only for the task alone). The task can read the host
+// volume's own path directly; the error names it.
+func refuseMounts(ms []driver.Mount) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var fields []*driver.FieldError
+	for i, m := range ms {
+		fields = append(fields, &driver.FieldError{Path: fmt.Sprintf("volume_mount[%d]", i),
+			Message: fmt.Sprintf("the exec driver runs tasks without a mount namespace of their own, so it cannot mount %s at %s: drop the volume_mount and read %s where it is, or use the docker driver", m.HostPath, m.TaskPath, m.HostPath)})
+	}
+	return &driver.ConfigError{Fields: fields}
 }
