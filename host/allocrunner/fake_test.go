@@ -32,6 +32,8 @@ type fakeDriver struct {
 	destroys                int
 	signals                 []string // "task ID signal" of each SignalTask
 	order                   []string // task IDs in the order StartTask was called
+	// noMounts makes Capabilities say the driver cannot mount.
+	noMounts bool
 }
 
 type fakeStop struct {
@@ -80,7 +82,9 @@ func (f *fakeDriver) Info(context.Context) (driver.PluginInfo, error) {
 	return driver.PluginInfo{Name: "fake", Version: "0"}, nil
 }
 func (f *fakeDriver) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return driver.Capabilities{SendSignals: true, Mounts: !f.noMounts}, nil
 }
 func (f *fakeDriver) ConfigSchema(context.Context) (*driver.Schema, error) { return f.schema, nil }
 func (f *fakeDriver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {

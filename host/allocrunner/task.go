@@ -118,6 +118,15 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	if err != nil {
 		return nil, err
 	}
+	if len(tc.Mounts) > 0 {
+		caps, err := drv.Capabilities(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading driver %s capabilities: %w", t.Driver, err)
+		}
+		if !caps.Mounts {
+			return nil, errPermanent{fmt.Errorf("task %s: driver %s does not mount host volumes (its capabilities say so): drop the volume_mount and read %s where it is on the node, or use a driver that mounts, such as docker", t.Name, t.Driver, tc.Mounts[0].HostPath)}
+		}
+	}
 	if r.cfg.Validate != nil {
 		schema, err := drv.ConfigSchema(ctx)
 		if err != nil {

@@ -2,9 +2,12 @@ package jobspec
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/plugins/docker"
+	"github.com/hivelet/hivelet/sdk/driver"
 )
 
 // TestHostVolumesAndHostNetworksReachTheModel: the shapes the real files
@@ -77,5 +80,47 @@ func TestHostVolumesAndHostNetworksReachTheModel(t *testing.T) {
 	}
 	if got := g.HostNetworksWanted(); !reflect.DeepEqual(got, []string{"tailscale"}) {
 		t.Errorf("host networks wanted %v", got)
+	}
+}
+
+// TestPortMapNamesLabelsOfTheGroupsNetwork: docker's port_map { label =
+// 8080 } (a number, as the older syntax writes it) validates against the
+// docker schema once converted, when its label is one of the group's
+// ports (the control); a label the group lacks is refused at its task,
+// with the labels the group has.
+func TestPortMapNamesLabelsOfTheGroupsNetwork(t *testing.T) {
+	src := func(label string) []byte {
+		return []byte(`job "c" {
+  type = "system"
+  group "g" {
+    task "cadvisor" {
+      driver = "docker"
+      config {
+        image = "google/cadvisor"
+        port_map {
+          ` + label + ` = 8080
+        }
+      }
+      resources {
+        network {
+          port "cadvisor" {}
+        }
+      }
+    }
+  }
+}
+`)
+	}
+	in := Inputs{Drivers: map[string]*driver.Schema{"docker": docker.Schema()}}
+	job, err := ParseWith("c.nomad", src("cadvisor"), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Groups[0].Tasks[0].Config["port_map"]; !reflect.DeepEqual(got, []any{map[string]any{"cadvisor": "8080"}}) {
+		t.Fatalf("port_map = %#v: want the number converted to the schema's string", got)
+	}
+	_, err = ParseWith("c.nomad", src("cadvsior"), in)
+	if err == nil || !strings.Contains(err.Error(), `docker config: port_map.cadvsior: "cadvsior" is not a port label of the group's network, which has "cadvisor" (did you mean "cadvisor"?)`) {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -91,6 +91,11 @@ type Capabilities struct {
 	Exec        bool
 	// FSIsolation is "none", "chroot" or "image".
 	FSIsolation string
+	// Mounts says the driver mounts TaskConfig.Mounts into its tasks. The
+	// host starts a task with mounts (host volumes) only on a driver that
+	// says so, so a driver written before mounts existed never runs one
+	// without its volumes.
+	Mounts bool
 }
 
 // FieldType is the type of a config field in a Schema.

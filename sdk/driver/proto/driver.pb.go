@@ -156,10 +156,13 @@ func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
 }
 
 type CapabilitiesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SendSignals   bool                   `protobuf:"varint,1,opt,name=send_signals,json=sendSignals,proto3" json:"send_signals,omitempty"`
-	Exec          bool                   `protobuf:"varint,2,opt,name=exec,proto3" json:"exec,omitempty"`
-	FsIsolation   string                 `protobuf:"bytes,3,opt,name=fs_isolation,json=fsIsolation,proto3" json:"fs_isolation,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SendSignals bool                   `protobuf:"varint,1,opt,name=send_signals,json=sendSignals,proto3" json:"send_signals,omitempty"`
+	Exec        bool                   `protobuf:"varint,2,opt,name=exec,proto3" json:"exec,omitempty"`
+	FsIsolation string                 `protobuf:"bytes,3,opt,name=fs_isolation,json=fsIsolation,proto3" json:"fs_isolation,omitempty"`
+	// mounts: the driver mounts TaskConfig.mounts into a task; the host
+	// refuses to start a task with mounts on a driver without it.
+	Mounts        bool `protobuf:"varint,4,opt,name=mounts,proto3" json:"mounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +216,13 @@ func (x *CapabilitiesResponse) GetFsIsolation() string {
 		return x.FsIsolation
 	}
 	return ""
+}
+
+func (x *CapabilitiesResponse) GetMounts() bool {
+	if x != nil {
+		return x.Mounts
+	}
+	return false
 }
 
 type ConfigSchemaRequest struct {
@@ -1802,11 +1812,12 @@ const file_driver_proto_rawDesc = "" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"\x15\n" +
-	"\x13CapabilitiesRequest\"p\n" +
+	"\x13CapabilitiesRequest\"\x88\x01\n" +
 	"\x14CapabilitiesResponse\x12!\n" +
 	"\fsend_signals\x18\x01 \x01(\bR\vsendSignals\x12\x12\n" +
 	"\x04exec\x18\x02 \x01(\bR\x04exec\x12!\n" +
-	"\ffs_isolation\x18\x03 \x01(\tR\vfsIsolation\"\x15\n" +
+	"\ffs_isolation\x18\x03 \x01(\tR\vfsIsolation\x12\x16\n" +
+	"\x06mounts\x18\x04 \x01(\bR\x06mounts\"\x15\n" +
 	"\x13ConfigSchemaRequest\"I\n" +
 	"\x14ConfigSchemaResponse\x121\n" +
 	"\x06schema\x18\x01 \x01(\v2\x19.hivelet.driver.v1.SchemaR\x06schema\"\x9c\x01\n" +
