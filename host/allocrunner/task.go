@@ -118,12 +118,15 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	if err != nil {
 		return nil, err
 	}
-	if len(tc.Mounts) > 0 {
+	if len(tc.Mounts) > 0 || hasScriptCheck(t) {
 		caps, err := drv.Capabilities(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("reading driver %s capabilities: %w", t.Driver, err)
 		}
-		if !caps.Mounts {
+		if _, execs := drv.(driver.TaskExecer); hasScriptCheck(t) && (!caps.Exec || !execs) {
+			return nil, errPermanent{fmt.Errorf("task %s has a script check, and driver %s cannot run a command inside a task (its capabilities say so): use an http or tcp check, or a driver that can, such as docker or exec", t.Name, t.Driver)}
+		}
+		if len(tc.Mounts) > 0 && !caps.Mounts {
 			return nil, errPermanent{fmt.Errorf("task %s: driver %s does not mount host volumes (its capabilities say so): drop the volume_mount and read %s where it is on the node, or use a driver that mounts, such as docker", t.Name, t.Driver, tc.Mounts[0].HostPath)}
 		}
 	}

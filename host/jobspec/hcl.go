@@ -356,7 +356,7 @@ var (
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
 	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode", "meta"}, blocks: []string{"check", "check_restart", "meta"},
 		extra: unsupportedInService}
-	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
+	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode", "command", "args"},
 		blocks: []string{"check_restart"},
 		extra:  unsupportedInCheck}
 	checkRestartSpec = spec{what: "check_restart", attrs: []string{"limit", "grace", "ignore_warnings"}}

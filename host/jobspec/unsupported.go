@@ -67,8 +67,6 @@ var unsupported = map[string]string{
 	"expose":                  "hivelet has no service mesh",
 	"grpc_service":            "hivelet's checks are http and tcp only",
 	"grpc_use_tls":            "hivelet's checks are http and tcp only",
-	"command":                 "hivelet's checks are http and tcp only (no script checks)",
-	"args":                    "hivelet's checks are http and tcp only (no script checks)",
 }
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.

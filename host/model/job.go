@@ -107,12 +107,15 @@ type Service struct {
 
 // Check is a health check on a service.
 type Check struct {
-	Name     string    `json:"name,omitempty"`
-	Type     CheckType `json:"type"`
-	Path     string    `json:"path,omitempty"`
-	Port     string    `json:"port,omitempty"`
-	Interval Duration  `json:"interval"`
-	Timeout  Duration  `json:"timeout"`
+	Name string    `json:"name,omitempty"`
+	Type CheckType `json:"type"`
+	Path string    `json:"path,omitempty"`
+	Port string    `json:"port,omitempty"`
+	// Command and Args are a script check's: run inside the task.
+	Command  string   `json:"command,omitempty"`
+	Args     []string `json:"args,omitempty"`
+	Interval Duration `json:"interval"`
+	Timeout  Duration `json:"timeout"`
 	// SuccessBeforePassing and FailuresBeforeCritical are Nomad's: how many
 	// probes in a row must pass before a failing check counts as passing,
 	// and fail before a passing one counts as failing (0 and 1 alike: the

@@ -135,7 +135,7 @@ func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
 
 // Capabilities: signals yes, no filesystem isolation.
 func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
+	return driver.Capabilities{SendSignals: true, Exec: true, FSIsolation: "none"}, nil
 }
 
 // ConfigSchema returns Schema().

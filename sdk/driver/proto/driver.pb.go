@@ -1803,6 +1803,113 @@ func (*SignalTaskResponse) Descriptor() ([]byte, []int) {
 	return file_driver_proto_rawDescGZIP(), []int{31}
 }
 
+type ExecTaskRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// command is the program and its arguments.
+	Command       []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecTaskRequest) Reset() {
+	*x = ExecTaskRequest{}
+	mi := &file_driver_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecTaskRequest) ProtoMessage() {}
+
+func (x *ExecTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecTaskRequest.ProtoReflect.Descriptor instead.
+func (*ExecTaskRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ExecTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ExecTaskRequest) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ExecTaskResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode int64                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// output is the command's stdout and stderr, interleaved, cut at
+	// driver.MaxExecOutput bytes.
+	Output        []byte `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecTaskResponse) Reset() {
+	*x = ExecTaskResponse{}
+	mi := &file_driver_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecTaskResponse) ProtoMessage() {}
+
+func (x *ExecTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecTaskResponse.ProtoReflect.Descriptor instead.
+func (*ExecTaskResponse) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ExecTaskResponse) GetExitCode() int64 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ExecTaskResponse) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 var File_driver_proto protoreflect.FileDescriptor
 
 const file_driver_proto_rawDesc = "" +
@@ -1948,7 +2055,13 @@ const file_driver_proto_rawDesc = "" +
 	"\x11SignalTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x14\n" +
-	"\x12SignalTaskResponse2\x8b\t\n" +
+	"\x12SignalTaskResponse\"D\n" +
+	"\x0fExecTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\"G\n" +
+	"\x10ExecTaskResponse\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x03R\bexitCode\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\fR\x06output2\xe0\t\n" +
 	"\x06Driver\x12G\n" +
 	"\x04Info\x12\x1e.hivelet.driver.v1.InfoRequest\x1a\x1f.hivelet.driver.v1.InfoResponse\x12_\n" +
 	"\fCapabilities\x12&.hivelet.driver.v1.CapabilitiesRequest\x1a'.hivelet.driver.v1.CapabilitiesResponse\x12_\n" +
@@ -1964,7 +2077,8 @@ const file_driver_proto_rawDesc = "" +
 	"\n" +
 	"TaskEvents\x12$.hivelet.driver.v1.TaskEventsRequest\x1a\x1c.hivelet.driver.v1.TaskEvent0\x01\x12Y\n" +
 	"\n" +
-	"SignalTask\x12$.hivelet.driver.v1.SignalTaskRequest\x1a%.hivelet.driver.v1.SignalTaskResponseB6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
+	"SignalTask\x12$.hivelet.driver.v1.SignalTaskRequest\x1a%.hivelet.driver.v1.SignalTaskResponse\x12S\n" +
+	"\bExecTask\x12\".hivelet.driver.v1.ExecTaskRequest\x1a#.hivelet.driver.v1.ExecTaskResponseB6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -1978,7 +2092,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_driver_proto_goTypes = []any{
 	(*InfoRequest)(nil),           // 0: hivelet.driver.v1.InfoRequest
 	(*InfoResponse)(nil),          // 1: hivelet.driver.v1.InfoResponse
@@ -2012,35 +2126,37 @@ var file_driver_proto_goTypes = []any{
 	(*TaskEvent)(nil),             // 29: hivelet.driver.v1.TaskEvent
 	(*SignalTaskRequest)(nil),     // 30: hivelet.driver.v1.SignalTaskRequest
 	(*SignalTaskResponse)(nil),    // 31: hivelet.driver.v1.SignalTaskResponse
-	nil,                           // 32: hivelet.driver.v1.Schema.FieldsEntry
-	nil,                           // 33: hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	nil,                           // 34: hivelet.driver.v1.TaskConfig.EnvEntry
-	nil,                           // 35: hivelet.driver.v1.TaskStatus.AttributesEntry
-	nil,                           // 36: hivelet.driver.v1.TaskEvent.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*ExecTaskRequest)(nil),       // 32: hivelet.driver.v1.ExecTaskRequest
+	(*ExecTaskResponse)(nil),      // 33: hivelet.driver.v1.ExecTaskResponse
+	nil,                           // 34: hivelet.driver.v1.Schema.FieldsEntry
+	nil,                           // 35: hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	nil,                           // 36: hivelet.driver.v1.TaskConfig.EnvEntry
+	nil,                           // 37: hivelet.driver.v1.TaskStatus.AttributesEntry
+	nil,                           // 38: hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
 }
 var file_driver_proto_depIdxs = []int32{
 	6,  // 0: hivelet.driver.v1.ConfigSchemaResponse.schema:type_name -> hivelet.driver.v1.Schema
-	32, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
+	34, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
 	6,  // 2: hivelet.driver.v1.Field.elem:type_name -> hivelet.driver.v1.Schema
-	33, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	34, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
+	35, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	36, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
 	10, // 5: hivelet.driver.v1.TaskConfig.resources:type_name -> hivelet.driver.v1.Resources
 	12, // 6: hivelet.driver.v1.TaskConfig.mounts:type_name -> hivelet.driver.v1.Mount
-	37, // 7: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
+	39, // 7: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
 	11, // 8: hivelet.driver.v1.StartTaskRequest.task:type_name -> hivelet.driver.v1.TaskConfig
 	13, // 9: hivelet.driver.v1.StartTaskResponse.handle:type_name -> hivelet.driver.v1.TaskHandle
 	13, // 10: hivelet.driver.v1.RecoverTaskRequest.handle:type_name -> hivelet.driver.v1.TaskHandle
-	38, // 11: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
-	37, // 12: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
-	37, // 13: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
+	40, // 11: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
+	39, // 12: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
+	39, // 13: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
 	19, // 14: hivelet.driver.v1.TaskStatus.exit_result:type_name -> hivelet.driver.v1.ExitResult
-	35, // 15: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
-	38, // 16: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
-	37, // 17: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
-	37, // 18: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
-	36, // 19: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	37, // 15: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
+	40, // 16: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
+	39, // 17: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
+	39, // 18: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
+	38, // 19: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
 	7,  // 20: hivelet.driver.v1.Schema.FieldsEntry.value:type_name -> hivelet.driver.v1.Field
 	0,  // 21: hivelet.driver.v1.Driver.Info:input_type -> hivelet.driver.v1.InfoRequest
 	2,  // 22: hivelet.driver.v1.Driver.Capabilities:input_type -> hivelet.driver.v1.CapabilitiesRequest
@@ -2055,21 +2171,23 @@ var file_driver_proto_depIdxs = []int32{
 	26, // 31: hivelet.driver.v1.Driver.TaskStats:input_type -> hivelet.driver.v1.TaskStatsRequest
 	28, // 32: hivelet.driver.v1.Driver.TaskEvents:input_type -> hivelet.driver.v1.TaskEventsRequest
 	30, // 33: hivelet.driver.v1.Driver.SignalTask:input_type -> hivelet.driver.v1.SignalTaskRequest
-	1,  // 34: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
-	3,  // 35: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
-	5,  // 36: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
-	9,  // 37: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
-	15, // 38: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
-	17, // 39: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
-	19, // 40: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
-	21, // 41: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
-	23, // 42: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
-	25, // 43: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
-	27, // 44: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
-	29, // 45: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
-	31, // 46: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
+	32, // 34: hivelet.driver.v1.Driver.ExecTask:input_type -> hivelet.driver.v1.ExecTaskRequest
+	1,  // 35: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
+	3,  // 36: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
+	5,  // 37: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
+	9,  // 38: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
+	15, // 39: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
+	17, // 40: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
+	19, // 41: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
+	21, // 42: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
+	23, // 43: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
+	25, // 44: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
+	27, // 45: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
+	29, // 46: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
+	31, // 47: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
+	33, // 48: hivelet.driver.v1.Driver.ExecTask:output_type -> hivelet.driver.v1.ExecTaskResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -2086,7 +2204,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
