@@ -18,7 +18,9 @@ import (
 
 // e2eVolumeSrc is the test image's program: it reads /data/greeting (a
 // host volume), tries to write /data/probe, and serves what it read, the
-// write's outcome and its NOMAD_ADDR_http on :8080.
+// write's outcome and its NOMAD_ADDR_http on :8080. Run as "/app check"
+// (the job's script check, inside the container) it exits 0 when
+// /data/greeting is there, 2 otherwise.
 const e2eVolumeSrc = `package main
 
 import (
@@ -30,6 +32,14 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		if _, err := os.Stat("/data/greeting"); err != nil {
+			fmt.Println(err)
+			os.Exit(2)
+		}
+		fmt.Println("greeting there")
+		return
+	}
 	b, err := os.ReadFile("/data/greeting")
 	werr := os.WriteFile("/data/probe", []byte("x"), 0o644)
 	fmt.Println("read", string(b), err, "write", werr)
@@ -73,6 +83,17 @@ func volumeJobHCL(id, image, source string) string {
         volume      = "data"
         destination = "/data"
       }
+      service {
+        name = "web"
+        port = "http"
+        check {
+          type     = "script"
+          command  = "/app"
+          args     = ["check"]
+          interval = "500ms"
+          timeout  = "500ms"
+        }
+      }
       kill_timeout = "5s"
     }
   }
@@ -85,7 +106,9 @@ func volumeJobHCL(id, image, source string) string {
 // network: the container reads the file the node's directory holds, cannot
 // write there (the group's volume is read-only, though the mount does not
 // say so), and is reached on the host network's address, which its
-// NOMAD_ADDR_http names. The same job asking for a host volume the node
+// NOMAD_ADDR_http names; its deployment succeeds through a script check
+// run inside the container (docker exec), and the service it gates is
+// registered. The same job asking for a host volume the node
 // lacks places nowhere, and job run says which volume (control: the
 // placement filter is the volume, not anything else). Under
 // HIVELET_REQUIRE_DOCKER=1 an unreachable engine fails the test.
@@ -148,6 +171,9 @@ func TestEndToEndAHostVolumeIsMountedAndAHostNetworkPortServes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(vol, "probe")); err == nil {
 		t.Fatal("the container wrote into a read-only host volume")
+	}
+	if code, out := p.cli("service", "info", "web"); code != 0 || !strings.Contains(out, addr) {
+		t.Fatalf("service list: exit %d\n%s", code, out)
 	}
 	if code, out := p.cli("job", "stop", jobID); code != 0 {
 		t.Fatalf("job stop: exit %d\n%s", code, out)
