@@ -20,24 +20,26 @@ func (c *Client) validate(f *hcl.File, filename string) hcl.Diagnostics {
 	bad := func(rng *hcl.Range, summary, format string, args ...any) {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: fmt.Sprintf(format, args...), Subject: rng})
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for _, v := range c.HostVolumes {
-		at := func(attr string) *hcl.Range { return labelledAttr(f, filename, "host_volume", v.Name, attr) }
-		if seen[v.Name] {
+		nth := seen[v.Name]
+		at := func(attr string) *hcl.Range { return labelledAttr(f, filename, "host_volume", v.Name, nth, attr) }
+		if nth > 0 {
 			bad(at(""), "duplicate host volume", "client.host_volume %q is declared twice", v.Name)
 		}
-		seen[v.Name] = true
+		seen[v.Name]++
 		if !filepath.IsAbs(v.Path) {
 			bad(at("path"), "invalid host volume path", "client.host_volume %q: path = %q: want an absolute directory of this node", v.Name, v.Path)
 		}
 	}
-	seen = map[string]bool{}
+	seen = map[string]int{}
 	for _, n := range c.HostNetworks {
-		at := func(attr string) *hcl.Range { return labelledAttr(f, filename, "host_network", n.Name, attr) }
-		if seen[n.Name] {
+		nth := seen[n.Name]
+		at := func(attr string) *hcl.Range { return labelledAttr(f, filename, "host_network", n.Name, nth, attr) }
+		if nth > 0 {
 			bad(at(""), "duplicate host network", "client.host_network %q is declared twice", n.Name)
 		}
-		seen[n.Name] = true
+		seen[n.Name]++
 		if n.CIDR == "" && n.Interface == "" {
 			bad(at(""), "incomplete host network", "client.host_network %q: give cidr, interface or both (the node's address on the network is found by them)", n.Name)
 		}
@@ -50,10 +52,10 @@ func (c *Client) validate(f *hcl.File, filename string) hcl.Diagnostics {
 	return diags
 }
 
-// labelledAttr is where client { <typ> "<label>" { attr = ... } } is
-// written: the attribute, else the block, else the file's start (a JSON
-// file: its positions are not looked up).
-func labelledAttr(f *hcl.File, filename, typ, label, attr string) *hcl.Range {
+// labelledAttr is where the nth (from 0) client { <typ> "<label>" { attr
+// = ... } } is written: the attribute, else the block, else the file's
+// start (a JSON file: its positions are not looked up).
+func labelledAttr(f *hcl.File, filename, typ, label string, nth int, attr string) *hcl.Range {
 	start := &hcl.Range{Filename: filename, Start: hcl.Pos{Line: 1, Column: 1}}
 	body, ok := f.Body.(*hclsyntax.Body)
 	if !ok {
@@ -65,6 +67,10 @@ func labelledAttr(f *hcl.File, filename, typ, label, attr string) *hcl.Range {
 		}
 		for _, b := range cb.Body.Blocks {
 			if b.Type != typ || len(b.Labels) != 1 || b.Labels[0] != label {
+				continue
+			}
+			if nth > 0 {
+				nth--
 				continue
 			}
 			if a, ok := b.Body.Attributes[attr]; ok {

@@ -39,6 +39,16 @@ client {
 		t.Fatalf("client %+v, want %+v", a.Client, want)
 	}
 
+	// The same as JSON (labelled blocks are objects keyed by label).
+	j, err := Parse([]byte(`{"client": {"host_volume": {"docker-sock-ro": {"path": "/var/run/docker.sock", "read_only": true}, "certs": {"path": "/srv/certs"}},
+		"host_network": {"tailscale": {"cidr": "100.64.0.0/10", "interface": "tailscale0"}}}}`), "agent.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Client.HostVolumes) != 2 || len(j.Client.HostNetworks) != 1 || j.Client.HostNetworks[0] != want.HostNetworks[0] {
+		t.Fatalf("JSON client %+v", j.Client)
+	}
+
 	bad := `client {
   host_volume "a" {
     path = "srv/a"
@@ -59,7 +69,7 @@ client {
 	}
 	for _, w := range []string{
 		`agent.hcl:3:5: invalid host volume path: client.host_volume "a": path = "srv/a"`,
-		`agent.hcl:2:3: duplicate host volume: client.host_volume "a" is declared twice`,
+		`agent.hcl:5:3: duplicate host volume: client.host_volume "a" is declared twice`,
 		`agent.hcl:8:3: incomplete host network: client.host_network "n": give cidr, interface or both`,
 		`agent.hcl:11:5: invalid cidr: client.host_network "m": cidr = "10.0.0/8"`,
 	} {
