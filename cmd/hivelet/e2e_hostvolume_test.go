@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,11 @@ func TestEndToEndAHostVolumeIsMountedAndAHostNetworkPortServes(t *testing.T) {
 	p.addConfig(fmt.Sprintf("client {\n  host_volume \"shared\" {\n    path = %q\n  }\n  host_network \"loop\" {\n    cidr = \"127.0.0.0/8\"\n  }\n}\n", vol))
 	p.start()
 	dir := t.TempDir()
+	// The node's record advertises both; node status shows them.
+	if code, out := p.cli("node", "status", p.nodeID()); code != 0 || !strings.Contains(out, "Host Volumes") ||
+		!regexp.MustCompile(`shared\s+`+regexp.QuoteMeta(vol)+`\s+false`).MatchString(out) || !regexp.MustCompile(`loop\s+127\.0\.0\.1\s+127\.0\.0\.0/8`).MatchString(out) {
+		t.Fatalf("node status: exit %d\n%s", code, out)
+	}
 
 	// Control first: a volume the node does not offer.
 	code, out := p.cli("job", "run", "-timeout", "20s", e2eFile(t, dir, "missing.hcl", volumeJobHCL(jobID+"-x", env.Tag, "sharde")))
