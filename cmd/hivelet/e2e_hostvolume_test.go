@@ -91,8 +91,8 @@ func volumeJobHCL(id, image, source string) string {
           type     = "script"
           command  = "/app"
           args     = ["check"]
-          interval = "500ms"
-          timeout  = "500ms"
+          interval = "3s"
+          timeout  = "3s" # a docker exec takes a while on a loaded machine
         }
       }
       kill_timeout = "5s"
