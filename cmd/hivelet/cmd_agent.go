@@ -24,6 +24,7 @@ import (
 	"github.com/hivelet/hivelet/host/logs"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/host/ports"
 	fleetrollout "github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/services"
 	"github.com/hivelet/hivelet/host/state"
@@ -210,7 +211,11 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return fmt.Errorf("creating plugin directory: %w", err)
 	}
 	allocRoot, _ := filepath.Abs(rc.AllocDir)
-	portTable, err := newPortTable(rc)
+	hostVolumes, hostNetworks, err := clientResources(rc.Client, ports.SystemInterfaces)
+	if err != nil {
+		return badInput(err)
+	}
+	portTable, err := newPortTable(rc, hostNetworks)
 	if err != nil {
 		return badInput(err)
 	}
@@ -369,6 +374,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		n := node.Build(nodeID, ncfg, attrs, health.DriverFingerprints(), src.View().Intent(nodeID), time.Now())
 		n.Attributes[AttrAllocDir] = allocRoot
 		n.Attributes[AttrNetworkAddress] = portTable.Address()
+		n.HostVolumes, n.HostNetworks = hostVolumes, hostNetworks
 		n.RolloutProtocol, n.BootID = fleetrollout.Protocol, bootID
 		return n
 	}

@@ -201,6 +201,26 @@ func printNode(w io.Writer, n *model.Node, in wanted.Intent, allocs []*model.All
 		}
 		tw.Flush()
 	}
+	if len(n.HostVolumes) > 0 {
+		fmt.Fprintln(w, "\nHost Volumes")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tPATH\tREAD ONLY")
+		for _, name := range sortedKeys(n.HostVolumes) {
+			v := n.HostVolumes[name]
+			fmt.Fprintf(tw, "%s\t%s\t%v\n", name, v.Path, v.ReadOnly)
+		}
+		tw.Flush()
+	}
+	if len(n.HostNetworks) > 0 {
+		fmt.Fprintln(w, "\nHost Networks")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tADDRESS\tCIDR\tINTERFACE")
+		for _, name := range sortedKeys(n.HostNetworks) {
+			hn := n.HostNetworks[name]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, hn.Address, orDash(hn.CIDR), orDash(hn.Interface))
+		}
+		tw.Flush()
+	}
 	for _, sec := range []struct {
 		title string
 		m     map[string]string

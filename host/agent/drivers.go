@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -61,4 +62,14 @@ func (d *schemaCachedDriver) ConfigSchema(ctx context.Context) (*driver.Schema, 
 	d.c.schemas[d.name] = cachedSchema{s: s, at: d.c.now()}
 	d.c.mu.Unlock()
 	return s, nil
+}
+
+// ExecTask passes a script check's command to the driver when it can run
+// one (driver.TaskExecer), which the embedded Driver alone would hide.
+func (d *schemaCachedDriver) ExecTask(ctx context.Context, taskID string, command []string) (*driver.ExecResult, error) {
+	e, ok := d.Driver.(driver.TaskExecer)
+	if !ok {
+		return nil, fmt.Errorf("running a command in task %s: driver %s: %w", taskID, d.name, driver.ErrNotSupported)
+	}
+	return e.ExecTask(ctx, taskID, command)
 }

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -15,6 +17,8 @@ const (
 	FilterDatacenter = "datacenter"
 	FilterNodePool   = "node pool"
 	FilterConstraint = "constraint"
+	FilterVolume     = "host volume"
+	FilterHostNet    = "host network"
 	FilterNotReady   = "node not ready"
 	FilterDriver     = "driver"
 )
@@ -162,6 +166,12 @@ func firstExclusion(job *model.Job, n *model.Node, known fleetKnown) (filter, wh
 			return FilterConstraint, constraintText(c), hint
 		}
 	}
+	if miss := missingHostVolumes(job, n); len(miss) > 0 {
+		return FilterVolume, fmt.Sprintf("%q missing", miss[0]), offered("host volumes", "client { host_volume "+strconv.Quote(miss[0])+" { path = ... } }", n.HostVolumes, miss[0])
+	}
+	if miss := missingHostNetworks(job, n); len(miss) > 0 {
+		return FilterHostNet, fmt.Sprintf("%q missing", miss[0]), offered("host networks", "client { host_network "+strconv.Quote(miss[0])+" { cidr = ... } }", n.HostNetworks, miss[0])
+	}
 	if !n.Ready() || n.Tainted() {
 		return FilterNotReady, nodeState(n), ""
 	}
@@ -185,6 +195,20 @@ func firstExclusion(job *model.Job, n *model.Node, known fleetKnown) (filter, wh
 		}
 	}
 	return "", "", ""
+}
+
+// offered is the hint for a host volume or network a node lacks: a near
+// name it has ("did you mean"), else what it has, else how the agent's
+// configuration would offer it.
+func offered[V any](what, how string, have map[string]V, want string) string {
+	names := slices.Sorted(maps.Keys(have))
+	if s := closest(want, names); s != "" && s != want {
+		return "did you mean " + s + "?"
+	}
+	if len(names) > 0 {
+		return "the node's " + what + ": " + strings.Join(names, ", ")
+	}
+	return "the node has no " + what + "; its agent configuration offers one with " + how
 }
 
 // constraintText writes a constraint as the job file does.

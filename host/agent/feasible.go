@@ -168,7 +168,8 @@ func compareVersions(a, b string) int {
 }
 
 // inScope reports whether a node is in a job's scope: its datacenter, node
-// pool and job- and group-level constraints (a node must satisfy every
+// pool, job- and group-level constraints, and the host volumes and host
+// networks the groups need (a node must satisfy every
 // group's constraints to be in scope for the job; groups with constraints of
 // their own are the rare case and are treated conservatively).
 func inScope(job *model.Job, n *model.Node) bool {
@@ -204,7 +205,38 @@ func inScope(job *model.Job, n *model.Node) bool {
 			}
 		}
 	}
-	return true
+	return len(missingHostVolumes(job, n)) == 0 && len(missingHostNetworks(job, n)) == 0
+}
+
+// missingHostVolumes are the host volumes the job's groups' volume blocks
+// name (source) that the node does not offer (Node.HostVolumes), sorted.
+// As with constraints, a node must have every group's.
+func missingHostVolumes(job *model.Job, n *model.Node) []string {
+	var out []string
+	for _, g := range job.Groups {
+		for _, name := range g.HostVolumesWanted() {
+			if _, ok := n.HostVolumes[name]; !ok && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// missingHostNetworks are the host networks the job's ports name that the
+// node does not have (Node.HostNetworks), sorted.
+func missingHostNetworks(job *model.Job, n *model.Node) []string {
+	var out []string
+	for _, g := range job.Groups {
+		for _, name := range g.HostNetworksWanted() {
+			if _, ok := n.HostNetworks[name]; !ok && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // pathMatch is a tiny glob: "*" matches any run of characters.
@@ -237,7 +269,8 @@ func driversHealthy(job *model.Job, n *model.Node) (bad []string) {
 }
 
 // PlacesOn reports whether the reconciler would see n as a ready node for
-// job: in scope (datacenters, node pool, constraints), ready and eligible,
+// job: in scope (datacenters, node pool, constraints, host volumes and
+// networks), ready and eligible,
 // with every driver the job uses detected and healthy. The CLI uses it to
 // know how many nodes a system job should reach.
 func PlacesOn(job *model.Job, n *model.Node) bool {

@@ -157,3 +157,56 @@ func (r *Runner) restartForCheck(t *model.Task, key string, startedAt time.Time,
 	r.event(t.Name, EventRestartSignaled, fmt.Sprintf("check %s failed %d times in a row (check_restart limit %d): %v", key, limit, limit, last))
 	r.kill(drv, t, &driver.TaskHandle{TaskID: r.taskID(t.Name)})
 }
+
+// hasScriptCheck reports whether a task's services have a script check.
+func hasScriptCheck(t *model.Task) bool {
+	for _, s := range t.Services {
+		for _, c := range s.Checks {
+			if c.Type == model.CheckScript {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runScriptCheck runs a script check's command inside its task, through
+// the task's driver, within the check's timeout: exit 0 passes, exit 1 is
+// a warning (failing for health, passing for a check_restart with
+// ignore_warnings), anything else fails; the error carries the command's
+// output.
+func (r *Runner) runScriptCheck(t *model.Task, env TaskEnv, c model.Check) error {
+	if t == nil {
+		return fmt.Errorf("script check %q: a script runs inside a task, and a group service's check names none", c.Name)
+	}
+	timeout := c.Timeout.D()
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, timeout)
+	defer cancel()
+	drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
+	if err != nil {
+		return fmt.Errorf("script check %q: %w", c.Name, err)
+	}
+	e, ok := drv.(driver.TaskExecer)
+	if !ok {
+		return fmt.Errorf("script check %q: driver %s cannot run a command inside a task", c.Name, t.Driver)
+	}
+	command := []string{env.Replace(c.Command)}
+	for _, a := range c.Args {
+		command = append(command, env.Replace(a))
+	}
+	res, err := e.ExecTask(ctx, r.taskID(t.Name), command)
+	if err != nil {
+		return fmt.Errorf("script check %q: %w", c.Name, err)
+	}
+	out := strings.TrimSpace(string(res.Output))
+	switch res.ExitCode {
+	case 0:
+		return nil
+	case 1:
+		return checkWarning{fmt.Errorf("script check %q: exit 1 (warning): %s", c.Name, out)}
+	}
+	return fmt.Errorf("script check %q: exit %d: %s", c.Name, res.ExitCode, out)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,12 @@ type fakeDriver struct {
 	destroys                int
 	signals                 []string // "task ID signal" of each SignalTask
 	order                   []string // task IDs in the order StartTask was called
+	// noMounts makes Capabilities say the driver cannot mount; noExec
+	// that it cannot run a command in a task.
+	noMounts, noExec bool
+	// execs are the commands ExecTask ran, "task ID: command"; ExecTask
+	// answers a command "exit N" with exit code N.
+	execs []string
 }
 
 type fakeStop struct {
@@ -80,7 +88,9 @@ func (f *fakeDriver) Info(context.Context) (driver.PluginInfo, error) {
 	return driver.PluginInfo{Name: "fake", Version: "0"}, nil
 }
 func (f *fakeDriver) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return driver.Capabilities{SendSignals: true, Mounts: !f.noMounts, Exec: !f.noExec}, nil
 }
 func (f *fakeDriver) ConfigSchema(context.Context) (*driver.Schema, error) { return f.schema, nil }
 func (f *fakeDriver) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
@@ -272,4 +282,15 @@ func (f *fakeDriver) live() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.tasks)
+}
+
+func (f *fakeDriver) ExecTask(_ context.Context, id string, command []string) (*driver.ExecResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execs = append(f.execs, id+": "+strings.Join(command, " "))
+	code := 0
+	if len(command) == 2 && command[0] == "exit" {
+		code, _ = strconv.Atoi(command[1])
+	}
+	return &driver.ExecResult{ExitCode: code, Output: []byte("said " + strings.Join(command, " "))}, nil
 }

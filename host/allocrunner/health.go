@@ -201,7 +201,12 @@ func (r *Runner) runCheckLoop(t *model.Task, svc model.Service, c model.Check, k
 			state = checkState{}
 		} else {
 			env := NewTaskEnv(r.cfg.Node, alloc, job, g, t, r.AllocDir(), "")
-			probe := runCheck(r.ctx, env, svc, c)
+			var probe error
+			if c.Type == model.CheckScript {
+				probe = r.runScriptCheck(t, env, c)
+			} else {
+				probe = runCheck(r.ctx, env, svc, c)
+			}
 			state, err = state.next(probe, c, key)
 		}
 		r.mu.Lock()

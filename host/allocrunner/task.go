@@ -76,10 +76,18 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 	r.mu.Lock()
 	jobID, group, nodeID := r.alloc.JobID, r.alloc.TaskGroup, r.alloc.NodeID
 	var netMode string
-	if g := r.group(); g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
+	g := r.group()
+	if g != nil && g.Network != nil && g.Network.Mode == model.NetworkBridge {
 		netMode = string(model.NetworkBridge)
 	}
 	r.mu.Unlock()
+	var mounts []driver.Mount
+	if g != nil {
+		var err error
+		if mounts, err = taskMounts(g, t, r.cfg.Node); err != nil {
+			return nil, errPermanent{err}
+		}
+	}
 	return &driver.TaskConfig{
 		ID:         r.taskID(t.Name),
 		AllocID:    alloc,
@@ -98,6 +106,7 @@ func (r *Runner) buildTaskConfig(ctx context.Context, t *model.Task) (*driver.Ta
 		// The driver gives a bridge task a network of its own with every
 		// port of the allocation mapped into it.
 		NetworkMode: netMode,
+		Mounts:      mounts,
 	}, nil
 }
 
@@ -108,6 +117,18 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	tc, err := r.buildTaskConfig(ctx, t)
 	if err != nil {
 		return nil, err
+	}
+	if len(tc.Mounts) > 0 || hasScriptCheck(t) {
+		caps, err := drv.Capabilities(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading driver %s capabilities: %w", t.Driver, err)
+		}
+		if _, execs := drv.(driver.TaskExecer); hasScriptCheck(t) && (!caps.Exec || !execs) {
+			return nil, errPermanent{fmt.Errorf("task %s has a script check, and driver %s cannot run a command inside a task (its capabilities say so): use an http or tcp check, or a driver that can, such as docker or exec", t.Name, t.Driver)}
+		}
+		if len(tc.Mounts) > 0 && !caps.Mounts {
+			return nil, errPermanent{fmt.Errorf("task %s: driver %s does not mount host volumes (its capabilities say so): drop the volume_mount and read %s where it is on the node, or use a driver that mounts, such as docker", t.Name, t.Driver, tc.Mounts[0].HostPath)}
+		}
 	}
 	if r.cfg.Validate != nil {
 		schema, err := drv.ConfigSchema(ctx)

@@ -65,6 +65,36 @@ type Agent struct {
 	Exec    *Exec    `hcl:"exec,block" json:"exec,omitempty"`
 	Policy  *Policy  `hcl:"policy,block" json:"policy,omitempty"`
 	Plugins []Plugin `hcl:"plugin,block" json:"plugins,omitempty"`
+	Client  *Client  `hcl:"client,block" json:"client,omitempty"`
+}
+
+// Client is Nomad's client block, for what a Nomad operator writes there:
+// the node's host volumes and host networks. Both are advertised in the
+// node's record (host_volumes, host_networks), and a group that needs one
+// the node lacks does not run there.
+type Client struct {
+	HostVolumes  []HostVolume  `hcl:"host_volume,block" json:"host_volume,omitempty"`
+	HostNetworks []HostNetwork `hcl:"host_network,block" json:"host_network,omitempty"`
+}
+
+// HostVolume offers a directory of the node to groups' volume blocks
+// (type = "host", source = the label).
+type HostVolume struct {
+	Name string `hcl:"name,label" json:"name"`
+	// Path is the directory on the node (required, absolute; it must exist
+	// when a task mounts it).
+	Path string `hcl:"path" json:"path"`
+	// ReadOnly makes every mount of it read-only, whatever the job says.
+	ReadOnly bool `hcl:"read_only,optional" json:"read_only,omitempty"`
+}
+
+// HostNetwork names a network of the node for ports' host_network: ports
+// naming it are published on the node's address there, the first address
+// of interface (when given) inside cidr (when given).
+type HostNetwork struct {
+	Name      string `hcl:"name,label" json:"name"`
+	CIDR      string `hcl:"cidr,optional" json:"cidr,omitempty"`
+	Interface string `hcl:"interface,optional" json:"interface,omitempty"`
 }
 
 // HTTP configures the local API.
@@ -330,6 +360,7 @@ func (a *Agent) validate(f *hcl.File, filename string) error {
 				Detail: "policy.memory_limit_mb must be positive", Subject: pos("policy", "memory_limit_mb")})
 		}
 	}
+	diags = append(diags, a.Client.validate(f, filename)...)
 	for _, pl := range a.Plugins {
 		if pl.SHA256 != "" && !isHex64(pl.SHA256) {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "invalid plugin pin",

@@ -145,6 +145,12 @@ func (p *parser) service(b *hclsyntax.Block, path string) (model.Service, bool) 
 		if a := cc.attrs["port"]; a != nil {
 			ch.Port, _ = p.str(a, cp+".port")
 		}
+		if a := cc.attrs["command"]; a != nil {
+			ch.Command, _ = p.str(a, cp+".command")
+		}
+		if a := cc.attrs["args"]; a != nil {
+			ch.Args, _ = p.strList(a, cp+".args")
+		}
 		if a := cc.attrs["interval"]; a != nil {
 			ch.Interval, _ = p.duration(a, cp+".interval")
 		}

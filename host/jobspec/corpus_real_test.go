@@ -190,6 +190,6 @@ func TestTheRealCorpusGetsItsVerdicts(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("real corpus: %d files; %d count (excluded: %v); %d of them run unchanged on a node with default settings (%d%%), %d more need the node's docker.allow_caps, as in Nomad (%d%%)",
+	t.Logf("real corpus: %d files; %d count (excluded: %v); %d of them run unchanged on a node with default settings (%d%%), %d more need the node's docker.allow_caps or allow_privileged, as in Nomad (%d%%)",
 		len(entries), counted, why, runs, 100*runs/max(1, counted), caps, 100*(runs+caps)/max(1, counted))
 }

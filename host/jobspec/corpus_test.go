@@ -55,7 +55,8 @@ func readHeader(t *testing.T, name string, src []byte) corpusCase {
 // driverProblems checks what the built-in driver checks at start: that it
 // exists, that the config matches its schema, and (docker) that each
 // ports label is one of the group's network and each cap_add is allowed on
-// a node with the default docker settings.
+// a node with the default docker settings, and that no container is
+// privileged (docker.allow_privileged is off by default, as in Nomad).
 func driverProblems(job *model.Job) []string {
 	// raw_exec is the exec driver under Nomad's name, on agents that enable it.
 	schemas := map[string]*driver.Schema{"docker": docker.Schema(), "exec": exec.Schema(), "mock": mock.Schema(), "raw_exec": exec.Schema()}
@@ -86,6 +87,9 @@ func driverProblems(job *model.Job) []string {
 					if s, _ := l.(string); !labels[s] {
 						out = append(out, fmt.Sprintf("task %s: ports label %v is not in the group's network", task.Name, l))
 					}
+				}
+				if cfg["privileged"] == true {
+					out = append(out, fmt.Sprintf("task %s: privileged: \"privileged\" needs docker.allow_privileged on the node", task.Name))
 				}
 				caps, _ := cfg["cap_add"].([]any)
 				for i, c := range caps {

@@ -3,6 +3,7 @@ package jobspec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -96,7 +97,30 @@ func dockerPortLabels(tp string, g *model.Group, cfg map[string]any) []driverPro
 		}
 		out = append(out, driverProblem{tp + ".config", fmt.Sprintf("docker config: ports[%d]: %q is not a port label of the group's network%s", i, s, has), false})
 	}
+	// port_map { label = 80 } (the older docker syntax) names labels too.
+	pm, _ := cfg["port_map"].(map[string]any)
+	if l, ok := cfg["port_map"].([]any); ok && len(l) == 1 {
+		pm, _ = l[0].(map[string]any)
+	}
+	for _, k := range slices.Sorted(maps.Keys(pm)) {
+		if !slices.Contains(labels, k) {
+			out = append(out, driverProblem{tp + ".config", fmt.Sprintf("docker config: port_map.%s: %q is not a port label of the group's network%s", k, k, labelsHint(k, labels)), false})
+		}
+	}
 	return out
+}
+
+// labelsHint is ", which has ..." (with a suggestion) or ": the group has
+// no network block with ports".
+func labelsHint(s string, labels []string) string {
+	if len(labels) == 0 {
+		return ": the group has no network block with ports"
+	}
+	quoted := make([]string, len(labels))
+	for j, l := range labels {
+		quoted[j] = strconv.Quote(l)
+	}
+	return ", which has " + strings.Join(quoted, ", ") + suggest(s, labels)
 }
 
 // convertConfig converts the values of a task's driver config to the
@@ -143,7 +167,11 @@ func convertValue(f *driver.Field, v any) any {
 			}
 		}
 	case driver.TypeStringMap:
-		if m, ok := v.(map[string]any); ok {
+		m, ok := v.(map[string]any)
+		if l, isList := v.([]any); isList && len(l) == 1 {
+			m, ok = l[0].(map[string]any) // written as a block
+		}
+		if ok {
 			for k, e := range m {
 				m[k] = scalarText(e)
 			}

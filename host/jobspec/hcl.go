@@ -337,11 +337,11 @@ var (
 		blocks: []string{"group", "update", "constraint", "meta"}}
 	groupSpec = spec{what: "group",
 		attrs:  []string{"count", "meta", "max_run_duration", "shutdown_delay"},
-		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk", "consul"},
+		blocks: []string{"task", "update", "restart", "disconnect", "constraint", "meta", "network", "service", "ephemeral_disk", "consul", "volume"},
 		extra:  unsupportedInGroup}
 	taskSpec = spec{what: "task",
 		attrs:  []string{"driver", "user", "kill_timeout", "kill_signal", "config", "env", "meta", "shutdown_delay"},
-		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact", "restart"},
+		blocks: []string{"config", "env", "meta", "resources", "service", "constraint", "template", "logs", "lifecycle", "artifact", "restart", "volume_mount"},
 		extra:  unsupportedInTask}
 	updateSpec = spec{what: "update",
 		attrs: []string{"max_parallel", "canary", "auto_promote", "auto_revert", "min_healthy_time", "healthy_deadline",
@@ -356,7 +356,7 @@ var (
 	logsSpec      = spec{what: "logs", attrs: []string{"max_files", "max_file_size", "disabled", "enabled"}}
 	serviceSpec   = spec{what: "service", attrs: []string{"name", "port", "provider", "tags", "address_mode", "meta"}, blocks: []string{"check", "check_restart", "meta"},
 		extra: unsupportedInService}
-	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode"},
+	checkSpec = spec{what: "check", attrs: []string{"name", "type", "path", "port", "interval", "timeout", "success_before_passing", "failures_before_critical", "address_mode", "command", "args"},
 		blocks: []string{"check_restart"},
 		extra:  unsupportedInCheck}
 	checkRestartSpec = spec{what: "check_restart", attrs: []string{"limit", "grace", "ignore_warnings"}}
@@ -434,6 +434,7 @@ func (p *parser) group(b *hclsyntax.Block, path string, jt model.JobType, jobUpd
 	if nb := p.one(c, "network"); nb != nil {
 		g.Network = p.network(nb, path+".network")
 	}
+	p.volumes(c, path, g)
 	if a := c.attrs["max_run_duration"]; a != nil {
 		g.MaxRunDuration, _ = p.duration(a, path+".max_run_duration")
 	}
@@ -559,6 +560,11 @@ func (p *parser) task(b *hclsyntax.Block, path, groupPath string, g *model.Group
 	}
 	if lb := p.one(c, "lifecycle"); lb != nil {
 		t.Lifecycle = p.lifecycle(lb, path+".lifecycle")
+	}
+	for _, vb := range c.blocks["volume_mount"] {
+		if m, ok := p.volumeMount(vb, fmt.Sprintf("%s.volume_mounts[%d]", path, len(t.VolumeMounts))); ok {
+			t.VolumeMounts = append(t.VolumeMounts, m)
+		}
 	}
 	for _, ab := range c.blocks["artifact"] {
 		if ar, ok := p.artifact(ab, fmt.Sprintf("%s.artifacts[%d]", path, len(t.Artifacts))); ok {

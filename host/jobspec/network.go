@@ -18,9 +18,8 @@ var (
 	// legacyNetworkSpec is a network block inside a task's resources: ports
 	// and Nomad's old mbits, no mode (the group's is host).
 	legacyNetworkSpec = spec{what: "network", attrs: []string{"mbits"}, blocks: []string{"port"}, extra: networkSpec.extra}
-	portSpec          = spec{what: "port", attrs: []string{"static", "to"},
+	portSpec          = spec{what: "port", attrs: []string{"static", "to", "host_network"},
 		extra: map[string]string{
-			"host_network":     "a hivelet node publishes ports on one address (the agent's network.address); there are no named host networks",
 			"ignore_collision": "hivelet never gives two allocations of a node the same port",
 		}}
 )
@@ -85,6 +84,13 @@ func (p *parser) networkWith(b *hclsyntax.Block, path string, s spec) *model.Net
 		}
 		if a := pc.attrs["to"]; a != nil {
 			port.To, _ = p.integer(a, pp+".to")
+		}
+		if a := pc.attrs["host_network"]; a != nil {
+			// A named network of the node (its agent's client {
+			// host_network }); Nomad's "default" is the node's address.
+			if hn, ok := p.str(a, pp+".host_network"); ok && hn != "default" {
+				port.HostNetwork = hn
+			}
 		}
 		n.Ports = append(n.Ports, port)
 	}

@@ -21,14 +21,12 @@ var unsupported = map[string]string{
 	"migrate":                      "system allocations are stopped on a draining node, not migrated",
 	"scaling":                      "a system job runs once per node, there is nothing to scale",
 	"network":                      "the network block belongs to the group in hivelet (or, as Nomad once wrote it, inside a task's resources); move it to the group",
-	"volume":                       "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"max_client_disconnect":        "write it as disconnect { lost_after = ... }",
 	"stop_after_client_disconnect": "a node cut off from the fleet keeps running its tasks in hivelet",
 	"prevent_reschedule_on_lost":   "hivelet reschedules nothing; use disconnect { replace = false }",
 
 	// Task level.
 	"vault":            "hivelet has no Vault integration; pass secrets through env or the driver config",
-	"volume_mount":     "hivelet manages no volumes; use the driver's own mounts (docker: mount { })",
 	"csi_plugin":       "hivelet has no CSI support",
 	"dispatch_payload": "hivelet has no central scheduler to dispatch jobs",
 	"identity":         "hivelet issues no workload identities",
@@ -69,8 +67,6 @@ var unsupported = map[string]string{
 	"expose":                  "hivelet has no service mesh",
 	"grpc_service":            "hivelet's checks are http and tcp only",
 	"grpc_use_tls":            "hivelet's checks are http and tcp only",
-	"command":                 "hivelet's checks are http and tcp only (no script checks)",
-	"args":                    "hivelet's checks are http and tcp only (no script checks)",
 }
 
 // Context-specific reasons for stanzas hivelet supports elsewhere.

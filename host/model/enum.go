@@ -118,10 +118,14 @@ type CheckType string
 const (
 	CheckHTTP CheckType = "http"
 	CheckTCP  CheckType = "tcp"
+	// CheckScript runs Command with Args inside the check's task, through
+	// its driver; exit 0 passes, 1 is a warning, anything else fails
+	// (Nomad's and Consul's reading).
+	CheckScript CheckType = "script"
 )
 
 // CheckTypes lists every CheckType value.
-var CheckTypes = []CheckType{CheckHTTP, CheckTCP}
+var CheckTypes = []CheckType{CheckHTTP, CheckTCP, CheckScript}
 
 func (c *CheckType) UnmarshalJSON(b []byte) error { return decodeEnum(b, c, CheckTypes) }
 

@@ -48,6 +48,9 @@ type Group struct {
 	Meta        map[string]string   `json:"meta,omitempty"`
 	// Network is the ports the group's allocations hold on their node.
 	Network *Network `json:"network,omitempty"`
+	// Volumes are the host volumes the group's tasks mount: a node runs
+	// the group only when it has each one (Node.HostVolumes).
+	Volumes []Volume `json:"volumes,omitempty"`
 	// Services are the group's own services (Nomad's group-level service
 	// blocks): their checks run while every task of the group runs.
 	Services []Service `json:"services,omitempty"`
@@ -79,6 +82,8 @@ type Task struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Templates are rendered into the task's directory before it starts.
 	Templates []Template `json:"templates,omitempty"`
+	// VolumeMounts mount volumes of the group into the task.
+	VolumeMounts []VolumeMount `json:"volume_mounts,omitempty"`
 	// Lifecycle makes the task a prestart hook of its group.
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
@@ -102,12 +107,15 @@ type Service struct {
 
 // Check is a health check on a service.
 type Check struct {
-	Name     string    `json:"name,omitempty"`
-	Type     CheckType `json:"type"`
-	Path     string    `json:"path,omitempty"`
-	Port     string    `json:"port,omitempty"`
-	Interval Duration  `json:"interval"`
-	Timeout  Duration  `json:"timeout"`
+	Name string    `json:"name,omitempty"`
+	Type CheckType `json:"type"`
+	Path string    `json:"path,omitempty"`
+	Port string    `json:"port,omitempty"`
+	// Command and Args are a script check's: run inside the task.
+	Command  string   `json:"command,omitempty"`
+	Args     []string `json:"args,omitempty"`
+	Interval Duration `json:"interval"`
+	Timeout  Duration `json:"timeout"`
 	// SuccessBeforePassing and FailuresBeforeCritical are Nomad's: how many
 	// probes in a row must pass before a failing check counts as passing,
 	// and fail before a passing one counts as failing (0 and 1 alike: the

@@ -43,6 +43,11 @@ type Port struct {
 	Label  string `json:"label"`
 	Static int    `json:"static,omitempty"`
 	To     int    `json:"to,omitempty"`
+	// HostNetwork names a host network of the node (Node.HostNetworks):
+	// the port is published on the node's address there, and a node
+	// without that network does not run the group. "": the node's
+	// address (the agent's network.address).
+	HostNetwork string `json:"host_network,omitempty"`
 }
 
 // AllocatedPort is a port an allocation holds on its node, recorded with the

@@ -16,6 +16,12 @@ type Node struct {
 	Attributes  map[string]string     `json:"attributes"`
 	Meta        map[string]string     `json:"meta"`
 	Drivers     map[string]DriverInfo `json:"drivers,omitempty"`
+	// HostVolumes are the directories the node offers to groups' volume
+	// blocks, by name (its agent's client { host_volume "name" { } }).
+	HostVolumes map[string]HostVolume `json:"host_volumes,omitempty"`
+	// HostNetworks are the node's named networks and its address on each
+	// (client { host_network "name" { } }), for ports naming one.
+	HostNetworks map[string]HostNetwork `json:"host_networks,omitempty"`
 	// HeartbeatAt is the time of the node's last heartbeat, as the node saw it.
 	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
 	// RolloutProtocol is the highest fleet rollout protocol level the

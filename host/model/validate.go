@@ -167,6 +167,7 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 		v.network(join(path, "network"), g.Network)
 		v.bridge(join(path, "network"), g)
 	}
+	v.volumes(path, g)
 	if g.ShutdownDelay < 0 {
 		v.add(join(path, "shutdown_delay"), "shutdown_delay must not be negative, got %s", g.ShutdownDelay)
 	}
@@ -210,6 +211,9 @@ func (v *validator) group(path string, jt JobType, g *Group) {
 		for j, c := range s.Checks {
 			if c.CheckRestart != nil && c.CheckRestart.Limit > 0 {
 				v.add(fmt.Sprintf("%s.checks[%d].check_restart", sp, j), "check_restart on a group service's check: hivelet's group checks name no task to restart; declare the service inside the task it checks")
+			}
+			if c.Type == CheckScript {
+				v.add(fmt.Sprintf("%s.checks[%d].type", sp, j), "a script check on a group service: a script runs inside a task, and hivelet's group checks name none; declare the service inside the task it checks")
 			}
 		}
 	}
@@ -297,8 +301,17 @@ func (v *validator) service(path string, s Service) {
 		if c.Type == CheckHTTP && c.Path == "" {
 			v.add(join(cp, "path"), "an http check needs a path, for example \"/health\"")
 		}
-		if c.Port == "" && s.Port == "" {
-			v.add(join(cp, "port"), "a check needs a port: set port on the service or on the check")
+		if c.Type == CheckScript {
+			if strings.TrimSpace(c.Command) == "" {
+				v.add(join(cp, "command"), "a script check needs a command, run inside the task (for example \"/bin/sh\" with args)")
+			}
+		} else {
+			if c.Port == "" && s.Port == "" {
+				v.add(join(cp, "port"), "a check needs a port: set port on the service or on the check")
+			}
+			if c.Command != "" || len(c.Args) > 0 {
+				v.add(join(cp, "command"), "command and args belong to a script check (type = \"script\"), this one is %s", c.Type)
+			}
 		}
 		if c.SuccessBeforePassing < 0 {
 			v.add(join(cp, "success_before_passing"), "success_before_passing must not be negative (got %d)", c.SuccessBeforePassing)

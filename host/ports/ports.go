@@ -47,6 +47,10 @@ type Config struct {
 	MinDynamic, MaxDynamic int
 	// Reserved ports are never given to an allocation.
 	Reserved []int
+	// Networks are the node's host networks and its address on each
+	// (the agent's client { host_network }): a port naming one is
+	// published there.
+	Networks map[string]string
 	// InUse, when set, reports whether a port is already taken by something
 	// outside the table (it is asked only for dynamic candidates).
 	InUse func(port int) bool
@@ -111,6 +115,11 @@ func (t *Table) Assign(allocID string, n *model.Network) ([]model.AllocatedPort,
 		}
 		taken[p.Static] = true
 	}
+	for _, p := range n.Ports {
+		if _, ok := t.cfg.Networks[p.HostNetwork]; p.HostNetwork != "" && !ok {
+			return nil, fmt.Errorf("port %q names host network %q, which this node does not have (its agent's client { host_network %q { } })", p.Label, p.HostNetwork, p.HostNetwork)
+		}
+	}
 	next := t.next
 	for _, p := range n.Ports {
 		value := p.Static
@@ -123,7 +132,11 @@ func (t *Table) Assign(allocID string, n *model.Network) ([]model.AllocatedPort,
 			value = v
 			taken[v] = true
 		}
-		out = append(out, model.AllocatedPort{Label: p.Label, Value: value, To: p.To, HostIP: t.cfg.Address})
+		ip := t.cfg.Address
+		if p.HostNetwork != "" {
+			ip = t.cfg.Networks[p.HostNetwork]
+		}
+		out = append(out, model.AllocatedPort{Label: p.Label, Value: value, To: p.To, HostIP: ip})
 	}
 	t.next = next
 	t.hold(allocID, out)

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -44,5 +45,44 @@ func TestConsulsServiceFunctionReadsHiveletsCatalog(t *testing.T) {
 	}
 	if err := Check(`{{ services }}`, "", ""); err == nil {
 		t.Error("services (the list of every service) accepted")
+	}
+}
+
+// TestConsulsKeyFunctionsReadTheVariablesStore: key "a/b/c" is item c of
+// variable a/b (the path read, so a change re-renders the file);
+// keyOrDefault gives its default and keyExists false for a missing
+// variable or item, where key fails naming what to put. Control: the
+// present item renders its value.
+func TestConsulsKeyFunctionsReadTheVariablesStore(t *testing.T) {
+	var asked []string
+	src := Sources{Var: func(path string) (map[string]string, bool, error) {
+		asked = append(asked, path)
+		if path != "homelab/traefik" {
+			return nil, false, nil
+		}
+		return map[string]string{"traefik.yaml": "entryPoints: {}"}, true, nil
+	}}
+	for _, c := range []struct{ text, want string }{
+		{`{{- key "homelab/traefik/traefik.yaml" }}`, "entryPoints: {}"},
+		{`{{ keyOrDefault "homelab/traefik/dynamic.yaml" "none" }}`, "none"},
+		{`{{ keyOrDefault "homelab/vector/vector.toml" "none" }}`, "none"},
+		{`{{ keyExists "homelab/traefik/traefik.yaml" }} {{ keyExists "homelab/traefik/x" }}`, "true false"},
+	} {
+		got, err := Render(c.text, "", "", src)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: rendered %q %v, want %q", c.text, got, err, c.want)
+		}
+	}
+	if _, err := Render(`{{ key "homelab/traefik/dynamic.yaml" }}`, "", "", src); err == nil ||
+		!strings.Contains(err.Error(), "variable homelab/traefik has no item dynamic.yaml (hivelet var put homelab/traefik dynamic.yaml=...)") {
+		t.Errorf("a missing key: %v", err)
+	}
+	if _, err := Render(`{{ key "toplevel" }}`, "", "", src); err == nil || !strings.Contains(err.Error(), "this one has no path") {
+		t.Errorf("a key without a path: %v", err)
+	}
+	for _, p := range asked {
+		if p != "homelab/traefik" && p != "homelab/vector" {
+			t.Errorf("the store was asked for %q", p)
+		}
 	}
 }

@@ -54,7 +54,6 @@ type Sources struct {
 // unavailable are the template functions of Nomad's templates (consul-
 // template's) that need a source hivelet does not have, with the reason.
 var unavailable = map[string]string{
-	"key": "hivelet has no Consul KV", "keyOrDefault": "hivelet has no Consul KV", "keyExists": "hivelet has no Consul KV",
 	"ls": "hivelet has no Consul KV", "safeLs": "hivelet has no Consul KV", "tree": "hivelet has no Consul KV", "safeTree": "hivelet has no Consul KV",
 	"services": "hivelet's templates read a service by name (service, nomadService), not the list of services", "connect": "hivelet has no Consul catalog",
 	"node": "hivelet has no Consul catalog", "nodes": "hivelet has no Consul catalog", "caRoots": "hivelet has no Consul Connect", "caLeaf": "hivelet has no Consul Connect",
@@ -105,6 +104,34 @@ func funcs(src Sources) template.FuncMap {
 		},
 		"nomadVarExists": func(path string) (bool, error) {
 			_, ok, err := readVar(path)
+			return ok, err
+		},
+		// key, keyOrDefault and keyExists are consul-template's reads of
+		// Consul KV: hivelet answers them from its variables store, the
+		// key's last segment naming an item of the variable at the rest
+		// of the path (key "homelab/traefik/traefik.yaml" is item
+		// traefik.yaml of variable homelab/traefik), so a file written
+		// for Consul KV runs once the values are put there.
+		"key": func(k string) (string, error) {
+			v, ok, err := readKey(readVar, k)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				path, item, _ := kvItem(k)
+				return "", fmt.Errorf("key %s: variable %s has no item %s (hivelet var put %s %s=...)", k, path, item, path, item)
+			}
+			return v, nil
+		},
+		"keyOrDefault": func(k, def string) (string, error) {
+			v, ok, err := readKey(readVar, k)
+			if err != nil || !ok {
+				return def, err
+			}
+			return v, nil
+		},
+		"keyExists": func(k string) (bool, error) {
+			_, ok, err := readKey(readVar, k)
 			return ok, err
 		},
 		// nomadService is the registered instances of a service (each
@@ -278,4 +305,30 @@ func ParseEnvFile(data []byte) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// kvItem splits a Consul KV key into the variable path and item it reads
+// in hivelet's variables store: "a/b/c" is item c of variable a/b.
+func kvItem(key string) (path, item string, err error) {
+	key = strings.Trim(key, "/")
+	i := strings.LastIndex(key, "/")
+	if i <= 0 || i == len(key)-1 {
+		return "", "", fmt.Errorf("key %q: hivelet reads a Consul key as an item of a variable, path/item (key \"app/config/name\" is item name of variable app/config); this one has no path", key)
+	}
+	return key[:i], key[i+1:], nil
+}
+
+// readKey reads a Consul KV key from the variables store (kvItem): its
+// value, and whether the variable and its item exist.
+func readKey(readVar VarLookup, key string) (string, bool, error) {
+	path, item, err := kvItem(key)
+	if err != nil {
+		return "", false, err
+	}
+	items, ok, err := readVar(path)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	v, ok := items[item]
+	return v, ok, nil
 }

@@ -39,6 +39,9 @@ type TaskConfig struct {
 	// each is published on the node's address, the allocated port mapped
 	// to the label's `to` (else the same number) in the container.
 	Ports []string `json:"ports"`
+	// PortMap is the older docker syntax (port_map { label = 80 }): a
+	// label's container port, over its `to`.
+	PortMap stringMap `json:"port_map"`
 	// Publish maps host ports to container ports directly.
 	Publish []PortConfig  `json:"publish"`
 	Mount   []MountConfig `json:"mount"`
@@ -116,7 +119,23 @@ type MountConfig struct {
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readonly"`
+	// BindOptions is at most one bind_options block: a bind mount's
+	// propagation.
+	BindOptions []BindOptions `json:"bind_options"`
 }
+
+// BindOptions is a bind mount's bind_options block.
+type BindOptions struct {
+	Propagation string `json:"propagation"`
+}
+
+// propagations are the bind propagation modes the engine takes.
+var propagations = []string{"private", "rprivate", "shared", "rshared", "slave", "rslave"}
+
+// mountPropagation is a volume_mount's propagation_mode as the engine's
+// bind propagation, as Nomad's docker driver maps it ("": the engine's
+// default, rprivate).
+var mountPropagation = map[string]string{"": "", "private": "private", "host-to-task": "rslave", "bidirectional": "rshared"}
 
 // AuthConfig holds registry credentials for the task's image.
 type AuthConfig struct {
@@ -136,6 +155,7 @@ func Schema() *driver.Schema {
 		"env":        {Type: driver.TypeStringMap, Description: "environment, on top of the task's env"},
 		"labels":     {Type: driver.TypeStringMap, Description: "container labels (hivelet.* is reserved)"},
 		"ports":      {Type: driver.TypeStringList, Description: "port labels of the group's network block to publish: [\"http\"] (a host:container mapping is written publish { host = 8080, container = 80 })"},
+		"port_map":   {Type: driver.TypeStringMap, Description: "the older docker syntax, port_map { http = 80 }: each label of the group's network published, its node port mapped to this container port"},
 		"publish": {Type: driver.TypeObjectList, Description: "host port mappings: [{host = 8080, container = 80, protocol = \"tcp\", host_ip = \"127.0.0.1\"}]",
 			Elem: &driver.Schema{Fields: map[string]*driver.Field{
 				"host":      {Type: driver.TypeNumber, Description: "host port; 0 or absent lets the engine choose"},
@@ -149,6 +169,10 @@ func Schema() *driver.Schema {
 				"source":   {Type: driver.TypeString, Required: true, Description: "absolute host path (bind) or volume name"},
 				"target":   {Type: driver.TypeString, Required: true, Description: "absolute path in the container"},
 				"readonly": {Type: driver.TypeBool, Description: "mount read-only"},
+				"bind_options": {Type: driver.TypeObjectList, Description: "one block: a bind mount's options, bind_options { propagation = \"rslave\" }",
+					Elem: &driver.Schema{Fields: map[string]*driver.Field{
+						"propagation": str("private, rprivate, shared, rshared, slave or rslave (default: the engine's, rprivate)"),
+					}}},
 			}}},
 		"volumes":      {Type: driver.TypeStringList, Description: "docker-style \"source:target[:ro]\"; an absolute source is a bind mount, a name a named volume"},
 		"network_mode": str("engine network mode: bridge (default), host, none, container:<id>, or a network name"),
@@ -322,12 +346,33 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		}
 		labelsToPublish = bridgeLabels(c.Ports, tc.Env)
 	}
+	// port_map (the older docker syntax): each label it names is
+	// published too, into the container port it gives.
+	for _, label := range slices.Sorted(maps.Keys(c.PortMap)) {
+		if !slices.Contains(labelsToPublish, label) {
+			labelsToPublish = append(labelsToPublish, label)
+		}
+	}
 	var ports []engine.PortMapping
 	for i, label := range labelsToPublish {
+		field := "ports[" + strconv.Itoa(i) + "]"
+		if _, mapped := c.PortMap[label]; mapped && !slices.Contains(c.Ports, label) {
+			field = "port_map." + label
+		}
 		pm, err := labelPorts(label, tc.Env)
 		if err != nil {
-			bad("ports["+strconv.Itoa(i)+"]", "%v", err)
+			bad(field, "%v", err)
 			continue
+		}
+		if to, ok := c.PortMap[label]; ok {
+			n, err := strconv.Atoi(strings.TrimSpace(to))
+			if err != nil || n < 1 || n > 65535 {
+				bad("port_map."+label, "want a container port 1..65535, got %q", to)
+				continue
+			}
+			for j := range pm {
+				pm[j].ContainerPort = n
+			}
 		}
 		// With the node's own network the task binds the port itself:
 		// there is nothing to publish.
@@ -375,7 +420,34 @@ func makePlan(tc *driver.TaskConfig, opts planOptions) (*plan, error) {
 		if !strings.HasPrefix(m.Target, "/") {
 			bad(path+".target", "must be an absolute path in the container, got %q", m.Target)
 		}
-		mounts = append(mounts, engine.Mount{Type: typ, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		em := engine.Mount{Type: typ, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+		switch len(m.BindOptions) {
+		case 0:
+		case 1:
+			em.Propagation = m.BindOptions[0].Propagation
+			if typ != "bind" {
+				bad(path+".bind_options", "bind_options apply to a bind mount, this one is a %s", typ)
+			} else if !slices.Contains(propagations, em.Propagation) {
+				bad(path+".bind_options.propagation", "want one of %s, got %q", strings.Join(propagations, ", "), em.Propagation)
+			}
+		default:
+			bad(path+".bind_options", "at most one bind_options block, got %d", len(m.BindOptions))
+		}
+		mounts = append(mounts, em)
+	}
+	// The group's host volumes, by the task's volume_mount blocks (the
+	// host resolved each to a directory of the node).
+	for i, m := range tc.Mounts {
+		path := "volume_mount[" + strconv.Itoa(i) + "]"
+		if !filepath.IsAbs(m.HostPath) || !strings.HasPrefix(m.TaskPath, "/") {
+			bad(path, "the host gave host path %q and task path %q: both must be absolute", m.HostPath, m.TaskPath)
+			continue
+		}
+		prop, ok := mountPropagation[m.PropagationMode]
+		if !ok {
+			bad(path+".propagation_mode", "want private, host-to-task or bidirectional, got %q", m.PropagationMode)
+		}
+		mounts = append(mounts, engine.Mount{Type: "bind", Source: m.HostPath, Target: m.TaskPath, ReadOnly: m.ReadOnly, Propagation: prop})
 	}
 	for i, v := range c.Volumes {
 		parts := strings.Split(v, ":")
@@ -530,6 +602,9 @@ func taskDirBinds(tc *driver.TaskConfig, c TaskConfig) []string {
 	}
 	for _, m := range c.Mount {
 		taken[filepath.Clean(m.Target)] = true
+	}
+	for _, m := range tc.Mounts {
+		taken[filepath.Clean(m.TaskPath)] = true
 	}
 	var out []string
 	for _, d := range []struct{ src, target string }{

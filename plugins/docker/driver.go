@@ -232,7 +232,7 @@ func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
 
 // Capabilities: signals yes, exec no, the image is the filesystem.
 func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true, Exec: false, FSIsolation: "image"}, nil
+	return driver.Capabilities{SendSignals: true, Exec: true, FSIsolation: "image", Mounts: true}, nil
 }
 
 // ConfigSchema returns Schema().

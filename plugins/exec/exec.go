@@ -154,7 +154,7 @@ func (d *Driver) Info(context.Context) (driver.PluginInfo, error) {
 
 // Capabilities: signals yes, no filesystem isolation.
 func (d *Driver) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
+	return driver.Capabilities{SendSignals: true, Exec: true, FSIsolation: "none"}, nil
 }
 
 // ConfigSchema returns Schema().
@@ -191,6 +191,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 	}
 	if cfg.NetworkMode == "bridge" {
 		return nil, fmt.Errorf("starting exec task %s: the exec driver runs tasks on the node's network; network mode \"bridge\" needs the docker driver", cfg.ID)
+	}
+	if err := refuseMounts(cfg.Mounts); err != nil {
+		return nil, err
 	}
 	cmd := osexec.Command(resolveCommand(c.Command, cfg), c.Args...)
 	cmd.Dir = c.WorkDir
@@ -655,4 +658,21 @@ func (d *Driver) destroyUntracked(ctx context.Context, id string, force bool, no
 		}
 	}
 	return nil
+}
+
+// refuseMounts refuses a task with host volume mounts: the exec driver
+// runs a task as a plain process in the node's own mount namespace, with
+// no isolation, so it cannot mount a directory at a path of the task's
+// (nor make it read-only for the task alone). The task can read the host
+// volume's own path directly; the error names it.
+func refuseMounts(ms []driver.Mount) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var fields []*driver.FieldError
+	for i, m := range ms {
+		fields = append(fields, &driver.FieldError{Path: fmt.Sprintf("volume_mount[%d]", i),
+			Message: fmt.Sprintf("the exec driver runs tasks without a mount namespace of their own, so it cannot mount %s at %s: drop the volume_mount and read %s where it is, or use the docker driver", m.HostPath, m.TaskPath, m.HostPath)})
+	}
+	return &driver.ConfigError{Fields: fields}
 }

@@ -283,6 +283,9 @@ type Mount struct {
 	Source   string
 	Target   string
 	ReadOnly bool
+	// Propagation is a bind mount's propagation: "", "private",
+	// "rprivate", "shared", "rshared", "slave" or "rslave".
+	Propagation string
 }
 
 // Device exposes a host device in the container.
@@ -356,7 +359,11 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		if m.Type == "volume" {
 			typ = mount.TypeVolume
 		}
-		mounts = append(mounts, mount.Mount{Type: typ, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		mm := mount.Mount{Type: typ, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+		if m.Propagation != "" && typ == mount.TypeBind {
+			mm.BindOptions = &mount.BindOptions{Propagation: mount.Propagation(m.Propagation)}
+		}
+		mounts = append(mounts, mm)
 	}
 	cfg := &container.Config{
 		Image:        spec.Image,

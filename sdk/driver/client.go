@@ -66,7 +66,7 @@ func (c *client) Capabilities(ctx context.Context) (Capabilities, error) {
 	if err != nil {
 		return Capabilities{}, errFromStatus("getting driver capabilities", err)
 	}
-	return Capabilities{SendSignals: r.GetSendSignals(), Exec: r.GetExec(), FSIsolation: r.GetFsIsolation()}, nil
+	return Capabilities{SendSignals: r.GetSendSignals(), Exec: r.GetExec(), FSIsolation: r.GetFsIsolation(), Mounts: r.GetMounts()}, nil
 }
 
 func (c *client) ConfigSchema(ctx context.Context) (*Schema, error) {

@@ -92,7 +92,24 @@ func taskConfigToPB(c *TaskConfig) (*driverpb.TaskConfig, error) {
 		StderrPath:  c.StderrPath,
 		KillSignal:  c.KillSignal,
 		NetworkMode: c.NetworkMode,
+		Mounts:      mountsToPB(c.Mounts),
 	}, nil
+}
+
+func mountsToPB(ms []Mount) []*driverpb.Mount {
+	var out []*driverpb.Mount
+	for _, m := range ms {
+		out = append(out, &driverpb.Mount{HostPath: m.HostPath, TaskPath: m.TaskPath, ReadOnly: m.ReadOnly, PropagationMode: m.PropagationMode})
+	}
+	return out
+}
+
+func mountsFromPB(ms []*driverpb.Mount) []Mount {
+	var out []Mount
+	for _, m := range ms {
+		out = append(out, Mount{HostPath: m.GetHostPath(), TaskPath: m.GetTaskPath(), ReadOnly: m.GetReadOnly(), PropagationMode: m.GetPropagationMode()})
+	}
+	return out
 }
 
 func taskConfigFromPB(c *driverpb.TaskConfig) (*TaskConfig, error) {
@@ -113,6 +130,7 @@ func taskConfigFromPB(c *driverpb.TaskConfig) (*TaskConfig, error) {
 		StderrPath:  c.GetStderrPath(),
 		KillSignal:  c.GetKillSignal(),
 		NetworkMode: c.GetNetworkMode(),
+		Mounts:      mountsFromPB(c.GetMounts()),
 		Resources: Resources{
 			CPU:      int(c.GetResources().GetCpu()),
 			MemoryMB: int(c.GetResources().GetMemoryMb()),

@@ -91,6 +91,11 @@ type Capabilities struct {
 	Exec        bool
 	// FSIsolation is "none", "chroot" or "image".
 	FSIsolation string
+	// Mounts says the driver mounts TaskConfig.Mounts into its tasks. The
+	// host starts a task with mounts (host volumes) only on a driver that
+	// says so, so a driver written before mounts existed never runs one
+	// without its volumes.
+	Mounts bool
 }
 
 // FieldType is the type of a config field in a Schema.
@@ -157,6 +162,23 @@ type TaskConfig struct {
 	// task. A driver that cannot give a task its own network refuses a
 	// bridge task at start.
 	NetworkMode string
+	// Mounts are host directories to mount into the task: the group's
+	// host volumes, by the task's volume_mount blocks, each already
+	// checked against the node's configuration. A driver that cannot
+	// mount refuses a task that has any, saying so.
+	Mounts []Mount
+}
+
+// Mount is one host directory mounted into a task.
+type Mount struct {
+	// HostPath is the directory on the node; TaskPath is where the task
+	// sees it.
+	HostPath string
+	TaskPath string
+	ReadOnly bool
+	// PropagationMode is "" or "private", "host-to-task" (rslave) or
+	// "bidirectional" (rshared), as Nomad's volume_mount writes it.
+	PropagationMode string
 }
 
 // Resources are the task's limits.

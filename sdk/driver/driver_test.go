@@ -35,7 +35,7 @@ func (f *fake) Info(context.Context) (driver.PluginInfo, error) {
 }
 
 func (f *fake) Capabilities(context.Context) (driver.Capabilities, error) {
-	return driver.Capabilities{SendSignals: true, FSIsolation: "none"}, nil
+	return driver.Capabilities{SendSignals: true, FSIsolation: "none", Mounts: true}, nil
 }
 
 func (f *fake) ConfigSchema(context.Context) (*driver.Schema, error) {
@@ -184,7 +184,7 @@ func TestEveryCallCrossesTheBoundaryIntact(t *testing.T) {
 		t.Fatalf("info = %+v, %v", info, err)
 	}
 	caps, err := d.Capabilities(ctx)
-	if err != nil || !caps.SendSignals || caps.FSIsolation != "none" {
+	if err != nil || !caps.SendSignals || caps.FSIsolation != "none" || !caps.Mounts {
 		t.Fatalf("capabilities = %+v, %v", caps, err)
 	}
 	schema, err := d.ConfigSchema(ctx)
@@ -198,6 +198,7 @@ func TestEveryCallCrossesTheBoundaryIntact(t *testing.T) {
 		Config: map[string]any{"command": "/bin/true", "args": []any{"x"}, "n": 3.0},
 		Env:    map[string]string{"A": "1"}, Resources: driver.Resources{CPU: 100, MemoryMB: 64},
 		AllocDir: "/alloc", StdoutPath: "/alloc/out", StderrPath: "/alloc/err", KillSignal: "SIGINT", NetworkMode: "bridge",
+		Mounts: []driver.Mount{{HostPath: "/srv/data", TaskPath: "/data", ReadOnly: true, PropagationMode: "host-to-task"}, {HostPath: "/srv/b", TaskPath: "/b"}},
 	}
 	h, err := d.StartTask(ctx, cfg)
 	if err != nil {

@@ -34,7 +34,7 @@ func (s *server) Capabilities(ctx context.Context, _ *driverpb.CapabilitiesReque
 	if err != nil {
 		return nil, errToStatus(err)
 	}
-	return &driverpb.CapabilitiesResponse{SendSignals: c.SendSignals, Exec: c.Exec, FsIsolation: c.FSIsolation}, nil
+	return &driverpb.CapabilitiesResponse{SendSignals: c.SendSignals, Exec: c.Exec, FsIsolation: c.FSIsolation, Mounts: c.Mounts}, nil
 }
 
 func (s *server) ConfigSchema(ctx context.Context, _ *driverpb.ConfigSchemaRequest) (*driverpb.ConfigSchemaResponse, error) {

@@ -156,10 +156,13 @@ func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
 }
 
 type CapabilitiesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SendSignals   bool                   `protobuf:"varint,1,opt,name=send_signals,json=sendSignals,proto3" json:"send_signals,omitempty"`
-	Exec          bool                   `protobuf:"varint,2,opt,name=exec,proto3" json:"exec,omitempty"`
-	FsIsolation   string                 `protobuf:"bytes,3,opt,name=fs_isolation,json=fsIsolation,proto3" json:"fs_isolation,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SendSignals bool                   `protobuf:"varint,1,opt,name=send_signals,json=sendSignals,proto3" json:"send_signals,omitempty"`
+	Exec        bool                   `protobuf:"varint,2,opt,name=exec,proto3" json:"exec,omitempty"`
+	FsIsolation string                 `protobuf:"bytes,3,opt,name=fs_isolation,json=fsIsolation,proto3" json:"fs_isolation,omitempty"`
+	// mounts: the driver mounts TaskConfig.mounts into a task; the host
+	// refuses to start a task with mounts on a driver without it.
+	Mounts        bool `protobuf:"varint,4,opt,name=mounts,proto3" json:"mounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -213,6 +216,13 @@ func (x *CapabilitiesResponse) GetFsIsolation() string {
 		return x.FsIsolation
 	}
 	return ""
+}
+
+func (x *CapabilitiesResponse) GetMounts() bool {
+	if x != nil {
+		return x.Mounts
+	}
+	return false
 }
 
 type ConfigSchemaRequest struct {
@@ -575,7 +585,11 @@ type TaskConfig struct {
 	// network_mode is the group's network mode: "" or "host" (the task
 	// publishes the ports its config names), "bridge" (the task gets a
 	// network of its own, every port of the allocation mapped into it).
-	NetworkMode   string `protobuf:"bytes,15,opt,name=network_mode,json=networkMode,proto3" json:"network_mode,omitempty"`
+	NetworkMode string `protobuf:"bytes,15,opt,name=network_mode,json=networkMode,proto3" json:"network_mode,omitempty"`
+	// mounts are the host directories the task mounts (a group's host
+	// volumes, by its volume_mount blocks). A driver that cannot mount
+	// refuses a task that has any.
+	Mounts        []*Mount `protobuf:"bytes,16,rep,name=mounts,proto3" json:"mounts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -715,6 +729,84 @@ func (x *TaskConfig) GetNetworkMode() string {
 	return ""
 }
 
+func (x *TaskConfig) GetMounts() []*Mount {
+	if x != nil {
+		return x.Mounts
+	}
+	return nil
+}
+
+// Mount is one host directory mounted into a task.
+type Mount struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	HostPath string                 `protobuf:"bytes,1,opt,name=host_path,json=hostPath,proto3" json:"host_path,omitempty"`
+	TaskPath string                 `protobuf:"bytes,2,opt,name=task_path,json=taskPath,proto3" json:"task_path,omitempty"`
+	ReadOnly bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// propagation_mode is "" or "private", "host-to-task" (rslave) or
+	// "bidirectional" (rshared).
+	PropagationMode string `protobuf:"bytes,4,opt,name=propagation_mode,json=propagationMode,proto3" json:"propagation_mode,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Mount) Reset() {
+	*x = Mount{}
+	mi := &file_driver_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Mount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Mount) ProtoMessage() {}
+
+func (x *Mount) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Mount.ProtoReflect.Descriptor instead.
+func (*Mount) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Mount) GetHostPath() string {
+	if x != nil {
+		return x.HostPath
+	}
+	return ""
+}
+
+func (x *Mount) GetTaskPath() string {
+	if x != nil {
+		return x.TaskPath
+	}
+	return ""
+}
+
+func (x *Mount) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *Mount) GetPropagationMode() string {
+	if x != nil {
+		return x.PropagationMode
+	}
+	return ""
+}
+
 type TaskHandle struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -728,7 +820,7 @@ type TaskHandle struct {
 
 func (x *TaskHandle) Reset() {
 	*x = TaskHandle{}
-	mi := &file_driver_proto_msgTypes[12]
+	mi := &file_driver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +832,7 @@ func (x *TaskHandle) String() string {
 func (*TaskHandle) ProtoMessage() {}
 
 func (x *TaskHandle) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[12]
+	mi := &file_driver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +845,7 @@ func (x *TaskHandle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskHandle.ProtoReflect.Descriptor instead.
 func (*TaskHandle) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{12}
+	return file_driver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskHandle) GetVersion() int64 {
@@ -800,7 +892,7 @@ type StartTaskRequest struct {
 
 func (x *StartTaskRequest) Reset() {
 	*x = StartTaskRequest{}
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +904,7 @@ func (x *StartTaskRequest) String() string {
 func (*StartTaskRequest) ProtoMessage() {}
 
 func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[13]
+	mi := &file_driver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +917,7 @@ func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskRequest.ProtoReflect.Descriptor instead.
 func (*StartTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{13}
+	return file_driver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartTaskRequest) GetTask() *TaskConfig {
@@ -844,7 +936,7 @@ type StartTaskResponse struct {
 
 func (x *StartTaskResponse) Reset() {
 	*x = StartTaskResponse{}
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +948,7 @@ func (x *StartTaskResponse) String() string {
 func (*StartTaskResponse) ProtoMessage() {}
 
 func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[14]
+	mi := &file_driver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +961,7 @@ func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskResponse.ProtoReflect.Descriptor instead.
 func (*StartTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{14}
+	return file_driver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartTaskResponse) GetHandle() *TaskHandle {
@@ -888,7 +980,7 @@ type RecoverTaskRequest struct {
 
 func (x *RecoverTaskRequest) Reset() {
 	*x = RecoverTaskRequest{}
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +992,7 @@ func (x *RecoverTaskRequest) String() string {
 func (*RecoverTaskRequest) ProtoMessage() {}
 
 func (x *RecoverTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[15]
+	mi := &file_driver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1005,7 @@ func (x *RecoverTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverTaskRequest.ProtoReflect.Descriptor instead.
 func (*RecoverTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{15}
+	return file_driver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecoverTaskRequest) GetHandle() *TaskHandle {
@@ -931,7 +1023,7 @@ type RecoverTaskResponse struct {
 
 func (x *RecoverTaskResponse) Reset() {
 	*x = RecoverTaskResponse{}
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1035,7 @@ func (x *RecoverTaskResponse) String() string {
 func (*RecoverTaskResponse) ProtoMessage() {}
 
 func (x *RecoverTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[16]
+	mi := &file_driver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1048,7 @@ func (x *RecoverTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverTaskResponse.ProtoReflect.Descriptor instead.
 func (*RecoverTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{16}
+	return file_driver_proto_rawDescGZIP(), []int{17}
 }
 
 type WaitTaskRequest struct {
@@ -968,7 +1060,7 @@ type WaitTaskRequest struct {
 
 func (x *WaitTaskRequest) Reset() {
 	*x = WaitTaskRequest{}
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1072,7 @@ func (x *WaitTaskRequest) String() string {
 func (*WaitTaskRequest) ProtoMessage() {}
 
 func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[17]
+	mi := &file_driver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1085,7 @@ func (x *WaitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaitTaskRequest.ProtoReflect.Descriptor instead.
 func (*WaitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{17}
+	return file_driver_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WaitTaskRequest) GetTaskId() string {
@@ -1015,7 +1107,7 @@ type ExitResult struct {
 
 func (x *ExitResult) Reset() {
 	*x = ExitResult{}
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1119,7 @@ func (x *ExitResult) String() string {
 func (*ExitResult) ProtoMessage() {}
 
 func (x *ExitResult) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[18]
+	mi := &file_driver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1132,7 @@ func (x *ExitResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitResult.ProtoReflect.Descriptor instead.
 func (*ExitResult) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{18}
+	return file_driver_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExitResult) GetExitCode() int64 {
@@ -1082,7 +1174,7 @@ type StopTaskRequest struct {
 
 func (x *StopTaskRequest) Reset() {
 	*x = StopTaskRequest{}
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1186,7 @@ func (x *StopTaskRequest) String() string {
 func (*StopTaskRequest) ProtoMessage() {}
 
 func (x *StopTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[19]
+	mi := &file_driver_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1199,7 @@ func (x *StopTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopTaskRequest.ProtoReflect.Descriptor instead.
 func (*StopTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{19}
+	return file_driver_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StopTaskRequest) GetTaskId() string {
@@ -1139,7 +1231,7 @@ type StopTaskResponse struct {
 
 func (x *StopTaskResponse) Reset() {
 	*x = StopTaskResponse{}
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1243,7 @@ func (x *StopTaskResponse) String() string {
 func (*StopTaskResponse) ProtoMessage() {}
 
 func (x *StopTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1256,7 @@ func (x *StopTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopTaskResponse.ProtoReflect.Descriptor instead.
 func (*StopTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{20}
+	return file_driver_proto_rawDescGZIP(), []int{21}
 }
 
 type DestroyTaskRequest struct {
@@ -1177,7 +1269,7 @@ type DestroyTaskRequest struct {
 
 func (x *DestroyTaskRequest) Reset() {
 	*x = DestroyTaskRequest{}
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1281,7 @@ func (x *DestroyTaskRequest) String() string {
 func (*DestroyTaskRequest) ProtoMessage() {}
 
 func (x *DestroyTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1294,7 @@ func (x *DestroyTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyTaskRequest.ProtoReflect.Descriptor instead.
 func (*DestroyTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{21}
+	return file_driver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DestroyTaskRequest) GetTaskId() string {
@@ -1227,7 +1319,7 @@ type DestroyTaskResponse struct {
 
 func (x *DestroyTaskResponse) Reset() {
 	*x = DestroyTaskResponse{}
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1331,7 @@ func (x *DestroyTaskResponse) String() string {
 func (*DestroyTaskResponse) ProtoMessage() {}
 
 func (x *DestroyTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1344,7 @@ func (x *DestroyTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyTaskResponse.ProtoReflect.Descriptor instead.
 func (*DestroyTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{22}
+	return file_driver_proto_rawDescGZIP(), []int{23}
 }
 
 type InspectTaskRequest struct {
@@ -1264,7 +1356,7 @@ type InspectTaskRequest struct {
 
 func (x *InspectTaskRequest) Reset() {
 	*x = InspectTaskRequest{}
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1368,7 @@ func (x *InspectTaskRequest) String() string {
 func (*InspectTaskRequest) ProtoMessage() {}
 
 func (x *InspectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1381,7 @@ func (x *InspectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectTaskRequest.ProtoReflect.Descriptor instead.
 func (*InspectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{23}
+	return file_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InspectTaskRequest) GetTaskId() string {
@@ -1314,7 +1406,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1418,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1431,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{24}
+	return file_driver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TaskStatus) GetId() string {
@@ -1401,7 +1493,7 @@ type TaskStatsRequest struct {
 
 func (x *TaskStatsRequest) Reset() {
 	*x = TaskStatsRequest{}
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1505,7 @@ func (x *TaskStatsRequest) String() string {
 func (*TaskStatsRequest) ProtoMessage() {}
 
 func (x *TaskStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1518,7 @@ func (x *TaskStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatsRequest.ProtoReflect.Descriptor instead.
 func (*TaskStatsRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{25}
+	return file_driver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskStatsRequest) GetTaskId() string {
@@ -1454,7 +1546,7 @@ type TaskResourceUsage struct {
 
 func (x *TaskResourceUsage) Reset() {
 	*x = TaskResourceUsage{}
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1558,7 @@ func (x *TaskResourceUsage) String() string {
 func (*TaskResourceUsage) ProtoMessage() {}
 
 func (x *TaskResourceUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1571,7 @@ func (x *TaskResourceUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResourceUsage.ProtoReflect.Descriptor instead.
 func (*TaskResourceUsage) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{26}
+	return file_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskResourceUsage) GetTimestamp() *timestamppb.Timestamp {
@@ -1511,7 +1603,7 @@ type TaskEventsRequest struct {
 
 func (x *TaskEventsRequest) Reset() {
 	*x = TaskEventsRequest{}
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1615,7 @@ func (x *TaskEventsRequest) String() string {
 func (*TaskEventsRequest) ProtoMessage() {}
 
 func (x *TaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1628,7 @@ func (x *TaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*TaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{27}
+	return file_driver_proto_rawDescGZIP(), []int{28}
 }
 
 type TaskEvent struct {
@@ -1553,7 +1645,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1657,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1670,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{28}
+	return file_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskEvent) GetTaskId() string {
@@ -1633,7 +1725,7 @@ type SignalTaskRequest struct {
 
 func (x *SignalTaskRequest) Reset() {
 	*x = SignalTaskRequest{}
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1737,7 @@ func (x *SignalTaskRequest) String() string {
 func (*SignalTaskRequest) ProtoMessage() {}
 
 func (x *SignalTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1750,7 @@ func (x *SignalTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalTaskRequest.ProtoReflect.Descriptor instead.
 func (*SignalTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{29}
+	return file_driver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SignalTaskRequest) GetTaskId() string {
@@ -1683,7 +1775,7 @@ type SignalTaskResponse struct {
 
 func (x *SignalTaskResponse) Reset() {
 	*x = SignalTaskResponse{}
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1787,7 @@ func (x *SignalTaskResponse) String() string {
 func (*SignalTaskResponse) ProtoMessage() {}
 
 func (x *SignalTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1800,114 @@ func (x *SignalTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalTaskResponse.ProtoReflect.Descriptor instead.
 func (*SignalTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{30}
+	return file_driver_proto_rawDescGZIP(), []int{31}
+}
+
+type ExecTaskRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// command is the program and its arguments.
+	Command       []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecTaskRequest) Reset() {
+	*x = ExecTaskRequest{}
+	mi := &file_driver_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecTaskRequest) ProtoMessage() {}
+
+func (x *ExecTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecTaskRequest.ProtoReflect.Descriptor instead.
+func (*ExecTaskRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ExecTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ExecTaskRequest) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type ExecTaskResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ExitCode int64                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// output is the command's stdout and stderr, interleaved, cut at
+	// driver.MaxExecOutput bytes.
+	Output        []byte `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecTaskResponse) Reset() {
+	*x = ExecTaskResponse{}
+	mi := &file_driver_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecTaskResponse) ProtoMessage() {}
+
+func (x *ExecTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecTaskResponse.ProtoReflect.Descriptor instead.
+func (*ExecTaskResponse) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ExecTaskResponse) GetExitCode() int64 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ExecTaskResponse) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 var File_driver_proto protoreflect.FileDescriptor
@@ -1720,11 +1919,12 @@ const file_driver_proto_rawDesc = "" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"\x15\n" +
-	"\x13CapabilitiesRequest\"p\n" +
+	"\x13CapabilitiesRequest\"\x88\x01\n" +
 	"\x14CapabilitiesResponse\x12!\n" +
 	"\fsend_signals\x18\x01 \x01(\bR\vsendSignals\x12\x12\n" +
 	"\x04exec\x18\x02 \x01(\bR\x04exec\x12!\n" +
-	"\ffs_isolation\x18\x03 \x01(\tR\vfsIsolation\"\x15\n" +
+	"\ffs_isolation\x18\x03 \x01(\tR\vfsIsolation\x12\x16\n" +
+	"\x06mounts\x18\x04 \x01(\bR\x06mounts\"\x15\n" +
 	"\x13ConfigSchemaRequest\"I\n" +
 	"\x14ConfigSchemaResponse\x121\n" +
 	"\x06schema\x18\x01 \x01(\v2\x19.hivelet.driver.v1.SchemaR\x06schema\"\x9c\x01\n" +
@@ -1750,7 +1950,7 @@ const file_driver_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\tResources\x12\x10\n" +
 	"\x03cpu\x18\x01 \x01(\x03R\x03cpu\x12\x1b\n" +
-	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\xa0\x04\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\xd2\x04\n" +
 	"\n" +
 	"TaskConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
@@ -1772,10 +1972,16 @@ const file_driver_proto_rawDesc = "" +
 	"stderrPath\x12\x1f\n" +
 	"\vkill_signal\x18\x0e \x01(\tR\n" +
 	"killSignal\x12!\n" +
-	"\fnetwork_mode\x18\x0f \x01(\tR\vnetworkMode\x1a6\n" +
+	"\fnetwork_mode\x18\x0f \x01(\tR\vnetworkMode\x120\n" +
+	"\x06mounts\x18\x10 \x03(\v2\x18.hivelet.driver.v1.MountR\x06mounts\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x05Mount\x12\x1b\n" +
+	"\thost_path\x18\x01 \x01(\tR\bhostPath\x12\x1b\n" +
+	"\ttask_path\x18\x02 \x01(\tR\btaskPath\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12)\n" +
+	"\x10propagation_mode\x18\x04 \x01(\tR\x0fpropagationMode\"\xb5\x01\n" +
 	"\n" +
 	"TaskHandle\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x17\n" +
@@ -1849,7 +2055,13 @@ const file_driver_proto_rawDesc = "" +
 	"\x11SignalTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x14\n" +
-	"\x12SignalTaskResponse2\x8b\t\n" +
+	"\x12SignalTaskResponse\"D\n" +
+	"\x0fExecTaskRequest\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\"G\n" +
+	"\x10ExecTaskResponse\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x03R\bexitCode\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\fR\x06output2\xe0\t\n" +
 	"\x06Driver\x12G\n" +
 	"\x04Info\x12\x1e.hivelet.driver.v1.InfoRequest\x1a\x1f.hivelet.driver.v1.InfoResponse\x12_\n" +
 	"\fCapabilities\x12&.hivelet.driver.v1.CapabilitiesRequest\x1a'.hivelet.driver.v1.CapabilitiesResponse\x12_\n" +
@@ -1865,7 +2077,8 @@ const file_driver_proto_rawDesc = "" +
 	"\n" +
 	"TaskEvents\x12$.hivelet.driver.v1.TaskEventsRequest\x1a\x1c.hivelet.driver.v1.TaskEvent0\x01\x12Y\n" +
 	"\n" +
-	"SignalTask\x12$.hivelet.driver.v1.SignalTaskRequest\x1a%.hivelet.driver.v1.SignalTaskResponseB6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
+	"SignalTask\x12$.hivelet.driver.v1.SignalTaskRequest\x1a%.hivelet.driver.v1.SignalTaskResponse\x12S\n" +
+	"\bExecTask\x12\".hivelet.driver.v1.ExecTaskRequest\x1a#.hivelet.driver.v1.ExecTaskResponseB6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -1879,7 +2092,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_driver_proto_goTypes = []any{
 	(*InfoRequest)(nil),           // 0: hivelet.driver.v1.InfoRequest
 	(*InfoResponse)(nil),          // 1: hivelet.driver.v1.InfoResponse
@@ -1893,85 +2106,91 @@ var file_driver_proto_goTypes = []any{
 	(*FingerprintResponse)(nil),   // 9: hivelet.driver.v1.FingerprintResponse
 	(*Resources)(nil),             // 10: hivelet.driver.v1.Resources
 	(*TaskConfig)(nil),            // 11: hivelet.driver.v1.TaskConfig
-	(*TaskHandle)(nil),            // 12: hivelet.driver.v1.TaskHandle
-	(*StartTaskRequest)(nil),      // 13: hivelet.driver.v1.StartTaskRequest
-	(*StartTaskResponse)(nil),     // 14: hivelet.driver.v1.StartTaskResponse
-	(*RecoverTaskRequest)(nil),    // 15: hivelet.driver.v1.RecoverTaskRequest
-	(*RecoverTaskResponse)(nil),   // 16: hivelet.driver.v1.RecoverTaskResponse
-	(*WaitTaskRequest)(nil),       // 17: hivelet.driver.v1.WaitTaskRequest
-	(*ExitResult)(nil),            // 18: hivelet.driver.v1.ExitResult
-	(*StopTaskRequest)(nil),       // 19: hivelet.driver.v1.StopTaskRequest
-	(*StopTaskResponse)(nil),      // 20: hivelet.driver.v1.StopTaskResponse
-	(*DestroyTaskRequest)(nil),    // 21: hivelet.driver.v1.DestroyTaskRequest
-	(*DestroyTaskResponse)(nil),   // 22: hivelet.driver.v1.DestroyTaskResponse
-	(*InspectTaskRequest)(nil),    // 23: hivelet.driver.v1.InspectTaskRequest
-	(*TaskStatus)(nil),            // 24: hivelet.driver.v1.TaskStatus
-	(*TaskStatsRequest)(nil),      // 25: hivelet.driver.v1.TaskStatsRequest
-	(*TaskResourceUsage)(nil),     // 26: hivelet.driver.v1.TaskResourceUsage
-	(*TaskEventsRequest)(nil),     // 27: hivelet.driver.v1.TaskEventsRequest
-	(*TaskEvent)(nil),             // 28: hivelet.driver.v1.TaskEvent
-	(*SignalTaskRequest)(nil),     // 29: hivelet.driver.v1.SignalTaskRequest
-	(*SignalTaskResponse)(nil),    // 30: hivelet.driver.v1.SignalTaskResponse
-	nil,                           // 31: hivelet.driver.v1.Schema.FieldsEntry
-	nil,                           // 32: hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	nil,                           // 33: hivelet.driver.v1.TaskConfig.EnvEntry
-	nil,                           // 34: hivelet.driver.v1.TaskStatus.AttributesEntry
-	nil,                           // 35: hivelet.driver.v1.TaskEvent.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 37: google.protobuf.Duration
+	(*Mount)(nil),                 // 12: hivelet.driver.v1.Mount
+	(*TaskHandle)(nil),            // 13: hivelet.driver.v1.TaskHandle
+	(*StartTaskRequest)(nil),      // 14: hivelet.driver.v1.StartTaskRequest
+	(*StartTaskResponse)(nil),     // 15: hivelet.driver.v1.StartTaskResponse
+	(*RecoverTaskRequest)(nil),    // 16: hivelet.driver.v1.RecoverTaskRequest
+	(*RecoverTaskResponse)(nil),   // 17: hivelet.driver.v1.RecoverTaskResponse
+	(*WaitTaskRequest)(nil),       // 18: hivelet.driver.v1.WaitTaskRequest
+	(*ExitResult)(nil),            // 19: hivelet.driver.v1.ExitResult
+	(*StopTaskRequest)(nil),       // 20: hivelet.driver.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),      // 21: hivelet.driver.v1.StopTaskResponse
+	(*DestroyTaskRequest)(nil),    // 22: hivelet.driver.v1.DestroyTaskRequest
+	(*DestroyTaskResponse)(nil),   // 23: hivelet.driver.v1.DestroyTaskResponse
+	(*InspectTaskRequest)(nil),    // 24: hivelet.driver.v1.InspectTaskRequest
+	(*TaskStatus)(nil),            // 25: hivelet.driver.v1.TaskStatus
+	(*TaskStatsRequest)(nil),      // 26: hivelet.driver.v1.TaskStatsRequest
+	(*TaskResourceUsage)(nil),     // 27: hivelet.driver.v1.TaskResourceUsage
+	(*TaskEventsRequest)(nil),     // 28: hivelet.driver.v1.TaskEventsRequest
+	(*TaskEvent)(nil),             // 29: hivelet.driver.v1.TaskEvent
+	(*SignalTaskRequest)(nil),     // 30: hivelet.driver.v1.SignalTaskRequest
+	(*SignalTaskResponse)(nil),    // 31: hivelet.driver.v1.SignalTaskResponse
+	(*ExecTaskRequest)(nil),       // 32: hivelet.driver.v1.ExecTaskRequest
+	(*ExecTaskResponse)(nil),      // 33: hivelet.driver.v1.ExecTaskResponse
+	nil,                           // 34: hivelet.driver.v1.Schema.FieldsEntry
+	nil,                           // 35: hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	nil,                           // 36: hivelet.driver.v1.TaskConfig.EnvEntry
+	nil,                           // 37: hivelet.driver.v1.TaskStatus.AttributesEntry
+	nil,                           // 38: hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
 }
 var file_driver_proto_depIdxs = []int32{
 	6,  // 0: hivelet.driver.v1.ConfigSchemaResponse.schema:type_name -> hivelet.driver.v1.Schema
-	31, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
+	34, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
 	6,  // 2: hivelet.driver.v1.Field.elem:type_name -> hivelet.driver.v1.Schema
-	32, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	33, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
+	35, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	36, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
 	10, // 5: hivelet.driver.v1.TaskConfig.resources:type_name -> hivelet.driver.v1.Resources
-	36, // 6: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
-	11, // 7: hivelet.driver.v1.StartTaskRequest.task:type_name -> hivelet.driver.v1.TaskConfig
-	12, // 8: hivelet.driver.v1.StartTaskResponse.handle:type_name -> hivelet.driver.v1.TaskHandle
-	12, // 9: hivelet.driver.v1.RecoverTaskRequest.handle:type_name -> hivelet.driver.v1.TaskHandle
-	37, // 10: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 11: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
-	36, // 12: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
-	18, // 13: hivelet.driver.v1.TaskStatus.exit_result:type_name -> hivelet.driver.v1.ExitResult
-	34, // 14: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
-	37, // 15: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
-	36, // 16: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
-	36, // 17: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
-	35, // 18: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
-	7,  // 19: hivelet.driver.v1.Schema.FieldsEntry.value:type_name -> hivelet.driver.v1.Field
-	0,  // 20: hivelet.driver.v1.Driver.Info:input_type -> hivelet.driver.v1.InfoRequest
-	2,  // 21: hivelet.driver.v1.Driver.Capabilities:input_type -> hivelet.driver.v1.CapabilitiesRequest
-	4,  // 22: hivelet.driver.v1.Driver.ConfigSchema:input_type -> hivelet.driver.v1.ConfigSchemaRequest
-	8,  // 23: hivelet.driver.v1.Driver.Fingerprint:input_type -> hivelet.driver.v1.FingerprintRequest
-	13, // 24: hivelet.driver.v1.Driver.StartTask:input_type -> hivelet.driver.v1.StartTaskRequest
-	15, // 25: hivelet.driver.v1.Driver.RecoverTask:input_type -> hivelet.driver.v1.RecoverTaskRequest
-	17, // 26: hivelet.driver.v1.Driver.WaitTask:input_type -> hivelet.driver.v1.WaitTaskRequest
-	19, // 27: hivelet.driver.v1.Driver.StopTask:input_type -> hivelet.driver.v1.StopTaskRequest
-	21, // 28: hivelet.driver.v1.Driver.DestroyTask:input_type -> hivelet.driver.v1.DestroyTaskRequest
-	23, // 29: hivelet.driver.v1.Driver.InspectTask:input_type -> hivelet.driver.v1.InspectTaskRequest
-	25, // 30: hivelet.driver.v1.Driver.TaskStats:input_type -> hivelet.driver.v1.TaskStatsRequest
-	27, // 31: hivelet.driver.v1.Driver.TaskEvents:input_type -> hivelet.driver.v1.TaskEventsRequest
-	29, // 32: hivelet.driver.v1.Driver.SignalTask:input_type -> hivelet.driver.v1.SignalTaskRequest
-	1,  // 33: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
-	3,  // 34: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
-	5,  // 35: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
-	9,  // 36: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
-	14, // 37: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
-	16, // 38: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
-	18, // 39: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
-	20, // 40: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
-	22, // 41: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
-	24, // 42: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
-	26, // 43: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
-	28, // 44: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
-	30, // 45: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
-	33, // [33:46] is the sub-list for method output_type
-	20, // [20:33] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	12, // 6: hivelet.driver.v1.TaskConfig.mounts:type_name -> hivelet.driver.v1.Mount
+	39, // 7: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
+	11, // 8: hivelet.driver.v1.StartTaskRequest.task:type_name -> hivelet.driver.v1.TaskConfig
+	13, // 9: hivelet.driver.v1.StartTaskResponse.handle:type_name -> hivelet.driver.v1.TaskHandle
+	13, // 10: hivelet.driver.v1.RecoverTaskRequest.handle:type_name -> hivelet.driver.v1.TaskHandle
+	40, // 11: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
+	39, // 12: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
+	39, // 13: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
+	19, // 14: hivelet.driver.v1.TaskStatus.exit_result:type_name -> hivelet.driver.v1.ExitResult
+	37, // 15: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
+	40, // 16: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
+	39, // 17: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
+	39, // 18: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
+	38, // 19: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	7,  // 20: hivelet.driver.v1.Schema.FieldsEntry.value:type_name -> hivelet.driver.v1.Field
+	0,  // 21: hivelet.driver.v1.Driver.Info:input_type -> hivelet.driver.v1.InfoRequest
+	2,  // 22: hivelet.driver.v1.Driver.Capabilities:input_type -> hivelet.driver.v1.CapabilitiesRequest
+	4,  // 23: hivelet.driver.v1.Driver.ConfigSchema:input_type -> hivelet.driver.v1.ConfigSchemaRequest
+	8,  // 24: hivelet.driver.v1.Driver.Fingerprint:input_type -> hivelet.driver.v1.FingerprintRequest
+	14, // 25: hivelet.driver.v1.Driver.StartTask:input_type -> hivelet.driver.v1.StartTaskRequest
+	16, // 26: hivelet.driver.v1.Driver.RecoverTask:input_type -> hivelet.driver.v1.RecoverTaskRequest
+	18, // 27: hivelet.driver.v1.Driver.WaitTask:input_type -> hivelet.driver.v1.WaitTaskRequest
+	20, // 28: hivelet.driver.v1.Driver.StopTask:input_type -> hivelet.driver.v1.StopTaskRequest
+	22, // 29: hivelet.driver.v1.Driver.DestroyTask:input_type -> hivelet.driver.v1.DestroyTaskRequest
+	24, // 30: hivelet.driver.v1.Driver.InspectTask:input_type -> hivelet.driver.v1.InspectTaskRequest
+	26, // 31: hivelet.driver.v1.Driver.TaskStats:input_type -> hivelet.driver.v1.TaskStatsRequest
+	28, // 32: hivelet.driver.v1.Driver.TaskEvents:input_type -> hivelet.driver.v1.TaskEventsRequest
+	30, // 33: hivelet.driver.v1.Driver.SignalTask:input_type -> hivelet.driver.v1.SignalTaskRequest
+	32, // 34: hivelet.driver.v1.Driver.ExecTask:input_type -> hivelet.driver.v1.ExecTaskRequest
+	1,  // 35: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
+	3,  // 36: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
+	5,  // 37: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
+	9,  // 38: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
+	15, // 39: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
+	17, // 40: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
+	19, // 41: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
+	21, // 42: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
+	23, // 43: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
+	25, // 44: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
+	27, // 45: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
+	29, // 46: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
+	31, // 47: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
+	33, // 48: hivelet.driver.v1.Driver.ExecTask:output_type -> hivelet.driver.v1.ExecTaskResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -1985,7 +2204,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	Driver_TaskStats_FullMethodName    = "/hivelet.driver.v1.Driver/TaskStats"
 	Driver_TaskEvents_FullMethodName   = "/hivelet.driver.v1.Driver/TaskEvents"
 	Driver_SignalTask_FullMethodName   = "/hivelet.driver.v1.Driver/SignalTask"
+	Driver_ExecTask_FullMethodName     = "/hivelet.driver.v1.Driver/ExecTask"
 )
 
 // DriverClient is the client API for Driver service.
@@ -60,6 +61,10 @@ type DriverClient interface {
 	TaskStats(ctx context.Context, in *TaskStatsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskResourceUsage], error)
 	TaskEvents(ctx context.Context, in *TaskEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskEvent], error)
 	SignalTask(ctx context.Context, in *SignalTaskRequest, opts ...grpc.CallOption) (*SignalTaskResponse, error)
+	// ExecTask runs a command inside a running task and returns its exit
+	// code and output (script checks). A driver without it answers
+	// Unimplemented; the call's deadline bounds the command.
+	ExecTask(ctx context.Context, in *ExecTaskRequest, opts ...grpc.CallOption) (*ExecTaskResponse, error)
 }
 
 type driverClient struct {
@@ -236,6 +241,16 @@ func (c *driverClient) SignalTask(ctx context.Context, in *SignalTaskRequest, op
 	return out, nil
 }
 
+func (c *driverClient) ExecTask(ctx context.Context, in *ExecTaskRequest, opts ...grpc.CallOption) (*ExecTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExecTaskResponse)
+	err := c.cc.Invoke(ctx, Driver_ExecTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -254,6 +269,10 @@ type DriverServer interface {
 	TaskStats(*TaskStatsRequest, grpc.ServerStreamingServer[TaskResourceUsage]) error
 	TaskEvents(*TaskEventsRequest, grpc.ServerStreamingServer[TaskEvent]) error
 	SignalTask(context.Context, *SignalTaskRequest) (*SignalTaskResponse, error)
+	// ExecTask runs a command inside a running task and returns its exit
+	// code and output (script checks). A driver without it answers
+	// Unimplemented; the call's deadline bounds the command.
+	ExecTask(context.Context, *ExecTaskRequest) (*ExecTaskResponse, error)
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -302,6 +321,9 @@ func (UnimplementedDriverServer) TaskEvents(*TaskEventsRequest, grpc.ServerStrea
 }
 func (UnimplementedDriverServer) SignalTask(context.Context, *SignalTaskRequest) (*SignalTaskResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SignalTask not implemented")
+}
+func (UnimplementedDriverServer) ExecTask(context.Context, *ExecTaskRequest) (*ExecTaskResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ExecTask not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -530,6 +552,24 @@ func _Driver_SignalTask_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_ExecTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExecTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServer).ExecTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Driver_ExecTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServer).ExecTask(ctx, req.(*ExecTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -572,6 +612,10 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SignalTask",
 			Handler:    _Driver_SignalTask_Handler,
+		},
+		{
+			MethodName: "ExecTask",
+			Handler:    _Driver_ExecTask_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
