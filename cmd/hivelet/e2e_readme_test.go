@@ -60,6 +60,18 @@ func TestEndToEndTheREADMEsFirstSessionWorksAsWritten(t *testing.T) {
 	p := newAgent(t, "")
 	p.addConfig("network {\n  address = \"127.0.0.1\"\n}\nname = \"readme-node\"\n")
 	p.start()
+	// The README's session runs with the agent up for a while: its node
+	// record carries the docker driver once the plugin's first fingerprint
+	// is in (the node registers as soon as its plugins are launched).
+	testutil.Eventually(t, 30*time.Second, "the node's record with the docker driver", func() bool {
+		resp, err := http.Get("http://" + p.apiAddr + "/v1/node")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"driver.docker": "1"`)
+	})
 	// validate reads no fleet: no -nats.
 	if out, err := exec.Command(p.bin, "job", "validate", file).CombinedOutput(); err != nil || !strings.Contains(string(out), "OK: system job") {
 		t.Fatalf("job validate: %v\n%s", err, out)
