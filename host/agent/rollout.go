@@ -338,8 +338,11 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		what, why := "released", "the replacement's health is known"
 		holder := nodeFact(w.facts, s.Slot.Holder)
 		if s.Slot.Holder != a.nodeID {
+			// T8 reclaims a slot for one of two reasons: its replacement
+			// has its verdict (allowed in a disruption: nothing is in
+			// flight any more), or its holder expired (never in one).
 			what = "reclaimed"
-			if !holder.Live {
+			if !replacementJudged(w.facts.Allocs, s.Slot.NewAlloc) && !holder.Live {
 				why = "its holder's node expired"
 			}
 		}
@@ -704,4 +707,16 @@ func (a *Agent) carryOutLosses(ctx context.Context) {
 		}
 		a.log.Info("this node is back: its loss verdict deleted", "verdict", v.Key, "down_since", v.V.DownSince)
 	}
+}
+
+// replacementJudged reports whether the allocation id (a slot's planned
+// replacement) is among allocs with its verdict known: terminal, healthy
+// or unhealthy.
+func replacementJudged(allocs []*model.Allocation, id string) bool {
+	for _, al := range allocs {
+		if al.ID == id {
+			return rollout.VerdictKnown(al)
+		}
+	}
+	return false
 }

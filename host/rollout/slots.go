@@ -29,6 +29,10 @@ func (f *Facts) alloc(id string) *model.Allocation {
 
 // verdictKnown reports whether the allocation's health is decided: a
 // verdict written by its node, or the allocation finished.
+// VerdictKnown reports whether an update's replacement has its verdict:
+// terminal, healthy or unhealthy (what ends its time in flight).
+func VerdictKnown(a *model.Allocation) bool { return verdictKnown(a) }
+
 func verdictKnown(a *model.Allocation) bool {
 	return a != nil && (a.Terminal() || a.DeploymentStatus.IsHealthy() || a.DeploymentStatus.IsUnhealthy())
 }
