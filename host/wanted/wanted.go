@@ -3,6 +3,8 @@ package wanted
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -177,6 +179,12 @@ func checkSize(value []byte) error {
 	return nil
 }
 
+// sortedNames returns a map's keys in order, so that a decoder names the
+// same offending entry every time.
+func sortedNames[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
 // DecodeJob decodes the job put under a jobs-bucket key, closed: oversize,
 // unknown fields, unknown enum values, wrong types, a missing ID, a key
 // other than JobKey(namespace, id), or a job that fails model.Job.Validate
@@ -195,9 +203,42 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 	if want := JobKey(j.Namespace, j.ID); want != key {
 		return nil, fmt.Errorf("job %q of namespace %q belongs under key %q, not %q", j.ID, namespaceOr(j.Namespace), want, key)
 	}
+	// The key matching is not enough: an ID with a '.' ("a.b" under
+	// "default.a.b") would give the job allocation keys no host can parse.
+	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
+		return nil, fmt.Errorf("job under key %q: %w", key, err)
+	}
 	// A declaration put straight into the bucket skipped the CLI's checks:
 	// the same semantic rules apply (negative or huge counts, canary out of
 	// range, deadlines out of order...).
+	if err := j.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid job: %w", err)
+	}
+	return j, nil
+}
+
+// DecodeJobVersion decodes a recorded job version (the job_versions
+// bucket, or a put in the jobs bucket's history), as closed as DecodeJob: its
+// key must be JobVersionKey(namespace, id, version), so that a value put under
+// another job's or another version's key is never taken for the spec a
+// revert writes back.
+func DecodeJobVersion(key string, value []byte) (*model.Job, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	j, err := model.DecodeJob(value)
+	if err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		return nil, errors.New("job has no id")
+	}
+	if want := JobVersionKey(j.Namespace, j.ID, j.Version); want != key {
+		return nil, fmt.Errorf("version %d of job %q of namespace %q belongs under key %q, not %q", j.Version, j.ID, namespaceOr(j.Namespace), want, key)
+	}
+	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
+		return nil, fmt.Errorf("job version under key %q: %w", key, err)
+	}
 	if err := j.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid job: %w", err)
 	}
@@ -215,6 +256,9 @@ func DecodeNode(key string, value []byte) (*model.Node, error) {
 	}
 	if n.ID != key {
 		return nil, fmt.Errorf("node %q stored under key %q", n.ID, key)
+	}
+	if err := CheckTokens(n.ID); err != nil {
+		return nil, fmt.Errorf("node under key %q: %w", key, err)
 	}
 	if n.Attributes == nil {
 		n.Attributes = map[string]string{}
@@ -238,6 +282,16 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	if want := AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID); want != key {
 		return nil, fmt.Errorf("allocation belongs under key %q, not %q", want, key)
 	}
+	// Each part a token, so that the key's node and job are the record's
+	// (a namespace "x.default" would otherwise match a five-token key).
+	if err := CheckTokens(a.NodeID, namespaceOr(a.Namespace), a.JobID, a.ID); err != nil {
+		return nil, fmt.Errorf("allocation under key %q: %w", key, err)
+	}
+	for _, name := range sortedNames(a.TaskStates) {
+		if a.TaskStates[name] == nil {
+			return nil, fmt.Errorf("decoding allocation: %w", &model.DecodeError{Path: "task_states." + name, Reason: "null: a task's state is an object"})
+		}
+	}
 	return &a, nil
 }
 
@@ -254,6 +308,18 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	if want := DeploymentKey(d.Namespace, d.JobID, d.JobVersion); want != key {
 		return nil, fmt.Errorf("deployment belongs under key %q, not %q", want, key)
 	}
+	if err := CheckTokens(namespaceOr(d.Namespace), d.JobID); err != nil {
+		return nil, fmt.Errorf("deployment under key %q: %w", key, err)
+	}
+	// Readers index the groups and add to the map: no nil map, no null group.
+	for _, name := range sortedNames(d.TaskGroups) {
+		if d.TaskGroups[name] == nil {
+			return nil, fmt.Errorf("decoding deployment: %w", &model.DecodeError{Path: "task_groups." + name, Reason: "null: a group's state is an object"})
+		}
+	}
+	if d.TaskGroups == nil {
+		d.TaskGroups = map[string]*model.DeploymentState{}
+	}
 	return &d, nil
 }
 
@@ -269,6 +335,9 @@ func DecodeSlot(key string, value []byte) (*model.Slot, error) {
 	}
 	if want := SlotKey(sl.Namespace, sl.JobID, sl.Group, sl.Index); want != key {
 		return nil, fmt.Errorf("slot belongs under key %q, not %q", want, key)
+	}
+	if _, _, _, _, ok := ParseSlotKey(key); !ok {
+		return nil, fmt.Errorf("slot under key %q: a namespace, job or index that cannot be part of a slot key", key)
 	}
 	return &sl, nil
 }
