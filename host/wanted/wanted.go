@@ -179,6 +179,16 @@ func checkSize(value []byte) error {
 	return nil
 }
 
+// required refuses a record that leaves out a required enum field: its zero value "" is none of the enum's values, so the record
+// would mean "no status" and, encoded again by a writer (a deployment's
+// compare-and-set), would no longer decode anywhere.
+func required[T ~string](what, path string, v T) error {
+	if v == "" {
+		return fmt.Errorf("decoding %s: %w", what, &model.DecodeError{Path: path, Reason: "missing: the field is required"})
+	}
+	return nil
+}
+
 // sortedNames returns a map's keys in order, so that a decoder names the
 // same offending entry every time.
 func sortedNames[V any](m map[string]V) []string {
@@ -260,6 +270,9 @@ func DecodeNode(key string, value []byte) (*model.Node, error) {
 	if err := CheckTokens(n.ID); err != nil {
 		return nil, fmt.Errorf("node under key %q: %w", key, err)
 	}
+	if err := errors.Join(required("node", "status", n.Status), required("node", "eligibility", n.Eligibility)); err != nil {
+		return nil, err
+	}
 	if n.Attributes == nil {
 		n.Attributes = map[string]string{}
 	}
@@ -287,6 +300,14 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	if err := CheckTokens(a.NodeID, namespaceOr(a.Namespace), a.JobID, a.ID); err != nil {
 		return nil, fmt.Errorf("allocation under key %q: %w", key, err)
 	}
+	if err := errors.Join(required("allocation", "desired_status", a.DesiredStatus), required("allocation", "client_status", a.ClientStatus)); err != nil {
+		return nil, err
+	}
+	for i, st := range a.States {
+		if err := required("allocation", fmt.Sprintf("states[%d].field", i), st.Field); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range sortedNames(a.TaskStates) {
 		if a.TaskStates[name] == nil {
 			return nil, fmt.Errorf("decoding allocation: %w", &model.DecodeError{Path: "task_states." + name, Reason: "null: a task's state is an object"})
@@ -310,6 +331,14 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	}
 	if err := CheckTokens(namespaceOr(d.Namespace), d.JobID); err != nil {
 		return nil, fmt.Errorf("deployment under key %q: %w", key, err)
+	}
+	if err := required("deployment", "status", d.Status); err != nil {
+		return nil, err
+	}
+	if d.Revert != nil {
+		if err := required("deployment", "revert.status", d.Revert.Status); err != nil {
+			return nil, err
+		}
 	}
 	// Readers index the groups and add to the map: no nil map, no null group.
 	for _, name := range sortedNames(d.TaskGroups) {
