@@ -222,6 +222,9 @@ func (s *Store) Allocs() ([]*AllocRecord, error) {
 			if r.Alloc == nil {
 				return fmt.Errorf("decoding allocation %s: record has no allocation", k)
 			}
+			if err := checkAllocRecord(string(k), r); err != nil {
+				return fmt.Errorf("decoding allocation %s: %w", k, err)
+			}
 			out = append(out, r)
 			return nil
 		})
@@ -231,6 +234,26 @@ func (s *Store) Allocs() ([]*AllocRecord, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Alloc.ID < out[j].Alloc.ID })
 	return out, nil
+}
+
+// checkAllocRecord refuses a record PutAlloc would not have written: one
+// stored under another allocation's ID (two records would restore as one),
+// with a null task state (the runner dereferences each), or without its
+// intent or statuses (written back, "" would no longer decode: the next
+// restore would fail).
+func checkAllocRecord(key string, r *AllocRecord) error {
+	switch a := r.Alloc; {
+	case a.ID != key:
+		return fmt.Errorf("record holds allocation %q", a.ID)
+	case r.Intent == "" || a.DesiredStatus == "" || a.ClientStatus == "":
+		return errors.New("record has no intent, desired_status or client_status")
+	}
+	for name, ts := range r.Alloc.TaskStates {
+		if ts == nil {
+			return fmt.Errorf("task_states.%s: null", name)
+		}
+	}
+	return nil
 }
 
 func handleKey(allocID, task string) string { return allocID + "/" + task }
