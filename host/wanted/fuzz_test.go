@@ -432,3 +432,79 @@ func TestTheFuzzSeedsAreAcceptedRecords(t *testing.T) {
 		}
 	}
 }
+
+// FuzzApplyEntries applies a sequence of jobs-bucket entries, decoded from
+// the fuzzer's bytes (three bytes an entry: op, revision, which value), to
+// one key's record, as a watch that resumes, repeats and reorders would
+// deliver them, and checks the record against the rules readers rely on
+// after every entry: Applied is the highest revision seen (revision 0 is a
+// synthetic entry, applied regardless); an entry at or below it changes
+// nothing; Value changes only on an accepted put, to that put's job, with
+// Revision that put's revision; a rejected put keeps the last good value and
+// says why; a delete or purge marks the key absent and keeps the value; the
+// order a job's state gives (OrderFor) follows from the value and absence.
+func FuzzApplyEntries(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 0, 2, 2, 1, 3, 0, 0, 3, 1})
+	f.Add([]byte{0, 5, 1, 0, 4, 0, 2, 0, 0, 0, 6, 2, 1, 6, 0})
+	f.Add([]byte{1, 1, 0, 0, 0, 0, 2, 0, 0})
+	values := [][]byte{job(1, ""), job(2, `,"stop":true`), []byte(`{"id":"web","type":"service"}`)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var st JobState
+		for i := 0; i+2 < len(data); i += 3 {
+			e := Entry{Key: "default.web", Op: Op(data[i] % 3), Revision: uint64(data[i+1] % 8)}
+			if e.Op == OpPut {
+				e.Value = values[int(data[i+2])%len(values)]
+			}
+			prev := st
+			next, eff := ApplyJob(prev, e)
+			if e.Revision != 0 && e.Revision <= prev.Applied {
+				if eff != EffectNone || !sameState(next, prev) {
+					t.Fatalf("entry %+v at or below applied %d changed the record (%v)", e, prev.Applied, eff)
+				}
+				continue
+			}
+			if want := max(prev.Applied, e.Revision); next.Applied != want {
+				t.Fatalf("applied %d after %+v on %d, want %d", next.Applied, e, prev.Applied, want)
+			}
+			switch {
+			case e.Op != OpPut && prev.Absent:
+				if eff != EffectNone || !sameState(next, prev) {
+					t.Fatalf("a delete of an absent key changed the record (%v)", eff)
+				}
+			case e.Op != OpPut:
+				if eff != EffectAbsent || !next.Absent || next.Value != prev.Value || next.Rejection != nil {
+					t.Fatalf("a delete gave %v, absent %v, value kept %v", eff, next.Absent, next.Value == prev.Value)
+				}
+			case eff == EffectAccepted:
+				if next.Value == nil || next.Revision != e.Revision || next.Absent || next.Rejection != nil {
+					t.Fatalf("an accepted put left %+v", next)
+				}
+				if put, _ := DecodeJob(e.Key, e.Value); put == nil || put.Version != next.Value.Version || put.Stop != next.Value.Stop {
+					t.Fatalf("accepted value %+v is not the put's %s", next.Value, e.Value)
+				}
+			case eff == EffectRejected:
+				if next.Value != prev.Value || next.Revision != prev.Revision || next.Rejection == nil || next.Rejection.Reason == "" || next.Rejection.Revision != e.Revision {
+					t.Fatalf("a rejected put left %+v (before %+v)", next, prev)
+				}
+			default:
+				t.Fatalf("a put had effect %v", eff)
+			}
+			if next.Revision > next.Applied {
+				t.Fatalf("value revision %d above applied %d", next.Revision, next.Applied)
+			}
+			order := OrderFor(next)
+			switch {
+			case next.Value == nil && order != OrderNone,
+				next.Value != nil && next.Value.Stop && order != OrderStop,
+				next.Value != nil && !next.Value.Stop && next.Absent && order != OrderKeep,
+				next.Value != nil && !next.Value.Stop && !next.Absent && order != OrderRun:
+				t.Fatalf("order %v for value %v, absent %v", order, next.Value != nil, next.Absent)
+			}
+			st = next
+		}
+	})
+}
+
+func sameState(a, b JobState) bool {
+	return a.Value == b.Value && a.Revision == b.Revision && a.Applied == b.Applied && a.Rejection == b.Rejection && a.Absent == b.Absent && a.Time.Equal(b.Time)
+}
