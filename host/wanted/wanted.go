@@ -179,9 +179,10 @@ func checkSize(value []byte) error {
 	return nil
 }
 
-// required refuses a record that leaves out a required enum field: its zero value "" is none of the enum's values, so the record
-// would mean "no status" and, encoded again by a writer (a deployment's
-// compare-and-set), would no longer decode anywhere.
+// required refuses a record that leaves out a required enum field (the
+// wire format marks them required): its zero value "" is none of the enum's
+// values, so the record would mean "no status" and, encoded again by a
+// writer (a deployment's compare-and-set), would no longer decode anywhere.
 func required[T ~string](what, path string, v T) error {
 	if v == "" {
 		return fmt.Errorf("decoding %s: %w", what, &model.DecodeError{Path: path, Reason: "missing: the field is required"})
@@ -228,7 +229,7 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 }
 
 // DecodeJobVersion decodes a recorded job version (the job_versions
-// bucket, or a put in the jobs bucket's history), as closed as DecodeJob: its
+// bucket), as closed as DecodeJob: its
 // key must be JobVersionKey(namespace, id, version), so that a value put under
 // another job's or another version's key is never taken for the spec a
 // revert writes back.
