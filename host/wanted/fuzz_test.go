@@ -468,7 +468,9 @@ func FuzzApplyEntries(f *testing.F) {
 			}
 			switch {
 			case e.Op != OpPut && prev.Absent:
-				if eff != EffectNone || !sameState(next, prev) {
+				seen := prev
+				seen.Applied = next.Applied
+				if eff != EffectNone || !sameState(next, seen) {
 					t.Fatalf("a delete of an absent key changed the record (%v)", eff)
 				}
 			case e.Op != OpPut:

@@ -130,6 +130,9 @@ func Apply[T any](prev Record[T], e Entry, decode Decoder[T]) (Record[T], Effect
 	switch e.Op {
 	case OpDelete, OpPurge:
 		if prev.Absent {
+			// Nothing changes but the revision seen, so that a replayed put
+			// older than this delete is still known to be older.
+			prev.Applied = next.Applied
 			return prev, EffectNone
 		}
 		next.Absent = true
