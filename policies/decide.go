@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -62,7 +63,13 @@ func (m *Module) evaluateEncoded(ctx context.Context, kind Kind, enc func([]byte
 func answerFault(err error) *Fault {
 	var pe *policywire.PolicyError
 	if errors.As(err, &pe) {
-		return &Fault{Kind: FaultPolicyError, Reason: pe.Message, Err: err}
+		reason := pe.Message
+		if strings.TrimSpace(reason) == "" {
+			// The fault is logged and attached to the deployment: it must
+			// say something.
+			reason = "the policy answered an error without a message"
+		}
+		return &Fault{Kind: FaultPolicyError, Reason: reason, Err: err}
 	}
 	return &Fault{Kind: FaultInvalidOutput, Reason: err.Error(), Err: err}
 }

@@ -134,9 +134,13 @@ func (m *Manifest) keys(params map[string]string, nodes []*model.Node) (fields b
 		case d.kind == declRef:
 			key = policy.NormalizeField(key)
 			if k, ok := strings.CutPrefix(key, "attr."); ok {
-				attr = append(attr, k)
+				if k != "" { // "attr." names no key, as an empty attr does
+					attr = append(attr, k)
+				}
 			} else if k, ok := strings.CutPrefix(key, "meta."); ok {
-				meta = append(meta, k)
+				if k != "" {
+					meta = append(meta, k)
+				}
 			} else {
 				fields |= fieldBits[key]
 			}

@@ -125,9 +125,10 @@ func (s *Store) PutJobVersion(ctx context.Context, j *model.Job) error {
 // looked up in the jobs bucket's history instead.
 func (s *Store) GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error) {
 	if s.JobVersions != nil {
-		e, err := s.get(ctx, s.JobVersions, wanted.JobVersionKey(namespace, jobID, version))
+		key := wanted.JobVersionKey(namespace, jobID, version)
+		e, err := s.get(ctx, s.JobVersions, key)
 		if err == nil {
-			j, derr := model.DecodeJob(e.Value())
+			j, derr := wanted.DecodeJobVersion(key, e.Value())
 			if derr != nil {
 				return nil, fmt.Errorf("reading version %d of job %s: %w", version, jobID, derr)
 			}
@@ -153,7 +154,7 @@ func (s *Store) GetJobVersion(ctx context.Context, namespace, jobID string, vers
 		if hist[i].Operation() != jetstream.KeyValuePut {
 			continue
 		}
-		if j, derr := model.DecodeJob(hist[i].Value()); derr == nil && j.Version == version {
+		if j, derr := wanted.DecodeJob(wanted.JobKey(namespace, jobID), hist[i].Value()); derr == nil && j.Version == version {
 			return j, nil
 		}
 	}

@@ -37,8 +37,15 @@ func Decode(data []byte, v any) error {
 		de := describe(err)
 		var se *json.SyntaxError
 		if !errors.As(err, &se) {
-			// Name the field with its indices, whatever kind of error it was.
-			if path, _ := locate(data, reflect.TypeOf(v)); path != "" {
+			// Name the field with its indices, whatever kind of error it was,
+			// and give that field's own reason: encoding/json reports the
+			// first error in document order, locate the first field in key
+			// order, and with two bad fields the path would name one and the
+			// reason the other.
+			if path, lerr := locate(data, reflect.TypeOf(v)); path != "" {
+				if lerr != nil {
+					de = describe(lerr)
+				}
 				de.Path = path
 			}
 		}

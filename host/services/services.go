@@ -151,12 +151,12 @@ func (s *Store) List(ctx context.Context) (byName map[string][]*model.ServiceReg
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading service %s: %w", k, err)
 		}
-		var r model.ServiceRegistration
-		if err := model.Decode(e.Value(), &r); err != nil || checkKey(k, &r) != nil {
+		r, err := decode(k, e.Value())
+		if err != nil {
 			bad = append(bad, k)
 			continue
 		}
-		byName[r.Name] = append(byName[r.Name], &r)
+		byName[r.Name] = append(byName[r.Name], r)
 	}
 	for _, rs := range byName {
 		sortInstances(rs)
@@ -186,14 +186,31 @@ func (s *Store) Instances(ctx context.Context, name string) ([]*model.ServiceReg
 		if err != nil {
 			return nil, fmt.Errorf("reading service %s: %w", k, err)
 		}
-		var r model.ServiceRegistration
-		if err := model.Decode(e.Value(), &r); err != nil || checkKey(k, &r) != nil {
+		r, err := decode(k, e.Value())
+		if err != nil {
 			continue // reported by List; an instance that does not decode, or not under its own key, is none
 		}
-		out = append(out, &r)
+		out = append(out, r)
 	}
 	sortInstances(out)
 	return out, nil
+}
+
+// decode decodes the registration stored under key, strictly; it must be
+// stored under its own Key, so that a value put under another service's key
+// is never listed, nor returned by Instances, as an instance of that service.
+func decode(key string, value []byte) (*model.ServiceRegistration, error) {
+	var r model.ServiceRegistration
+	if err := model.Decode(value, &r); err != nil {
+		return nil, fmt.Errorf("decoding service registration %s: %w", key, err)
+	}
+	if err := CheckName(r.Name); err != nil {
+		return nil, fmt.Errorf("service registration under key %q: %w", key, err)
+	}
+	if err := checkKey(key, &r); err != nil {
+		return nil, fmt.Errorf("service registration belongs under key %q, not %q: %w", Key(&r), key, err)
+	}
+	return &r, nil
 }
 
 func sortInstances(rs []*model.ServiceRegistration) {

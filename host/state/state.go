@@ -222,6 +222,9 @@ func (s *Store) Allocs() ([]*AllocRecord, error) {
 			if r.Alloc == nil {
 				return fmt.Errorf("decoding allocation %s: record has no allocation", k)
 			}
+			if err := checkAllocRecord(string(k), r); err != nil {
+				return fmt.Errorf("decoding allocation %s: %w", k, err)
+			}
 			out = append(out, r)
 			return nil
 		})
@@ -231,6 +234,38 @@ func (s *Store) Allocs() ([]*AllocRecord, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Alloc.ID < out[j].Alloc.ID })
 	return out, nil
+}
+
+// checkAllocRecord refuses a record PutAlloc would not have written: one
+// stored under another allocation's ID (two records would restore as one),
+// with a null task state (the runner dereferences each), or one that would
+// not read back once written again.
+func checkAllocRecord(key string, r *AllocRecord) error {
+	if r.Alloc.ID != key {
+		return fmt.Errorf("record holds allocation %q", r.Alloc.ID)
+	}
+	for name, ts := range r.Alloc.TaskStates {
+		if ts == nil {
+			return fmt.Errorf("task_states.%s: null", name)
+		}
+	}
+	return readsBack(r, new(AllocRecord))
+}
+
+// readsBack checks that a record read from the store can be written back
+// (as the agent does on its next change) and read again. A record that
+// leaves out a field the encoder always writes, such as an enum (its ""
+// decodes as none of its values), would otherwise be acted on now and fail
+// the next restore instead.
+func readsBack[T any](r, into *T) error {
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = json.Unmarshal(b, into)
+	}
+	if err != nil {
+		return fmt.Errorf("the record would not read back once written again: %w", err)
+	}
+	return nil
 }
 
 func handleKey(allocID, task string) string { return allocID + "/" + task }
@@ -410,8 +445,11 @@ func (s *Store) Jobs() (map[string]*JobRecord, error) {
 			if err := json.Unmarshal(v, r); err != nil {
 				return fmt.Errorf("decoding job %s: %w", k, err)
 			}
-			if r.Job == nil {
+			if r.Job == nil || r.Job.ID == "" {
 				return fmt.Errorf("decoding job %s: record has no job", k)
+			}
+			if err := readsBack(r, new(JobRecord)); err != nil {
+				return fmt.Errorf("decoding job %s: %w", k, err)
 			}
 			key := jobKey(r.Job)
 			if prev, ok := out[key]; !ok || r.Revision > prev.Revision {

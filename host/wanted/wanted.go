@@ -3,6 +3,8 @@ package wanted
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -128,6 +130,9 @@ func Apply[T any](prev Record[T], e Entry, decode Decoder[T]) (Record[T], Effect
 	switch e.Op {
 	case OpDelete, OpPurge:
 		if prev.Absent {
+			// Nothing changes but the revision seen, so that a replayed put
+			// older than this delete is still known to be older.
+			prev.Applied = next.Applied
 			return prev, EffectNone
 		}
 		next.Absent = true
@@ -177,6 +182,23 @@ func checkSize(value []byte) error {
 	return nil
 }
 
+// required refuses a record that leaves out a required enum field (the
+// wire format marks them required): its zero value "" is none of the enum's
+// values, so the record would mean "no status" and, encoded again by a
+// writer (a deployment's compare-and-set), would no longer decode anywhere.
+func required[T ~string](what, path string, v T) error {
+	if v == "" {
+		return fmt.Errorf("decoding %s: %w", what, &model.DecodeError{Path: path, Reason: "missing: the field is required"})
+	}
+	return nil
+}
+
+// sortedNames returns a map's keys in order, so that a decoder names the
+// same offending entry every time.
+func sortedNames[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
 // DecodeJob decodes the job put under a jobs-bucket key, closed: oversize,
 // unknown fields, unknown enum values, wrong types, a missing ID, a key
 // other than JobKey(namespace, id), or a job that fails model.Job.Validate
@@ -195,9 +217,42 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 	if want := JobKey(j.Namespace, j.ID); want != key {
 		return nil, fmt.Errorf("job %q of namespace %q belongs under key %q, not %q", j.ID, namespaceOr(j.Namespace), want, key)
 	}
+	// The key matching is not enough: an ID with a '.' ("a.b" under
+	// "default.a.b") would give the job allocation keys no host can parse.
+	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
+		return nil, fmt.Errorf("job under key %q: %w", key, err)
+	}
 	// A declaration put straight into the bucket skipped the CLI's checks:
 	// the same semantic rules apply (negative or huge counts, canary out of
 	// range, deadlines out of order...).
+	if err := j.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid job: %w", err)
+	}
+	return j, nil
+}
+
+// DecodeJobVersion decodes a recorded job version (the job_versions
+// bucket), as closed as DecodeJob: its
+// key must be JobVersionKey(namespace, id, version), so that a value put under
+// another job's or another version's key is never taken for the spec a
+// revert writes back.
+func DecodeJobVersion(key string, value []byte) (*model.Job, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	j, err := model.DecodeJob(value)
+	if err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		return nil, errors.New("job has no id")
+	}
+	if want := JobVersionKey(j.Namespace, j.ID, j.Version); want != key {
+		return nil, fmt.Errorf("version %d of job %q of namespace %q belongs under key %q, not %q", j.Version, j.ID, namespaceOr(j.Namespace), want, key)
+	}
+	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
+		return nil, fmt.Errorf("job version under key %q: %w", key, err)
+	}
 	if err := j.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid job: %w", err)
 	}
@@ -215,6 +270,12 @@ func DecodeNode(key string, value []byte) (*model.Node, error) {
 	}
 	if n.ID != key {
 		return nil, fmt.Errorf("node %q stored under key %q", n.ID, key)
+	}
+	if err := CheckTokens(n.ID); err != nil {
+		return nil, fmt.Errorf("node under key %q: %w", key, err)
+	}
+	if err := errors.Join(required("node", "status", n.Status), required("node", "eligibility", n.Eligibility)); err != nil {
+		return nil, err
 	}
 	if n.Attributes == nil {
 		n.Attributes = map[string]string{}
@@ -238,6 +299,24 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	if want := AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID); want != key {
 		return nil, fmt.Errorf("allocation belongs under key %q, not %q", want, key)
 	}
+	// Each part a token, so that the key's node and job are the record's
+	// (a namespace "x.default" would otherwise match a five-token key).
+	if err := CheckTokens(a.NodeID, namespaceOr(a.Namespace), a.JobID, a.ID); err != nil {
+		return nil, fmt.Errorf("allocation under key %q: %w", key, err)
+	}
+	if err := errors.Join(required("allocation", "desired_status", a.DesiredStatus), required("allocation", "client_status", a.ClientStatus)); err != nil {
+		return nil, err
+	}
+	for i, st := range a.States {
+		if err := required("allocation", fmt.Sprintf("states[%d].field", i), st.Field); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range sortedNames(a.TaskStates) {
+		if a.TaskStates[name] == nil {
+			return nil, fmt.Errorf("decoding allocation: %w", &model.DecodeError{Path: "task_states." + name, Reason: "null: a task's state is an object"})
+		}
+	}
 	return &a, nil
 }
 
@@ -254,6 +333,26 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	if want := DeploymentKey(d.Namespace, d.JobID, d.JobVersion); want != key {
 		return nil, fmt.Errorf("deployment belongs under key %q, not %q", want, key)
 	}
+	if err := CheckTokens(namespaceOr(d.Namespace), d.JobID); err != nil {
+		return nil, fmt.Errorf("deployment under key %q: %w", key, err)
+	}
+	if err := required("deployment", "status", d.Status); err != nil {
+		return nil, err
+	}
+	if d.Revert != nil {
+		if err := required("deployment", "revert.status", d.Revert.Status); err != nil {
+			return nil, err
+		}
+	}
+	// Readers index the groups and add to the map: no nil map, no null group.
+	for _, name := range sortedNames(d.TaskGroups) {
+		if d.TaskGroups[name] == nil {
+			return nil, fmt.Errorf("decoding deployment: %w", &model.DecodeError{Path: "task_groups." + name, Reason: "null: a group's state is an object"})
+		}
+	}
+	if d.TaskGroups == nil {
+		d.TaskGroups = map[string]*model.DeploymentState{}
+	}
 	return &d, nil
 }
 
@@ -269,6 +368,9 @@ func DecodeSlot(key string, value []byte) (*model.Slot, error) {
 	}
 	if want := SlotKey(sl.Namespace, sl.JobID, sl.Group, sl.Index); want != key {
 		return nil, fmt.Errorf("slot belongs under key %q, not %q", want, key)
+	}
+	if _, _, _, _, ok := ParseSlotKey(key); !ok {
+		return nil, fmt.Errorf("slot under key %q: a namespace, job or index that cannot be part of a slot key", key)
 	}
 	return &sl, nil
 }

@@ -1,6 +1,9 @@
 package policywire
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // ABIVersion is the newest ABI version, the one the SDK implements; a host
 // runs modules of every version from MinABIVersion to it.
@@ -151,6 +154,13 @@ func DecodeCanaryInput[N any](buf []byte, bind func(n *N, f NodeFields, t *Table
 	}
 	nNodes := r.count()
 	width := len(t.Attr) + len(t.Meta)
+	// Each node takes at least 4 bytes for its ID, each fixed field and
+	// each value: a node count the bytes left cannot hold is malformed
+	// before its values are allocated (count alone bounds only the nodes).
+	if perNode := 4 * (1 + bits.OnesCount8(t.Fields) + width); nNodes > (len(r.b)-r.pos)/perNode {
+		r.fail("more nodes than the message holds")
+		nNodes = 0
+	}
 	// One backing array for every node's values: two allocations, not 2n.
 	t.Vals = make([]string, nNodes*width)
 	t.Has = make([]bool, nNodes*width)
