@@ -281,6 +281,21 @@ func (i *instance) reattach(ctx context.Context, rec *record) error {
 		i.killStale(rec)
 		return fmt.Errorf("plugin address %s %s is not in the socket directory %s", rec.Network, rec.Addr, i.m.sockDir)
 	}
+	// The running process must be the binary this host would launch now:
+	// the same path, and that path's file still the one the process runs
+	// (not replaced since: an upgraded agent, a new plugin file), so that
+	// what the host reports of the plugin is what serves it.
+	if rec.Path != i.p.Path {
+		i.killStale(rec)
+		return fmt.Errorf("plugin process %d runs %s, this host's plugin %q is %s", rec.PID, rec.Path, i.p.Name, i.p.Path)
+	}
+	if same, err := runsFile(rec.PID, i.p.Path); err != nil || !same {
+		i.killStale(rec)
+		if err != nil {
+			return fmt.Errorf("plugin process %d: %w", rec.PID, err)
+		}
+		return fmt.Errorf("plugin process %d runs an earlier file at %s (replaced since it started)", rec.PID, i.p.Path)
+	}
 	if want := i.pinned(); want != "" {
 		exe := fmt.Sprintf("/proc/%d/exe", rec.PID)
 		got, err := FileSHA256(exe)
@@ -494,4 +509,18 @@ func (i *instance) stop(kill bool) error {
 		return err
 	}
 	return nil
+}
+
+// runsFile reports whether process pid runs the file now at path (the same
+// inode: a file replaced at that path since the process started is another).
+func runsFile(pid int, path string) (bool, error) {
+	exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false, fmt.Errorf("reading its executable: %w", err)
+	}
+	cur, err := os.Stat(path)
+	if err != nil {
+		return false, fmt.Errorf("the plugin file: %w", err)
+	}
+	return os.SameFile(exe, cur), nil
 }

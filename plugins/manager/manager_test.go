@@ -632,3 +632,64 @@ func TestNoTaskStartedDuringACrashIsLost(t *testing.T) {
 		t.Fatalf("only %d tasks started: the test did not exercise anything", len(started))
 	}
 }
+
+// The host never reattaches to a plugin process that runs another binary
+// than the one it would launch now, whatever it then reports: a plugin
+// whose file was replaced while the host was down (an upgraded agent, a new
+// plugin file at the same path), or whose path changed, is killed and
+// launched again from the current file. Control: the same file reattaches.
+func TestAPluginWhoseFileChangedIsLaunchedAgainNotReattached(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := testutil.ShortTempDir(t, "hvb")
+	bin := filepath.Join(dir, "hv")
+	copyFile := func(to string) {
+		t.Helper()
+		b, err := os.ReadFile(os.Args[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := to + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, to); err != nil { // a new inode at the path
+			t.Fatal(err)
+		}
+	}
+	copyFile(bin)
+	state, store := testutil.ShortTempDir(t, "hvm"), manager.NewMemoryStore()
+	run := func(self string) (int, uint64) {
+		t.Helper()
+		m := newManager(t, manager.Config{SelfExe: self, StateDir: state, Store: store})
+		if _, err := m.Driver(ctx, "mock"); err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := m.PID("mock")
+		start, _ := proc.StartTicks(pid)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return pid, start
+	}
+	first, firstStart := run(bin)
+	// Control: the same file, the same process.
+	if again, _ := run(bin); again != first {
+		t.Fatalf("the same file: pid %d, want the running %d reattached", again, first)
+	}
+	// The file replaced at the same path.
+	copyFile(bin)
+	replaced, replacedStart := run(bin)
+	if replaced == first {
+		t.Fatalf("reattached to pid %d, which runs the file replaced since", first)
+	}
+	testutil.Eventually(t, 5*time.Second, "the earlier process killed", func() bool { return !proc.Same(first, firstStart) })
+	// Another path.
+	other := filepath.Join(dir, "hv2")
+	copyFile(other)
+	moved, _ := run(other)
+	if moved == replaced {
+		t.Fatalf("reattached to pid %d, which runs %s, for the plugin at %s", replaced, bin, other)
+	}
+	testutil.Eventually(t, 5*time.Second, "the process of the old path killed", func() bool { return !proc.Same(replaced, replacedStart) })
+}
