@@ -261,6 +261,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 	defer stderr.Close()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
+		if status != "" {
+			os.Remove(status) // no keeper ran
+		}
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("starting exec task %s as uid %d: it cannot reach its working directory %s or its command (every directory above them needs the search bit for it; docs/drivers.md, exec): %w", cfg.ID, cred.Uid, cmd.Dir, err)
 		}
