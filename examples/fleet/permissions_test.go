@@ -137,6 +137,12 @@ func TestTheShippedPermissionsLetAnAgentWriteOnlyItsOwnKeys(t *testing.T) {
 	if err := svc1.Register(ctx, ownSvc); err != nil {
 		t.Fatalf("agent-1 registering its own service: %v", err)
 	}
+	if err := svc1.Deregister(ctx, ownSvc); err != nil {
+		t.Fatalf("agent-1 deregistering its own service: %v", err)
+	}
+	if err := svc1.Register(ctx, ownSvc); err != nil {
+		t.Fatalf("agent-1 registering its own service again: %v", err)
+	}
 
 	// agent-2's own allocation reaches agent-1's watch.
 	theirs := &model.Allocation{ID: "a2", NodeID: "agent-2", Namespace: "default", JobID: "web"}

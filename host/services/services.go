@@ -124,10 +124,18 @@ func (s *Store) Deregister(ctx context.Context, r *model.ServiceRegistration) er
 	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	for _, k := range []string{Key(r), legacyKey(r)} {
-		if err := s.kv.Delete(rctx, k); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("deregistering service %s: %w", r.Name, err)
+	if err := s.kv.Delete(rctx, Key(r)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("deregistering service %s: %w", r.Name, err)
+	}
+	// A key of the earlier layout is deleted only when there is one: under
+	// a fleet's per-node permissions (hivelet_services.*.<node>.>) a write
+	// of it is refused, and a registration made since the upgrade has none.
+	if _, err := s.kv.Get(rctx, legacyKey(r)); err == nil {
+		if err := s.kv.Delete(rctx, legacyKey(r)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("deregistering service %s (its key of the earlier layout %s): %w", r.Name, legacyKey(r), err)
 		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("deregistering service %s: reading its key of the earlier layout: %w", r.Name, err)
 	}
 	return nil
 }
