@@ -212,25 +212,22 @@ func inScope(job *model.Job, n *model.Node) bool {
 // name (source) that the node does not offer (Node.HostVolumes), sorted.
 // As with constraints, a node must have every group's.
 func missingHostVolumes(job *model.Job, n *model.Node) []string {
-	var out []string
-	for _, g := range job.Groups {
-		for _, name := range g.HostVolumesWanted() {
-			if _, ok := n.HostVolumes[name]; !ok && !slices.Contains(out, name) {
-				out = append(out, name)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+	return missingOf(job, (*model.Group).HostVolumesWanted, func(name string) bool { _, ok := n.HostVolumes[name]; return ok })
 }
 
 // missingHostNetworks are the host networks the job's ports name that the
 // node does not have (Node.HostNetworks), sorted.
 func missingHostNetworks(job *model.Job, n *model.Node) []string {
+	return missingOf(job, (*model.Group).HostNetworksWanted, func(name string) bool { _, ok := n.HostNetworks[name]; return ok })
+}
+
+// missingOf is the names every group of job wants that has reports absent,
+// each once, sorted.
+func missingOf(job *model.Job, wanted func(*model.Group) []string, has func(string) bool) []string {
 	var out []string
 	for _, g := range job.Groups {
-		for _, name := range g.HostNetworksWanted() {
-			if _, ok := n.HostNetworks[name]; !ok && !slices.Contains(out, name) {
+		for _, name := range wanted(g) {
+			if !has(name) && !slices.Contains(out, name) {
 				out = append(out, name)
 			}
 		}

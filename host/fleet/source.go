@@ -825,11 +825,11 @@ func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.En
 // update slots and every loss verdict (a verdict names a node, not a job).
 // The nodes bucket stays whole: the rollout's scope is every node.
 func JobFilters(namespace, jobID string) map[string][]string {
-	depKey := wanted.DeploymentKey(namespace, jobID, 0)
+	job := wanted.JobKey(namespace, jobID)
 	return map[string][]string{
-		KindJobs:        {wanted.JobKey(namespace, jobID)},
+		KindJobs:        {job},
 		KindAllocs:      {wanted.AllocJobFilter(namespace, jobID)},
-		KindDeployments: {depKey[:len(depKey)-1] + "*"},
+		KindDeployments: {job + ".*"}, // DeploymentKey: <job key>.<version>
 		KindRollout:     {wanted.SlotPrefix(namespace, jobID) + ">", "down.>"},
 	}
 }

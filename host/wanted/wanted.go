@@ -204,31 +204,9 @@ func sortedNames[V any](m map[string]V) []string {
 // other than JobKey(namespace, id), or a job that fails model.Job.Validate
 // all fail the whole declaration.
 func DecodeJob(key string, value []byte) (*model.Job, error) {
-	if err := checkSize(value); err != nil {
-		return nil, err
-	}
-	j, err := model.DecodeJob(value)
-	if err != nil {
-		return nil, err
-	}
-	if j.ID == "" {
-		return nil, errors.New("job has no id")
-	}
-	if want := JobKey(j.Namespace, j.ID); want != key {
-		return nil, fmt.Errorf("job %q of namespace %q belongs under key %q, not %q", j.ID, namespaceOr(j.Namespace), want, key)
-	}
-	// The key matching is not enough: an ID with a '.' ("a.b" under
-	// "default.a.b") would give the job allocation keys no host can parse.
-	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
-		return nil, fmt.Errorf("job under key %q: %w", key, err)
-	}
-	// A declaration put straight into the bucket skipped the CLI's checks:
-	// the same semantic rules apply (negative or huge counts, canary out of
-	// range, deadlines out of order...).
-	if err := j.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid job: %w", err)
-	}
-	return j, nil
+	return decodeJobUnder(key, value, "job", func(j *model.Job) (string, string) {
+		return JobKey(j.Namespace, j.ID), fmt.Sprintf("job %q of namespace %q", j.ID, namespaceOr(j.Namespace))
+	})
 }
 
 // DecodeJobVersion decodes a recorded job version (the job_versions
@@ -237,6 +215,15 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 // another job's or another version's key is never taken for the spec a
 // revert writes back.
 func DecodeJobVersion(key string, value []byte) (*model.Job, error) {
+	return decodeJobUnder(key, value, "job version", func(j *model.Job) (string, string) {
+		return JobVersionKey(j.Namespace, j.ID, j.Version), fmt.Sprintf("version %d of job %q of namespace %q", j.Version, j.ID, namespaceOr(j.Namespace))
+	})
+}
+
+// decodeJobUnder is DecodeJob and DecodeJobVersion: the closed decode, then
+// the key the job belongs under (home: that key and how to name the job in
+// the refusal), the key tokens and the job's own validation.
+func decodeJobUnder(key string, value []byte, what string, home func(*model.Job) (want, named string)) (*model.Job, error) {
 	if err := checkSize(value); err != nil {
 		return nil, err
 	}
@@ -247,12 +234,17 @@ func DecodeJobVersion(key string, value []byte) (*model.Job, error) {
 	if j.ID == "" {
 		return nil, errors.New("job has no id")
 	}
-	if want := JobVersionKey(j.Namespace, j.ID, j.Version); want != key {
-		return nil, fmt.Errorf("version %d of job %q of namespace %q belongs under key %q, not %q", j.Version, j.ID, namespaceOr(j.Namespace), want, key)
+	if want, named := home(j); want != key {
+		return nil, fmt.Errorf("%s belongs under key %q, not %q", named, want, key)
 	}
+	// The key matching is not enough: an ID with a '.' ("a.b" under
+	// "default.a.b") would give the job allocation keys no host can parse.
 	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
-		return nil, fmt.Errorf("job version under key %q: %w", key, err)
+		return nil, fmt.Errorf("%s under key %q: %w", what, key, err)
 	}
+	// A declaration put straight into the bucket skipped the CLI's checks:
+	// the same semantic rules apply (negative or huge counts, canary out of
+	// range, deadlines out of order...).
 	if err := j.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid job: %w", err)
 	}
