@@ -66,6 +66,10 @@ func Judge(f HealthFacts) Health {
 		fail(CheckKV, "boot pull not complete")
 	}
 	switch {
+	case f.HeartbeatErr == "" && f.LastHeartbeat.IsZero():
+		// The first write of the node record has not returned: until it
+		// does, the fleet does not see this node, so it is not ok yet.
+		fail(CheckHeartbeat, "node not registered yet")
 	case f.HeartbeatErr != "" && f.LastHeartbeat.IsZero():
 		fail(CheckHeartbeat, "node not registered: "+f.HeartbeatErr)
 	case f.HeartbeatErr != "":

@@ -32,6 +32,7 @@ func TestHealthNamesEveryReasonItIsNotOK(t *testing.T) {
 			f.HeartbeatErr = "nats: timeout"
 			f.LastHeartbeat = now.Add(-42 * time.Second)
 		}, CheckHeartbeat, "heartbeat failing, last success 42s ago: nats: timeout"},
+		{"registration not returned yet", func(f *HealthFacts) { f.LastHeartbeat = time.Time{} }, CheckHeartbeat, "node not registered yet"},
 		{"never registered", func(f *HealthFacts) { f.HeartbeatErr = "no responders"; f.LastHeartbeat = time.Time{} }, CheckHeartbeat, "node not registered: no responders"},
 		{"no heartbeat attempt past the TTL", func(f *HealthFacts) { f.LastHeartbeat = now.Add(-31 * time.Second) }, CheckHeartbeat, "past the node TTL 30s: the node record has expired"},
 		{"watch stalled", func(f *HealthFacts) {
