@@ -49,6 +49,7 @@ func awaitAccepted[M any](st serverStream[M]) (first M, haveFirst bool, err erro
 // client is the host's half: a Driver that calls a plugin over gRPC.
 type client struct {
 	rpc driverpb.DriverClient
+	mux waitMux
 }
 
 var _ Driver = (*client)(nil)
@@ -143,11 +144,31 @@ func (c *client) RecoverTask(ctx context.Context, h *TaskHandle) error {
 	return errFromStatus(fmt.Sprintf("recovering task %s", h.TaskID), err)
 }
 
-// WaitTask opens the wait stream at once, so a task the driver does not know
-// is reported here (ErrTaskNotFound), not as a closed channel. The channel
-// is closed without a value when the stream breaks before the task exits
-// (ctx ended, plugin gone): the caller may call WaitTask again.
+// WaitTask opens the wait at once, so a task the driver does not know is
+// reported here (ErrTaskNotFound), not as a closed channel. The channel is
+// closed without a value when the wait breaks before the task exits (ctx
+// ended, plugin gone): the caller may call WaitTask again. The wait rides
+// the connection's one WaitTasks stream (waitmux.go); a plugin without
+// that call gets a WaitTask stream per task, as before.
 func (c *client) WaitTask(ctx context.Context, taskID string) (<-chan *ExitResult, error) {
+	what := fmt.Sprintf("waiting for task %s", taskID)
+	ms, err := c.mux.stream(ctx, c.rpc)
+	if err != nil {
+		return nil, errFromStatus(what, err)
+	}
+	if ms != nil {
+		ch, err := c.mux.wait(ctx, ms, taskID)
+		if err != nil {
+			return nil, errFromStatus(what, err)
+		}
+		return ch, nil
+	}
+	return c.waitOne(ctx, taskID)
+}
+
+// waitOne is the wait of a plugin whose SDK predates WaitTasks: a stream
+// of its own.
+func (c *client) waitOne(ctx context.Context, taskID string) (<-chan *ExitResult, error) {
 	st, err := c.rpc.WaitTask(ctx, &driverpb.WaitTaskRequest{TaskId: taskID})
 	if err != nil {
 		return nil, errFromStatus(fmt.Sprintf("waiting for task %s", taskID), err)

@@ -1163,6 +1163,151 @@ func (x *ExitResult) GetErr() string {
 	return ""
 }
 
+type WaitTasksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitId        uint64                 `protobuf:"varint,1,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
+	TaskId        string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Cancel        bool                   `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTasksRequest) Reset() {
+	*x = WaitTasksRequest{}
+	mi := &file_driver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTasksRequest) ProtoMessage() {}
+
+func (x *WaitTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTasksRequest.ProtoReflect.Descriptor instead.
+func (*WaitTasksRequest) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WaitTasksRequest) GetWaitId() uint64 {
+	if x != nil {
+		return x.WaitId
+	}
+	return 0
+}
+
+func (x *WaitTasksRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *WaitTasksRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type WaitTasksEvent struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WaitId   uint64                 `protobuf:"varint,1,opt,name=wait_id,json=waitId,proto3" json:"wait_id,omitempty"`
+	Accepted bool                   `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// A refusal: a gRPC status code (never OK) and its message.
+	Code          uint32      `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string      `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Result        *ExitResult `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	Ended         bool        `protobuf:"varint,6,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitTasksEvent) Reset() {
+	*x = WaitTasksEvent{}
+	mi := &file_driver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitTasksEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitTasksEvent) ProtoMessage() {}
+
+func (x *WaitTasksEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_driver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitTasksEvent.ProtoReflect.Descriptor instead.
+func (*WaitTasksEvent) Descriptor() ([]byte, []int) {
+	return file_driver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WaitTasksEvent) GetWaitId() uint64 {
+	if x != nil {
+		return x.WaitId
+	}
+	return 0
+}
+
+func (x *WaitTasksEvent) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *WaitTasksEvent) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *WaitTasksEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WaitTasksEvent) GetResult() *ExitResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *WaitTasksEvent) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
 type StopTaskRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1174,7 +1319,7 @@ type StopTaskRequest struct {
 
 func (x *StopTaskRequest) Reset() {
 	*x = StopTaskRequest{}
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1331,7 @@ func (x *StopTaskRequest) String() string {
 func (*StopTaskRequest) ProtoMessage() {}
 
 func (x *StopTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[20]
+	mi := &file_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1344,7 @@ func (x *StopTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopTaskRequest.ProtoReflect.Descriptor instead.
 func (*StopTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{20}
+	return file_driver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StopTaskRequest) GetTaskId() string {
@@ -1231,7 +1376,7 @@ type StopTaskResponse struct {
 
 func (x *StopTaskResponse) Reset() {
 	*x = StopTaskResponse{}
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1388,7 @@ func (x *StopTaskResponse) String() string {
 func (*StopTaskResponse) ProtoMessage() {}
 
 func (x *StopTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[21]
+	mi := &file_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1401,7 @@ func (x *StopTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopTaskResponse.ProtoReflect.Descriptor instead.
 func (*StopTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{21}
+	return file_driver_proto_rawDescGZIP(), []int{23}
 }
 
 type DestroyTaskRequest struct {
@@ -1269,7 +1414,7 @@ type DestroyTaskRequest struct {
 
 func (x *DestroyTaskRequest) Reset() {
 	*x = DestroyTaskRequest{}
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1426,7 @@ func (x *DestroyTaskRequest) String() string {
 func (*DestroyTaskRequest) ProtoMessage() {}
 
 func (x *DestroyTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[22]
+	mi := &file_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1439,7 @@ func (x *DestroyTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyTaskRequest.ProtoReflect.Descriptor instead.
 func (*DestroyTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{22}
+	return file_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DestroyTaskRequest) GetTaskId() string {
@@ -1319,7 +1464,7 @@ type DestroyTaskResponse struct {
 
 func (x *DestroyTaskResponse) Reset() {
 	*x = DestroyTaskResponse{}
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1476,7 @@ func (x *DestroyTaskResponse) String() string {
 func (*DestroyTaskResponse) ProtoMessage() {}
 
 func (x *DestroyTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[23]
+	mi := &file_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1489,7 @@ func (x *DestroyTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyTaskResponse.ProtoReflect.Descriptor instead.
 func (*DestroyTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{23}
+	return file_driver_proto_rawDescGZIP(), []int{25}
 }
 
 type InspectTaskRequest struct {
@@ -1356,7 +1501,7 @@ type InspectTaskRequest struct {
 
 func (x *InspectTaskRequest) Reset() {
 	*x = InspectTaskRequest{}
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1513,7 @@ func (x *InspectTaskRequest) String() string {
 func (*InspectTaskRequest) ProtoMessage() {}
 
 func (x *InspectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[24]
+	mi := &file_driver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1526,7 @@ func (x *InspectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectTaskRequest.ProtoReflect.Descriptor instead.
 func (*InspectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{24}
+	return file_driver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InspectTaskRequest) GetTaskId() string {
@@ -1406,7 +1551,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1563,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[25]
+	mi := &file_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1576,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{25}
+	return file_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskStatus) GetId() string {
@@ -1493,7 +1638,7 @@ type TaskStatsRequest struct {
 
 func (x *TaskStatsRequest) Reset() {
 	*x = TaskStatsRequest{}
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1650,7 @@ func (x *TaskStatsRequest) String() string {
 func (*TaskStatsRequest) ProtoMessage() {}
 
 func (x *TaskStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[26]
+	mi := &file_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1663,7 @@ func (x *TaskStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatsRequest.ProtoReflect.Descriptor instead.
 func (*TaskStatsRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{26}
+	return file_driver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TaskStatsRequest) GetTaskId() string {
@@ -1546,7 +1691,7 @@ type TaskResourceUsage struct {
 
 func (x *TaskResourceUsage) Reset() {
 	*x = TaskResourceUsage{}
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1703,7 @@ func (x *TaskResourceUsage) String() string {
 func (*TaskResourceUsage) ProtoMessage() {}
 
 func (x *TaskResourceUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[27]
+	mi := &file_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1716,7 @@ func (x *TaskResourceUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResourceUsage.ProtoReflect.Descriptor instead.
 func (*TaskResourceUsage) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{27}
+	return file_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskResourceUsage) GetTimestamp() *timestamppb.Timestamp {
@@ -1603,7 +1748,7 @@ type TaskEventsRequest struct {
 
 func (x *TaskEventsRequest) Reset() {
 	*x = TaskEventsRequest{}
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1760,7 @@ func (x *TaskEventsRequest) String() string {
 func (*TaskEventsRequest) ProtoMessage() {}
 
 func (x *TaskEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[28]
+	mi := &file_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1773,7 @@ func (x *TaskEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEventsRequest.ProtoReflect.Descriptor instead.
 func (*TaskEventsRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{28}
+	return file_driver_proto_rawDescGZIP(), []int{30}
 }
 
 type TaskEvent struct {
@@ -1645,7 +1790,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1802,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[29]
+	mi := &file_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1815,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{29}
+	return file_driver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskEvent) GetTaskId() string {
@@ -1725,7 +1870,7 @@ type SignalTaskRequest struct {
 
 func (x *SignalTaskRequest) Reset() {
 	*x = SignalTaskRequest{}
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1882,7 @@ func (x *SignalTaskRequest) String() string {
 func (*SignalTaskRequest) ProtoMessage() {}
 
 func (x *SignalTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[30]
+	mi := &file_driver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1895,7 @@ func (x *SignalTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalTaskRequest.ProtoReflect.Descriptor instead.
 func (*SignalTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{30}
+	return file_driver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SignalTaskRequest) GetTaskId() string {
@@ -1775,7 +1920,7 @@ type SignalTaskResponse struct {
 
 func (x *SignalTaskResponse) Reset() {
 	*x = SignalTaskResponse{}
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1932,7 @@ func (x *SignalTaskResponse) String() string {
 func (*SignalTaskResponse) ProtoMessage() {}
 
 func (x *SignalTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[31]
+	mi := &file_driver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1945,7 @@ func (x *SignalTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalTaskResponse.ProtoReflect.Descriptor instead.
 func (*SignalTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{31}
+	return file_driver_proto_rawDescGZIP(), []int{33}
 }
 
 type ExecTaskRequest struct {
@@ -1814,7 +1959,7 @@ type ExecTaskRequest struct {
 
 func (x *ExecTaskRequest) Reset() {
 	*x = ExecTaskRequest{}
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1971,7 @@ func (x *ExecTaskRequest) String() string {
 func (*ExecTaskRequest) ProtoMessage() {}
 
 func (x *ExecTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[32]
+	mi := &file_driver_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1984,7 @@ func (x *ExecTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecTaskRequest.ProtoReflect.Descriptor instead.
 func (*ExecTaskRequest) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{32}
+	return file_driver_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecTaskRequest) GetTaskId() string {
@@ -1868,7 +2013,7 @@ type ExecTaskResponse struct {
 
 func (x *ExecTaskResponse) Reset() {
 	*x = ExecTaskResponse{}
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2025,7 @@ func (x *ExecTaskResponse) String() string {
 func (*ExecTaskResponse) ProtoMessage() {}
 
 func (x *ExecTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_driver_proto_msgTypes[33]
+	mi := &file_driver_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2038,7 @@ func (x *ExecTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecTaskResponse.ProtoReflect.Descriptor instead.
 func (*ExecTaskResponse) Descriptor() ([]byte, []int) {
-	return file_driver_proto_rawDescGZIP(), []int{33}
+	return file_driver_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecTaskResponse) GetExitCode() int64 {
@@ -2005,7 +2150,18 @@ const file_driver_proto_rawDesc = "" +
 	"\x06signal\x18\x02 \x01(\x03R\x06signal\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\x03 \x01(\bR\toomKilled\x12\x10\n" +
-	"\x03err\x18\x04 \x01(\tR\x03err\"w\n" +
+	"\x03err\x18\x04 \x01(\tR\x03err\"\\\n" +
+	"\x10WaitTasksRequest\x12\x17\n" +
+	"\await_id\x18\x01 \x01(\x04R\x06waitId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\"\xc0\x01\n" +
+	"\x0eWaitTasksEvent\x12\x17\n" +
+	"\await_id\x18\x01 \x01(\x04R\x06waitId\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\bR\baccepted\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x125\n" +
+	"\x06result\x18\x05 \x01(\v2\x1d.hivelet.driver.v1.ExitResultR\x06result\x12\x14\n" +
+	"\x05ended\x18\x06 \x01(\bR\x05ended\"w\n" +
 	"\x0fStopTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
@@ -2061,7 +2217,8 @@ const file_driver_proto_rawDesc = "" +
 	"\acommand\x18\x02 \x03(\tR\acommand\"G\n" +
 	"\x10ExecTaskResponse\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x03R\bexitCode\x12\x16\n" +
-	"\x06output\x18\x02 \x01(\fR\x06output2\xe0\t\n" +
+	"\x06output\x18\x02 \x01(\fR\x06output2\xb9\n" +
+	"\n" +
 	"\x06Driver\x12G\n" +
 	"\x04Info\x12\x1e.hivelet.driver.v1.InfoRequest\x1a\x1f.hivelet.driver.v1.InfoResponse\x12_\n" +
 	"\fCapabilities\x12&.hivelet.driver.v1.CapabilitiesRequest\x1a'.hivelet.driver.v1.CapabilitiesResponse\x12_\n" +
@@ -2078,7 +2235,8 @@ const file_driver_proto_rawDesc = "" +
 	"TaskEvents\x12$.hivelet.driver.v1.TaskEventsRequest\x1a\x1c.hivelet.driver.v1.TaskEvent0\x01\x12Y\n" +
 	"\n" +
 	"SignalTask\x12$.hivelet.driver.v1.SignalTaskRequest\x1a%.hivelet.driver.v1.SignalTaskResponse\x12S\n" +
-	"\bExecTask\x12\".hivelet.driver.v1.ExecTaskRequest\x1a#.hivelet.driver.v1.ExecTaskResponseB6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
+	"\bExecTask\x12\".hivelet.driver.v1.ExecTaskRequest\x1a#.hivelet.driver.v1.ExecTaskResponse\x12W\n" +
+	"\tWaitTasks\x12#.hivelet.driver.v1.WaitTasksRequest\x1a!.hivelet.driver.v1.WaitTasksEvent(\x010\x01B6Z4github.com/hivelet/hivelet/sdk/driver/proto;driverpbb\x06proto3"
 
 var (
 	file_driver_proto_rawDescOnce sync.Once
@@ -2092,7 +2250,7 @@ func file_driver_proto_rawDescGZIP() []byte {
 	return file_driver_proto_rawDescData
 }
 
-var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_driver_proto_goTypes = []any{
 	(*InfoRequest)(nil),           // 0: hivelet.driver.v1.InfoRequest
 	(*InfoResponse)(nil),          // 1: hivelet.driver.v1.InfoResponse
@@ -2114,83 +2272,88 @@ var file_driver_proto_goTypes = []any{
 	(*RecoverTaskResponse)(nil),   // 17: hivelet.driver.v1.RecoverTaskResponse
 	(*WaitTaskRequest)(nil),       // 18: hivelet.driver.v1.WaitTaskRequest
 	(*ExitResult)(nil),            // 19: hivelet.driver.v1.ExitResult
-	(*StopTaskRequest)(nil),       // 20: hivelet.driver.v1.StopTaskRequest
-	(*StopTaskResponse)(nil),      // 21: hivelet.driver.v1.StopTaskResponse
-	(*DestroyTaskRequest)(nil),    // 22: hivelet.driver.v1.DestroyTaskRequest
-	(*DestroyTaskResponse)(nil),   // 23: hivelet.driver.v1.DestroyTaskResponse
-	(*InspectTaskRequest)(nil),    // 24: hivelet.driver.v1.InspectTaskRequest
-	(*TaskStatus)(nil),            // 25: hivelet.driver.v1.TaskStatus
-	(*TaskStatsRequest)(nil),      // 26: hivelet.driver.v1.TaskStatsRequest
-	(*TaskResourceUsage)(nil),     // 27: hivelet.driver.v1.TaskResourceUsage
-	(*TaskEventsRequest)(nil),     // 28: hivelet.driver.v1.TaskEventsRequest
-	(*TaskEvent)(nil),             // 29: hivelet.driver.v1.TaskEvent
-	(*SignalTaskRequest)(nil),     // 30: hivelet.driver.v1.SignalTaskRequest
-	(*SignalTaskResponse)(nil),    // 31: hivelet.driver.v1.SignalTaskResponse
-	(*ExecTaskRequest)(nil),       // 32: hivelet.driver.v1.ExecTaskRequest
-	(*ExecTaskResponse)(nil),      // 33: hivelet.driver.v1.ExecTaskResponse
-	nil,                           // 34: hivelet.driver.v1.Schema.FieldsEntry
-	nil,                           // 35: hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	nil,                           // 36: hivelet.driver.v1.TaskConfig.EnvEntry
-	nil,                           // 37: hivelet.driver.v1.TaskStatus.AttributesEntry
-	nil,                           // 38: hivelet.driver.v1.TaskEvent.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 40: google.protobuf.Duration
+	(*WaitTasksRequest)(nil),      // 20: hivelet.driver.v1.WaitTasksRequest
+	(*WaitTasksEvent)(nil),        // 21: hivelet.driver.v1.WaitTasksEvent
+	(*StopTaskRequest)(nil),       // 22: hivelet.driver.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),      // 23: hivelet.driver.v1.StopTaskResponse
+	(*DestroyTaskRequest)(nil),    // 24: hivelet.driver.v1.DestroyTaskRequest
+	(*DestroyTaskResponse)(nil),   // 25: hivelet.driver.v1.DestroyTaskResponse
+	(*InspectTaskRequest)(nil),    // 26: hivelet.driver.v1.InspectTaskRequest
+	(*TaskStatus)(nil),            // 27: hivelet.driver.v1.TaskStatus
+	(*TaskStatsRequest)(nil),      // 28: hivelet.driver.v1.TaskStatsRequest
+	(*TaskResourceUsage)(nil),     // 29: hivelet.driver.v1.TaskResourceUsage
+	(*TaskEventsRequest)(nil),     // 30: hivelet.driver.v1.TaskEventsRequest
+	(*TaskEvent)(nil),             // 31: hivelet.driver.v1.TaskEvent
+	(*SignalTaskRequest)(nil),     // 32: hivelet.driver.v1.SignalTaskRequest
+	(*SignalTaskResponse)(nil),    // 33: hivelet.driver.v1.SignalTaskResponse
+	(*ExecTaskRequest)(nil),       // 34: hivelet.driver.v1.ExecTaskRequest
+	(*ExecTaskResponse)(nil),      // 35: hivelet.driver.v1.ExecTaskResponse
+	nil,                           // 36: hivelet.driver.v1.Schema.FieldsEntry
+	nil,                           // 37: hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	nil,                           // 38: hivelet.driver.v1.TaskConfig.EnvEntry
+	nil,                           // 39: hivelet.driver.v1.TaskStatus.AttributesEntry
+	nil,                           // 40: hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_driver_proto_depIdxs = []int32{
 	6,  // 0: hivelet.driver.v1.ConfigSchemaResponse.schema:type_name -> hivelet.driver.v1.Schema
-	34, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
+	36, // 1: hivelet.driver.v1.Schema.fields:type_name -> hivelet.driver.v1.Schema.FieldsEntry
 	6,  // 2: hivelet.driver.v1.Field.elem:type_name -> hivelet.driver.v1.Schema
-	35, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
-	36, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
+	37, // 3: hivelet.driver.v1.FingerprintResponse.attributes:type_name -> hivelet.driver.v1.FingerprintResponse.AttributesEntry
+	38, // 4: hivelet.driver.v1.TaskConfig.env:type_name -> hivelet.driver.v1.TaskConfig.EnvEntry
 	10, // 5: hivelet.driver.v1.TaskConfig.resources:type_name -> hivelet.driver.v1.Resources
 	12, // 6: hivelet.driver.v1.TaskConfig.mounts:type_name -> hivelet.driver.v1.Mount
-	39, // 7: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
+	41, // 7: hivelet.driver.v1.TaskHandle.started_at:type_name -> google.protobuf.Timestamp
 	11, // 8: hivelet.driver.v1.StartTaskRequest.task:type_name -> hivelet.driver.v1.TaskConfig
 	13, // 9: hivelet.driver.v1.StartTaskResponse.handle:type_name -> hivelet.driver.v1.TaskHandle
 	13, // 10: hivelet.driver.v1.RecoverTaskRequest.handle:type_name -> hivelet.driver.v1.TaskHandle
-	40, // 11: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
-	39, // 12: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
-	39, // 13: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
-	19, // 14: hivelet.driver.v1.TaskStatus.exit_result:type_name -> hivelet.driver.v1.ExitResult
-	37, // 15: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
-	40, // 16: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
-	39, // 17: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
-	39, // 18: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
-	38, // 19: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
-	7,  // 20: hivelet.driver.v1.Schema.FieldsEntry.value:type_name -> hivelet.driver.v1.Field
-	0,  // 21: hivelet.driver.v1.Driver.Info:input_type -> hivelet.driver.v1.InfoRequest
-	2,  // 22: hivelet.driver.v1.Driver.Capabilities:input_type -> hivelet.driver.v1.CapabilitiesRequest
-	4,  // 23: hivelet.driver.v1.Driver.ConfigSchema:input_type -> hivelet.driver.v1.ConfigSchemaRequest
-	8,  // 24: hivelet.driver.v1.Driver.Fingerprint:input_type -> hivelet.driver.v1.FingerprintRequest
-	14, // 25: hivelet.driver.v1.Driver.StartTask:input_type -> hivelet.driver.v1.StartTaskRequest
-	16, // 26: hivelet.driver.v1.Driver.RecoverTask:input_type -> hivelet.driver.v1.RecoverTaskRequest
-	18, // 27: hivelet.driver.v1.Driver.WaitTask:input_type -> hivelet.driver.v1.WaitTaskRequest
-	20, // 28: hivelet.driver.v1.Driver.StopTask:input_type -> hivelet.driver.v1.StopTaskRequest
-	22, // 29: hivelet.driver.v1.Driver.DestroyTask:input_type -> hivelet.driver.v1.DestroyTaskRequest
-	24, // 30: hivelet.driver.v1.Driver.InspectTask:input_type -> hivelet.driver.v1.InspectTaskRequest
-	26, // 31: hivelet.driver.v1.Driver.TaskStats:input_type -> hivelet.driver.v1.TaskStatsRequest
-	28, // 32: hivelet.driver.v1.Driver.TaskEvents:input_type -> hivelet.driver.v1.TaskEventsRequest
-	30, // 33: hivelet.driver.v1.Driver.SignalTask:input_type -> hivelet.driver.v1.SignalTaskRequest
-	32, // 34: hivelet.driver.v1.Driver.ExecTask:input_type -> hivelet.driver.v1.ExecTaskRequest
-	1,  // 35: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
-	3,  // 36: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
-	5,  // 37: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
-	9,  // 38: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
-	15, // 39: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
-	17, // 40: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
-	19, // 41: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
-	21, // 42: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
-	23, // 43: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
-	25, // 44: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
-	27, // 45: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
-	29, // 46: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
-	31, // 47: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
-	33, // 48: hivelet.driver.v1.Driver.ExecTask:output_type -> hivelet.driver.v1.ExecTaskResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 11: hivelet.driver.v1.WaitTasksEvent.result:type_name -> hivelet.driver.v1.ExitResult
+	42, // 12: hivelet.driver.v1.StopTaskRequest.timeout:type_name -> google.protobuf.Duration
+	41, // 13: hivelet.driver.v1.TaskStatus.started_at:type_name -> google.protobuf.Timestamp
+	41, // 14: hivelet.driver.v1.TaskStatus.completed_at:type_name -> google.protobuf.Timestamp
+	19, // 15: hivelet.driver.v1.TaskStatus.exit_result:type_name -> hivelet.driver.v1.ExitResult
+	39, // 16: hivelet.driver.v1.TaskStatus.attributes:type_name -> hivelet.driver.v1.TaskStatus.AttributesEntry
+	42, // 17: hivelet.driver.v1.TaskStatsRequest.interval:type_name -> google.protobuf.Duration
+	41, // 18: hivelet.driver.v1.TaskResourceUsage.timestamp:type_name -> google.protobuf.Timestamp
+	41, // 19: hivelet.driver.v1.TaskEvent.timestamp:type_name -> google.protobuf.Timestamp
+	40, // 20: hivelet.driver.v1.TaskEvent.annotations:type_name -> hivelet.driver.v1.TaskEvent.AnnotationsEntry
+	7,  // 21: hivelet.driver.v1.Schema.FieldsEntry.value:type_name -> hivelet.driver.v1.Field
+	0,  // 22: hivelet.driver.v1.Driver.Info:input_type -> hivelet.driver.v1.InfoRequest
+	2,  // 23: hivelet.driver.v1.Driver.Capabilities:input_type -> hivelet.driver.v1.CapabilitiesRequest
+	4,  // 24: hivelet.driver.v1.Driver.ConfigSchema:input_type -> hivelet.driver.v1.ConfigSchemaRequest
+	8,  // 25: hivelet.driver.v1.Driver.Fingerprint:input_type -> hivelet.driver.v1.FingerprintRequest
+	14, // 26: hivelet.driver.v1.Driver.StartTask:input_type -> hivelet.driver.v1.StartTaskRequest
+	16, // 27: hivelet.driver.v1.Driver.RecoverTask:input_type -> hivelet.driver.v1.RecoverTaskRequest
+	18, // 28: hivelet.driver.v1.Driver.WaitTask:input_type -> hivelet.driver.v1.WaitTaskRequest
+	22, // 29: hivelet.driver.v1.Driver.StopTask:input_type -> hivelet.driver.v1.StopTaskRequest
+	24, // 30: hivelet.driver.v1.Driver.DestroyTask:input_type -> hivelet.driver.v1.DestroyTaskRequest
+	26, // 31: hivelet.driver.v1.Driver.InspectTask:input_type -> hivelet.driver.v1.InspectTaskRequest
+	28, // 32: hivelet.driver.v1.Driver.TaskStats:input_type -> hivelet.driver.v1.TaskStatsRequest
+	30, // 33: hivelet.driver.v1.Driver.TaskEvents:input_type -> hivelet.driver.v1.TaskEventsRequest
+	32, // 34: hivelet.driver.v1.Driver.SignalTask:input_type -> hivelet.driver.v1.SignalTaskRequest
+	34, // 35: hivelet.driver.v1.Driver.ExecTask:input_type -> hivelet.driver.v1.ExecTaskRequest
+	20, // 36: hivelet.driver.v1.Driver.WaitTasks:input_type -> hivelet.driver.v1.WaitTasksRequest
+	1,  // 37: hivelet.driver.v1.Driver.Info:output_type -> hivelet.driver.v1.InfoResponse
+	3,  // 38: hivelet.driver.v1.Driver.Capabilities:output_type -> hivelet.driver.v1.CapabilitiesResponse
+	5,  // 39: hivelet.driver.v1.Driver.ConfigSchema:output_type -> hivelet.driver.v1.ConfigSchemaResponse
+	9,  // 40: hivelet.driver.v1.Driver.Fingerprint:output_type -> hivelet.driver.v1.FingerprintResponse
+	15, // 41: hivelet.driver.v1.Driver.StartTask:output_type -> hivelet.driver.v1.StartTaskResponse
+	17, // 42: hivelet.driver.v1.Driver.RecoverTask:output_type -> hivelet.driver.v1.RecoverTaskResponse
+	19, // 43: hivelet.driver.v1.Driver.WaitTask:output_type -> hivelet.driver.v1.ExitResult
+	23, // 44: hivelet.driver.v1.Driver.StopTask:output_type -> hivelet.driver.v1.StopTaskResponse
+	25, // 45: hivelet.driver.v1.Driver.DestroyTask:output_type -> hivelet.driver.v1.DestroyTaskResponse
+	27, // 46: hivelet.driver.v1.Driver.InspectTask:output_type -> hivelet.driver.v1.TaskStatus
+	29, // 47: hivelet.driver.v1.Driver.TaskStats:output_type -> hivelet.driver.v1.TaskResourceUsage
+	31, // 48: hivelet.driver.v1.Driver.TaskEvents:output_type -> hivelet.driver.v1.TaskEvent
+	33, // 49: hivelet.driver.v1.Driver.SignalTask:output_type -> hivelet.driver.v1.SignalTaskResponse
+	35, // 50: hivelet.driver.v1.Driver.ExecTask:output_type -> hivelet.driver.v1.ExecTaskResponse
+	21, // 51: hivelet.driver.v1.Driver.WaitTasks:output_type -> hivelet.driver.v1.WaitTasksEvent
+	37, // [37:52] is the sub-list for method output_type
+	22, // [22:37] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_driver_proto_init() }
@@ -2204,7 +2367,7 @@ func file_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_driver_proto_rawDesc), len(file_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

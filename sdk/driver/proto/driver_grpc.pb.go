@@ -41,6 +41,7 @@ const (
 	Driver_TaskEvents_FullMethodName   = "/hivelet.driver.v1.Driver/TaskEvents"
 	Driver_SignalTask_FullMethodName   = "/hivelet.driver.v1.Driver/SignalTask"
 	Driver_ExecTask_FullMethodName     = "/hivelet.driver.v1.Driver/ExecTask"
+	Driver_WaitTasks_FullMethodName    = "/hivelet.driver.v1.Driver/WaitTasks"
 )
 
 // DriverClient is the client API for Driver service.
@@ -65,6 +66,17 @@ type DriverClient interface {
 	// code and output (script checks). A driver without it answers
 	// Unimplemented; the call's deadline bounds the command.
 	ExecTask(ctx context.Context, in *ExecTaskRequest, opts ...grpc.CallOption) (*ExecTaskResponse, error)
+	// WaitTasks carries the waits of many tasks on one stream, so a host
+	// running a thousand tasks keeps one stream per plugin instead of one per
+	// task. The client sends a WaitTasksRequest per wait (wait_id chosen by
+	// the client, unique on the stream) and one with cancel set to give a
+	// wait up. The server answers every wait exactly once with accepted or a
+	// refusal (code and message, as WaitTask's error status would carry
+	// them), and an accepted wait later with its result, or with ended when
+	// the driver closed the wait without one. A cancelled wait gets nothing
+	// more. A plugin whose SDK predates the call answers Unimplemented and
+	// the host opens one WaitTask stream per task instead.
+	WaitTasks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WaitTasksRequest, WaitTasksEvent], error)
 }
 
 type driverClient struct {
@@ -251,6 +263,19 @@ func (c *driverClient) ExecTask(ctx context.Context, in *ExecTaskRequest, opts .
 	return out, nil
 }
 
+func (c *driverClient) WaitTasks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[WaitTasksRequest, WaitTasksEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Driver_ServiceDesc.Streams[4], Driver_WaitTasks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WaitTasksRequest, WaitTasksEvent]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_WaitTasksClient = grpc.BidiStreamingClient[WaitTasksRequest, WaitTasksEvent]
+
 // DriverServer is the server API for Driver service.
 // All implementations must embed UnimplementedDriverServer
 // for forward compatibility.
@@ -273,6 +298,17 @@ type DriverServer interface {
 	// code and output (script checks). A driver without it answers
 	// Unimplemented; the call's deadline bounds the command.
 	ExecTask(context.Context, *ExecTaskRequest) (*ExecTaskResponse, error)
+	// WaitTasks carries the waits of many tasks on one stream, so a host
+	// running a thousand tasks keeps one stream per plugin instead of one per
+	// task. The client sends a WaitTasksRequest per wait (wait_id chosen by
+	// the client, unique on the stream) and one with cancel set to give a
+	// wait up. The server answers every wait exactly once with accepted or a
+	// refusal (code and message, as WaitTask's error status would carry
+	// them), and an accepted wait later with its result, or with ended when
+	// the driver closed the wait without one. A cancelled wait gets nothing
+	// more. A plugin whose SDK predates the call answers Unimplemented and
+	// the host opens one WaitTask stream per task instead.
+	WaitTasks(grpc.BidiStreamingServer[WaitTasksRequest, WaitTasksEvent]) error
 	mustEmbedUnimplementedDriverServer()
 }
 
@@ -324,6 +360,9 @@ func (UnimplementedDriverServer) SignalTask(context.Context, *SignalTaskRequest)
 }
 func (UnimplementedDriverServer) ExecTask(context.Context, *ExecTaskRequest) (*ExecTaskResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ExecTask not implemented")
+}
+func (UnimplementedDriverServer) WaitTasks(grpc.BidiStreamingServer[WaitTasksRequest, WaitTasksEvent]) error {
+	return status.Errorf(codes.Unimplemented, "method WaitTasks not implemented")
 }
 func (UnimplementedDriverServer) mustEmbedUnimplementedDriverServer() {}
 func (UnimplementedDriverServer) testEmbeddedByValue()                {}
@@ -570,6 +609,13 @@ func _Driver_ExecTask_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Driver_WaitTasks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DriverServer).WaitTasks(&grpc.GenericServerStream[WaitTasksRequest, WaitTasksEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Driver_WaitTasksServer = grpc.BidiStreamingServer[WaitTasksRequest, WaitTasksEvent]
+
 // Driver_ServiceDesc is the grpc.ServiceDesc for Driver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -638,6 +684,12 @@ var Driver_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "TaskEvents",
 			Handler:       _Driver_TaskEvents_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "WaitTasks",
+			Handler:       _Driver_WaitTasks_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "driver.proto",
