@@ -19,7 +19,8 @@ import (
 // (one job, max_parallel 0; the mock driver as a plugin through the plugin
 // manager, as the agent runs it) and reports the live heap, goroutine
 // stacks and goroutines they add on the host side over the same node idle,
-// after two full collections. The heap figure includes the embedded NATS
+// once every allocation runs and its health is decided (steady state: the
+// health trackers are done), after two full collections. The heap figure includes the embedded NATS
 // server's share (the allocations' records in its stream), as a dev agent
 // carries it. HIVELET_MEM_PROFILE=FILE also writes the heap profile and a
 // goroutine dump (FILE.goroutines) at that point.
@@ -49,6 +50,7 @@ func BenchmarkMemoryPerAllocation(b *testing.B) {
 		j := mockJob("big", 0, nil)
 		j.Groups[0].Count = count
 		j.Groups[0].Update.MaxParallel = 0
+		j.Groups[0].Update.MinHealthyTime = model.Duration(time.Second)
 		w.putJob(j)
 		deadline := time.Now().Add(120 * time.Second)
 		for running(n) < count {
@@ -81,10 +83,12 @@ func BenchmarkMemoryPerAllocation(b *testing.B) {
 	}
 }
 
+// running counts the node's running allocations whose health is decided
+// (the health tracker's goroutine ends then): the steady state measured.
 func running(n *node) int {
 	c := 0
 	for _, a := range n.agent.Allocs() {
-		if a.ClientStatus == model.ClientRunning {
+		if a.ClientStatus == model.ClientRunning && a.DeploymentStatus != nil && a.DeploymentStatus.Healthy != nil {
 			c++
 		}
 	}

@@ -278,10 +278,68 @@ func (p *proxy) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, er
 	})
 }
 
+// WaitTask carries a wait across plugin relaunches, as follow does a
+// stream, without a goroutine per wait: the plugin client runs a function
+// when the wait ends (driver.WaitNotifier), and only a wait that broke
+// takes a goroutine, to see whether the plugin went away and open it again
+// on the next process.
 func (p *proxy) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
-	return follow(ctx, p, true, func(ctx context.Context, d driver.Driver) (<-chan *driver.ExitResult, error) {
-		return d.WaitTask(ctx, id)
-	}, nil)
+	d, gen, err := p.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *driver.ExitResult, 1)
+	err = p.waitOn(ctx, d, gen, id, out)
+	if lostConnection(err) && ctx.Err() == nil {
+		if d, gen, err = p.afterLoss(ctx, gen); err == nil {
+			err = p.waitOn(ctx, d, gen, id, out)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// waitOn opens the wait for task id on d, the process of gen; out gets
+// its result, or is closed without one when the wait broke and could not
+// be opened again (ctx ended, the driver ended the wait, the task is not
+// in the next process: the caller's next call says why).
+func (p *proxy) waitOn(ctx context.Context, d driver.Driver, gen uint64, id string, out chan<- *driver.ExitResult) error {
+	return waitFunc(ctx, d, id, func(r *driver.ExitResult) {
+		if r != nil {
+			out <- r // buffered: the only value
+			close(out)
+			return
+		}
+		go func() {
+			if ctx.Err() != nil || p.i.m.ctx.Err() != nil || !p.lostSince(ctx, gen) {
+				close(out)
+				return
+			}
+			d, gen, err := p.afterLoss(ctx, gen)
+			if err == nil {
+				err = p.waitOn(ctx, d, gen, id, out)
+			}
+			if err != nil {
+				close(out)
+			}
+		}()
+	})
+}
+
+// waitFunc is d's WaitTaskFunc, or for a driver without it (one served in
+// process) its WaitTask with a goroutine that runs fn.
+func waitFunc(ctx context.Context, d driver.Driver, id string, fn func(*driver.ExitResult)) error {
+	if wn, ok := d.(driver.WaitNotifier); ok {
+		return wn.WaitTaskFunc(ctx, id, fn)
+	}
+	ch, err := d.WaitTask(ctx, id)
+	if err != nil {
+		return err
+	}
+	go func() { fn(<-ch) }()
+	return nil
 }
 
 func (p *proxy) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {

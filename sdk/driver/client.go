@@ -52,7 +52,10 @@ type client struct {
 	mux waitMux
 }
 
-var _ Driver = (*client)(nil)
+var (
+	_ Driver       = (*client)(nil)
+	_ WaitNotifier = (*client)(nil)
+)
 
 func (c *client) Info(ctx context.Context) (PluginInfo, error) {
 	r, err := c.rpc.Info(ctx, &driverpb.InfoRequest{})
@@ -147,23 +150,42 @@ func (c *client) RecoverTask(ctx context.Context, h *TaskHandle) error {
 // WaitTask opens the wait at once, so a task the driver does not know is
 // reported here (ErrTaskNotFound), not as a closed channel. The channel is
 // closed without a value when the wait breaks before the task exits (ctx
-// ended, plugin gone): the caller may call WaitTask again. The wait rides
-// the connection's one WaitTasks stream (waitmux.go); a plugin without
-// that call gets a WaitTask stream per task, as before.
+// ended, plugin gone): the caller may call WaitTask again.
 func (c *client) WaitTask(ctx context.Context, taskID string) (<-chan *ExitResult, error) {
+	ch := make(chan *ExitResult, 1)
+	err := c.WaitTaskFunc(ctx, taskID, func(r *ExitResult) {
+		if r != nil {
+			ch <- r
+		}
+		close(ch)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// WaitTaskFunc is WaitTask with a function for the end (WaitNotifier). The
+// wait rides the connection's one WaitTasks stream (waitmux.go); a plugin
+// without that call gets a WaitTask stream per task, as before.
+func (c *client) WaitTaskFunc(ctx context.Context, taskID string, fn func(*ExitResult)) error {
 	what := fmt.Sprintf("waiting for task %s", taskID)
 	ms, err := c.mux.stream(ctx, c.rpc)
 	if err != nil {
-		return nil, errFromStatus(what, err)
+		return errFromStatus(what, err)
 	}
 	if ms != nil {
-		ch, err := c.mux.wait(ctx, ms, taskID)
-		if err != nil {
-			return nil, errFromStatus(what, err)
+		if err := c.mux.wait(ctx, ms, taskID, fn); err != nil {
+			return errFromStatus(what, err)
 		}
-		return ch, nil
+		return nil
 	}
-	return c.waitOne(ctx, taskID)
+	ch, err := c.waitOne(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	go func() { fn(<-ch) }()
+	return nil
 }
 
 // waitOne is the wait of a plugin whose SDK predates WaitTasks: a stream

@@ -79,6 +79,17 @@ type Driver interface {
 	SignalTask(ctx context.Context, taskID string, signal string) error
 }
 
+// WaitNotifier is the host side's wait without a channel: the client of a
+// driver plugin has it, a driver author never implements it. WaitTaskFunc
+// opens the wait as WaitTask does (a refusal is its error) and runs fn
+// once, when the accepted wait ends: with the result, or with nil when the
+// wait broke first (ctx ended, plugin gone, the driver closed it). fn must
+// not block. A caller that acts on a wait's end (the plugin manager opens
+// it again after a relaunch) needs no goroutine per wait with it.
+type WaitNotifier interface {
+	WaitTaskFunc(ctx context.Context, taskID string, fn func(*ExitResult)) error
+}
+
 // PluginInfo names a driver.
 type PluginInfo struct {
 	Name    string

@@ -135,15 +135,14 @@ type muxStream struct {
 	broken bool
 }
 
-// muxWait is one wait on the stream: ack gets the accept or refusal, out
-// the result; out is closed when the wait ends (with or without one).
+// muxWait is one wait on the stream: ack gets the accept or refusal; fn
+// runs once for an accepted wait when it ends, with the result or nil.
 type muxWait struct {
-	task string
-	ack  chan error
-	out  chan *ExitResult
-	acked,
-	done bool
-	stop func() bool // the ctx watch (context.AfterFunc)
+	ack   chan error
+	fn    func(*ExitResult)
+	acked bool
+	done  bool
+	stop  func() bool // the ctx watch (context.AfterFunc)
 }
 
 // errMuxBroken is what a wait whose stream broke before its answer gets.
@@ -197,25 +196,30 @@ func (m *waitMux) stream(callerCtx context.Context, rpc driverpb.DriverClient) (
 }
 
 // receive delivers the stream's events to their waits until it breaks,
-// then ends every wait still open (their channels close without a value,
-// as a broken WaitTask stream's did).
+// then ends every wait still open (each gets nil, as a broken WaitTask
+// stream's channel closed without a value). The waits' functions run
+// outside the lock: they may open waits again.
 func (s *muxStream) receive() {
 	for {
 		ev, err := s.stream.Recv()
 		if err != nil {
 			s.mu.Lock()
 			s.broken = true
-			waits := s.waits
-			s.waits = map[uint64]*muxWait{}
-			for _, w := range waits {
-				s.finish(w, errMuxBroken)
+			var ends []func()
+			for _, w := range s.waits {
+				ends = append(ends, s.end(w, errMuxBroken, nil))
 			}
+			s.waits = map[uint64]*muxWait{}
 			s.mu.Unlock()
 			s.cancel()
+			for _, f := range ends {
+				f()
+			}
 			return
 		}
 		s.mu.Lock()
 		w := s.waits[ev.GetWaitId()]
+		end := func() {}
 		switch {
 		case w == nil:
 			// Given up already, or an ID this client never sent.
@@ -230,23 +234,26 @@ func (s *muxStream) receive() {
 				code = codes.Unknown
 			}
 			delete(s.waits, ev.GetWaitId())
-			s.finish(w, status.Error(code, ev.GetMessage()))
+			end = s.end(w, status.Error(code, ev.GetMessage()), nil)
 		default:
 			delete(s.waits, ev.GetWaitId())
+			var res *ExitResult
 			if r := ev.GetResult(); r != nil && !ev.GetEnded() {
-				w.out <- exitFromPB(r) // buffered 1: one result per wait
+				res = exitFromPB(r)
 			}
-			s.finish(w, nil)
+			end = s.end(w, nil, res)
 		}
 		s.mu.Unlock()
+		end()
 	}
 }
 
-// finish ends w (s.mu held): an unanswered wait gets err as its answer,
-// and its channel closes.
-func (s *muxStream) finish(w *muxWait, err error) {
+// end ends w (s.mu held) and returns what to run once s.mu is released. A
+// wait not accepted yet gets ackErr as its answer (its fn never runs); an
+// accepted one has its fn run with res.
+func (s *muxStream) end(w *muxWait, ackErr error, res *ExitResult) func() {
 	if w.done {
-		return
+		return func() {}
 	}
 	w.done = true
 	if w.stop != nil {
@@ -254,9 +261,10 @@ func (s *muxStream) finish(w *muxWait, err error) {
 	}
 	if !w.acked {
 		w.acked = true
-		w.ack <- err
+		w.ack <- ackErr
+		return func() {}
 	}
-	close(w.out)
+	return func() { w.fn(res) }
 }
 
 func (s *muxStream) send(req *driverpb.WaitTasksRequest) error {
@@ -266,42 +274,43 @@ func (s *muxStream) send(req *driverpb.WaitTasksRequest) error {
 }
 
 // wait opens one wait on the stream and blocks until the plugin accepted
-// or refused it (or ctx ended, or the stream broke).
-func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string) (<-chan *ExitResult, error) {
+// or refused it (or ctx ended, or the stream broke); fn then runs once,
+// when the accepted wait ends.
+func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func(*ExitResult)) error {
 	m.mu.Lock()
 	m.next++
 	id := m.next
 	m.mu.Unlock()
-	w := &muxWait{task: taskID, ack: make(chan error, 1), out: make(chan *ExitResult, 1)}
+	w := &muxWait{ack: make(chan error, 1), fn: fn}
 	s.mu.Lock()
 	if s.broken {
 		s.mu.Unlock()
-		return nil, errMuxBroken
+		return errMuxBroken
 	}
 	s.waits[id] = w
 	// Giving up on ctx costs no goroutine: AfterFunc runs only if ctx ends.
 	w.stop = context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		_, open := s.waits[id]
+		end := func() {}
 		if open {
 			delete(s.waits, id)
-			s.finish(w, ctx.Err())
+			end = s.end(w, ctx.Err(), nil)
 		}
 		s.mu.Unlock()
 		if open {
 			_ = s.send(&driverpb.WaitTasksRequest{WaitId: id, Cancel: true})
 		}
+		end()
 	})
 	s.mu.Unlock()
 	if err := s.send(&driverpb.WaitTasksRequest{WaitId: id, TaskId: taskID}); err != nil {
 		s.mu.Lock()
 		delete(s.waits, id)
-		s.finish(w, errMuxBroken)
+		end := s.end(w, errMuxBroken, nil)
 		s.mu.Unlock()
-		return nil, err
+		end()
+		return err
 	}
-	if err := <-w.ack; err != nil {
-		return nil, err
-	}
-	return w.out, nil
+	return <-w.ack
 }
