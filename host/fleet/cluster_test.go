@@ -11,7 +11,7 @@ import (
 
 // startCluster starts three JetStream servers routed together on loopback
 // and waits until the cluster has a meta leader.
-func startCluster(t *testing.T) []*Embedded {
+func startCluster(t testing.TB) []*Embedded {
 	t.Helper()
 	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
 	var routes []string
