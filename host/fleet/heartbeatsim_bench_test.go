@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
@@ -27,6 +29,9 @@ import (
 // loopback with R3 buckets; 1: one server, R1), watched by
 // HIVELET_SIM_WATCHERS real fleet sources (default 10) of the nodes bucket,
 // each on its own connection, the connections spread over the servers.
+// HIVELET_SIM_WATCH picks the watchers: "source" (default, the agent's
+// own), "raw" (a bare KV watch with values) or "meta" (a presence-only
+// watch: metadata without values).
 // Everything runs in this process, so the CPU figure is the servers', the
 // writers' and the watchers' together: the per-watcher cost comes from two
 // runs that differ only in the watcher count.
@@ -48,13 +53,61 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 	if servers != 1 && servers != 3 {
 		b.Fatalf("HIVELET_SIM_SERVERS=%d: 1 or 3", servers)
 	}
+	watch := os.Getenv("HIVELET_SIM_WATCH")
+	switch watch {
+	case "":
+		watch = "source"
+	case "source", "raw", "meta":
+	default:
+		b.Fatalf("HIVELET_SIM_WATCH=%q: source, raw or meta", watch)
+	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		simHeartbeats(b, nodes, period, watchers, servers, window)
+		simHeartbeats(b, nodes, period, watchers, servers, window, watch)
 	}
 }
 
-func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, servers int, window time.Duration) {
+// simWatcher is one watcher of the nodes bucket: the agent's fleet source
+// ("source"), or a bare KV watch that counts what it receives, with the
+// values ("raw") or only their metadata ("meta": a presence-only watch,
+// jetstream.MetaOnly).
+type simWatcher interface{ entries() uint64 }
+
+type sourceWatcher struct{ *Source }
+
+func (s sourceWatcher) entries() uint64 { return s.Delivered()[KindNodes].Entries }
+
+type rawWatcher struct{ n atomic.Uint64 }
+
+func (r *rawWatcher) entries() uint64 { return r.n.Load() }
+
+// startRawWatcher watches the nodes bucket whole and counts its entries
+// (the initial values too, then every update) until the benchmark ends.
+func startRawWatcher(b *testing.B, st *Store, meta bool) *rawWatcher {
+	var opts []jetstream.WatchOpt
+	if meta {
+		opts = append(opts, jetstream.MetaOnly())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kw, err := st.Nodes.WatchAll(ctx, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &rawWatcher{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range kw.Updates() {
+			if e != nil {
+				r.n.Add(1)
+			}
+		}
+	}()
+	b.Cleanup(func() { cancel(); _ = kw.Stop(); <-done })
+	return r
+}
+
+func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, servers int, window time.Duration, watch string) {
 	var urls []string
 	if servers == 3 {
 		for _, s := range startCluster(b) {
@@ -138,18 +191,26 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 	lats = lats[:0]
 	latMu.Unlock()
 
-	// The watchers: real sources of the nodes bucket, each on its own
-	// connection; the boot pull of every record is timed.
-	srcs := make([]*Source, watchers)
+	// The watchers, each on its own connection; the boot pull (or the
+	// initial values) of every record is timed.
+	srcs := make([]simWatcher, watchers)
 	bootStart := time.Now()
 	for k := range srcs {
 		st := mustEnsure(b, connect(b, urls[k%len(urls)], log, nil), opts)
-		srcs[k] = runSource(b, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
+		switch watch {
+		case "source":
+			srcs[k] = sourceWatcher{runSource(b, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})}
+		default:
+			srcs[k] = startRawWatcher(b, st, watch == "meta")
+		}
 	}
 	for _, s := range srcs {
 		testutil.Eventually(b, 5*time.Minute, "a watcher's boot pull", func() bool {
-			v := s.View()
-			return v.Synced && len(v.Nodes) >= nodes
+			if src, ok := s.(sourceWatcher); ok {
+				v := src.View()
+				return v.Synced && len(v.Nodes) >= nodes
+			}
+			return s.entries() >= uint64(nodes)
 		})
 	}
 	if watchers > 0 {
@@ -159,7 +220,7 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 	// The window: heartbeats at nodes/period per second, evenly spread.
 	delivered := func() (n uint64) {
 		for _, s := range srcs {
-			n += s.Delivered()[KindNodes].Entries
+			n += s.entries()
 		}
 		return n
 	}
@@ -209,8 +270,8 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 		b.ReportMetric(float64(d)/float64(watchers)/float64(max(w, 1)), "delivered/written")
 	}
 	b.ReportMetric(cpu.Seconds()/cpuWall.Seconds(), "cpu-cores")
-	b.Logf("%d nodes every %s on %d server(s), %d watchers: %d writes in %s (%.0f asked), %d deliveries, %.1f CPU-s",
-		nodes, period, servers, watchers, w, elapsed.Round(time.Millisecond), asked, d, cpu.Seconds())
+	b.Logf("%d nodes every %s on %d server(s), %d %s watchers: %d writes in %s (%.0f asked), %d deliveries, %.1f CPU-s",
+		nodes, period, servers, watchers, watch, w, elapsed.Round(time.Millisecond), asked, d, cpu.Seconds())
 }
 
 // simNode is simulated node i's record, of an agent's size (~0.8 KB).
