@@ -21,6 +21,13 @@
 // StartTask, WaitTask and StopTask
 // (TestBaseAnswersEveryOptionalMethodOverTheBoundary).
 //
+// On the host side, the client carries every wait of a plugin connection on
+// one WaitTasks stream (waitmux.go): a wait is a map entry, not a stream
+// and goroutines, and each wait gets exactly its task's end
+// (TestManyWaitsRideOneStreamAndEachGetsItsOwnTasksResult); a plugin built
+// before WaitTasks gets a WaitTask stream per wait
+// (TestAPluginWithoutWaitTasksGetsAStreamPerWait).
+//
 // The wire protocol is version 1 (ProtocolVersion): within it messages and
 // calls are only added, which TestTheReleasedProtocolIsUnchanged in
 // sdk/driver/proto enforces; docs/drivers.md, "Protocol versions", says how
