@@ -288,21 +288,6 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 		return errMuxBroken
 	}
 	s.waits[id] = w
-	// Giving up on ctx costs no goroutine: AfterFunc runs only if ctx ends.
-	w.stop = context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		_, open := s.waits[id]
-		end := func() {}
-		if open {
-			delete(s.waits, id)
-			end = s.end(w, ctx.Err(), nil)
-		}
-		s.mu.Unlock()
-		if open {
-			_ = s.send(&driverpb.WaitTasksRequest{WaitId: id, Cancel: true})
-		}
-		end()
-	})
 	s.mu.Unlock()
 	if err := s.send(&driverpb.WaitTasksRequest{WaitId: id, TaskId: taskID}); err != nil {
 		s.mu.Lock()
@@ -312,5 +297,28 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 		end()
 		return err
 	}
+	// Giving up on ctx costs no goroutine: AfterFunc runs only if ctx ends.
+	// It is set after the request went out, so that its cancel follows the
+	// request on the stream (a cancel first would find nothing to cancel
+	// and leave the plugin's wait running); a wait that ended meanwhile
+	// needs none.
+	s.mu.Lock()
+	if !w.done {
+		w.stop = context.AfterFunc(ctx, func() {
+			s.mu.Lock()
+			_, open := s.waits[id]
+			end := func() {}
+			if open {
+				delete(s.waits, id)
+				end = s.end(w, ctx.Err(), nil)
+			}
+			s.mu.Unlock()
+			if open {
+				_ = s.send(&driverpb.WaitTasksRequest{WaitId: id, Cancel: true})
+			}
+			end()
+		})
+	}
+	s.mu.Unlock()
 	return <-w.ack
 }

@@ -347,3 +347,33 @@ func TestABrokenWaitStreamClosesEveryWaitAndTheNextWaitOpensAnother(t *testing.T
 		t.Errorf("%d WaitTasks streams opened, want 2 (one per plugin)", got)
 	}
 }
+
+// A wait asked with a context already ended is refused with the context's
+// error, and leaves no wait running on the plugin side; the control, a
+// live wait, is still open there. (What makes it so is that the cancel is
+// sent only after the request: before, a cancel could overtake its
+// request. That race was too narrow for this test to hit, so it guards the
+// outcome, not the old ordering.)
+func TestAWaitWithAnEndedContextLeavesNothingOnThePlugin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := newWaiter(2)
+	_, d := newServed(t, sdkServer(t, w))
+	if _, err := d.WaitTask(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		ended, end := context.WithCancel(ctx)
+		end()
+		if _, err := d.WaitTask(ended, "t0"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a wait with an ended context: %v, want context.Canceled", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.open.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := w.open.Load(); got != 1 {
+		t.Fatalf("%d waits open on the plugin side, want 1 (the live one)", got)
+	}
+}
