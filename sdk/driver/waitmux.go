@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,11 +48,10 @@ func (s *server) WaitTasks(stream driverpb.Driver_WaitTasksServer) error {
 		mu.Unlock()
 		wg.Wait()
 	}()
-	send := func(ev *driverpb.WaitTasksEvent) {
+	send := func(ev *driverpb.WaitTasksEvent) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		// A failed send means the stream is gone; Recv below sees it too.
-		_ = stream.Send(ev)
+		return stream.Send(ev)
 	}
 	for {
 		req, err := stream.Recv()
@@ -90,25 +91,44 @@ func (s *server) WaitTasks(stream driverpb.Driver_WaitTasksServer) error {
 	}
 }
 
-// serveWait runs one multiplexed wait to its end.
-func (s *server) serveWait(ctx context.Context, id uint64, task string, send func(*driverpb.WaitTasksEvent)) {
+// maxWaitErr bounds an exit's error text on the shared stream: one result
+// past the client's message limit would break the waits of every task.
+const maxWaitErr = 16 << 10
+
+// serveWait runs one multiplexed wait to its end. A result that cannot be
+// sent is followed by ended, so the client's wait ends rather than hangs
+// (and the client waits again); when the stream itself is gone, Recv in
+// WaitTasks sees it too.
+func (s *server) serveWait(ctx context.Context, id uint64, task string, send func(*driverpb.WaitTasksEvent) error) {
 	ch, err := s.impl.WaitTask(ctx, task)
 	if err != nil {
 		st := status.Convert(errToStatus(err))
-		send(&driverpb.WaitTasksEvent{WaitId: id, Code: uint32(st.Code()), Message: st.Message()})
+		_ = send(&driverpb.WaitTasksEvent{WaitId: id, Code: uint32(st.Code()), Message: st.Message()})
 		return
 	}
-	send(&driverpb.WaitTasksEvent{WaitId: id, Accepted: true})
+	if send(&driverpb.WaitTasksEvent{WaitId: id, Accepted: true}) != nil {
+		return
+	}
 	select {
 	case r, ok := <-ch:
 		if ctx.Err() != nil {
 			return // given up: the client expects nothing more
 		}
 		if !ok || r == nil {
-			send(&driverpb.WaitTasksEvent{WaitId: id, Ended: true})
+			_ = send(&driverpb.WaitTasksEvent{WaitId: id, Ended: true})
 			return
 		}
-		send(&driverpb.WaitTasksEvent{WaitId: id, Result: exitToPB(r)})
+		pb := exitToPB(r)
+		if len(pb.Err) > maxWaitErr {
+			cut := maxWaitErr
+			for cut > 0 && !utf8.RuneStart(pb.Err[cut]) {
+				cut-- // a string field must stay UTF-8
+			}
+			pb.Err = pb.Err[:cut] + " … (cut)"
+		}
+		if send(&driverpb.WaitTasksEvent{WaitId: id, Result: pb}) != nil {
+			_ = send(&driverpb.WaitTasksEvent{WaitId: id, Ended: true})
+		}
 	case <-ctx.Done():
 	}
 }
@@ -116,12 +136,15 @@ func (s *server) serveWait(ctx context.Context, id uint64, task string, send fun
 // waitMux is the client's half: one WaitTasks stream per plugin
 // connection, opened on the first wait and again after it breaks.
 // unsupported is set once the plugin answered Unimplemented (an SDK that
-// predates the call): every wait then takes its own WaitTask stream.
+// predates the call): every wait then takes its own WaitTask stream. No
+// lock is held across the network: while one caller opens the stream, the
+// others wait for it within their own contexts (opening).
 type waitMux struct {
 	mu          sync.Mutex
 	st          *muxStream
+	opening     chan struct{} // closed when the opening under way ends
 	unsupported bool
-	next        uint64
+	next        atomic.Uint64
 }
 
 // muxStream is one open WaitTasks stream and its waits.
@@ -149,30 +172,54 @@ type muxWait struct {
 var errMuxBroken = status.Error(codes.Unavailable, "the wait stream to the driver plugin broke")
 
 // stream returns the open stream, opening one if there is none; nil with
-// unsupported set when the plugin does not have the call.
+// unsupported set when the plugin does not have the call. callerCtx bounds
+// this caller's wait, including behind another caller's opening.
 func (m *waitMux) stream(callerCtx context.Context, rpc driverpb.DriverClient) (*muxStream, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.unsupported {
-		return nil, nil
-	}
-	if m.st != nil {
-		m.st.mu.Lock()
-		broken := m.st.broken
-		m.st.mu.Unlock()
-		if !broken {
-			return m.st, nil
+	for {
+		m.mu.Lock()
+		if m.unsupported {
+			m.mu.Unlock()
+			return nil, nil
 		}
-		m.st = nil
+		if st := m.st; st != nil && !st.isBroken() {
+			m.mu.Unlock()
+			return st, nil
+		}
+		if opening := m.opening; opening != nil {
+			m.mu.Unlock()
+			select {
+			case <-opening:
+				continue // opened, unsupported, or failed: look again (a failure is tried again)
+			case <-callerCtx.Done():
+				return nil, callerCtx.Err()
+			}
+		}
+		opening := make(chan struct{})
+		m.st, m.opening = nil, opening
+		m.mu.Unlock()
+
+		st, unsupported, err := openMux(callerCtx, rpc)
+		m.mu.Lock()
+		m.st, m.unsupported, m.opening = st, unsupported, nil
+		close(opening)
+		m.mu.Unlock()
+		if st != nil {
+			go st.receive()
+		}
+		return st, err
 	}
-	// The stream lives as long as the plugin connection, not as the first
-	// caller's context; a wait's own context only gives that wait up.
-	// The caller's context bounds only the opening.
+}
+
+// openMux opens a WaitTasks stream and waits for the plugin to accept it.
+// The stream lives as long as the plugin connection, not as the caller's
+// context, which bounds only the opening; a wait's own context gives only
+// that wait up.
+func openMux(callerCtx context.Context, rpc driverpb.DriverClient) (st *muxStream, unsupported bool, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	opening := context.AfterFunc(callerCtx, cancel)
-	st, err := rpc.WaitTasks(ctx)
+	stream, err := rpc.WaitTasks(ctx)
 	if err == nil {
-		_, haveFirst, aerr := awaitAccepted[*driverpb.WaitTasksEvent](st)
+		_, haveFirst, aerr := awaitAccepted[*driverpb.WaitTasksEvent](stream)
 		if aerr == nil && haveFirst {
 			aerr = fmt.Errorf("the driver sent a wait event before accepting the stream")
 		}
@@ -184,21 +231,26 @@ func (m *waitMux) stream(callerCtx context.Context, rpc driverpb.DriverClient) (
 	if err != nil {
 		cancel()
 		if status.Code(err) == codes.Unimplemented {
-			m.unsupported = true
-			return nil, nil
+			return nil, true, nil
 		}
-		return nil, err
+		return nil, false, err
 	}
-	ms := &muxStream{stream: st, cancel: cancel, waits: map[uint64]*muxWait{}}
-	m.st = ms
-	go ms.receive()
-	return ms, nil
+	return &muxStream{stream: stream, cancel: cancel, waits: map[uint64]*muxWait{}}, false, nil
+}
+
+func (s *muxStream) isBroken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
 }
 
 // receive delivers the stream's events to their waits until it breaks,
 // then ends every wait still open (each gets nil, as a broken WaitTask
 // stream's channel closed without a value). The waits' functions run
-// outside the lock: they may open waits again.
+// outside the lock but on this goroutine, the stream's only receiver: a
+// function must neither block nor wait again on this stream synchronously
+// (the answer it would wait for comes through here). The proxy's opens
+// its next wait from a goroutine of its own.
 func (s *muxStream) receive() {
 	for {
 		ev, err := s.stream.Recv()
@@ -277,10 +329,10 @@ func (s *muxStream) send(req *driverpb.WaitTasksRequest) error {
 // or refused it (or ctx ended, or the stream broke); fn then runs once,
 // when the accepted wait ends.
 func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func(*ExitResult)) error {
-	m.mu.Lock()
-	m.next++
-	id := m.next
-	m.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // as a call with an ended context did: the plugin is not asked
+	}
+	id := m.next.Add(1)
 	w := &muxWait{ack: make(chan error, 1), fn: fn}
 	s.mu.Lock()
 	if s.broken {
@@ -290,18 +342,21 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 	s.waits[id] = w
 	s.mu.Unlock()
 	if err := s.send(&driverpb.WaitTasksRequest{WaitId: id, TaskId: taskID}); err != nil {
+		// The stream is gone (gRPC says io.EOF): that is the plugin going
+		// away, as a broken stream is, so callers retry after a relaunch.
 		s.mu.Lock()
 		delete(s.waits, id)
 		end := s.end(w, errMuxBroken, nil)
 		s.mu.Unlock()
 		end()
-		return err
+		return errMuxBroken
 	}
 	// Giving up on ctx costs no goroutine: AfterFunc runs only if ctx ends.
 	// It is set after the request went out, so that its cancel follows the
 	// request on the stream (a cancel first would find nothing to cancel
 	// and leave the plugin's wait running); a wait that ended meanwhile
-	// needs none.
+	// needs none. The wait ends before the cancel is sent, so a send held
+	// up by a wedged plugin does not hold up the caller.
 	s.mu.Lock()
 	if !w.done {
 		w.stop = context.AfterFunc(ctx, func() {
@@ -313,10 +368,10 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 				end = s.end(w, ctx.Err(), nil)
 			}
 			s.mu.Unlock()
+			end()
 			if open {
 				_ = s.send(&driverpb.WaitTasksRequest{WaitId: id, Cancel: true})
 			}
-			end()
 		})
 	}
 	s.mu.Unlock()

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -375,5 +377,107 @@ func TestAWaitWithAnEndedContextLeavesNothingOnThePlugin(t *testing.T) {
 	}
 	if got := w.open.Load(); got != 1 {
 		t.Fatalf("%d waits open on the plugin side, want 1 (the live one)", got)
+	}
+}
+
+// hungWaitTasks is a plugin that never answers the opening of WaitTasks
+// (a wedged process: SIGSTOP, a stalled runtime).
+type hungWaitTasks struct {
+	driverpb.UnimplementedDriverServer
+}
+
+func (hungWaitTasks) WaitTasks(st driverpb.Driver_WaitTasksServer) error {
+	<-st.Context().Done()
+	return st.Context().Err()
+}
+
+// While one caller opens the stream to a plugin that does not answer,
+// another caller's wait is bounded by its own context, not by the first
+// caller's (found in review: the opening held the mux's lock across the
+// round trip).
+func TestAWaitBehindAnotherCallersOpeningEndsWithItsOwnContext(t *testing.T) {
+	_, d := newServed(t, func(srv *grpc.Server) { driverpb.RegisterDriverServer(srv, hungWaitTasks{}) })
+	long, cancelLong := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelLong()
+	opened := make(chan error, 1)
+	go func() { _, err := d.WaitTask(long, "a"); opened <- err }()
+	time.Sleep(200 * time.Millisecond)
+
+	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelShort()
+	start := time.Now()
+	_, err := d.WaitTask(short, "b")
+	if el := time.Since(start); el > 2*time.Second || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait with a 200ms context: %v after %v, want its own deadline within 2s", err, el)
+	}
+	cancelLong()
+	if err := <-opened; err == nil {
+		t.Fatal("the first caller's wait on a plugin that never answered succeeded")
+	}
+}
+
+// The host's connection closing (the plugin client killed) ends every
+// wait on the plugin side.
+func TestTheConnectionClosingEndsEveryWaitOnThePlugin(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w := newWaiter(5)
+	s, d := newServed(t, sdkServer(t, w))
+	for i := range 5 {
+		if _, err := d.WaitTask(ctx, fmt.Sprintf("t%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.open.Load(); got != 5 {
+		t.Fatalf("%d plugin waits open, want 5", got)
+	}
+	s.conn.Close()
+	for w.open.Load() != 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := w.open.Load(); n != 0 {
+		t.Fatalf("%d plugin waits left after the connection closed", n)
+	}
+}
+
+// loud is a waiter whose task exits with an error text far past gRPC's
+// 4 MB message limit.
+type loud struct{ *waiter }
+
+func (l loud) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
+	if id != "loud" {
+		return l.waiter.WaitTask(ctx, id)
+	}
+	ch := make(chan *driver.ExitResult, 1)
+	ch <- &driver.ExitResult{ExitCode: 1, Err: strings.Repeat("é", 3<<20)} // 6 MB of two-byte runes
+	return ch, nil
+}
+
+// One task's huge exit text is cut on the shared stream (valid UTF-8 still)
+// instead of breaking the stream for every other task's wait.
+func TestAHugeExitTextIsCutAndBreaksNoOtherWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w := newWaiter(1)
+	_, d := newServed(t, sdkServer(t, loud{w}))
+	other, err := d.WaitTask(ctx, "t0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := d.WaitTask(ctx, "loud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r == nil || r.ExitCode != 1 || len(r.Err) > 20<<10 || !strings.HasSuffix(r.Err, "(cut)") || !utf8.ValidString(r.Err) {
+		n := -1
+		if r != nil {
+			n = len(r.Err)
+		}
+		t.Fatalf("the huge exit: %d bytes of text, want it cut to ~16 KiB of valid UTF-8", n)
+	}
+	w.exit("t0", 9)
+	if r := <-other; r == nil || r.ExitCode != 9 {
+		t.Fatalf("another task's wait after the huge exit: %+v, want exit code 9", r)
 	}
 }
