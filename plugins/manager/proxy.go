@@ -118,19 +118,25 @@ func lostConnection(err error) bool {
 // call runs fn against the current plugin; an idempotent call that failed
 // because the plugin died is retried once against its successor.
 func (p *proxy) call(ctx context.Context, idempotent bool, fn func(driver.Driver) error) error {
+	return p.callOn(ctx, idempotent, func(d driver.Driver, _ uint64) error { return fn(d) })
+}
+
+// callOn is call for a caller that also needs the generation of the
+// process fn ran against (a stream or a wait carried across relaunches).
+func (p *proxy) callOn(ctx context.Context, idempotent bool, fn func(driver.Driver, uint64) error) error {
 	d, gen, err := p.current(ctx)
 	if err != nil {
 		return err
 	}
-	err = fn(d)
+	err = fn(d, gen)
 	if !idempotent || !lostConnection(err) || ctx.Err() != nil {
 		return err
 	}
-	d, _, err2 := p.afterLoss(ctx, gen)
+	d, gen, err2 := p.afterLoss(ctx, gen)
 	if err2 != nil {
 		return fmt.Errorf("%w (after: %v)", err2, err)
 	}
-	return fn(d)
+	return fn(d, gen)
 }
 
 func (p *proxy) Info(ctx context.Context) (info driver.PluginInfo, err error) {
@@ -216,18 +222,15 @@ func (p *proxy) SignalTask(ctx context.Context, id string, sig string) error {
 
 // follow carries a stream across plugin relaunches: when the plugin's
 // stream closes while ctx is live, lost (if set) is sent, and the stream is
-// opened again on the next process. With once, it ends after one value.
-func follow[T any](ctx context.Context, p *proxy, once bool, open func(context.Context, driver.Driver) (<-chan T, error), lost func() (T, bool)) (<-chan T, error) {
+// opened again on the next process.
+func follow[T any](ctx context.Context, p *proxy, open func(context.Context, driver.Driver) (<-chan T, error), lost func() (T, bool)) (<-chan T, error) {
 	var inner <-chan T
-	d, gen, err := p.current(ctx)
-	if err == nil {
+	var gen uint64
+	err := p.callOn(ctx, true, func(d driver.Driver, g uint64) (err error) {
+		gen = g
 		inner, err = open(ctx, d)
-		if lostConnection(err) && ctx.Err() == nil {
-			if d, gen, err = p.afterLoss(ctx, gen); err == nil {
-				inner, err = open(ctx, d)
-			}
-		}
-	}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -239,9 +242,6 @@ func follow[T any](ctx context.Context, p *proxy, once bool, open func(context.C
 				select {
 				case out <- v:
 				case <-ctx.Done():
-					return
-				}
-				if once {
 					return
 				}
 			}
@@ -271,7 +271,7 @@ func follow[T any](ctx context.Context, p *proxy, once bool, open func(context.C
 }
 
 func (p *proxy) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, error) {
-	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.Fingerprint, error) {
+	return follow(ctx, p, func(ctx context.Context, d driver.Driver) (<-chan *driver.Fingerprint, error) {
 		return d.Fingerprint(ctx)
 	}, func() (*driver.Fingerprint, bool) {
 		return &driver.Fingerprint{Healthy: false, Description: "driver plugin restarting"}, true
@@ -284,18 +284,8 @@ func (p *proxy) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, er
 // takes a goroutine, to see whether the plugin went away and open it again
 // on the next process.
 func (p *proxy) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
-	d, gen, err := p.current(ctx)
-	if err != nil {
-		return nil, err
-	}
 	out := make(chan *driver.ExitResult, 1)
-	err = p.waitOn(ctx, d, gen, id, out)
-	if lostConnection(err) && ctx.Err() == nil {
-		if d, gen, err = p.afterLoss(ctx, gen); err == nil {
-			err = p.waitOn(ctx, d, gen, id, out)
-		}
-	}
-	if err != nil {
+	if err := p.callOn(ctx, true, func(d driver.Driver, gen uint64) error { return p.waitOn(ctx, d, gen, id, out) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -343,13 +333,13 @@ func waitFunc(ctx context.Context, d driver.Driver, id string, fn func(*driver.E
 }
 
 func (p *proxy) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {
-	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskResourceUsage, error) {
+	return follow(ctx, p, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskResourceUsage, error) {
 		return d.TaskStats(ctx, id, interval)
 	}, nil)
 }
 
 func (p *proxy) TaskEvents(ctx context.Context) (<-chan *driver.TaskEvent, error) {
-	return follow(ctx, p, false, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskEvent, error) {
+	return follow(ctx, p, func(ctx context.Context, d driver.Driver) (<-chan *driver.TaskEvent, error) {
 		return d.TaskEvents(ctx)
 	}, nil)
 }

@@ -319,6 +319,22 @@ func (s *muxStream) end(w *muxWait, ackErr error, res *ExitResult) func() {
 	return func() { w.fn(res) }
 }
 
+// abandon ends wait id (w) on the client's side, if it is still open:
+// ackErr is its answer if it has none yet. It reports whether the wait was
+// open (the plugin may still hold it).
+func (s *muxStream) abandon(id uint64, w *muxWait, ackErr error) bool {
+	s.mu.Lock()
+	_, open := s.waits[id]
+	end := func() {}
+	if open {
+		delete(s.waits, id)
+		end = s.end(w, ackErr, nil)
+	}
+	s.mu.Unlock()
+	end()
+	return open
+}
+
 func (s *muxStream) send(req *driverpb.WaitTasksRequest) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -344,11 +360,7 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 	if err := s.send(&driverpb.WaitTasksRequest{WaitId: id, TaskId: taskID}); err != nil {
 		// The stream is gone (gRPC says io.EOF): that is the plugin going
 		// away, as a broken stream is, so callers retry after a relaunch.
-		s.mu.Lock()
-		delete(s.waits, id)
-		end := s.end(w, errMuxBroken, nil)
-		s.mu.Unlock()
-		end()
+		s.abandon(id, w, errMuxBroken)
 		return errMuxBroken
 	}
 	// Giving up on ctx costs no goroutine: AfterFunc runs only if ctx ends.
@@ -360,16 +372,7 @@ func (m *waitMux) wait(ctx context.Context, s *muxStream, taskID string, fn func
 	s.mu.Lock()
 	if !w.done {
 		w.stop = context.AfterFunc(ctx, func() {
-			s.mu.Lock()
-			_, open := s.waits[id]
-			end := func() {}
-			if open {
-				delete(s.waits, id)
-				end = s.end(w, ctx.Err(), nil)
-			}
-			s.mu.Unlock()
-			end()
-			if open {
+			if s.abandon(id, w, ctx.Err()) {
 				_ = s.send(&driverpb.WaitTasksRequest{WaitId: id, Cancel: true})
 			}
 		})
