@@ -191,36 +191,15 @@ func printNode(w io.Writer, n *model.Node, in wanted.Intent, allocs []*model.All
 	row("Operator Intent", intent)
 	tw.Flush()
 
-	if len(n.Drivers) > 0 {
-		fmt.Fprintln(w, "\nDrivers")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tDETECTED\tHEALTHY\tDESCRIPTION")
-		for _, name := range sortedKeys(n.Drivers) {
-			d := n.Drivers[name]
-			fmt.Fprintf(tw, "%s\t%v\t%v\t%s\n", name, d.Detected, d.Healthy, orDash(d.HealthDesc))
-		}
-		tw.Flush()
-	}
-	if len(n.HostVolumes) > 0 {
-		fmt.Fprintln(w, "\nHost Volumes")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tPATH\tREAD ONLY")
-		for _, name := range sortedKeys(n.HostVolumes) {
-			v := n.HostVolumes[name]
-			fmt.Fprintf(tw, "%s\t%s\t%v\n", name, v.Path, v.ReadOnly)
-		}
-		tw.Flush()
-	}
-	if len(n.HostNetworks) > 0 {
-		fmt.Fprintln(w, "\nHost Networks")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tADDRESS\tCIDR\tINTERFACE")
-		for _, name := range sortedKeys(n.HostNetworks) {
-			hn := n.HostNetworks[name]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, hn.Address, orDash(hn.CIDR), orDash(hn.Interface))
-		}
-		tw.Flush()
-	}
+	namedTable(w, "Drivers", "NAME\tDETECTED\tHEALTHY\tDESCRIPTION", n.Drivers, func(d model.DriverInfo) string {
+		return fmt.Sprintf("%v\t%v\t%s", d.Detected, d.Healthy, orDash(d.HealthDesc))
+	})
+	namedTable(w, "Host Volumes", "NAME\tPATH\tREAD ONLY", n.HostVolumes, func(v model.HostVolume) string {
+		return fmt.Sprintf("%s\t%v", v.Path, v.ReadOnly)
+	})
+	namedTable(w, "Host Networks", "NAME\tADDRESS\tCIDR\tINTERFACE", n.HostNetworks, func(hn model.HostNetwork) string {
+		return fmt.Sprintf("%s\t%s\t%s", hn.Address, orDash(hn.CIDR), orDash(hn.Interface))
+	})
 	for _, sec := range []struct {
 		title string
 		m     map[string]string
@@ -244,6 +223,22 @@ func printNode(w io.Writer, n *model.Node, in wanted.Intent, allocs []*model.All
 	fmt.Fprintln(tw, "ID\tJOB\tVERSION\tGROUP\tDESIRED\tSTATUS")
 	for _, a := range allocs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", short(a.ID), a.JobID, a.JobVersion, a.TaskGroup, a.DesiredStatus, a.ClientStatus)
+	}
+	tw.Flush()
+}
+
+// namedTable writes, when m has entries, a blank line, title, and a table
+// of header and one row per entry in name order: the name, then row's
+// tab-separated columns.
+func namedTable[V any](w io.Writer, title, header string, m map[string]V, row func(V) string) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n"+title)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, name := range sortedKeys(m) {
+		fmt.Fprintf(tw, "%s\t%s\n", name, row(m[name]))
 	}
 	tw.Flush()
 }
