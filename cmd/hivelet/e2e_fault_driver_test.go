@@ -386,13 +386,19 @@ func TestEndToEndASysbatchExecTaskThatSucceedsAfterAPluginSIGKILLRunsOnce(t *tes
 		t.Fatalf("job run: exit %d\n%s", code, out)
 	}
 	var allocDir string
+	// Running as the host sees it (StartTask returned): the fault here is
+	// the plugin's death during the wait. Its death inside a start is
+	// plugins/exec TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed.
+	// The task's own PID line alone once came before the handle, and the
+	// kill landed inside the start.
 	testutil.Eventually(t, 20*time.Second, "the task running", func() bool {
 		a := p.allocOf(job)
 		if a == nil {
 			return false
 		}
 		allocDir = filepath.Join(p.dir, "state", "alloc", a.ID)
-		return len(readPIDs(t, filepath.Join(allocDir, "pids"))) == 1
+		ts := a.TaskStates["app"]
+		return ts != nil && ts.State == "running" && len(readPIDs(t, filepath.Join(allocDir, "pids"))) == 1
 	})
 	old := p.pluginPIDs()["exec"]
 	if old <= 0 {
