@@ -569,3 +569,36 @@ func TestATaskWhoseStartAnswerWasLostIsDestroyedWhenTheRunnerGivesUp(t *testing.
 		})
 	}
 }
+
+// An allocation restored mid-stop whose task had already exited (the
+// agent killed after the task's exit dropped its handle, before the
+// allocation was recorded complete) starts nothing: its record says
+// desired stop, and the agent's stop reaches the runner only after Run.
+// Before, Run started the old version again (seen in the rollout fault
+// test: "allocations whose task started again"). Control: the same record
+// with desired run starts its task.
+func TestAnAllocationRestoredMidStopWithoutAHandleStartsNothing(t *testing.T) {
+	for _, desired := range []model.DesiredStatus{model.DesiredStop, model.DesiredRun} {
+		f := newFixture(t, map[string]any{}, nil, nil)
+		f.alloc.ClientStatus = model.ClientRunning
+		f.alloc.DesiredStatus = desired
+		f.alloc.TaskStates = map[string]*model.TaskState{"t": {State: "dead"}}
+		r := f.runner(nil)
+		r.Run()
+		if desired == model.DesiredStop {
+			select {
+			case <-r.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("a runner restored mid-stop did not finish")
+			}
+			if n := f.drv.startCount("a1/t"); n != 0 {
+				t.Fatalf("restored mid-stop: %d starts, want none", n)
+			}
+			continue
+		}
+		testutil.Eventually(t, 3*time.Second, "the control's start", func() bool { return f.drv.startCount("a1/t") == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = r.Stop(ctx, "x")
+		cancel()
+	}
+}

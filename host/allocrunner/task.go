@@ -253,6 +253,16 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 					}
 				})
 			}
+		} else if !t.IsPoststop() && r.desiredStop() {
+			// An allocation being stopped starts nothing, whether or not its
+			// stopping has reached this loop: an agent killed mid-stop, after
+			// the task had exited and its handle was dropped, restores the
+			// allocation with intent stop and no handle, and its stop is
+			// requested only once the runner runs (Agent.Restore); a start
+			// here would run the old version again.
+			failed, why := r.stopVerdict()
+			finish(nil, failed, why)
+			return
 		} else {
 			nh, err := r.start(ctx, drv, t)
 			if ctx.Err() != nil {
@@ -518,4 +528,12 @@ func (r *Runner) finishTask(t *model.Task, h *driver.TaskHandle, failed bool, wh
 // failed for good: the allocation is failed as a whole.
 func (r *Runner) stopSiblings() {
 	r.stopOnce.Do(func() { close(r.stopping) })
+}
+
+// desiredStop reports whether the allocation is to stop (Stop was called,
+// or it was restored mid-stop).
+func (r *Runner) desiredStop() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.intent == model.DesiredStop || r.alloc.DesiredStatus == model.DesiredStop
 }
