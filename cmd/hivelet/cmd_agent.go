@@ -280,7 +280,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	reg := prometheus.NewRegistry()
 	metrics := api.NewMetrics(reg)
 	conn.SetObserver(metrics) // hivelet_nats_connection_state, from now on
-	fstore, err := fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
+	fstore, err := atBoot(ctx, log, "fleet buckets", func() (*fleet.Store, error) {
+		return fleet.EnsureBuckets(ctx, conn, fleet.Names(rc.BucketPrefix), fleet.BucketOptions{Replicas: rc.Replicas, NodeTTL: rc.NodeTTL})
+	})
 	if err != nil {
 		return err
 	}
@@ -289,11 +291,15 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			return err
 		}
 	}
-	varStore, err := vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	varStore, err := atBoot(ctx, log, "variables bucket", func() (*vars.Store, error) {
+		return vars.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	})
 	if err != nil {
 		return err
 	}
-	svcStore, err := services.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	svcStore, err := atBoot(ctx, log, "services bucket", func() (*services.Store, error) {
+		return services.Ensure(ctx, conn.JetStream(), rc.BucketPrefix, rc.Replicas, rc.RequestTimeout)
+	})
 	if err != nil {
 		return err
 	}
