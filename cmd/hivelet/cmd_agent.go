@@ -381,7 +381,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		n.Attributes[AttrAllocDir] = allocRoot
 		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		n.HostVolumes, n.HostNetworks = hostVolumes, hostNetworks
-		n.RolloutProtocol, n.BootID = fleetrollout.Protocol, bootID
+		n.RolloutProtocol, n.BootID = fleetrollout.SummaryProtocol, bootID
 		return n
 	}
 	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult},
@@ -453,7 +453,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}
 	reg.MustRegister(api.JobCollector{Allocs: prov, View: src})
 	h := api.RequireToken(api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
-		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api"},
+		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api", JobView: fstore.JobView},
 		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg), apiToken)
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()

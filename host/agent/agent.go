@@ -142,6 +142,26 @@ type Config struct {
 	NodeTTL time.Duration
 	// BootID identifies this start of the agent (recorded in its slots).
 	BootID string
+	// WatchAllAllocs keeps the whole allocations bucket in view, as before
+	// the narrowed watches: a Source that can change its filters
+	// (fleet.Source) is otherwise told to watch this node's allocations,
+	// and each job's on every node only while this node is among the
+	// first of its steward or creation ranking (rollout.Watching).
+	WatchAllAllocs bool
+	// NarrowAbove is the fleet size (live nodes) above which the watch is
+	// narrowed; at or below it every node watches every allocation (a
+	// small fleet's every node is a steward candidate of most jobs
+	// anyway). 0: DefaultNarrowAbove; negative: always narrowed.
+	NarrowAbove int
+}
+
+// DefaultNarrowAbove is Config.NarrowAbove's default.
+const DefaultNarrowAbove = 10
+
+// filterSource is a ViewSource whose watch filters can change
+// (fleet.Source.SetFilters).
+type filterSource interface {
+	SetFilters(kind string, filters []string)
 }
 
 // Agent is the reconcile loop of one node.
@@ -171,6 +191,10 @@ type Agent struct {
 	lossWork       *rollout.LossDecision           // the last pass's loss verdicts, for the worker
 	bootID         string
 	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
+	sumWritten     map[string]*model.RolloutSummary        // job key → the rollout summary this agent last wrote (until the view shows it)
+	watchJobs      map[string]bool                         // job key → this node watches the job's allocations on every node (under passMu)
+	watchFilters   []string                                // the allocation filters last set, nil: the whole bucket (under passMu)
+	narrowNow      bool                                    // the allocation watch is narrowed (under passMu)
 	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
 	driverUse      map[string]int                          // driver name → tasks of live runners using it
 	rejectionsGen  uint64                                  // view generation status.Rejections was computed from
@@ -246,6 +270,8 @@ func New(cfg Config) (*Agent, error) {
 		bootID:         cfg.BootID,
 		lastSig:        map[string]uint64{},
 		depWritten:     map[string]map[string]*model.Deployment{},
+		sumWritten:     map[string]*model.RolloutSummary{},
+		watchJobs:      map[string]bool{},
 		allocKick:      map[string]uint64{},
 		driverUse:      map[string]int{},
 		ownJobs:        map[string]map[string]struct{}{},
@@ -260,6 +286,12 @@ func New(cfg Config) (*Agent, error) {
 	a.echoes.writing = func(id string) bool { _, busy := a.writer.keyState(id); return busy }
 	a.echoes.nodePrefix = n.ID + "."
 	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
+	// The whole bucket until a pass has counted the fleet (a large
+	// fleet's agent pulls every allocation once, at its start), unless
+	// told to narrow whatever the size.
+	_, a.narrowNow = cfg.Source.(filterSource)
+	a.narrowNow = a.narrowNow && !cfg.WatchAllAllocs && cfg.NarrowAbove < 0
+	a.setAllocFilters()
 	return a, nil
 }
 

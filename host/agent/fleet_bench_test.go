@@ -26,6 +26,10 @@ import (
 // timestamps), and only canary nodes start the new version before the
 // promotion.
 //
+// The agents narrow their watches (only the first nodes of each ranking
+// watch the job's allocations on every node); HIVELET_FLEET_WATCH=all
+// makes every agent watch every allocation, as before, for a comparison.
+//
 //	go test -run '^$' -bench FleetRollout -benchtime 1x ./host/agent/
 func BenchmarkFleetRollout(b *testing.B) {
 	agents := 100
@@ -36,6 +40,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		w := newWorld(b)
+		w.watchAll = os.Getenv("HIVELET_FLEET_WATCH") == "all"
 		rec := &recorder{tasks: map[string]string{}}
 		f := &testFleet{w: w, rec: rec}
 		for k := 1; k <= agents; k++ {
@@ -55,19 +60,18 @@ func BenchmarkFleetRollout(b *testing.B) {
 			return d != nil && d.Status == model.DeploymentSuccessful
 		})
 		before := w.store.Stats()
-		delivered := func() (entries, bytes, allocEntries uint64) {
+		delivered := func() (entries, bytes uint64, byKind map[string]uint64) {
+			byKind = map[string]uint64{}
 			for _, n := range f.nodes {
 				for kind, d := range n.src.Delivered() {
 					entries += d.Entries
 					bytes += d.Bytes
-					if kind == fleet.KindAllocs {
-						allocEntries += d.Entries
-					}
+					byKind[kind] += d.Entries
 				}
 			}
 			return
 		}
-		e0, b0, a0 := delivered()
+		e0, b0, k0 := delivered()
 		b.StartTimer()
 		start := time.Now()
 		f.w.putJob(fleetJob(2, func(g *model.Group) {
@@ -83,7 +87,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		after := w.store.Stats()
-		e1, b1, a1 := delivered()
+		e1, b1, k1 := delivered()
 		canaries := d.TaskGroups["g"].CanaryNodes
 		waves := 1 + (agents-len(canaries)+maxParallel-1)/maxParallel
 		asked := time.Duration(waves) * time.Second
@@ -109,12 +113,15 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(ops)/float64(agents), "kv-ops/agent")
 		b.ReportMetric(float64(after.CASConflicts-before.CASConflicts), "cas-conflicts/deployment")
 		b.ReportMetric(float64(after.SlotConflicts-before.SlotConflicts), "slot-conflicts/deployment")
-		// What the agents' watches delivered during the rollout: every
-		// agent watches every bucket whole today (the scale issue narrows
-		// it), so this grows with agents × fleet changes.
+		// What the agents' watches delivered during the rollout, by
+		// bucket: the allocations' share grows with the fleet only for
+		// the few agents that watch the job on every node.
 		b.ReportMetric(float64(e1-e0), "deliveries/rollout")
 		b.ReportMetric(float64(e1-e0)/float64(agents), "deliveries/agent")
-		b.ReportMetric(float64(a1-a0)/float64(agents), "alloc-deliveries/agent")
+		b.ReportMetric(float64(k1[fleet.KindAllocs]-k0[fleet.KindAllocs])/float64(agents), "alloc-deliveries/agent")
+		b.ReportMetric(float64(k1[fleet.KindRollout]-k0[fleet.KindRollout])/float64(agents), "rollout-deliveries/agent")
+		b.ReportMetric(float64(k1[fleet.KindDeployments]-k0[fleet.KindDeployments])/float64(agents), "record-deliveries/agent")
+		b.ReportMetric(float64(k1[fleet.KindNodes]-k0[fleet.KindNodes])/float64(agents), "node-deliveries/agent")
 		b.ReportMetric(float64(b1-b0)/1e6, "MB-delivered/rollout")
 		var foreign, passes uint64
 		for _, n := range f.nodes {

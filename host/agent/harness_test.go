@@ -14,6 +14,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
@@ -76,6 +77,9 @@ type world struct {
 	conn  *fleet.Conn
 	store *fleet.Store
 	log   *slog.Logger
+	// watchAll: the agents watch every allocation (Config.WatchAllAllocs),
+	// for a comparison with the narrowed watches.
+	watchAll bool
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -192,7 +196,7 @@ func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, re
 func nodeRecord(id string) *model.Node {
 	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
 		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
-		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: 1}
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.SummaryProtocol}
 }
 
 func (n *node) start() {
@@ -244,6 +248,10 @@ func (n *node) start() {
 		ServerNow:     n.src.ServerNow,
 		NodeTTL:       n.w.store.NodeTTL(),
 		BootID:        fmt.Sprintf("%s-%d", n.id, time.Now().UnixNano()),
+		// The fleet tests run the narrowed watches whatever their size:
+		// only the first nodes of each ranking see every allocation.
+		NarrowAbove:    -1,
+		WatchAllAllocs: n.w.watchAll,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func (a *Agent) checkOwnKeys(src echoSource, view *fleet.View) {
 			if c.Kind != fleet.KindAllocs {
 				continue
 			}
-			if c.Key == "" {
+			if c.Key == "" && !c.Filters {
 				full = true // the bucket pulled whole
 				break
 			}

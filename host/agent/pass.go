@@ -85,6 +85,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// log says which), whose allocations here changed, and those that had
 	// not converged. The others' plans cannot have changed: the reconciler
 	// is pure and the clock-driven rules are the full passes'.
+	a.decideNarrowing(view)
 	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, nodeSig(self), full)
 	baseSig := a.index.baseSig()
 	ownDirty := a.takeOwnDirty()
@@ -170,7 +171,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		viewDeps, depsSig := a.index.depsOf(view, k)
 		deps, overlaySig := a.withWritten(k, viewDeps)
 		slots, slotsSig := a.slotsOf(view, job.Namespace, job.ID)
-		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17
+		_, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
+		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17 ^ sumSig*19
+		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
+			sig ^= mix(23) // watched on every node, or not: a different decision
+		}
 		if stored != nil {
 			sig ^= mix(stored.Revision) * 11
 		}
@@ -186,6 +191,22 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// The rollout core licenses what the plan may do now and says which
 		// shared writes to attempt; policies are asked by the worker.
 		rf := a.rolloutFacts(job, self, view, own, others, deps, slots, plan, now)
+		if a.filtered() {
+			w := true // the whole bucket is being watched (or pulled again)
+			if a.narrowing() {
+				w = rollout.Watching(&rf) && !job.Stop
+				a.watchJobs[k] = w
+			}
+			if w && rf.Narrow {
+				// A steward or creator candidate acts only with the job's
+				// allocations on every node in view (and every node of a
+				// small fleet is one): the pull was just asked for, and its
+				// end brings the next pass.
+				counts.Held++
+				delete(a.lastSig, k)
+				continue
+			}
+		}
 		dec := rollout.Decide(rf)
 		a.noteDecision(dec, now, k)
 		if dec.Hold != "" {
@@ -219,6 +240,12 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		a.queueRollout(k, work)
 	}
+	for k := range a.watchJobs {
+		if _, ok := view.Jobs[k]; !ok {
+			delete(a.watchJobs, k) // the job key is gone: nothing to steward
+		}
+	}
+	a.setAllocFilters()
 	a.lossPass(view, self, now)
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))

@@ -42,6 +42,7 @@ type DeploymentWriter interface {
 	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
 	CreateVerdict(ctx context.Context, key string, v model.LossVerdict) error
 	DeleteVerdict(ctx context.Context, key string, rev uint64) error
+	PutSummary(ctx context.Context, s *model.RolloutSummary) error
 }
 
 // policyDeadline bounds one policy decision asked by the loop, from
@@ -60,7 +61,94 @@ type rolloutWork struct {
 func (w rolloutWork) empty() bool {
 	d := w.dec
 	return d.Create == nil && len(d.Transitions) == 0 && !d.Verdict && len(d.Takes) == 0 &&
-		len(d.Releases) == 0 && len(d.Reclaims) == 0 && d.Revert == nil && d.CanaryReplace == nil
+		len(d.Releases) == 0 && len(d.Reclaims) == 0 && d.Revert == nil && d.CanaryReplace == nil && d.Summary == nil
+}
+
+// narrowing reports whether this agent's allocation watch is narrowed
+// (under passMu).
+func (a *Agent) narrowing() bool { return a.narrowNow }
+
+// filtered reports whether this agent's source filters its allocation
+// watch (narrowed now, or widening again): a job's other allocations are
+// then in view only where View.Watches says so.
+func (a *Agent) filtered() bool {
+	_, ok := a.cfg.Source.(filterSource)
+	return ok && !a.cfg.WatchAllAllocs
+}
+
+// decideNarrowing narrows the allocation watch when the fleet has more
+// live nodes than Config.NarrowAbove, and widens it again at or below.
+func (a *Agent) decideNarrowing(view *fleet.View) {
+	if _, ok := a.cfg.Source.(filterSource); !ok || a.cfg.WatchAllAllocs {
+		a.narrowNow = false
+		return
+	}
+	limit := a.cfg.NarrowAbove
+	if limit == 0 {
+		limit = DefaultNarrowAbove
+	}
+	live, older := 0, false
+	for k, st := range view.Nodes {
+		if st.Value != nil && !st.Absent {
+			live++
+			// A node that writes no summary may be a steward: the nodes
+			// it would leave without one could never be admitted.
+			older = older || (k != a.nodeID && st.Value.RolloutProtocol < rollout.SummaryProtocol)
+		}
+	}
+	a.narrowNow = !older && (limit < 0 || live > limit)
+}
+
+// setAllocFilters tells the source which allocations to watch: this
+// node's, and those of the jobs it watches on every node; or, not
+// narrowing, the whole bucket. Called with passMu held, or before the
+// loop runs.
+func (a *Agent) setAllocFilters() {
+	fs, ok := a.cfg.Source.(filterSource)
+	if !ok || a.cfg.WatchAllAllocs {
+		return
+	}
+	if !a.narrowNow {
+		if a.watchFilters != nil { // narrowed before: widen
+			a.watchFilters = nil
+			fs.SetFilters(fleet.KindAllocs, nil)
+		}
+		return
+	}
+	want := []string{wanted.AllocKeyPrefix(a.nodeID)}
+	for k, on := range a.watchJobs {
+		if ns, id, ok := strings.Cut(k, "."); on && ok {
+			want = append(want, wanted.AllocJobFilter(ns, id))
+		}
+	}
+	slices.Sort(want)
+	if slices.Equal(want, a.watchFilters) {
+		return
+	}
+	a.watchFilters = want
+	fs.SetFilters(fleet.KindAllocs, want)
+}
+
+// summaryOf is the job's rollout summary: the view's, or the one this
+// agent wrote last while the view does not show it yet (a later summary
+// by time).
+func (a *Agent) summaryOf(view *fleet.View, jobKey, ns, jobID string) (*model.RolloutSummary, uint64) {
+	st := view.Summaries[wanted.SummaryKey(ns, jobID)]
+	s := st.Value
+	if st.Absent {
+		s = nil
+	}
+	a.mu.Lock()
+	mine := a.sumWritten[jobKey]
+	if mine != nil && s != nil && !s.Time.Before(mine.Time) {
+		delete(a.sumWritten, jobKey) // the view has it (or a newer one)
+		mine = nil
+	}
+	a.mu.Unlock()
+	if mine != nil {
+		return mine, mix(uint64(mine.Time.UnixNano()))
+	}
+	return s, mix(st.Revision)
 }
 
 func nonce() string {
@@ -140,11 +228,15 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	slices.SortFunc(f.Records, func(x, y rollout.Record) int { return int(x.D.JobVersion) - int(y.D.JobVersion) })
 	f.Allocs = append(f.Allocs, own...)
-	for _, al := range others {
-		if al != nil && al.NodeID != a.nodeID {
-			f.Allocs = append(f.Allocs, al)
+	f.Narrow = a.filtered() && !view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID))
+	if !f.Narrow {
+		for _, al := range others {
+			if al != nil && al.NodeID != a.nodeID {
+				f.Allocs = append(f.Allocs, al)
+			}
 		}
 	}
+	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
 	downSince := view.LostSince()
 	carrying := map[string]bool{}
 	for _, al := range f.Allocs {
@@ -381,6 +473,18 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 			errs = append(errs, err)
 		}
 		kick = true
+	}
+	if s := dec.Summary; s != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := a.cfg.Deployments.PutSummary(sctx, s)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			a.mu.Lock()
+			a.sumWritten[wanted.JobKey(job.Namespace, job.ID)] = s
+			a.mu.Unlock()
+		}
 	}
 	if kick {
 		a.Kick()

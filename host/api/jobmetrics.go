@@ -6,7 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // Per-job and per-deployment metrics, computed when /metrics is scraped
@@ -19,7 +21,7 @@ var (
 	deploymentStatusDesc = prometheus.NewDesc("hivelet_deployment_status",
 		"1 for the status of each job's newest deployment in the fleet view.", []string{"namespace", "job", "version", "status"}, nil)
 	deploymentAllocsDesc = prometheus.NewDesc("hivelet_deployment_allocations",
-		"Allocations of each job's newest deployment across the fleet (as this agent's view has them), by health: healthy, unhealthy, pending.",
+		"Allocations of each job's newest deployment across the fleet, by health: healthy, unhealthy, pending (from the job's allocations where this agent watches them on every node, else from the steward's rollout summary).",
 		[]string{"namespace", "job", "version", "health"}, nil)
 )
 
@@ -80,6 +82,22 @@ func (c JobCollector) Collect(ch chan<- prometheus.Metric) {
 		ver := strconv.FormatUint(d.JobVersion, 10)
 		ch <- prometheus.MustNewConstMetric(deploymentStatusDesc, prometheus.GaugeValue, 1, k.ns, k.job, ver, string(d.Status))
 		health := map[string]int{"healthy": 0, "unhealthy": 0, "pending": 0}
+		if !v.Watches(fleet.KindAllocs, wanted.AllocJobFilter(d.Namespace, d.JobID)) {
+			// This agent does not watch the job's allocations on every
+			// node: the steward's summary has the counts.
+			sum := v.Summaries[wanted.SummaryKey(d.Namespace, d.JobID)].Value
+			if sum != nil && sum.DeploymentID == d.ID {
+				for _, g := range sum.Groups {
+					health["healthy"] += g.Healthy
+					health["unhealthy"] += g.Unhealthy
+					health["pending"] += g.Pending
+				}
+			}
+			for h, n := range health {
+				ch <- prometheus.MustNewConstMetric(deploymentAllocsDesc, prometheus.GaugeValue, float64(n), k.ns, k.job, ver, h)
+			}
+			continue
+		}
 		for _, st := range v.Allocs {
 			a := st.Value
 			if a == nil || st.Absent || a.JobID != d.JobID || nsOf(a.Namespace) != k.ns || a.JobVersion != d.JobVersion || a.DesiredStatus != model.DesiredRun {

@@ -42,6 +42,10 @@ type Operator struct {
 	View ViewSource
 	// By is the record's "promoted by" ("cli" when empty).
 	By string
+	// JobView, when set, reads one job's fleet facts for promote, in
+	// place of View: an agent's own view holds the job's allocations on
+	// every node only where it watches them (fleet.Store.JobView).
+	JobView func(ctx context.Context, namespace, jobID string) (*fleet.View, error)
 }
 
 func (o *Operator) by() string {
@@ -102,6 +106,13 @@ func (o *Operator) modify(ctx context.Context, namespace, jobID string, version 
 // canaries". changed is false when nothing waited for promotion.
 func (o *Operator) Promote(ctx context.Context, namespace, jobID string, version uint64, groups []string) (*model.Deployment, bool, error) {
 	v := o.View.View()
+	if o.JobView != nil && !v.Watches(fleet.KindAllocs, wanted.AllocJobFilter(namespace, jobID)) {
+		jv, err := o.JobView(ctx, namespace, jobID)
+		if err != nil {
+			return nil, false, fmt.Errorf("reading the allocations of job %q: %w", jobID, err)
+		}
+		v = jv
+	}
 	job := jobOf(v, namespace, jobID)
 	return o.modify(ctx, namespace, jobID, version, func(cur model.Deployment, now time.Time, nonce string) (*model.Deployment, error) {
 		f := FleetFacts(job, namespace, jobID, v, now, o.Store.NodeTTL())

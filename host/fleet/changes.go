@@ -19,7 +19,8 @@ type Change struct {
 	// Kind is the bucket kind (KindJobs, ...).
 	Kind string
 	// Key is the KV key; empty for a change of the bucket as a whole (its
-	// first full pull).
+	// first full pull, a change of its watch filters or the end of their
+	// pull).
 	Key string
 	// Revision is the KV revision of the entry applied.
 	Revision uint64
@@ -31,6 +32,10 @@ type Change struct {
 	// heartbeat time: what a fleet of agents sees most, and nothing a
 	// reconcile reads.
 	HeartbeatOnly bool
+	// Filters marks a change of the kind's watch filters, or the end of
+	// their pull (Key is empty): the keys of the filters kept are as they
+	// were; those of new filters arrive as changes of their own.
+	Filters bool
 }
 
 // heartbeatOnly reports whether a node record differs from the previous one
@@ -131,6 +136,9 @@ func (s *Source) jobOfLocked(kind, key string) string {
 		}
 	case KindRollout:
 		if ns, job, _, _, ok := wanted.ParseSlotKey(key); ok {
+			return wanted.JobKey(ns, job)
+		}
+		if ns, job, ok := wanted.ParseSummaryKey(key); ok {
 			return wanted.JobKey(ns, job)
 		}
 	}

@@ -293,3 +293,23 @@ func (s *Store) GetDeploymentFromLeader(ctx context.Context, namespace, jobID st
 	}
 	return wanted.DecodeDeployment(key, resp.Message.Data)
 }
+
+// PutSummary writes a job's rollout summary (one writer at a time: the
+// deployment's steward, or an overdue deputy; a derived value, so a plain
+// put: the newest derivation wins).
+func (s *Store) PutSummary(ctx context.Context, sum *model.RolloutSummary) error {
+	if s.Rollout == nil {
+		return ErrNoBucket
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	s.countOp()
+	if _, err := s.Rollout.Put(rctx, wanted.SummaryKey(sum.Namespace, sum.JobID), b); err != nil {
+		return fmt.Errorf("writing rollout summary of %s: %w", wanted.JobKey(sum.Namespace, sum.JobID), err)
+	}
+	return nil
+}

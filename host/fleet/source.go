@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,7 +53,16 @@ type Source struct {
 	obs   Observer
 	kinds []string
 
-	filters map[string][]string
+	// filters are the kinds' current watch filters (under mu; SetFilters
+	// changes them); watched, per filtered kind, the filters whose pull is
+	// complete; refilter signals a kind's loop to watch its new filters.
+	filters  map[string][]string
+	watched  map[string][]string
+	refilter map[string]chan struct{}
+	// widening names the kinds whose filters were removed and whose
+	// whole pull is not complete yet (they stay in View.Watched until it
+	// is).
+	widening map[string]bool
 
 	delivered deliveries // what the watches delivered, by kind
 
@@ -73,6 +83,7 @@ type Source struct {
 	deps    map[string]wanted.DeploymentState
 	slots   map[string]wanted.SlotState
 	downs   map[string]wanted.VerdictState
+	sums    map[string]wanted.SummaryState
 	revs    map[string]uint64
 	epochs  map[string]time.Time
 	synced  map[string]bool
@@ -111,11 +122,20 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	if len(kinds) == 0 {
 		kinds = []string{KindJobs, KindNodes, KindIntents, KindAllocs, KindDeployments, KindRollout}
 	}
+	filters := map[string][]string{}
+	refilter := map[string]chan struct{}{}
+	for _, k := range kinds {
+		if f := normalFilters(cfg.Filters[k]); len(f) > 0 {
+			filters[k] = f
+		}
+		refilter[k] = make(chan struct{}, 1)
+	}
 	return &Source{
-		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate, filters: cfg.Filters,
+		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
+		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
+		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
 		synced: map[string]bool{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -142,6 +162,81 @@ func (s *Source) Subscribe() (ch <-chan struct{}, cancel func()) {
 		delete(s.subs, id)
 		s.mu.Unlock()
 	}
+}
+
+// SetFilters changes the filters of a kind's watch (nil: the whole
+// bucket), as SourceConfig.Filters sets them at the start: the kind's
+// watcher is re-created with a pull of every key the new filters match,
+// and keys no filter matches any more are dropped from the View once that
+// pull is complete. Until then View.Watched lists only the filters that
+// were watched before and still are. Setting the filters in force changes
+// nothing.
+func (s *Source) SetFilters(kind string, filters []string) {
+	f := normalFilters(filters)
+	s.mu.Lock()
+	ch, ok := s.refilter[kind]
+	if !ok || slices.Equal(f, s.filters[kind]) {
+		s.mu.Unlock()
+		return
+	}
+	if len(f) == 0 {
+		delete(s.filters, kind)
+		s.widening[kind] = true
+	} else {
+		s.filters[kind] = f
+		delete(s.widening, kind)
+	}
+	s.watched[kind] = intersect(s.watched[kind], f)
+	s.bumpLocked(kind) // View.Watched changed: every reader looks again
+	s.changes.add(Change{Gen: s.gen, Kind: kind, Filters: true})
+	s.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+	s.notify()
+}
+
+// Filters returns a kind's watch filters in force (nil: the whole bucket).
+func (s *Source) Filters(kind string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.filters[kind])
+}
+
+func normalFilters(f []string) []string {
+	if len(f) == 0 {
+		return nil
+	}
+	out := slices.Clone(f)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// intersect is the sorted filters in both sorted lists.
+func intersect(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// watchedLocked is View.Watched: the pulled filters of each filtered kind.
+func (s *Source) watchedLocked() map[string][]string {
+	if len(s.filters) == 0 && len(s.widening) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(s.filters)+len(s.widening))
+	for k := range s.filters {
+		out[k] = slices.Clone(s.watched[k])
+	}
+	for k := range s.widening {
+		out[k] = slices.Clone(s.watched[k])
+	}
+	return out
 }
 
 // Synced is closed once every bucket has been pulled whole at least once
@@ -247,7 +342,14 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		case <-reconnect:
 		default:
 		}
-		w, stop, err := s.startWatch(ctx, kv, resume, s.filters[b.kind])
+		s.mu.Lock()
+		filters := slices.Clone(s.filters[b.kind])
+		s.mu.Unlock()
+		select {
+		case <-s.refilter[b.kind]: // served by the watcher about to be created
+		default:
+		}
+		w, stop, err := s.startWatch(ctx, kv, resume, filters)
 		if err != nil {
 			if missingStream(err) {
 				kv = nil // re-open it: it may have to be created again
@@ -273,7 +375,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			s.watchHook(b.kind, w)
 		}
 		quietLogged = false
-		reason, loaded := s.consume(ctx, b, kv, w, full, reconnect, log)
+		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, log)
 		stop()
 		switch reason {
 		case endCtx:
@@ -283,6 +385,13 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			s.countRestart(b.kind)
 			s.obs.WatchRestarted(b.kind, "stalled")
 			log.Warn("watcher stalled behind the bucket; re-creating it", "resume_revision", s.revision(b.kind)+1)
+		case endRefilter:
+			// The filters changed: pull every key the new ones match (the
+			// ones no longer matched are dropped at the pull's end).
+			full = true
+			s.countRestart(b.kind)
+			s.obs.WatchRestarted(b.kind, "filters")
+			log.Debug("re-creating watcher for new filters")
 		case endReconnect:
 			// Resume after the last applied revision: the watch is re-created
 			// at once instead of staying silent after a server restart. A
@@ -342,6 +451,7 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 	case KindRollout:
 		forgetApplied(s.slots)
 		forgetApplied(s.downs)
+		forgetApplied(s.sums)
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
@@ -367,6 +477,7 @@ const (
 	endReconnect
 	endClosed
 	endStalled
+	endRefilter
 )
 
 // A new watcher is checked against its bucket for stallWindow after it is
@@ -386,7 +497,7 @@ const (
 // records the keys seen, and when the initial state is loaded marks every
 // held key the pull did not find as absent.
 // It also reports whether the initial state was loaded.
-func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
+func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, filters []string, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
 	var seen map[string]bool
 	if full {
 		seen = map[string]bool{}
@@ -403,12 +514,14 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 			return endCtx, !initial
 		case <-reconnect:
 			return endReconnect, !initial
+		case <-s.refilter[b.kind]:
+			return endRefilter, !initial
 		case <-check.C:
 			if time.Now().After(checkUntil) {
 				check.Stop()
 				continue
 			}
-			if initial || len(s.filters[b.kind]) > 0 {
+			if initial || len(filters) > 0 {
 				continue // the pull is still being delivered; or filtered (see SourceConfig.Filters)
 			}
 			have := s.revision(b.kind)
@@ -439,6 +552,23 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 							log.Info("jobs bucket holds no key: nothing declared, nothing stopped", "quiet", wanted.QuietNoKey.String())
 						}
 						log.Debug("bucket pulled", "keys", n, "revision", s.revision(b.kind))
+					}
+					s.mu.Lock()
+					widened := len(filters) == 0 && s.widening[b.kind] && len(s.filters[b.kind]) == 0
+					if widened {
+						delete(s.widening, b.kind)
+						delete(s.watched, b.kind)
+					}
+					s.mu.Unlock()
+					if len(filters) > 0 || widened {
+						s.mu.Lock()
+						if len(filters) > 0 {
+							s.watched[b.kind] = intersect(filters, s.filters[b.kind])
+						}
+						s.bumpLocked(b.kind)
+						s.changes.add(Change{Gen: s.gen, Kind: b.kind, Filters: true})
+						s.mu.Unlock()
+						s.notify()
 					}
 					s.markSynced(b.kind)
 				}
@@ -493,7 +623,9 @@ func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume u
 	var w jetstream.KeyWatcher
 	var err error
 	if len(filters) > 0 {
-		w, err = kv.WatchFiltered(wctx, filters, opts...)
+		// WatchFiltered rewrites its slice's elements into subjects: the
+		// caller's filters are kept as they are.
+		w, err = kv.WatchFiltered(wctx, slices.Clone(filters), opts...)
 	} else {
 		w, err = kv.WatchAll(wctx, opts...)
 	}
@@ -570,7 +702,7 @@ func (s *Source) markSynced(kind string) {
 	}
 	if first {
 		s.bumpLocked(kind)
-		s.changes.add(Change{Gen: s.gen, Kind: kind})
+		s.changes.add(Change{Gen: s.gen, Kind: kind, Filters: true})
 	}
 	s.mu.Unlock()
 	if first {
@@ -596,7 +728,7 @@ func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.L
 	case KindDeployments:
 		keys = unseen(s.deps, seen)
 	case KindRollout:
-		keys = append(unseen(s.slots, seen), unseen(s.downs, seen)...)
+		keys = append(append(unseen(s.slots, seen), unseen(s.downs, seen)...), unseen(s.sums, seen)...)
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -618,9 +750,9 @@ func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string
 // what the rules say must be visible.
 func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	received := time.Now()
-	if b.kind == KindRollout && !strings.HasPrefix(e.Key, "slot.") && !strings.HasPrefix(e.Key, "down.") {
-		// Only the slots and loss verdicts of the rollout bucket are
-		// records a host holds (the CLI's clock keys are not).
+	if b.kind == KindRollout && !strings.HasPrefix(e.Key, "slot.") && !strings.HasPrefix(e.Key, "down.") && !strings.HasPrefix(e.Key, "sum.") {
+		// Only the slots, loss verdicts and summaries of the rollout
+		// bucket are records a host holds (the CLI's clock keys are not).
 		s.mu.Lock()
 		if e.Revision > s.revs[b.kind] {
 			s.revs[b.kind] = e.Revision
@@ -677,6 +809,14 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			delete(s.deps, e.Key)
 		}
 	case KindRollout:
+		if strings.HasPrefix(e.Key, "sum.") {
+			st, ef := wanted.ApplySummary(s.sums[e.Key], e)
+			s.sums[e.Key], eff, rej = st, ef, st.Rejection
+			if ef == wanted.EffectAbsent {
+				delete(s.sums, e.Key)
+			}
+			break
+		}
 		if strings.HasPrefix(e.Key, "down.") {
 			st, ef := wanted.ApplyVerdict(s.downs[e.Key], e)
 			s.downs[e.Key], eff, rej = st, ef, st.Rejection
@@ -831,5 +971,30 @@ func JobFilters(namespace, jobID string) map[string][]string {
 		KindAllocs:      {wanted.AllocJobFilter(namespace, jobID)},
 		KindDeployments: {job + ".*"}, // DeploymentKey: <job key>.<version>
 		KindRollout:     {wanted.SlotPrefix(namespace, jobID) + ">", "down.>"},
+	}
+}
+
+// JobView reads one job's rollout facts (JobFilters: the job, its
+// allocations on every node, its records and slots, every verdict, the
+// nodes) with a source of its own, and returns its View once every bucket
+// is pulled. It is for a reader whose own source does not watch the job's
+// allocations (a narrowed agent serving an operator's promote).
+func (s *Store) JobView(ctx context.Context, namespace, jobID string) (*View, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	src := NewSource(s, SourceConfig{Filters: JobFilters(namespace, jobID),
+		Kinds: []string{KindJobs, KindNodes, KindAllocs, KindDeployments, KindRollout}})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(sctx) }()
+	defer func() { cancel(); <-done }()
+	t := time.NewTimer(2 * s.conn.RequestTimeout())
+	defer t.Stop()
+	select {
+	case <-src.Synced():
+		return src.View(), nil
+	case <-t.C:
+		return nil, fmt.Errorf("reading job %s: the buckets were not pulled within %s", wanted.JobKey(namespace, jobID), 2*s.conn.RequestTimeout())
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }

@@ -782,3 +782,69 @@ func TestAFilteredSourceReceivesOnlyTheAllocationsOfItsJob(t *testing.T) {
 		t.Fatalf("the filtered source received %d entries (want 4: w1, w2, w3, w1's delete), the unfiltered %d (want ≥ 6)", d, a)
 	}
 }
+
+// SetFilters moves a running watch to new filters: the keys the new
+// filters match are pulled (Watched names a filter once its pull is
+// complete), the keys no filter matches any more leave the View, and the
+// changes after it arrive for the new filters only. Control: the filter
+// kept across the change never leaves Watched.
+func TestAFilterChangePullsTheNewKeysAndDropsTheOld(t *testing.T) {
+	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
+	conn := connect(t, srv.ClientURL(), nil, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	ctx := context.Background()
+	put := func(node, job, id string) {
+		t.Helper()
+		if _, err := st.ForNode(node).PutAlloc(ctx, &model.Allocation{ID: id, NodeID: node, Namespace: "default", JobID: job, TaskGroup: "g"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("n1", "web", "w1")
+	put("n2", "web", "w2")
+	put("n2", "db", "d2")
+	put("n3", "db", "d3")
+	own := wanted.AllocKeyPrefix("n1")
+	web, db := wanted.AllocJobFilter("default", "web"), wanted.AllocJobFilter("default", "db")
+	src := runSource(t, st, SourceConfig{Kinds: []string{KindAllocs}, Filters: map[string][]string{KindAllocs: {own, web}}})
+	waitSynced(t, src)
+	keys := func() string {
+		var out []string
+		for k, a := range src.View().Allocs {
+			if !a.Absent {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	if got := keys(); got != "n1.default.web.w1 n2.default.web.w2" {
+		t.Fatalf("first filters: %q", got)
+	}
+	if v := src.View(); !v.Watches(KindAllocs, web) || v.Watches(KindAllocs, db) {
+		t.Fatalf("watched %v", v.Watched)
+	}
+	src.SetFilters(KindAllocs, []string{db, own})
+	if v := src.View(); v.Watches(KindAllocs, web) || !v.Watches(KindAllocs, own) {
+		t.Fatalf("right after the change: watched %v, want the kept filter only", v.Watched)
+	}
+	testutil.Eventually(t, 5*time.Second, "db's pull complete", func() bool { return src.View().Watches(KindAllocs, db) })
+	if got := keys(); got != "n1.default.web.w1 n2.default.db.d2 n3.default.db.d3" {
+		t.Fatalf("after the change: %q (web's other allocation must be gone, db's pulled)", got)
+	}
+	put("n4", "web", "w4")
+	put("n4", "db", "d4")
+	testutil.Eventually(t, 5*time.Second, "d4 seen", func() bool { return strings.Contains(keys(), "n4.default.db.d4") })
+	if strings.Contains(keys(), "w4") {
+		t.Fatalf("a key of a dropped filter arrived: %q", keys())
+	}
+	// Back to the whole bucket: nothing is filtered, every key is held.
+	// Until that pull is complete, no filter counts as watched.
+	src.SetFilters(KindAllocs, nil)
+	if v := src.View(); v.Watches(KindAllocs, own) {
+		t.Fatalf("widening: watched %v before the whole pull", v.Watched)
+	}
+	testutil.Eventually(t, 5*time.Second, "the whole bucket", func() bool { return src.View().Watched == nil })
+	if got := strings.Count(keys(), " "); got != 5 || !src.View().Watches(KindAllocs, web) {
+		t.Fatalf("unfiltered: %q, watched %v", keys(), src.View().Watched)
+	}
+}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -26,6 +27,12 @@ type View struct {
 	Slots map[string]wanted.SlotState
 	// Downs are the loss verdicts in force (rollout bucket), by key.
 	Downs map[string]wanted.VerdictState
+	// Summaries are the jobs' rollout summaries (rollout bucket), by key.
+	Summaries map[string]wanted.SummaryState
+	// Watched is, per kind watched through filters, the filters whose
+	// pull is complete: the View holds every key matching one of them. A
+	// kind absent from it is watched whole (see Watches).
+	Watched map[string][]string
 	// Revisions is the last revision applied per bucket kind.
 	Revisions map[string]uint64
 }
@@ -58,6 +65,8 @@ func (s *Source) View() *View {
 	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
 	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.slots, p.Slots)
 	v.Downs = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.downs, p.Downs)
+	v.Summaries = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.sums, p.Summaries)
+	v.Watched = s.watchedLocked()
 	clear(s.stale)
 	s.snap, s.prev = v, v
 	return v
@@ -70,6 +79,17 @@ func snapshotOf[V any](changed bool, cur, prev map[string]V) map[string]V {
 		return maps.Clone(cur)
 	}
 	return prev
+}
+
+// Watches reports whether the View holds every key of kind that filter
+// matches: the kind is watched whole, or filter is one of its watched
+// filters whose pull is complete.
+func (v *View) Watches(kind, filter string) bool {
+	w, filtered := v.Watched[kind]
+	if !filtered {
+		return true
+	}
+	return slices.Contains(w, filter)
 }
 
 // Job returns the state of one job key.

@@ -226,3 +226,46 @@ type LossVerdict struct {
 	// WrittenBy is the loss steward that wrote it.
 	WrittenBy string `json:"written_by"`
 }
+
+// RolloutSummary is what the steward of a running deployment derives for
+// the nodes that do not watch the job's allocations (docs/rollout.md,
+// "The rollout summary"): the waiting allocations in admission order and
+// the derived counts. It is stored under `sum.<ns>.<job>` in the rollout
+// bucket, written at most once a second by one writer (the steward, or an
+// overdue deputy); it is derived, never a fact of its own: a stale summary
+// can only delay an admission (every take is still a create-if-absent of a
+// slot key, and a node checks its own canary membership in the record).
+type RolloutSummary struct {
+	Namespace    string `json:"namespace,omitempty"`
+	JobID        string `json:"job_id"`
+	JobVersion   uint64 `json:"job_version"`
+	DeploymentID string `json:"deployment_id"`
+	// Steward is the node that wrote it; Time the server time it was
+	// derived at.
+	Steward string    `json:"steward"`
+	Time    time.Time `json:"time"`
+	// Groups are the deployment's groups, by name.
+	Groups map[string]*GroupSummary `json:"groups,omitempty"`
+}
+
+// GroupSummary is one group's part of a RolloutSummary.
+type GroupSummary struct {
+	// Waiting are the first waiting allocations in admission order (at
+	// most twice max_parallel); WaitingTotal counts them all.
+	Waiting      []SummaryWaiter `json:"waiting,omitempty"`
+	WaitingTotal int             `json:"waiting_total"`
+	// The derived counts, as the steward saw them.
+	Desired   int `json:"desired"`
+	Placed    int `json:"placed"`
+	Healthy   int `json:"healthy"`
+	Unhealthy int `json:"unhealthy"`
+	Pending   int `json:"pending"`
+	Outdated  int `json:"outdated"`
+	InFlight  int `json:"in_flight"`
+}
+
+// SummaryWaiter is one waiting allocation: its node and ID.
+type SummaryWaiter struct {
+	Node  string `json:"node"`
+	Alloc string `json:"alloc"`
+}

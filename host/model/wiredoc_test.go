@@ -44,7 +44,7 @@ func TestWireFormatDocNamesEveryField(t *testing.T) {
 		}
 	}
 	for _, root := range []reflect.Type{reflect.TypeFor[Job](), reflect.TypeFor[Node](), reflect.TypeFor[Allocation](),
-		reflect.TypeFor[Deployment](), reflect.TypeFor[DeploymentStatusUpdate](), reflect.TypeFor[Slot](), reflect.TypeFor[LossVerdict](), reflect.TypeFor[ServiceRegistration]()} {
+		reflect.TypeFor[Deployment](), reflect.TypeFor[DeploymentStatusUpdate](), reflect.TypeFor[Slot](), reflect.TypeFor[LossVerdict](), reflect.TypeFor[ServiceRegistration](), reflect.TypeFor[RolloutSummary]()} {
 		visit(root)
 	}
 	if len(seen) < 20 {

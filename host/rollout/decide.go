@@ -77,6 +77,9 @@ type Decision struct {
 	Verdict bool `json:"verdict,omitempty"`
 	// Revert is a pending revert to write.
 	Revert *RevertWork `json:"revert,omitempty"`
+	// Summary is the job's rollout summary to write (the steward's duty,
+	// at most once per SummaryEvery).
+	Summary *model.RolloutSummary `json:"summary,omitempty"`
 	// CanaryReplace asks the canary policy to replace a canary node lost
 	// before promotion; the loop applies the answer with ReplaceCanary.
 	CanaryReplace *CanaryReplacement `json:"canary_replace,omitempty"`
@@ -215,8 +218,13 @@ func Decide(f Facts) Decision {
 		return dec
 	}
 	d := rec.D
-	counts := Derive(d, &f)
-	dec.Counts = counts
+	var counts map[string]Counts
+	if !f.Narrow {
+		// A narrowed view cannot count the fleet: only the nodes that
+		// watch derive the counts (and the summary from them).
+		counts = Derive(d, &f)
+		dec.Counts = counts
+	}
 	f.steward(&dec, rec, counts)
 	f.nodeActions(&dec, d, counts)
 	return dec
@@ -274,7 +282,9 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 	for _, e := range f.Plan.Update {
 		dec.Held = append(dec.Held, Held{Entry: e, Reason: hold})
 	}
-	if blocked {
+	if blocked || f.Narrow {
+		// A node without the fleet's allocations cannot tell whether the
+		// version has anything to canary: the nodes that watch create.
 		return
 	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)

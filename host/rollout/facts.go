@@ -11,6 +11,14 @@ import (
 // A record of a higher level holds the job (the agent cannot follow it).
 const Protocol = 1
 
+// SummaryProtocol is the level a node advertises (model.Node's
+// RolloutProtocol) when its agent, as a steward, writes the rollout
+// summary: records stay at Protocol (the summary changes nothing they
+// say), and an agent narrows its watches only while every live node is
+// at this level, since a narrowed node depends on the steward's summary
+// to be admitted.
+const SummaryProtocol = 2
+
 // Defaults of the protocol (docs/rollout.md).
 const (
 	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
@@ -96,6 +104,15 @@ type Facts struct {
 	Nodes []Node `json:"nodes"`
 	// Slots are the job's held update slots (any version).
 	Slots []Slot `json:"slots"`
+	// Narrow: Allocs holds this node's allocations only (it does not
+	// watch the job's allocations on the other nodes, Watching). Then the
+	// admission order comes from Summary, and the fleet-wide duties
+	// (creating the record, the steward's) are left to the nodes that
+	// watch.
+	Narrow bool `json:"narrow,omitempty"`
+	// Summary is the job's stored rollout summary, if any (of any
+	// deployment: it is used only when it names the record's).
+	Summary *model.RolloutSummary `json:"summary,omitempty"`
 	// Plan is the reconciler's plan for this node, made with the record of
 	// the job's version as its deployment (or none).
 	Plan *reconcile.Plan `json:"plan"`

@@ -255,45 +255,29 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		}
 		nfree := max(maxP-len(held), 0) // a slot beyond max_parallel (an older version's) still counts
 		nfree = min(nfree, len(free))
-		var ws []waiter
-		for _, a := range f.Allocs {
-			if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
-				continue
-			}
-			if canarying(st) && !canaryNode(st, a.NodeID) {
-				continue
-			}
-			if a.NodeID == f.Self && f.InPlace[a.ID] {
-				continue
-			}
-			ws = append(ws, waiter{node: a.NodeID, name: a.Name, id: a.ID, hash: Rendezvous(d.ID, a.NodeID)})
-		}
-		slices.SortFunc(ws, func(a, b waiter) int {
-			switch {
-			case a.hash < b.hash:
-				return -1
-			case a.hash > b.hash:
-				return 1
-			}
-			if c := strings.Compare(a.node, b.node); c != 0 {
-				return c
-			}
-			if c := strings.Compare(a.name, b.name); c != 0 {
-				return c
-			}
-			return strings.Compare(a.id, b.id)
-		})
-		c := counts[name]
+		ws := f.waiters(d, name, holding)
+		holders := slotHolders(f.Slots, name)
 		for _, e := range entries {
+			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
+				// The summary's order is the steward's: this node's own
+				// record is what says it may not update yet (I4).
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "not a canary node: waiting for the promotion"})
+				continue
+			}
 			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
 			if r < 0 || r >= nfree {
 				why := fmt.Sprintf("waiting for an update slot (%d/%d in flight", len(held), maxP)
-				if len(c.Holders) > 0 {
-					why += ": " + strings.Join(c.Holders, ", ")
+				if len(holders) > 0 {
+					why += ": " + strings.Join(holders, ", ")
 				}
 				why += ")"
-				if r >= 0 {
+				switch {
+				case r >= 0:
 					why += fmt.Sprintf(", rank %d among %d waiting", r, len(ws))
+				case f.Narrow && (f.Summary == nil || f.Summary.DeploymentID != d.ID):
+					why += ", no rollout summary of this deployment yet"
+				case f.Narrow:
+					why += ", not among the first waiting in the steward's summary"
 				}
 				dec.Held = append(dec.Held, Held{Entry: e, Reason: why})
 				continue
@@ -321,7 +305,9 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 		dec.Steward = ranked[0]
 	}
 	dec.StewardRank = slices.Index(ranked, f.Self)
-	if dec.StewardRank < 0 {
+	if dec.StewardRank < 0 || dec.StewardRank >= StewardDepth || f.Narrow {
+		// Only the first StewardDepth of the ranking act, and only with
+		// the job's allocations in view (they watch them: Watching).
 		return
 	}
 	disrupted, why := f.Disruption()
@@ -350,6 +336,7 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			dec.Reclaims = append(dec.Reclaims, s)
 		}
 	}
+	f.summaryDuty(dec, d, counts, act)
 	switch d.Status {
 	case model.DeploymentRunning:
 	case model.DeploymentFailed:

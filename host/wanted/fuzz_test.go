@@ -510,3 +510,40 @@ func FuzzApplyEntries(f *testing.F) {
 func sameState(a, b JobState) bool {
 	return a.Value == b.Value && a.Revision == b.Revision && a.Applied == b.Applied && a.Rejection == b.Rejection && a.Absent == b.Absent && a.Time.Equal(b.Time)
 }
+
+func FuzzDecodeSummary(f *testing.F) {
+	f.Add("sum.default.web", []byte(`{"job_id":"web","job_version":2,"deployment_id":"d","steward":"n1","time":"2026-12-01T12:00:00Z","groups":{"g":{"waiting":[{"node":"n2","alloc":"a2"}],"waiting_total":1,"desired":3,"placed":1,"healthy":1,"unhealthy":0,"pending":0,"outdated":2,"in_flight":1}}}`))
+	f.Add("sum.default.a.b", []byte(`{"job_id":"a.b","deployment_id":"d","steward":"n1","time":"2026-12-01T12:00:00Z"}`))
+	f.Add("sum.prod.web", []byte(`{"job_id":"web","deployment_id":"d","steward":"n1","time":"2026-12-01T12:00:00Z"}`))
+	f.Add("sum.default.web", []byte(`{"job_id":"web","extra":1}`))
+	f.Fuzz(func(t *testing.T, key string, value []byte) {
+		v, err := fuzzDecode(t, DecodeSummary, key, value)
+		if err != nil {
+			checkRejection(t, key, value, err)
+			return
+		}
+		ns, job, ok := ParseSummaryKey(key)
+		if !ok || ns != namespaceOr(v.Namespace) || job != v.JobID {
+			t.Fatalf("summary of job %q (namespace %q) accepted under key %q", v.JobID, v.Namespace, key)
+		}
+		checkRoundTrip(t, DecodeSummary, key, v)
+	})
+}
+
+// A summary decodes only under its own job's key, and closed.
+func TestASummaryDecodesOnlyUnderItsOwnKey(t *testing.T) {
+	good := []byte(`{"job_id":"web","deployment_id":"d","steward":"n1","time":"2026-12-01T12:00:00Z"}`)
+	if _, err := DecodeSummary("sum.default.web", good); err != nil {
+		t.Fatalf("good summary refused: %v", err)
+	}
+	for key, value := range map[string][]byte{
+		"sum.default.db":  good,
+		"sum.prod.web":    good,
+		"sum.default.a.b": []byte(`{"job_id":"a.b","deployment_id":"d","steward":"n1","time":"2026-12-01T12:00:00Z"}`),
+		"sum.default.web": []byte(`{"job_id":"web","surprise":true}`),
+	} {
+		if _, err := DecodeSummary(key, value); err == nil {
+			t.Errorf("%s: %s accepted", key, value)
+		}
+	}
+}

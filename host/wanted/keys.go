@@ -23,6 +23,7 @@ import (
 //	job_versions: <namespace>.<job_id>.<job_version>           (immutable specs, for reverts)
 //	rollout:      slot.<namespace>.<job_id>.<group>.<index>     (per-key TTL: update slots)
 //	              down.<node_id>.<nodes-revision>               (loss verdicts)
+//	              sum.<namespace>.<job_id>                      (rollout summaries: one writer, the steward)
 
 // ValidToken reports whether s can be one token of a key.
 func ValidToken(s string) bool {
@@ -266,4 +267,19 @@ func ParseDownKey(key string) (nodeID string, revision uint64, ok bool) {
 		return "", 0, false
 	}
 	return parts[1], rev, true
+}
+
+// SummaryKey is the rollout-bucket key of a job's rollout summary (one per
+// job: each deployment's steward overwrites it).
+func SummaryKey(namespace, jobID string) string {
+	return "sum." + namespaceOr(namespace) + "." + jobID
+}
+
+// ParseSummaryKey splits a rollout-bucket summary key.
+func ParseSummaryKey(key string) (namespace, jobID string, ok bool) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 3 || parts[0] != "sum" || !ValidToken(parts[1]) || !ValidToken(parts[2]) {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
 }

@@ -172,6 +172,9 @@ type SlotState = Record[model.Slot]
 // VerdictState is what a host holds for one loss verdict key.
 type VerdictState = Record[model.LossVerdict]
 
+// SummaryState is what a host holds for one rollout summary key.
+type SummaryState = Record[model.RolloutSummary]
+
 // ErrOversize is wrapped by decode errors for values above MaxValueSize.
 var ErrOversize = errors.New("value exceeds the size limit")
 
@@ -385,6 +388,30 @@ func DecodeVerdict(key string, value []byte) (*model.LossVerdict, error) {
 // ApplyVerdict applies a rollout-bucket loss verdict entry.
 func ApplyVerdict(prev VerdictState, e Entry) (VerdictState, Effect) {
 	return Apply(prev, e, DecodeVerdict)
+}
+
+// DecodeSummary decodes a rollout summary, closed; its key must name its
+// job.
+func DecodeSummary(key string, value []byte) (*model.RolloutSummary, error) {
+	if err := checkSize(value); err != nil {
+		return nil, err
+	}
+	var v model.RolloutSummary
+	if err := model.Decode(value, &v); err != nil {
+		return nil, fmt.Errorf("decoding rollout summary: %w", err)
+	}
+	if want := SummaryKey(v.Namespace, v.JobID); want != key {
+		return nil, fmt.Errorf("rollout summary belongs under key %q, not %q", want, key)
+	}
+	if ns, job, ok := ParseSummaryKey(key); !ok || ns != namespaceOr(v.Namespace) || job != v.JobID {
+		return nil, fmt.Errorf("rollout summary under key %q: a namespace or job that cannot be part of its key", key)
+	}
+	return &v, nil
+}
+
+// ApplySummary applies a rollout-bucket summary entry.
+func ApplySummary(prev SummaryState, e Entry) (SummaryState, Effect) {
+	return Apply(prev, e, DecodeSummary)
 }
 
 // ApplySlot applies a rollout-bucket slot entry.

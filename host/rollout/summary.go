@@ -1,0 +1,221 @@
+package rollout
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// The narrowed view (docs/rollout.md, "Who watches what"). A node does not
+// watch every allocation of the fleet: it watches its own, and the job's
+// allocations on every node only for the jobs whose fleet-wide duties it
+// may have to carry out (Watching). Everything else it needs of the other
+// nodes' allocations, the admission order of the waiting ones, comes from
+// the rollout summary that the steward derives (Summarize) and writes at
+// most once a second. Safety never rests on the summary: a slot is still
+// taken by create-if-absent of its key (I5), and a node checks its own
+// canary membership in the record (I4); a stale summary only delays an
+// admission.
+
+// StewardDepth is how many nodes of a deployment's steward ranking (the
+// steward and its first deputies) watch the job's allocations and may act
+// on its duties; the same depth of the creation ranking may create its
+// record. A node further down the ranking acts once enough nodes above it
+// have expired to move it up.
+const StewardDepth = 3
+
+// SummaryEvery is the least time between two writes of a job's summary.
+const SummaryEvery = time.Second
+
+// summaryWaiters is how many waiters a summary lists per group, as a
+// multiple of max_parallel.
+const summaryWaiters = 2
+
+// Watching reports whether this node must hold every node's allocations
+// of the job (Facts.Narrow false): it is among the first StewardDepth nodes of the
+// steward ranking of the job version's record or, while that record does
+// not exist, of its creation ranking. Its inputs are the job, the records
+// and the nodes; the allocations are not read.
+func Watching(f *Facts) bool {
+	if f.Job == nil {
+		return false
+	}
+	cands := f.LiveEligible()
+	if !slices.Contains(cands, f.Self) {
+		cands = append(cands, f.Self)
+	}
+	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
+	for _, r := range f.Records {
+		if r.D != nil && r.D.JobVersion == f.Job.Version {
+			key = r.D.ID
+		}
+	}
+	r := rankOf(key, cands, f.Self)
+	return r >= 0 && r < StewardDepth
+}
+
+// waiters are the group's outdated allocations that may take a slot of
+// record d now, in admission order: ordered by hash(deployment ‖ node),
+// then node, name and ID. Allocations whose replacement holds a slot, on
+// nodes that may not update, outside the canary set while canarying, or
+// updated in place here are not waiting.
+func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
+	st := d.TaskGroups[name]
+	var ws []waiter
+	if f.Narrow {
+		return f.summaryWaiters(d, name, holding)
+	}
+	for _, a := range f.Allocs {
+		if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
+			continue
+		}
+		if canarying(st) && !canaryNode(st, a.NodeID) {
+			continue
+		}
+		if a.NodeID == f.Self && f.InPlace[a.ID] {
+			continue
+		}
+		ws = append(ws, waiter{node: a.NodeID, name: a.Name, id: a.ID, hash: Rendezvous(d.ID, a.NodeID)})
+	}
+	slices.SortFunc(ws, func(a, b waiter) int {
+		switch {
+		case a.hash < b.hash:
+			return -1
+		case a.hash > b.hash:
+			return 1
+		}
+		if c := strings.Compare(a.node, b.node); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return ws
+}
+
+// summaryWaiters are the waiters of a node without the fleet's
+// allocations: the summary's list for d, in its order, less what the
+// node's own view of the slots, the nodes and the record says is no
+// longer waiting.
+func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
+		return nil
+	}
+	st := d.TaskGroups[name]
+	var ws []waiter
+	for _, w := range s.Groups[name].Waiting {
+		if holding[w.Alloc] || !f.mayUpdate(w.Node) {
+			continue
+		}
+		if canarying(st) && !canaryNode(st, w.Node) {
+			continue
+		}
+		if w.Node == f.Self {
+			a := f.alloc(w.Alloc)
+			if a == nil || a.Terminal() || a.JobVersion >= d.JobVersion || f.InPlace[w.Alloc] {
+				continue // this node knows better: not waiting any more
+			}
+		}
+		ws = append(ws, waiter{node: w.Node, id: w.Alloc})
+	}
+	return ws
+}
+
+// Summarize derives the rollout summary of record d from a full view.
+func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.RolloutSummary {
+	s := &model.RolloutSummary{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,
+		Steward: f.Self, Time: f.Now, Groups: map[string]*model.GroupSummary{}}
+	for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
+		st := d.TaskGroups[name]
+		if st == nil {
+			continue
+		}
+		holding := map[string]bool{}
+		for _, sl := range f.Slots {
+			if sl.Slot.Group == name {
+				holding[sl.Slot.OldAlloc] = true
+			}
+		}
+		ws := f.waiters(d, name, holding)
+		maxP := max(st.MaxParallel, 1)
+		c := counts[name]
+		g := &model.GroupSummary{WaitingTotal: len(ws), Desired: c.Desired, Placed: c.Placed, Healthy: c.Healthy,
+			Unhealthy: c.Unhealthy, Pending: c.Pending, Outdated: c.Outdated, InFlight: c.InFlight}
+		for _, w := range ws[:min(len(ws), summaryWaiters*maxP)] {
+			g.Waiting = append(g.Waiting, model.SummaryWaiter{Node: w.node, Alloc: w.id})
+		}
+		s.Groups[name] = g
+	}
+	return s
+}
+
+// sameSummary reports whether two summaries say the same (their writer
+// and time aside).
+func sameSummary(a, b *model.RolloutSummary) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.DeploymentID != b.DeploymentID || a.JobVersion != b.JobVersion || len(a.Groups) != len(b.Groups) {
+		return false
+	}
+	for name, ga := range a.Groups {
+		gb := b.Groups[name]
+		if gb == nil || ga.WaitingTotal != gb.WaitingTotal || ga.Desired != gb.Desired || ga.Placed != gb.Placed ||
+			ga.Healthy != gb.Healthy || ga.Unhealthy != gb.Unhealthy || ga.Pending != gb.Pending || ga.Outdated != gb.Outdated ||
+			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) {
+			return false
+		}
+	}
+	return true
+}
+
+// summaryDuty asks for a new summary when the one stored says something
+// else than the full view does, at most once per SummaryEvery (until
+// then RetryIn says when to look again). It runs for the steward and its
+// overdue deputies (act).
+func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[string]Counts, act func(string) bool) {
+	if d.Status != model.DeploymentRunning && d.Status != model.DeploymentSuccessful {
+		return
+	}
+	next := Summarize(d, f, counts)
+	cur := f.Summary
+	if sameSummary(next, cur) {
+		return
+	}
+	key := "summary"
+	if cur != nil {
+		key += ":" + strconv.FormatInt(cur.Time.UnixNano(), 10)
+		if wait := SummaryEvery - f.Now.Sub(cur.Time); wait > 0 && cur.DeploymentID == d.ID {
+			if dec.RetryIn == 0 || wait < dec.RetryIn {
+				dec.RetryIn = wait
+			}
+			return
+		}
+	}
+	if act(key) {
+		dec.Summary = next
+	}
+}
+
+// slotHolders are the holders of the group's slots, by slot index.
+func slotHolders(slots []Slot, group string) []string {
+	var hs []Slot
+	for _, s := range slots {
+		if s.Slot.Group == group {
+			hs = append(hs, s)
+		}
+	}
+	slices.SortFunc(hs, func(a, b Slot) int { return a.Slot.Index - b.Slot.Index })
+	out := make([]string, 0, len(hs))
+	for _, s := range hs {
+		out = append(out, s.Slot.Holder)
+	}
+	return out
+}

@@ -1,0 +1,219 @@
+package rollout
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+)
+
+// narrow is node self's facts as a node that does not watch the job's
+// allocations holds them: its own allocations only, and the summary.
+func (w *world) narrow(t *testing.T, self string, sum *model.RolloutSummary) Facts {
+	t.Helper()
+	f := w.facts(t, self)
+	f.Allocs = slices.DeleteFunc(slices.Clone(f.Allocs), func(a *model.Allocation) bool { return a.NodeID != self })
+	f.Narrow, f.Summary = true, sum
+	return f
+}
+
+// stewardOf is the node that steward()s the world's record.
+func (w *world) stewardOf(t *testing.T) string {
+	t.Helper()
+	d := w.recs[len(w.recs)-1].D
+	f := w.facts(t, "n1")
+	return RankedNodes(d.ID, f.LiveEligible())[0]
+}
+
+// The summary lists the waiting allocations in the order admission ranks
+// them (the order a full view computes), at most twice max_parallel; a
+// narrowed node takes the slot its rank in the summary names, exactly the
+// one it takes with the full view. Control: a node beyond the free slots
+// holds, saying its rank.
+func TestANarrowedNodeTakesTheSlotItsFullViewWouldTake(t *testing.T) {
+	w := newWorld(12, 2, 0)
+	w.record(nil)
+	steward := w.stewardOf(t)
+	full := w.facts(t, steward)
+	dec := Decide(full)
+	if dec.Summary == nil {
+		t.Fatalf("the steward wrote no summary: %+v", dec)
+	}
+	g := dec.Summary.Groups["g"]
+	if g == nil || g.WaitingTotal != 12 || len(g.Waiting) != 4 {
+		t.Fatalf("summary group = %+v, want 12 waiting and the first 4 listed", g)
+	}
+	ws := full.waiters(w.recs[0].D, "g", map[string]bool{})
+	for i, sw := range g.Waiting {
+		if sw.Node != ws[i].node || sw.Alloc != ws[i].id {
+			t.Fatalf("summary waiter %d = %+v, full view's = %+v", i, sw, ws[i])
+		}
+	}
+	for _, n := range w.nodes {
+		wantTakes := Decide(w.facts(t, n.ID)).Takes
+		got := Decide(w.narrow(t, n.ID, dec.Summary))
+		if len(got.Takes) != len(wantTakes) || (len(wantTakes) == 1 && got.Takes[0].Key != wantTakes[0].Key) {
+			t.Fatalf("%s: narrowed takes %+v, full view takes %+v", n.ID, got.Takes, wantTakes)
+		}
+		if len(got.Takes) == 0 && !strings.Contains(heldFor(got, "a-"+n.ID), "waiting for an update slot") {
+			t.Fatalf("%s: held for %q", n.ID, heldFor(got, "a-"+n.ID))
+		}
+	}
+	// Without a summary (or with another deployment's) nobody narrowed
+	// takes a slot, and says why.
+	first := g.Waiting[0].Node
+	for _, s := range []*model.RolloutSummary{nil, {DeploymentID: "other", Groups: dec.Summary.Groups}} {
+		got := Decide(w.narrow(t, first, s))
+		if len(got.Takes) != 0 || !strings.Contains(heldFor(got, "a-"+first), "no rollout summary of this deployment yet") {
+			t.Fatalf("summary %v: takes %+v, held %q", s, got.Takes, heldFor(got, "a-"+first))
+		}
+	}
+}
+
+// I4 does not rest on the summary: a summary that lists a node outside
+// the canary set (stale, or written wrong) does not let it take a slot
+// before promotion. Control: the canary node listed beside it takes one.
+func TestASummaryCannotAdmitANonCanaryNodeBeforePromotion(t *testing.T) {
+	w := newWorld(10, 2, 20)
+	d := w.record(func(d *model.Deployment) {
+		d.TaskGroups["g"].CanaryNodes = []string{"n3"}
+		d.TaskGroups["g"].DesiredCanaries = 1
+	})
+	sum := &model.RolloutSummary{JobID: "web", JobVersion: 2, DeploymentID: d.ID, Time: t0,
+		Groups: map[string]*model.GroupSummary{"g": {WaitingTotal: 2, Waiting: []model.SummaryWaiter{{Node: "n5", Alloc: "a-n5"}, {Node: "n3", Alloc: "a-n3"}}}}}
+	got := Decide(w.narrow(t, "n5", sum))
+	if len(got.Takes) != 0 || len(got.Stop) != 0 {
+		t.Fatalf("a non-canary node took %+v / stopped %+v before promotion", got.Takes, got.Stop)
+	}
+	// The reconciler already leaves n5's update out of its plan; the
+	// admission refuses it even with a plan that has it (made as if the
+	// group were promoted).
+	d.TaskGroups["g"].Promoted = true
+	promoted := w.narrow(t, "n5", sum)
+	d.TaskGroups["g"].Promoted = false
+	if len(promoted.Plan.Update) != 1 {
+		t.Fatalf("promoted plan: %+v", promoted.Plan.Update)
+	}
+	f := w.narrow(t, "n5", sum)
+	f.Plan = promoted.Plan
+	got = Decide(f)
+	if len(got.Takes) != 0 || len(got.Stop) != 0 || !strings.Contains(heldFor(got, "a-n5"), "not a canary node") {
+		t.Fatalf("with the update planned: takes %+v, stops %+v, held %q", got.Takes, got.Stop, heldFor(got, "a-n5"))
+	}
+	// The canary node is second in the list, but n5 is not waiting for
+	// it (the record says so): it ranks first and takes slot 0.
+	ctl := Decide(w.narrow(t, "n3", sum))
+	if len(ctl.Takes) != 1 || !strings.HasSuffix(ctl.Takes[0].Key, ".0") {
+		t.Fatalf("control: the canary node took %+v", ctl.Takes)
+	}
+}
+
+// A narrowed node never creates a record nor carries out a steward's
+// duty, even at rank 0: it cannot count the fleet. Control: the same node
+// with the full view creates (or stewards).
+func TestANarrowedNodeNeitherCreatesNorStewards(t *testing.T) {
+	w := newWorld(5, 1, 0)
+	w.recs = append(w.recs, Record{D: &model.Deployment{ID: "d1", JobID: "web", JobVersion: 1, Status: model.DeploymentSuccessful, Protocol: Protocol,
+		TaskGroups: map[string]*model.DeploymentState{"g": {}}}})
+	for _, n := range w.nodes {
+		if dec := Decide(w.narrow(t, n.ID, nil)); dec.Create != nil {
+			t.Fatalf("%s: a narrowed node created a record", n.ID)
+		}
+	}
+	created := 0
+	for _, n := range w.nodes {
+		if Decide(w.facts(t, n.ID)).Create != nil {
+			created++
+		}
+	}
+	if created == 0 {
+		t.Fatal("control: no node with the full view creates the record")
+	}
+	w.record(nil)
+	steward := w.stewardOf(t)
+	dec := Decide(w.narrow(t, steward, nil))
+	if dec.StewardRank != 0 || dec.Verdict || dec.Summary != nil || len(dec.Transitions) > 0 || len(dec.Reclaims) > 0 || dec.Counts != nil {
+		t.Fatalf("narrowed steward acted: %+v", dec)
+	}
+	if ctl := Decide(w.facts(t, steward)); !ctl.Verdict || ctl.Summary == nil {
+		t.Fatalf("control: the steward with the full view asks no verdict / writes no summary: %+v", ctl)
+	}
+}
+
+// Watching names the first StewardDepth nodes of the record's steward
+// ranking (or, before the record, of the creation ranking), and no more;
+// only they act as steward or deputy.
+func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
+	w := newWorld(9, 1, 0)
+	count := func() (watching []string) {
+		for _, n := range w.nodes {
+			f := w.facts(t, n.ID)
+			if Watching(&f) {
+				watching = append(watching, n.ID)
+			}
+		}
+		return watching
+	}
+	if got := count(); len(got) != StewardDepth {
+		t.Fatalf("before the record: %v watch, want %d", got, StewardDepth)
+	}
+	d := w.record(nil)
+	got := count()
+	f0 := w.facts(t, "n1")
+	ranked := RankedNodes(d.ID, f0.LiveEligible())
+	if !slices.Equal(got, slices.Sorted(slices.Values(ranked[:StewardDepth]))) {
+		t.Fatalf("watching %v, ranking %v", got, ranked)
+	}
+	// Deputy 1 has the duties due (and acts once they are overdue); a
+	// deputy beyond the depth has none, however overdue they are.
+	dep1 := Decide(w.facts(t, ranked[1]))
+	if len(dep1.Due) == 0 || dep1.Verdict {
+		t.Fatalf("deputy 1: due %v, verdict %v", dep1.Due, dep1.Verdict)
+	}
+	overdue := map[string]time.Duration{}
+	for _, k := range dep1.Due {
+		overdue[k] = time.Hour
+	}
+	f := w.facts(t, ranked[1])
+	f.Overdue = overdue
+	if dec := Decide(f); !dec.Verdict {
+		t.Fatalf("control: deputy 1, overdue, does not act: %+v", dec)
+	}
+	f = w.facts(t, ranked[StewardDepth])
+	f.Overdue = overdue
+	if dec := Decide(f); dec.Verdict || len(dec.Due) > 0 || len(dec.Transitions) > 0 || dec.Summary != nil {
+		t.Fatalf("deputy %d acted or timed duties: %+v", StewardDepth, dec)
+	}
+}
+
+// The steward writes a summary only when it says something new, and at
+// most once per SummaryEvery: until then it asks to decide again when
+// the interval ends.
+func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
+	w := newWorld(6, 1, 0)
+	w.record(nil)
+	steward := w.stewardOf(t)
+	first := Decide(w.facts(t, steward)).Summary
+	if first == nil {
+		t.Fatal("no summary")
+	}
+	f := w.facts(t, steward)
+	f.Summary = first
+	if dec := Decide(f); dec.Summary != nil {
+		t.Fatalf("an unchanged summary written again: %+v", dec.Summary)
+	}
+	// Something changes half an interval later: not written yet.
+	w.allocs[0].JobVersion = 2
+	f = w.facts(t, steward)
+	f.Summary, f.Now = first, t0.Add(SummaryEvery/2)
+	dec := Decide(f)
+	if dec.Summary != nil || dec.RetryIn != SummaryEvery/2 {
+		t.Fatalf("within the interval: summary %v, retry in %s", dec.Summary, dec.RetryIn)
+	}
+	f.Now = t0.Add(SummaryEvery)
+	if dec := Decide(f); dec.Summary == nil || dec.Summary.Groups["g"].WaitingTotal != 5 {
+		t.Fatalf("after the interval: %+v", dec.Summary)
+	}
+}
