@@ -26,6 +26,10 @@ import (
 // timestamps), and only canary nodes start the new version before the
 // promotion.
 //
+// HIVELET_FLEET_NODE_TTL sets the nodes bucket's TTL (default 30 s; the
+// agents heartbeat at a third of it), as an operator of a large fleet
+// lengthens nats.node_ttl (docs/scale.md).
+//
 // The agents narrow their watches (only the first nodes of each ranking
 // watch the job's allocations on every node); HIVELET_FLEET_WATCH=all
 // makes every agent watch every allocation, as before, for a comparison.
@@ -39,7 +43,15 @@ func BenchmarkFleetRollout(b *testing.B) {
 	maxParallel := max(agents/10, 1)
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		w := newWorld(b)
+		var ttl time.Duration // HIVELET_FLEET_NODE_TTL: the nodes bucket's TTL (heartbeats at a third)
+		if v := os.Getenv("HIVELET_FLEET_NODE_TTL"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				b.Fatalf("HIVELET_FLEET_NODE_TTL: %v", err)
+			}
+			ttl = d
+		}
+		w := newWorldTTL(b, ttl)
 		w.watchAll = os.Getenv("HIVELET_FLEET_WATCH") == "all"
 		rec := &recorder{tasks: map[string]string{}}
 		f := &testFleet{w: w, rec: rec}
@@ -54,6 +66,17 @@ func BenchmarkFleetRollout(b *testing.B) {
 			g.Update.HealthyDeadline = model.Duration(30 * time.Second)
 			g.Update.ProgressDeadline = model.Duration(2 * time.Minute)
 		}
+		defer func() {
+			if b.Failed() { // what the records say when a wait gave up
+				for _, v := range []uint64{1, 2} {
+					if d := w.deployment("", "web", v); d != nil {
+						b.Logf("deployment of version %d: %s, %s, groups %s", v, d.Status, d.StatusDescription, mustJSON(d.TaskGroups))
+					} else {
+						b.Logf("deployment of version %d: none", v)
+					}
+				}
+			}
+		}()
 		f.w.putJob(fleetJob(1, mod))
 		testutil.Eventually(b, 3*time.Minute, "v1 everywhere", func() bool {
 			d := w.deployment("", "web", 1)

@@ -385,6 +385,21 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 					t.Fatalf("%s made no local plan", n.id)
 				}
 			}
+			// The watches are narrowed: only the steward and its deputies
+			// hold other nodes' allocations; the others rolled out from
+			// the steward's summary.
+			var watching []string
+			for _, n := range f.nodes {
+				for k, st := range n.src.View().Allocs {
+					if !st.Absent && !strings.HasPrefix(k, n.id+".") {
+						watching = append(watching, n.id)
+						break
+					}
+				}
+			}
+			if len(watching) == 0 || len(watching) > rollout.StewardDepth {
+				t.Fatalf("nodes holding other nodes' allocations: %v, want 1 to %d", watching, rollout.StewardDepth)
+			}
 		})
 	}
 }
