@@ -733,20 +733,26 @@ func TestASourceCountsWhatItsWatchesDeliver(t *testing.T) {
 	}
 }
 
+// allocStore starts a server with the fleet's buckets and returns its store
+// and a writer of one allocation of a job on a node.
+func allocStore(t *testing.T) (*Store, func(node, job, id string)) {
+	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
+	conn := connect(t, srv.ClientURL(), nil, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	return st, func(node, job, id string) {
+		t.Helper()
+		if _, err := st.ForNode(node).PutAlloc(context.Background(), &model.Allocation{ID: id, NodeID: node, Namespace: "default", JobID: job, TaskGroup: "g"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A source with a filter for the allocations bucket receives one job's
 // allocations, on every node, and not the rest of the fleet's: at the pull,
 // while watching, and for deletions.
 func TestAFilteredSourceReceivesOnlyTheAllocationsOfItsJob(t *testing.T) {
-	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
-	conn := connect(t, srv.ClientURL(), nil, nil)
-	st := mustEnsure(t, conn, BucketOptions{})
+	st, put := allocStore(t)
 	ctx := context.Background()
-	put := func(node, job, id string) {
-		t.Helper()
-		if _, err := st.ForNode(node).PutAlloc(ctx, &model.Allocation{ID: id, NodeID: node, Namespace: "default", JobID: job, TaskGroup: "g"}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	put("n1", "web", "w1")
 	put("n2", "web", "w2")
 	put("n1", "db", "d1")
@@ -789,16 +795,7 @@ func TestAFilteredSourceReceivesOnlyTheAllocationsOfItsJob(t *testing.T) {
 // changes after it arrive for the new filters only. Control: the filter
 // kept across the change never leaves Watched.
 func TestAFilterChangePullsTheNewKeysAndDropsTheOld(t *testing.T) {
-	srv := startServer(t, t.TempDir(), testutil.FreePort(t))
-	conn := connect(t, srv.ClientURL(), nil, nil)
-	st := mustEnsure(t, conn, BucketOptions{})
-	ctx := context.Background()
-	put := func(node, job, id string) {
-		t.Helper()
-		if _, err := st.ForNode(node).PutAlloc(ctx, &model.Allocation{ID: id, NodeID: node, Namespace: "default", JobID: job, TaskGroup: "g"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, put := allocStore(t)
 	put("n1", "web", "w1")
 	put("n2", "web", "w2")
 	put("n2", "db", "d2")
