@@ -342,13 +342,16 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		case <-reconnect:
 		default:
 		}
+		// A filter change signalled before this point is served by the
+		// watcher about to be created: the signal is taken first, then the
+		// filters read (a change after the read signals again).
+		select {
+		case <-s.refilter[b.kind]:
+		default:
+		}
 		s.mu.Lock()
 		filters := slices.Clone(s.filters[b.kind])
 		s.mu.Unlock()
-		select {
-		case <-s.refilter[b.kind]: // served by the watcher about to be created
-		default:
-		}
 		w, stop, err := s.startWatch(ctx, kv, resume, filters)
 		if err != nil {
 			if missingStream(err) {

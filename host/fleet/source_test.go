@@ -845,3 +845,29 @@ func TestAFilterChangePullsTheNewKeysAndDropsTheOld(t *testing.T) {
 		t.Fatalf("unfiltered: %q, watched %v", keys(), src.View().Watched)
 	}
 }
+
+// JobView reads one job's allocations on every node with a source of its
+// own (what a narrowed agent's promote reads), and no other job's.
+func TestAJobViewHoldsTheJobsAllocationsOnEveryNode(t *testing.T) {
+	st, put := allocStore(t)
+	put("n1", "web", "w1")
+	put("n2", "web", "w2")
+	put("n2", "db", "d2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := st.JobView(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range v.Allocs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if got := strings.Join(keys, " "); got != "n1.default.web.w1 n2.default.web.w2" {
+		t.Fatalf("job view allocations %q", got)
+	}
+	if !v.Watches(KindAllocs, wanted.AllocJobFilter("default", "web")) || v.Watches(KindAllocs, wanted.AllocJobFilter("default", "db")) {
+		t.Fatalf("watched %v", v.Watched)
+	}
+}
