@@ -289,8 +289,7 @@ func New(cfg Config) (*Agent, error) {
 	// The whole bucket until a pass has counted the fleet (a large
 	// fleet's agent pulls every allocation once, at its start), unless
 	// told to narrow whatever the size.
-	_, a.narrowNow = cfg.Source.(filterSource)
-	a.narrowNow = a.narrowNow && !cfg.WatchAllAllocs && cfg.NarrowAbove < 0
+	a.narrowNow = a.filtered() && cfg.NarrowAbove < 0
 	a.setAllocFilters()
 	return a, nil
 }
@@ -585,6 +584,10 @@ type Counts struct {
 	// FenceHeld counts jobs this node plans nothing for: a deployment
 	// record newer than its job view, or one it cannot follow (rollout.md I3).
 	FenceHeld int `json:"fence_held"`
+	// WatchHeld counts jobs this node, a steward or creator candidate,
+	// waits on until its pull of the job's allocations on every node is
+	// complete (docs/rollout.md, "Who watches what").
+	WatchHeld int `json:"watch_held"`
 	// Skipped counts jobs an incremental pass left alone: nothing they
 	// depend on changed since they last converged.
 	Skipped int `json:"skipped"`

@@ -202,7 +202,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 				// allocations on every node in view (and every node of a
 				// small fleet is one): the pull was just asked for, and its
 				// end brings the next pass.
-				counts.Held++
+				counts.WatchHeld++
 				delete(a.lastSig, k)
 				continue
 			}
@@ -288,7 +288,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
-		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "skipped", counts.Skipped, "policy_held", counts.PolicyHeld, "errors", counts.Errors, "orphaned", len(orphaned),
+		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "watch_held", counts.WatchHeld, "skipped", counts.Skipped, "policy_held", counts.PolicyHeld, "errors", counts.Errors, "orphaned", len(orphaned),
 		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
 }
 

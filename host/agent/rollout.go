@@ -79,7 +79,7 @@ func (a *Agent) filtered() bool {
 // decideNarrowing narrows the allocation watch when the fleet has more
 // live nodes than Config.NarrowAbove, and widens it again at or below.
 func (a *Agent) decideNarrowing(view *fleet.View) {
-	if _, ok := a.cfg.Source.(filterSource); !ok || a.cfg.WatchAllAllocs {
+	if !a.filtered() {
 		a.narrowNow = false
 		return
 	}

@@ -93,23 +93,20 @@ func (c JobCollector) Collect(ch chan<- prometheus.Metric) {
 					health["pending"] += g.Pending
 				}
 			}
-			for h, n := range health {
-				ch <- prometheus.MustNewConstMetric(deploymentAllocsDesc, prometheus.GaugeValue, float64(n), k.ns, k.job, ver, h)
-			}
-			continue
-		}
-		for _, st := range v.Allocs {
-			a := st.Value
-			if a == nil || st.Absent || a.JobID != d.JobID || nsOf(a.Namespace) != k.ns || a.JobVersion != d.JobVersion || a.DesiredStatus != model.DesiredRun {
-				continue
-			}
-			switch {
-			case a.DeploymentStatus.IsHealthy():
-				health["healthy"]++
-			case a.DeploymentStatus.IsUnhealthy():
-				health["unhealthy"]++
-			default:
-				health["pending"]++
+		} else {
+			for _, st := range v.Allocs {
+				a := st.Value
+				if a == nil || st.Absent || a.JobID != d.JobID || nsOf(a.Namespace) != k.ns || a.JobVersion != d.JobVersion || a.DesiredStatus != model.DesiredRun {
+					continue
+				}
+				switch {
+				case a.DeploymentStatus.IsHealthy():
+					health["healthy"]++
+				case a.DeploymentStatus.IsUnhealthy():
+					health["unhealthy"]++
+				default:
+					health["pending"]++
+				}
 			}
 		}
 		for h, n := range health {

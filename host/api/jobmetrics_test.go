@@ -58,3 +58,39 @@ func TestPerJobAndPerDeploymentMetricsFollowTheAllocationsAndTheView(t *testing.
 		t.Errorf("an older deployment is exported:\n%s", body)
 	}
 }
+
+// A narrowed agent (the job's allocations not watched on every node)
+// exports the steward's summary counts for the deployment it names, and
+// nothing of another deployment's summary. Control: the allocations it
+// does hold are not what is counted then.
+func TestANarrowedAgentExportsTheSummarysDeploymentCounts(t *testing.T) {
+	v := &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{},
+		Summaries: map[string]wanted.SummaryState{}, Watched: map[string][]string{fleet.KindAllocs: {wanted.AllocKeyPrefix("n1")}}}
+	healthy := true
+	mine := &model.Allocation{ID: "a1", NodeID: "n1", JobID: "web", JobVersion: 2, DesiredStatus: model.DesiredRun,
+		DeploymentStatus: &model.AllocDeploymentStatus{Healthy: &healthy}}
+	v.Allocs["n1.default.web.a1"] = wanted.AllocState{Value: mine}
+	v.Deployments["d2"] = wanted.DeploymentState{Value: &model.Deployment{ID: "d2", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning}}
+	metric := func(sum *model.RolloutSummary) string {
+		v.Summaries[wanted.SummaryKey("", "web")] = wanted.SummaryState{Value: sum}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(JobCollector{View: fixedView{v}})
+		_, body := get(t, NewHandler(Providers{}, reg), "/metrics")
+		return body
+	}
+	body := metric(&model.RolloutSummary{JobID: "web", DeploymentID: "d2", Groups: map[string]*model.GroupSummary{
+		"a": {Healthy: 40, Unhealthy: 2, Pending: 5}, "b": {Healthy: 7}}})
+	for _, want := range []string{
+		`hivelet_deployment_allocations{health="healthy",job="web",namespace="default",version="2"} 47`,
+		`hivelet_deployment_allocations{health="unhealthy",job="web",namespace="default",version="2"} 2`,
+		`hivelet_deployment_allocations{health="pending",job="web",namespace="default",version="2"} 5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	body = metric(&model.RolloutSummary{JobID: "web", DeploymentID: "d1", Groups: map[string]*model.GroupSummary{"a": {Healthy: 40}}})
+	if want := `hivelet_deployment_allocations{health="healthy",job="web",namespace="default",version="2"} 0`; !strings.Contains(body, want) {
+		t.Errorf("another deployment's summary counted:\n%s", body)
+	}
+}

@@ -197,13 +197,6 @@ func (s *Source) SetFilters(kind string, filters []string) {
 	s.notify()
 }
 
-// Filters returns a kind's watch filters in force (nil: the whole bucket).
-func (s *Source) Filters(kind string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.filters[kind])
-}
-
 func normalFilters(f []string) []string {
 	if len(f) == 0 {
 		return nil
@@ -556,21 +549,24 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 						}
 						log.Debug("bucket pulled", "keys", n, "revision", s.revision(b.kind))
 					}
+					// The pull of these filters is complete: they are
+					// watched (those still in force), or the whole bucket is.
 					s.mu.Lock()
 					widened := len(filters) == 0 && s.widening[b.kind] && len(s.filters[b.kind]) == 0
 					if widened {
 						delete(s.widening, b.kind)
 						delete(s.watched, b.kind)
 					}
-					s.mu.Unlock()
-					if len(filters) > 0 || widened {
-						s.mu.Lock()
-						if len(filters) > 0 {
-							s.watched[b.kind] = intersect(filters, s.filters[b.kind])
-						}
+					if len(filters) > 0 {
+						s.watched[b.kind] = intersect(filters, s.filters[b.kind])
+					}
+					changed := len(filters) > 0 || widened
+					if changed {
 						s.bumpLocked(b.kind)
 						s.changes.add(Change{Gen: s.gen, Kind: b.kind, Filters: true})
-						s.mu.Unlock()
+					}
+					s.mu.Unlock()
+					if changed {
 						s.notify()
 					}
 					s.markSynced(b.kind)

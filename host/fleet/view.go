@@ -83,13 +83,14 @@ func snapshotOf[V any](changed bool, cur, prev map[string]V) map[string]V {
 
 // Watches reports whether the View holds every key of kind that filter
 // matches: the kind is watched whole, or filter is one of its watched
-// filters whose pull is complete.
+// filters whose pull is complete (sorted: a pass asks once per job).
 func (v *View) Watches(kind, filter string) bool {
 	w, filtered := v.Watched[kind]
 	if !filtered {
 		return true
 	}
-	return slices.Contains(w, filter)
+	_, ok := slices.BinarySearch(w, filter)
+	return ok
 }
 
 // Job returns the state of one job key.

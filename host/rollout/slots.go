@@ -239,14 +239,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		if maxP <= 0 {
 			maxP = 1
 		}
-		held := map[int]bool{}
-		holding := map[string]bool{}
-		for _, s := range f.Slots {
-			if s.Slot.Group == name {
-				held[s.Slot.Index] = true
-				holding[s.Slot.OldAlloc] = true
-			}
-		}
+		held, holding, holders := groupSlots(f.Slots, name)
 		var free []int
 		for i := 0; i < maxP; i++ {
 			if !held[i] {
@@ -256,7 +249,6 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		nfree := max(maxP-len(held), 0) // a slot beyond max_parallel (an older version's) still counts
 		nfree = min(nfree, len(free))
 		ws := f.waiters(d, name, holding)
-		holders := slotHolders(f.Slots, name)
 		for _, e := range entries {
 			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
 				// The summary's order is the steward's: this node's own

@@ -64,11 +64,11 @@ func Watching(f *Facts) bool {
 // nodes that may not update, outside the canary set while canarying, or
 // updated in place here are not waiting.
 func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
-	st := d.TaskGroups[name]
-	var ws []waiter
 	if f.Narrow {
 		return f.summaryWaiters(d, name, holding)
 	}
+	st := d.TaskGroups[name]
+	var ws []waiter
 	for _, a := range f.Allocs {
 		if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
 			continue
@@ -137,12 +137,7 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 		if st == nil {
 			continue
 		}
-		holding := map[string]bool{}
-		for _, sl := range f.Slots {
-			if sl.Slot.Group == name {
-				holding[sl.Slot.OldAlloc] = true
-			}
-		}
+		_, holding, _ := groupSlots(f.Slots, name)
 		ws := f.waiters(d, name, holding)
 		maxP := max(st.MaxParallel, 1)
 		c := counts[name]
@@ -204,18 +199,21 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 	}
 }
 
-// slotHolders are the holders of the group's slots, by slot index.
-func slotHolders(slots []Slot, group string) []string {
+// groupSlots reads the group's held slots: their indexes, the old
+// allocations they replace, and their holders by slot index.
+func groupSlots(slots []Slot, group string) (held map[int]bool, holding map[string]bool, holders []string) {
+	held, holding = map[int]bool{}, map[string]bool{}
 	var hs []Slot
 	for _, s := range slots {
 		if s.Slot.Group == group {
+			held[s.Slot.Index] = true
+			holding[s.Slot.OldAlloc] = true
 			hs = append(hs, s)
 		}
 	}
 	slices.SortFunc(hs, func(a, b Slot) int { return a.Slot.Index - b.Slot.Index })
-	out := make([]string, 0, len(hs))
 	for _, s := range hs {
-		out = append(out, s.Slot.Holder)
+		holders = append(holders, s.Slot.Holder)
 	}
-	return out
+	return held, holding, holders
 }
