@@ -194,6 +194,9 @@ type Agent struct {
 	sumWritten     map[string]*model.RolloutSummary        // job key → the rollout summary this agent last wrote (until the view shows it)
 	watchJobs      map[string]bool                         // job key → this node watches the job's allocations on every node (under passMu)
 	watchFilters   []string                                // the allocation filters last set, nil: the whole bucket (under passMu)
+	slotJobs       map[string]bool                         // job key → this narrowed node watches the job's update slots (under passMu)
+	slotsChecked   map[string]bool                         // job key → a pass has seen the job's slots whole since the start (under passMu)
+	rolloutFilters []string                                // the rollout-bucket filters last set, nil: the whole bucket (under passMu)
 	narrowNow      bool                                    // the allocation watch is narrowed (under passMu)
 	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
 	driverUse      map[string]int                          // driver name → tasks of live runners using it
@@ -272,6 +275,8 @@ func New(cfg Config) (*Agent, error) {
 		depWritten:     map[string]map[string]*model.Deployment{},
 		sumWritten:     map[string]*model.RolloutSummary{},
 		watchJobs:      map[string]bool{},
+		slotJobs:       map[string]bool{},
+		slotsChecked:   map[string]bool{},
 		allocKick:      map[string]uint64{},
 		driverUse:      map[string]int{},
 		ownJobs:        map[string]map[string]struct{}{},
@@ -290,7 +295,7 @@ func New(cfg Config) (*Agent, error) {
 	// fleet's agent pulls every allocation once, at its start), unless
 	// told to narrow whatever the size.
 	a.narrowNow = a.filtered() && cfg.NarrowAbove < 0
-	a.setAllocFilters()
+	a.setFilters()
 	return a, nil
 }
 

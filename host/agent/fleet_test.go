@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -400,6 +401,19 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			if len(watching) == 0 || len(watching) > rollout.StewardDepth {
 				t.Fatalf("nodes holding other nodes' allocations: %v, want 1 to %d", watching, rollout.StewardDepth)
 			}
+			// And once done, only they watch the job's update slots: a
+			// node watched them while it was among the summary's first
+			// waiters or held one (each of them took one).
+			var slotWatchers []string
+			testutil.Eventually(t, 10*time.Second, "the slots watched by the steward and its deputies only", func() bool {
+				slotWatchers = slotWatchers[:0]
+				for _, n := range f.nodes {
+					if n.src.View().Watches(fleet.KindRollout, wanted.SlotFilter("", "web")) {
+						slotWatchers = append(slotWatchers, n.id)
+					}
+				}
+				return len(slotWatchers) > 0 && len(slotWatchers) <= rollout.StewardDepth
+			})
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/fleet"
@@ -59,5 +60,55 @@ func TestNarrowingWaitsForTheFleetSizeAndForEveryLiveNodeToWriteSummaries(t *tes
 	a.decideNarrowing(view(map[string]int{"n1": cur, "n2": cur}))
 	if a.narrowNow {
 		t.Error("a source without filters narrowed")
+	}
+}
+
+// filterLog is a filter source that records the filters set per kind.
+type filterLog struct {
+	ViewSource
+	set map[string][][]string
+}
+
+func (l *filterLog) SetFilters(kind string, f []string) {
+	l.set[kind] = append(l.set[kind], slices.Clone(f))
+}
+
+// A narrowed node watches, of the rollout bucket, the loss verdicts, the
+// summaries and the slots of the jobs it needs them for; of the
+// allocations, its own and those of the jobs it watches on every node.
+// Widened again, both buckets are whole. Setting the same filters again
+// asks the source for nothing.
+func TestANarrowedNodeWatchesTheSlotsOnlyOfTheJobsItNeedsThemFor(t *testing.T) {
+	src := &filterLog{set: map[string][][]string{}}
+	a := &Agent{cfg: Config{Source: src}, nodeID: "n1", narrowNow: true,
+		watchJobs: map[string]bool{"default.api": true, "default.web": false},
+		slotJobs:  map[string]bool{"default.api": true, "default.web": true, "default.db": false}}
+	a.setFilters()
+	wantRoll := []string{wanted.DownFilter, wanted.SummaryFilter, wanted.SlotFilter("default", "api"), wanted.SlotFilter("default", "web")}
+	slices.Sort(wantRoll)
+	wantAllocs := []string{wanted.AllocJobFilter("default", "api"), wanted.AllocKeyPrefix("n1")}
+	slices.Sort(wantAllocs)
+	if got := src.set[fleet.KindRollout]; len(got) != 1 || !slices.Equal(got[0], wantRoll) {
+		t.Fatalf("rollout filters set %q, want %q", got, wantRoll)
+	}
+	if got := src.set[fleet.KindAllocs]; len(got) != 1 || !slices.Equal(got[0], wantAllocs) {
+		t.Fatalf("allocation filters set %q, want %q", got, wantAllocs)
+	}
+	a.setFilters()
+	if len(src.set[fleet.KindRollout]) != 1 || len(src.set[fleet.KindAllocs]) != 1 {
+		t.Fatalf("the same filters set again: %q", src.set)
+	}
+	a.slotJobs["default.web"] = false
+	a.setFilters()
+	if got := src.set[fleet.KindRollout]; len(got) != 2 || slices.Contains(got[1], wanted.SlotFilter("default", "web")) {
+		t.Fatalf("web's slots still watched: %q", got)
+	}
+	a.narrowNow = false
+	a.setFilters()
+	if got := src.set[fleet.KindRollout]; len(got) != 3 || got[2] != nil {
+		t.Fatalf("widened: rollout filters %q, want the whole bucket last", got)
+	}
+	if got := src.set[fleet.KindAllocs]; len(got) != 2 || got[1] != nil {
+		t.Fatalf("widened: allocation filters %q, want the whole bucket last", got)
 	}
 }

@@ -176,6 +176,9 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
 			sig ^= mix(23) // watched on every node, or not: a different decision
 		}
+		if a.filtered() && view.Watches(fleet.KindRollout, wanted.SlotFilter(job.Namespace, job.ID)) {
+			sig ^= mix(29) // its slots watched, or not
+		}
 		if stored != nil {
 			sig ^= mix(stored.Revision) * 11
 		}
@@ -192,16 +195,26 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// shared writes to attempt; policies are asked by the worker.
 		rf := a.rolloutFacts(job, self, view, own, others, deps, slots, plan, now)
 		if a.filtered() {
-			w := true // the whole bucket is being watched (or pulled again)
+			w, slotsIn := true, view.Watches(fleet.KindRollout, wanted.SlotFilter(job.Namespace, job.ID))
+			needSlots := true // both buckets whole (or being pulled again)
 			if a.narrowing() {
 				w = rollout.Watching(&rf) && !job.Stop
 				a.watchJobs[k] = w
+				// Until a pass has seen the job's slots whole since the
+				// start, this node may hold one it does not know of (a
+				// take just before a restart).
+				needSlots = w || rollout.NeedsSlots(&rf) || !a.slotsChecked[k]
+				a.slotJobs[k] = needSlots
 			}
-			if w && rf.Narrow {
+			if slotsIn {
+				a.slotsChecked[k] = true
+			}
+			if (w && rf.Narrow) || (needSlots && !slotsIn) {
 				// A steward or creator candidate acts only with the job's
 				// allocations on every node in view (and every node of a
-				// small fleet is one): the pull was just asked for, and its
-				// end brings the next pass.
+				// small fleet is one), and a node that may take or hold a
+				// slot only with the job's slots in view: the pull was just
+				// asked for, and its end brings the next pass.
 				counts.WatchHeld++
 				delete(a.lastSig, k)
 				continue
@@ -245,7 +258,13 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			delete(a.watchJobs, k) // the job key is gone: nothing to steward
 		}
 	}
-	a.setAllocFilters()
+	for k := range a.slotJobs {
+		if _, ok := view.Jobs[k]; !ok {
+			delete(a.slotJobs, k) // nor a slot to take or release
+			delete(a.slotsChecked, k)
+		}
+	}
+	a.setFilters()
 	a.lossPass(view, self, now)
 	counts.Errors = len(errs)
 	msgs := make([]string, 0, len(errs))

@@ -99,34 +99,44 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 	a.narrowNow = !older && (limit < 0 || live > limit)
 }
 
-// setAllocFilters tells the source which allocations to watch: this
-// node's, and those of the jobs it watches on every node; or, not
-// narrowing, the whole bucket. Called with passMu held, or before the
-// loop runs.
-func (a *Agent) setAllocFilters() {
+// setFilters tells the source what to watch. Narrowed: of the
+// allocations, this node's and those of the jobs it watches on every
+// node; of the rollout bucket, the loss verdicts, the summaries and the
+// slots of the jobs whose slots it needs (NeedsSlots). Not narrowing: both
+// buckets whole. Called with passMu held, or before the loop runs.
+func (a *Agent) setFilters() {
 	fs, ok := a.cfg.Source.(filterSource)
 	if !ok || a.cfg.WatchAllAllocs {
 		return
 	}
-	if !a.narrowNow {
-		if a.watchFilters != nil { // narrowed before: widen
-			a.watchFilters = nil
-			fs.SetFilters(fleet.KindAllocs, nil)
+	var allocs, roll []string
+	if a.narrowNow {
+		allocs = []string{wanted.AllocKeyPrefix(a.nodeID)}
+		for k, on := range a.watchJobs {
+			if ns, id, ok := strings.Cut(k, "."); on && ok {
+				allocs = append(allocs, wanted.AllocJobFilter(ns, id))
+			}
 		}
-		return
-	}
-	want := []string{wanted.AllocKeyPrefix(a.nodeID)}
-	for k, on := range a.watchJobs {
-		if ns, id, ok := strings.Cut(k, "."); on && ok {
-			want = append(want, wanted.AllocJobFilter(ns, id))
+		roll = []string{wanted.DownFilter, wanted.SummaryFilter}
+		for k, on := range a.slotJobs {
+			if ns, id, ok := strings.Cut(k, "."); on && ok {
+				roll = append(roll, wanted.SlotFilter(ns, id))
+			}
 		}
 	}
+	setKind(fs, fleet.KindAllocs, &a.watchFilters, allocs)
+	setKind(fs, fleet.KindRollout, &a.rolloutFilters, roll)
+}
+
+// setKind sets one kind's filters when they differ from those last set
+// (*last; nil: the whole bucket, which is also where a source starts).
+func setKind(fs filterSource, kind string, last *[]string, want []string) {
 	slices.Sort(want)
-	if slices.Equal(want, a.watchFilters) {
+	if slices.Equal(want, *last) {
 		return
 	}
-	a.watchFilters = want
-	fs.SetFilters(fleet.KindAllocs, want)
+	*last = want
+	fs.SetFilters(kind, want)
 }
 
 // summaryOf is the job's rollout summary: the view's, or the one this

@@ -969,7 +969,7 @@ func JobFilters(namespace, jobID string) map[string][]string {
 		KindJobs:        {job},
 		KindAllocs:      {wanted.AllocJobFilter(namespace, jobID)},
 		KindDeployments: {job + ".*"}, // DeploymentKey: <job key>.<version>
-		KindRollout:     {wanted.SlotPrefix(namespace, jobID) + ">", "down.>"},
+		KindRollout:     {wanted.SlotFilter(namespace, jobID), wanted.DownFilter},
 	}
 }
 

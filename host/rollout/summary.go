@@ -58,6 +58,57 @@ func Watching(f *Facts) bool {
 	return r >= 0 && r < StewardDepth
 }
 
+// NeedsSlots reports whether a narrowed node must hold the job's update
+// slots in view (the rollout bucket's slot.<ns>.<job>.> keys): it is
+// listed among the waiting in the summary of one of the job's records (it
+// may be admitted next, and takes a free slot only from a complete view of
+// them), it holds a slot (its own takes the view does not show yet
+// included: it must see it to release it), or an allocation of its own at
+// the version of a record in progress has no health verdict yet (a slot
+// it may hold from before a restart). Any other narrowed node's slot view
+// is never read: it is not among the summary's first waiters, so it takes
+// nothing, and it carries out no steward duty (Watching nodes always hold
+// the slots). Its inputs are the summary, the records, the slots and this
+// node's allocations.
+func NeedsSlots(f *Facts) bool {
+	for _, s := range f.Slots {
+		if s.Slot.Holder == f.Self {
+			return true
+		}
+	}
+	if s := f.Summary; s != nil {
+		for _, r := range f.Records {
+			if r.D == nil || r.D.ID != s.DeploymentID {
+				continue
+			}
+			for _, g := range s.Groups {
+				if g != nil && slices.ContainsFunc(g.Waiting, func(w model.SummaryWaiter) bool { return w.Node == f.Self }) {
+					return true
+				}
+			}
+		}
+	}
+	for _, a := range f.Allocs {
+		if a.NodeID != f.Self || verdictKnown(a) {
+			continue
+		}
+		if d := f.recordOf(a.JobVersion); d != nil && inProgress(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// inProgress reports whether record d has not ended (running, paused or
+// not started yet).
+func inProgress(d *model.Deployment) bool {
+	switch d.Status {
+	case model.DeploymentSuccessful, model.DeploymentFailed, model.DeploymentCancelled:
+		return false
+	}
+	return true
+}
+
 // waiters are the group's outdated allocations that may take a slot of
 // record d now, in admission order: ordered by hash(deployment ‖ node),
 // then node, name and ID. Allocations whose replacement holds a slot, on

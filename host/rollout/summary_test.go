@@ -217,3 +217,76 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 		t.Fatalf("after the interval: %+v", dec.Summary)
 	}
 }
+
+// A narrowed node needs the job's slots in view only while it may take or
+// hold one: listed among the summary's first waiters, holding a slot, or
+// running an allocation of the record's version that has no verdict yet
+// (a slot it may hold across a restart). Every other node of the fleet,
+// waiting further back or done, needs only the summary. Control: the same
+// node listed in another deployment's summary needs none.
+func TestANarrowedNodeNeedsTheSlotsOnlyWhileItMayTakeOrHoldOne(t *testing.T) {
+	w := newWorld(12, 2, 0)
+	w.record(nil)
+	dec := Decide(w.facts(t, w.stewardOf(t)))
+	if dec.Summary == nil {
+		t.Fatal("the steward wrote no summary")
+	}
+	listed := map[string]bool{}
+	for _, sw := range dec.Summary.Groups["g"].Waiting {
+		listed[sw.Node] = true
+	}
+	if len(listed) != 4 {
+		t.Fatalf("listed %v, want 4 nodes", listed)
+	}
+	for _, n := range w.nodes {
+		f := w.narrow(t, n.ID, dec.Summary)
+		if got := NeedsSlots(&f); got != listed[n.ID] {
+			t.Errorf("%s (listed %v): needs slots %v", n.ID, listed[n.ID], got)
+		}
+	}
+	other := *dec.Summary
+	other.DeploymentID = "another"
+	var first string
+	for id := range listed {
+		first = id
+		break
+	}
+	if f := w.narrow(t, first, &other); NeedsSlots(&f) {
+		t.Errorf("%s needs slots from another deployment's summary", first)
+	}
+
+	// n-holder: not listed, holds a slot (its take not in the view yet is
+	// in f.Slots all the same: the agent adds it).
+	var holder string
+	for _, n := range w.nodes {
+		if !listed[n.ID] {
+			holder = n.ID
+			break
+		}
+	}
+	f := w.narrow(t, holder, dec.Summary)
+	f.Slots = []Slot{{Key: "slot.default.web.g.0", Slot: model.Slot{Holder: holder, Group: "g", OldAlloc: "a-" + holder}}}
+	if !NeedsSlots(&f) {
+		t.Errorf("%s holds a slot and does not need the slots", holder)
+	}
+	// Its replacement runs without a verdict: needed, also with no slot in
+	// view (a restart); with the verdict, or the record ended, not.
+	a := w.alloc("a-" + holder)
+	a.JobVersion = 2
+	f = w.narrow(t, holder, dec.Summary)
+	if !NeedsSlots(&f) {
+		t.Errorf("%s runs the new version without a verdict and does not need the slots", holder)
+	}
+	healthy := true
+	a.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &healthy}
+	f = w.narrow(t, holder, dec.Summary)
+	if NeedsSlots(&f) {
+		t.Errorf("%s has its verdict and still needs the slots", holder)
+	}
+	a.DeploymentStatus = nil
+	w.recs[0].D.Status = model.DeploymentSuccessful
+	f = w.narrow(t, holder, dec.Summary)
+	if NeedsSlots(&f) {
+		t.Errorf("%s needs the slots of an ended record", holder)
+	}
+}

@@ -125,6 +125,16 @@ func SlotPrefix(namespace, jobID string) string {
 	return "slot." + namespaceOr(namespace) + "." + jobID + "."
 }
 
+// SlotFilter is the watch filter of one job's update slots.
+func SlotFilter(namespace, jobID string) string { return SlotPrefix(namespace, jobID) + ">" }
+
+// DownFilter and SummaryFilter are the watch filters of every loss verdict
+// and of every job's rollout summary in the rollout bucket.
+const (
+	DownFilter    = "down.>"
+	SummaryFilter = "sum.>"
+)
+
 // ParseSlotKey splits a rollout-bucket slot key.
 func ParseSlotKey(key string) (namespace, jobID, groupToken string, index int, ok bool) {
 	parts := strings.Split(key, ".")
