@@ -23,7 +23,7 @@ type healthMonitor struct {
 	hb      *node.Heartbeater
 	store   *state.Store
 	probe   *fleet.WatchProbe
-	ttl     time.Duration
+	ttl     func() time.Duration // the node TTL in force (node.Liveness.TTL)
 	metrics *api.Metrics
 
 	mu         sync.Mutex
@@ -34,7 +34,7 @@ type healthMonitor struct {
 // three periods behind its bucket without progress.
 const healthPeriod = 5 * time.Second
 
-func newHealthMonitor(a *agent.Agent, conn *fleet.Conn, src *fleet.Source, hb *node.Heartbeater, store *state.Store, ttl time.Duration, metrics *api.Metrics) *healthMonitor {
+func newHealthMonitor(a *agent.Agent, conn *fleet.Conn, src *fleet.Source, hb *node.Heartbeater, store *state.Store, ttl func() time.Duration, metrics *api.Metrics) *healthMonitor {
 	return &healthMonitor{a: a, conn: conn, src: src, hb: hb, store: store, ttl: ttl, metrics: metrics,
 		probe: fleet.NewWatchProbe(src, 3*healthPeriod)}
 }
@@ -43,7 +43,7 @@ func (m *healthMonitor) facts(now time.Time) api.HealthFacts {
 	st := m.a.Status()
 	hb := m.hb.Status()
 	f := api.HealthFacts{Now: now, NATS: m.conn.State(), Synced: m.src.View().Synced, FailedClosed: st.FailedClosed,
-		PassErrors: st.Errors, LastHeartbeat: hb.LastHeartbeat, HeartbeatErr: hb.LastError, NodeTTL: m.ttl,
+		PassErrors: st.Errors, LastHeartbeat: hb.LastHeartbeat, HeartbeatErr: hb.LastError, NodeTTL: m.ttl(),
 		Watch: m.probe.Problems()}
 	_, err := m.store.WriteFailure()
 	m.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -381,10 +382,19 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		n.Attributes[AttrAllocDir] = allocRoot
 		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		n.HostVolumes, n.HostNetworks = hostVolumes, hostNetworks
-		n.RolloutProtocol, n.BootID = fleetrollout.SummaryProtocol, bootID
+		n.RolloutProtocol, n.BootID = fleetrollout.BeatProtocol, bootID
 		return n
 	}
-	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult},
+	// The heartbeat's TTL grows with the fleet the agent counts (its
+	// passes run before the first heartbeat after registration).
+	var counted atomic.Pointer[agent.Agent]
+	live := &node.Liveness{Base: rc.NodeTTL, Ceiling: fstore, Log: log, Fleet: func() node.FleetFacts {
+		if a := counted.Load(); a != nil {
+			return a.Fleet()
+		}
+		return node.FleetFacts{}
+	}}
+	hb := node.NewHeartbeater(node.HeartbeatConfig{Period: rc.NodeTTL / 3, Observe: metrics.HeartbeatResult, Plan: live.Plan},
 		fstore.ForNode(nodeID), buildNode, log)
 
 	a, err := agent.New(agent.Config{
@@ -392,11 +402,12 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		Drivers: plugins, Validate: driver.ValidateConfig, AllocRoot: allocRoot, Ports: portTable, Vars: varStore, Services: svcStore, Catalog: svcStore,
 		Canaries: pol, Completion: pol, Metrics: metrics, Logger: agentLog,
 		PolicyPending: pol.Pending,
-		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), BootID: bootID,
+		ServerNow:     src.ServerNow, NodeTTL: fstore.NodeTTL(), LiveTTL: live.TTL, BootID: bootID,
 	})
 	if err != nil {
 		return err
 	}
+	counted.Store(a)
 	pol.setOnSettle(a.Kick)
 	defer conn.OnReconnect(a.NoteReconnect)() // the disruption guard holds for one TTL after a reconnect
 	health.onDiff = func() { hb.Poke(); a.Kick() }
@@ -447,7 +458,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 			return err
 		}
 	}
-	judge := newHealthMonitor(a, conn, src, hb, store, fstore.NodeTTL(), metrics)
+	judge := newHealthMonitor(a, conn, src, hb, store, live.TTL, metrics)
 	bg.Add(1)
 	go func() { defer bg.Done(); judge.run(runCtx) }()
 	prov := agentProviders{a: a, self: buildNode, conn: conn, src: src, plugin: plugins, health: health, judge: judge}

@@ -57,6 +57,7 @@ import (
 	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	hostnode "github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
@@ -140,6 +141,9 @@ type Config struct {
 	ServerNow func(time.Time) time.Time
 	// NodeTTL is the nodes bucket's TTL (the disruption guard's window).
 	NodeTTL time.Duration
+	// LiveTTL, if set, is the node TTL in force now (node.Liveness.TTL: it
+	// grows with the fleet); it replaces NodeTTL as the guard's window.
+	LiveTTL func() time.Duration
 	// BootID identifies this start of the agent (recorded in its slots).
 	BootID string
 	// WatchAllAllocs keeps the whole allocations bucket in view, as before
@@ -198,6 +202,7 @@ type Agent struct {
 	slotsChecked   map[string]bool                         // job key → a pass has seen the job's slots whole since the start (under passMu)
 	rolloutFilters []string                                // the rollout-bucket filters last set, nil: the whole bucket (under passMu)
 	narrowNow      bool                                    // the allocation watch is narrowed (under passMu)
+	fleetFacts     hostnode.FleetFacts                     // the fleet as the last pass counted it (under mu)
 	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
 	driverUse      map[string]int                          // driver name → tasks of live runners using it
 	rejectionsGen  uint64                                  // view generation status.Rejections was computed from

@@ -3,9 +3,11 @@ package agent
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	hostnode "github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 )
@@ -110,5 +112,33 @@ func TestANarrowedNodeWatchesTheSlotsOnlyOfTheJobsItNeedsThemFor(t *testing.T) {
 	}
 	if got := src.set[fleet.KindAllocs]; len(got) != 2 || got[1] != nil {
 		t.Fatalf("widened: allocation filters %q, want the whole bucket last", got)
+	}
+}
+
+// The fleet as counted for the heartbeat's liveness plan: live nodes
+// only, grow only while every live node writes a TTL of its own (this
+// node counts as one: it is the writer), and the longest TTL a live record
+// says it was written with. Controls: a node down does not count, and an
+// older live node stops the growth.
+func TestTheFleetIsCountedForTheHeartbeatsTTL(t *testing.T) {
+	beat := rollout.BeatProtocol
+	v := &fleet.View{Nodes: map[string]wanted.NodeState{
+		"n1": {Value: &model.Node{ID: "n1"}}, // this node: its record may be older than its agent
+		"n2": {Value: &model.Node{ID: "n2", RolloutProtocol: beat, HeartbeatTTL: model.Duration(60 * time.Second)}},
+		"n3": {Value: &model.Node{ID: "n3", RolloutProtocol: beat, HeartbeatTTL: model.Duration(30 * time.Second)}},
+		"n4": {Value: &model.Node{ID: "n4", RolloutProtocol: 1, HeartbeatTTL: model.Duration(time.Hour)}, Absent: true},
+	}}
+	a := &Agent{nodeID: "n1"}
+	if f := a.Fleet(); f.Counted {
+		t.Fatalf("counted before any pass: %+v", f)
+	}
+	a.countFleet(v)
+	if f := a.Fleet(); f != (hostnode.FleetFacts{Live: 3, Grow: true, Counted: true, MaxTTL: 60 * time.Second}) {
+		t.Fatalf("fleet %+v", f)
+	}
+	v.Nodes["n5"] = wanted.NodeState{Value: &model.Node{ID: "n5", RolloutProtocol: rollout.SummaryProtocol}}
+	a.countFleet(v)
+	if f := a.Fleet(); f.Grow || f.Live != 4 {
+		t.Fatalf("with a live node below level 3: %+v", f)
 	}
 }

@@ -86,6 +86,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// not converged. The others' plans cannot have changed: the reconciler
 	// is pure and the clock-driven rules are the full passes'.
 	a.decideNarrowing(view)
+	a.countFleet(view)
 	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, nodeSig(self), full)
 	baseSig := a.index.baseSig()
 	ownDirty := a.takeOwnDirty()

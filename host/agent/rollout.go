@@ -13,6 +13,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	hostnode "github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -97,6 +98,43 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 		}
 	}
 	a.narrowNow = !older && (limit < 0 || live > limit)
+}
+
+// countFleet counts the fleet for the heartbeat's liveness plan
+// (node.Liveness): the live nodes, whether each writes a TTL of its own
+// (rollout.BeatProtocol), and the longest TTL a live record says it was
+// written with.
+func (a *Agent) countFleet(view *fleet.View) {
+	f := hostnode.FleetFacts{Grow: true, Counted: true}
+	for k, st := range view.Nodes {
+		if st.Value == nil || st.Absent {
+			continue
+		}
+		f.Live++
+		f.MaxTTL = max(f.MaxTTL, st.Value.HeartbeatTTL.D())
+		f.Grow = f.Grow && (k == a.nodeID || st.Value.RolloutProtocol >= rollout.BeatProtocol)
+	}
+	a.mu.Lock()
+	a.fleetFacts = f
+	a.mu.Unlock()
+}
+
+// Fleet is the fleet as the last pass counted it, for the heartbeat's
+// liveness plan (node.Liveness.Fleet).
+func (a *Agent) Fleet() hostnode.FleetFacts {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fleetFacts
+}
+
+// nodeTTL is the node TTL in force (Config.LiveTTL, else NodeTTL).
+func (a *Agent) nodeTTL() time.Duration {
+	if a.cfg.LiveTTL != nil {
+		if d := a.cfg.LiveTTL(); d > 0 {
+			return d
+		}
+	}
+	return a.cfg.NodeTTL
 }
 
 // setFilters tells the source what to watch. Narrowed: of the
@@ -228,7 +266,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	deps []*model.Deployment, slots []rollout.Slot, plan *reconcile.Plan, now time.Time) rollout.Facts {
 	f := rollout.Facts{
 		Self: a.nodeID, BootID: a.bootID, Job: job, Plan: plan, Slots: slots,
-		Now: a.serverNow(now), NodeTTL: a.cfg.NodeTTL, Nonce: nonce(),
+		Now: a.serverNow(now), NodeTTL: a.nodeTTL(), Nonce: nonce(),
 		InPlace: map[string]bool{}, FailedHere: map[string]bool{},
 	}
 	for _, d := range deps {
@@ -749,7 +787,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 		}
 	}
 	snow := a.serverNow(now)
-	dec := rollout.Losses(a.nodeID, nodes, verdicts, snow, a.cfg.NodeTTL, a.guardSince())
+	dec := rollout.Losses(a.nodeID, nodes, verdicts, snow, a.nodeTTL(), a.guardSince())
 	if len(dec.Writes) == 0 && len(dec.Deletes) == 0 {
 		return
 	}

@@ -582,6 +582,81 @@ func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error)
 	return rev, nil
 }
 
+// PutNodeTTL writes the node record with a TTL of its own (a JetStream
+// per-message TTL, whole seconds, at least 1 s): the record expires ttl
+// after this write, or at the bucket's TTL if that comes first, and its
+// watchers see the expiry as they see the bucket's (a limit marker). A
+// server or bucket that refuses per-message TTLs gets a plain put.
+func (w *NodeWriter) PutNodeTTL(ctx context.Context, n *model.Node, ttl time.Duration) (uint64, error) {
+	if !wanted.OwnsNodeKey(w.nodeID, wanted.NodeKey(n.ID)) {
+		return 0, fmt.Errorf("writing node record %s as node %s: %w", n.ID, w.nodeID, wanted.ErrNotOwner)
+	}
+	if w.s.Nodes == nil {
+		return 0, ErrNoBucket
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > wanted.MaxValueSize {
+		return 0, fmt.Errorf("writing node record %s: %w: %d bytes", n.ID, wanted.ErrOversize, len(b))
+	}
+	ttl = ttl.Round(time.Second)
+	rctx, cancel := w.s.conn.withTimeout(ctx)
+	defer cancel()
+	ack, err := w.s.conn.js.Publish(rctx, "$KV."+w.s.names.Nodes+"."+wanted.NodeKey(n.ID), b, jetstream.WithMsgTTL(max(ttl, time.Second)))
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMsgTTLDisabled {
+		return w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n) // the bucket cannot: its TTL applies
+	}
+	if err != nil {
+		return 0, fmt.Errorf("writing node record %s: %w", n.ID, err)
+	}
+	return ack.Sequence, nil
+}
+
+// errCodeMsgTTLDisabled is JetStream's "per-message TTL is disabled"
+// (a stream without AllowMsgTTL; nats.go names no sentinel for it).
+const errCodeMsgTTLDisabled jetstream.ErrorCode = 10166
+
+// NodeCeiling reads the nodes bucket's bucket-wide TTL: the longest any
+// node record lives, whatever TTL it was written with.
+func (s *Store) NodeCeiling(ctx context.Context) (time.Duration, error) {
+	if s.Nodes == nil {
+		return 0, ErrNoBucket
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	st, err := s.Nodes.Status(rctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading bucket %s: %w", s.names.Nodes, err)
+	}
+	return st.TTL(), nil
+}
+
+// SetNodeCeiling sets the nodes bucket's bucket-wide TTL (node.Liveness
+// raises it for a larger fleet and lowers it again). The stream's
+// duplicate window is kept within it, as a bucket made with that TTL has.
+func (s *Store) SetNodeCeiling(ctx context.Context, ttl time.Duration) error {
+	if ttl < time.Second {
+		return fmt.Errorf("setting bucket %s's TTL to %s: at least 1s", s.names.Nodes, ttl)
+	}
+	rctx, cancel := s.conn.withTimeout(ctx)
+	defer cancel()
+	stream, err := s.conn.js.Stream(rctx, "KV_"+s.names.Nodes)
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", s.names.Nodes, err)
+	}
+	cfg := stream.CachedInfo().Config
+	cfg.MaxAge = ttl
+	if cfg.Duplicates > ttl {
+		cfg.Duplicates = ttl
+	}
+	if _, err := s.conn.js.UpdateStream(rctx, cfg); err != nil {
+		return fmt.Errorf("setting bucket %s's TTL to %s: %w", s.names.Nodes, ttl, err)
+	}
+	return nil
+}
+
 // PutAlloc writes one allocation's status. a.NodeID must be the writer's node.
 func (w *NodeWriter) PutAlloc(ctx context.Context, a *model.Allocation) (uint64, error) {
 	key := wanted.AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID)

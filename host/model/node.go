@@ -24,6 +24,10 @@ type Node struct {
 	HostNetworks map[string]HostNetwork `json:"host_networks,omitempty"`
 	// HeartbeatAt is the time of the node's last heartbeat, as the node saw it.
 	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
+	// HeartbeatTTL is the TTL the record was written with (a per-message
+	// TTL, at most the bucket's; 0: written without one, the bucket's
+	// applies). The node heartbeats every third of it.
+	HeartbeatTTL Duration `json:"heartbeat_ttl,omitempty"`
 	// RolloutProtocol is the highest fleet rollout protocol level the
 	// node's agent speaks (0: before fleet rollouts); BootID changes with
 	// every start of the agent.

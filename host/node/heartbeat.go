@@ -17,6 +17,12 @@ type Writer interface {
 	PutNode(ctx context.Context, n *model.Node) (uint64, error)
 }
 
+// TTLWriter is a Writer that can write the record with a TTL of its own
+// (fleet.NodeWriter: a per-message TTL under the bucket's).
+type TTLWriter interface {
+	PutNodeTTL(ctx context.Context, n *model.Node, ttl time.Duration) (uint64, error)
+}
+
 // HeartbeatConfig tunes registration and heartbeats.
 type HeartbeatConfig struct {
 	// Period between heartbeats; it must be well below the nodes bucket's
@@ -30,6 +36,11 @@ type HeartbeatConfig struct {
 	// Observe, if set, is called after every write with its error (nil on
 	// success): api.Metrics.HeartbeatResult counts them.
 	Observe func(err error)
+	// Plan, if set, plans each write (Liveness.Plan): the record is
+	// written with the plan's TTL (through a TTLWriter, and in the
+	// record's HeartbeatTTL) and the next one comes after its period,
+	// instead of Period's.
+	Plan func(ctx context.Context) Beat
 }
 
 // Default heartbeat settings.
@@ -107,9 +118,11 @@ func (h *Heartbeater) Status() Status {
 // registration is staggered by a random fraction of the period.
 func (h *Heartbeater) Run(ctx context.Context) error {
 	start := time.Now()
+	period := h.cfg.Period
 	for attempt := 0; ; attempt++ {
 		n := h.build()
-		_, err := h.w.PutNode(ctx, n)
+		next, _, err := h.write(ctx, n)
+		period = next
 		h.record(err)
 		if err == nil {
 			h.log.Info("node registered", "node_id", n.ID, "name", n.Name, "datacenter", n.Datacenter, "node_pool", n.NodePool)
@@ -128,7 +141,7 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 		}
 	}
 	// Stagger the first heartbeat so a fleet restarting together spreads out.
-	t := time.NewTimer(rand.N(h.cfg.Period) + 1)
+	t := time.NewTimer(rand.N(period) + 1)
 	defer t.Stop()
 	failures := 0
 	for {
@@ -142,9 +155,8 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 			}
 		}
 		n := h.build()
-		_, err := h.w.PutNode(ctx, n)
+		next, _, err := h.write(ctx, n)
 		h.record(err)
-		next := h.cfg.Period
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -157,13 +169,36 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 				h.log.Debug("heartbeat still failing", "node_id", n.ID, "err", err, "failures", failures+1)
 			}
 			failures++
-			next = min(h.cfg.Period, jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax))
+			next = min(next, jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax))
 		case failures > 0:
 			h.log.Info("heartbeat recovered", "node_id", n.ID, "failures", failures)
 			failures = 0
 		}
 		t.Reset(next)
 	}
+}
+
+// write writes the record as planned and returns the wait before the
+// next write and the TTL it was written with (0: the bucket's).
+func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next, ttl time.Duration, err error) {
+	next = h.cfg.Period
+	tw, canTTL := h.w.(TTLWriter)
+	if h.cfg.Plan != nil {
+		b := h.cfg.Plan(ctx)
+		if b.Period > 0 {
+			next = b.Period
+		}
+		if canTTL && b.TTL >= time.Second {
+			ttl = b.TTL
+		}
+	}
+	if ttl == 0 {
+		_, err = h.w.PutNode(ctx, n)
+		return next, 0, err
+	}
+	n.HeartbeatTTL = model.Duration(ttl)
+	_, err = tw.PutNodeTTL(ctx, n, ttl)
+	return next, ttl, err
 }
 
 func (h *Heartbeater) record(err error) {

@@ -19,6 +19,13 @@ const Protocol = 1
 // to be admitted.
 const SummaryProtocol = 2
 
+// BeatProtocol is the level a node advertises when, besides writing
+// summaries, its agent writes its node record with a TTL of its own
+// (node.Liveness): a fleet's heartbeat TTL grows with the fleet only
+// while every live node is at this level, since the record of a node
+// below it lives as long as the bucket's TTL, raised or not.
+const BeatProtocol = 3
+
 // Defaults of the protocol (docs/rollout.md).
 const (
 	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
