@@ -14,6 +14,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	hostnode "github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -196,7 +197,7 @@ func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, re
 func nodeRecord(id string) *model.Node {
 	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
 		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
-		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.SummaryProtocol}
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.BeatProtocol}
 }
 
 func (n *node) start() {
@@ -226,22 +227,20 @@ func (n *node) start() {
 	if err2 != nil {
 		t.Fatal(err2)
 	}
-	// The node's heartbeat: its record is put again at a third of the
-	// TTL until the agent stops (then it expires, as a dead node's does).
-	go func() {
-		tick := time.NewTicker(n.w.store.NodeTTL() / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-				_, _ = n.w.store.ForNode(n.id).PutNode(hctx, n.record())
-				hcancel()
-			}
+	// The node's heartbeat, as the daemon's: its record is written with
+	// the TTL the fleet's size asks for (node.Liveness, from the agent's
+	// count of the fleet) until the agent stops; then it expires, as a
+	// dead node's does.
+	var counted atomic.Pointer[Agent]
+	live := &hostnode.Liveness{Base: n.w.store.NodeTTL(), Ceiling: n.w.store, Fleet: func() hostnode.FleetFacts {
+		if a := counted.Load(); a != nil {
+			return a.Fleet()
 		}
-	}()
+		return hostnode.FleetFacts{}
+	}}
+	hb := hostnode.NewHeartbeater(hostnode.HeartbeatConfig{Period: n.w.store.NodeTTL() / 3, Plan: live.Plan},
+		n.w.store.ForNode(n.id), n.record, nil)
+	go func() { _ = hb.Run(ctx) }()
 	a, err := New(Config{
 		Node:          n.record,
 		Source:        n.src,
@@ -256,6 +255,7 @@ func (n *node) start() {
 		PolicyPending: n.pending,
 		ServerNow:     n.src.ServerNow,
 		NodeTTL:       n.w.store.NodeTTL(),
+		LiveTTL:       live.TTL,
 		BootID:        fmt.Sprintf("%s-%d", n.id, time.Now().UnixNano()),
 		// The fleet tests run the narrowed watches whatever their size:
 		// only the first nodes of each ranking see every allocation.
@@ -266,6 +266,7 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	n.agent = a
+	counted.Store(a)
 	if err := a.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
