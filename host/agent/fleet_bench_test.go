@@ -33,6 +33,8 @@ import (
 // The agents narrow their watches (only the first nodes of each ranking
 // watch the job's allocations on every node); HIVELET_FLEET_WATCH=all
 // makes every agent watch every allocation, as before, for a comparison.
+// HIVELET_FLEET_CLUSTER=3 runs the fleet on a three-server JetStream
+// cluster on loopback with R3 buckets, the agents spread over the servers.
 //
 //	go test -run '^$' -bench FleetRollout -benchtime 1x ./host/agent/
 func BenchmarkFleetRollout(b *testing.B) {
@@ -51,7 +53,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 			}
 			ttl = d
 		}
-		w := newWorldTTL(b, ttl)
+		var w *world
+		if os.Getenv("HIVELET_FLEET_CLUSTER") != "" { // three servers, R3 buckets
+			w = newClusterWorld(b, ttl)
+		} else {
+			w = newWorldTTL(b, ttl)
+		}
 		w.watchAll = os.Getenv("HIVELET_FLEET_WATCH") == "all"
 		rec := &recorder{tasks: map[string]string{}}
 		f := &testFleet{w: w, rec: rec}

@@ -81,6 +81,60 @@ type world struct {
 	// watchAll: the agents watch every allocation (Config.WatchAllAllocs),
 	// for a comparison with the narrowed watches.
 	watchAll bool
+	// stores, on a cluster (newClusterWorld), are one store per server's
+	// connection: node k talks to server k mod 3. Empty: every node uses
+	// store.
+	stores []*fleet.Store
+	nodes  atomic.Int64
+}
+
+// storeFor is the store the next node talks through.
+func (w *world) storeFor() *fleet.Store {
+	if len(w.stores) == 0 {
+		return w.store
+	}
+	return w.stores[int(w.nodes.Add(1))%len(w.stores)]
+}
+
+// newClusterWorld is newWorldTTL on a three-server JetStream cluster on
+// loopback with R3 buckets: the agents are spread over the servers, one
+// client connection per server (as a fleet's agents connect to the server
+// nearest them), and the test's own store talks to the first.
+func newClusterWorld(t testing.TB, ttl time.Duration) *world {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := testLogger(t)
+	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	w := &world{t: t, log: log}
+	for i, p := range ports {
+		e, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ServerName: fmt.Sprintf("c%d", i),
+			Cluster: &fleet.ClusterConfig{Name: "hivelet-bench", Port: p, Routes: routes}, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Shutdown)
+		conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: []string{e.ClientURL()}, RequestTimeout: 5 * time.Second}, log, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(conn.Close)
+		if i == 0 {
+			w.emb, w.conn = e, conn
+		}
+		var st *fleet.Store
+		testutil.Eventually(t, 30*time.Second, "the R3 buckets on server "+e.ClientURL(), func() bool {
+			st, err = fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{NodeTTL: ttl, Replicas: 3})
+			return err == nil
+		})
+		w.stores = append(w.stores, st)
+	}
+	w.store = w.stores[0]
+	return w
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -210,7 +264,8 @@ func (n *node) start() {
 	n.st = st
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.src = fleet.NewSource(n.w.store, fleet.SourceConfig{Log: n.w.log})
+	store := n.w.storeFor()
+	n.src = fleet.NewSource(store, fleet.SourceConfig{Log: n.w.log})
 	go n.src.Run(ctx)
 	rec := nodeRecord(n.id)
 	// A busy server (a thousand agents pulling the buckets as they
@@ -218,7 +273,7 @@ func (n *node) start() {
 	var err2 error
 	for try := 0; try < 6; try++ {
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err2 = n.w.store.ForNode(n.id).PutNode(wctx, rec)
+		_, err2 = store.ForNode(n.id).PutNode(wctx, rec)
 		wcancel()
 		if err2 == nil {
 			break
@@ -232,20 +287,20 @@ func (n *node) start() {
 	// count of the fleet) until the agent stops; then it expires, as a
 	// dead node's does.
 	var counted atomic.Pointer[Agent]
-	live := &hostnode.Liveness{Base: n.w.store.NodeTTL(), Ceiling: n.w.store, Fleet: func() hostnode.FleetFacts {
+	live := &hostnode.Liveness{Base: store.NodeTTL(), Ceiling: store, Fleet: func() hostnode.FleetFacts {
 		if a := counted.Load(); a != nil {
 			return a.Fleet()
 		}
 		return hostnode.FleetFacts{}
 	}}
-	hb := hostnode.NewHeartbeater(hostnode.HeartbeatConfig{Period: n.w.store.NodeTTL() / 3, Plan: live.Plan},
-		n.w.store.ForNode(n.id), n.record, nil)
+	hb := hostnode.NewHeartbeater(hostnode.HeartbeatConfig{Period: store.NodeTTL() / 3, Plan: live.Plan},
+		store.ForNode(n.id), n.record, nil)
 	go func() { _ = hb.Run(ctx) }()
 	a, err := New(Config{
 		Node:          n.record,
 		Source:        n.src,
-		Allocs:        n.w.store.ForNode(n.id),
-		Deployments:   n.w.store,
+		Allocs:        store.ForNode(n.id),
+		Deployments:   store,
 		Store:         st,
 		Drivers:       n.drivers,
 		Validate:      driver.ValidateConfig,
@@ -254,7 +309,7 @@ func (n *node) start() {
 		Resync:        n.resync,
 		PolicyPending: n.pending,
 		ServerNow:     n.src.ServerNow,
-		NodeTTL:       n.w.store.NodeTTL(),
+		NodeTTL:       store.NodeTTL(),
 		LiveTTL:       live.TTL,
 		BootID:        fmt.Sprintf("%s-%d", n.id, time.Now().UnixNano()),
 		// The fleet tests run the narrowed watches whatever their size:

@@ -610,38 +610,22 @@ func toEntry(e jetstream.KeyValueEntry) wanted.Entry {
 }
 
 func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume uint64, filters []string) (jetstream.KeyWatcher, func(), error) {
-	// Never a timeout context for Watch: its context governs the watch's
-	// whole life. A watchdog cancels the creation if it hangs instead.
-	wctx, cancel := context.WithCancel(ctx)
+	// Not kv.Watch: see watch.go (nats.go's push watch can crash the
+	// process when its consumer's creation fails). The context bounds the
+	// creation only.
 	timeout := s.st.conn.RequestTimeout()
-	timer := time.AfterFunc(timeout, cancel)
-	var opts []jetstream.WatchOpt
-	if resume > 0 {
-		opts = append(opts, jetstream.ResumeFromRevision(resume))
-	}
-	var w jetstream.KeyWatcher
-	var err error
-	if len(filters) > 0 {
-		// WatchFiltered rewrites its slice's elements into subjects: the
-		// caller's filters are kept as they are.
-		w, err = kv.WatchFiltered(wctx, slices.Clone(filters), opts...)
-	} else {
-		w, err = kv.WatchAll(wctx, opts...)
-	}
-	if !timer.Stop() {
-		if err == nil {
-			_ = w.Stop()
-		}
-		cancel()
-		return nil, nil, fmt.Errorf("creating watcher: no answer within %s", timeout)
-	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, err := watchKV(cctx, s.st.conn.js, kv.Bucket(), filters, resume)
 	if err != nil {
-		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, fmt.Errorf("creating watcher: no answer within %s", timeout)
+		}
 		return nil, nil, fmt.Errorf("creating watcher: %w", err)
 	}
 	// Stop deletes the consumer with a request of its own; with the server
-	// gone that waits out JetStream's default timeout, so it runs aside.
-	return w, func() { go func() { _ = w.Stop() }(); cancel() }, nil
+	// gone that waits out its timeout, so it runs aside.
+	return w, func() { go func() { _ = w.Stop() }() }, nil
 }
 
 // recreateBuckets creates the fleet's buckets again for a bucket found

@@ -121,7 +121,7 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 	period := h.cfg.Period
 	for attempt := 0; ; attempt++ {
 		n := h.build()
-		next, _, err := h.write(ctx, n)
+		next, err := h.write(ctx, n)
 		period = next
 		h.record(err)
 		if err == nil {
@@ -155,7 +155,7 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 			}
 		}
 		n := h.build()
-		next, _, err := h.write(ctx, n)
+		next, err := h.write(ctx, n)
 		h.record(err)
 		switch {
 		case err != nil:
@@ -179,9 +179,10 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 }
 
 // write writes the record as planned and returns the wait before the
-// next write and the TTL it was written with (0: the bucket's).
-func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next, ttl time.Duration, err error) {
+// next write.
+func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next time.Duration, err error) {
 	next = h.cfg.Period
+	var ttl time.Duration
 	tw, canTTL := h.w.(TTLWriter)
 	if h.cfg.Plan != nil {
 		b := h.cfg.Plan(ctx)
@@ -194,11 +195,11 @@ func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next, ttl time.
 	}
 	if ttl == 0 {
 		_, err = h.w.PutNode(ctx, n)
-		return next, 0, err
+		return next, err
 	}
 	n.HeartbeatTTL = model.Duration(ttl)
 	_, err = tw.PutNodeTTL(ctx, n, ttl)
-	return next, ttl, err
+	return next, err
 }
 
 func (h *Heartbeater) record(err error) {
