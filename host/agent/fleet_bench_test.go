@@ -82,6 +82,19 @@ func BenchmarkFleetRollout(b *testing.B) {
 						b.Logf("deployment of version %d: none", v)
 					}
 				}
+				// Why nodes run nothing of the job: the first ten such
+				// nodes' last pass, view and watches.
+				shown := 0
+				for _, n := range f.nodes {
+					if shown >= 10 || len(n.live("web")) > 0 {
+						continue
+					}
+					shown++
+					st, v := n.agent.Status(), n.src.View()
+					_, hasJob := v.Jobs["default.web"]
+					b.Logf("%s runs nothing: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
+						n.id, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
+				}
 			}
 		}()
 		f.w.putJob(fleetJob(1, mod))

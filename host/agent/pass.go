@@ -202,9 +202,9 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 				w = rollout.Watching(&rf) && !job.Stop
 				a.watchJobs[k] = w
 				// Until a pass has seen the job's slots whole since the
-				// start, this node may hold one it does not know of (a
-				// take just before a restart).
-				needSlots = w || rollout.NeedsSlots(&rf) || !a.slotsChecked[k]
+				// start, a node with allocations of the job may hold one
+				// it does not know of (a take just before a restart).
+				needSlots = w || rollout.NeedsSlots(&rf) || (!a.slotsChecked[k] && hasLive(own))
 				a.slotJobs[k] = needSlots
 			}
 			if slotsIn {
@@ -805,4 +805,14 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 		sig += mix(hashString(id) ^ uint64(w.ModifyTime.UnixNano()) ^ hashString(string(w.Status)))
 	}
 	return out, sig
+}
+
+// hasLive reports whether any of the allocations is not terminal.
+func hasLive(allocs []*model.Allocation) bool {
+	for _, al := range allocs {
+		if !al.Terminal() {
+			return true
+		}
+	}
+	return false
 }

@@ -32,9 +32,15 @@
 //   - Entries apply idempotently by revision (wanted.Apply); a watch whose
 //     Updates channel closes is logged, counted and replaced after a repair
 //     pull. TestAnEndedWatchIsReplacedAfterARepairPull.
-//   - Every request carries a deadline (ConnConfig.RequestTimeout). Watch is
-//     never given a timeout context (that would end it); its creation is
-//     bounded by a watchdog that cancels it instead.
+//   - Every request carries a deadline (ConnConfig.RequestTimeout), the
+//     creation of a watch's consumer included. A watch rides the jetstream
+//     package's ordered pull consumer (watch.go), not nats.go's KV watch,
+//     whose push consumer can crash the process when its creation fails
+//     under load. TestAWatchDeliversLastValuesThenAMarkerThenChangesAndStopRemovesItsConsumer.
+//   - A node record is written with a per-message TTL of its own, at most
+//     the nodes bucket's (PutNodeTTL); the bucket's TTL is raised and
+//     lowered only through SetNodeCeiling (node.Liveness decides).
+//     TestARecordWrittenWithItsOwnTTLExpiresAtIt.
 //   - A host writes only its own node record and allocation keys (NodeWriter
 //     refuses others with wanted.ErrNotOwner); deployments change only by
 //     compare-and-set, a lost race is reported as ErrLostRace.

@@ -2,7 +2,7 @@
 // ID, its fingerprint (OS, architecture, CPU, memory, kernel, hostname and the
 // drivers' own fingerprints), the node record built from them and the
 // operator's intent, and the registration and heartbeat that keep the record
-// alive in the nodes bucket.
+// alive in the nodes bucket, with a TTL that grows with the fleet (Liveness).
 //
 // Usage (what host/agent does):
 //
@@ -25,6 +25,14 @@
 //     eligibility arrive as an Intent (wanted.MergeIntent).
 //   - Registration errors are not logged during the grace period; the first
 //     heartbeat is staggered within one period.
+//   - With a Liveness plan, the record's TTL is node_ttl until the fleet is
+//     counted and while any live node writes no TTL of its own; past that it
+//     doubles with the fleet (BeatTTL: at most BeatWritesPerSecond heartbeats
+//     a second fleet-wide), is never written above the bucket's TTL, and the
+//     bucket's TTL is raised before a longer one is written and lowered one
+//     halving at a time, never below what a live record says it needs.
+//     TestTheCeilingIsRaisedOnlyWhenEveryLiveNodeWritesItsOwnTTL,
+//     TestTheCeilingIsLoweredOneHalvingAtATimeOnceNoRecordNeedsIt.
 //
 // The node record is specified in docs/wire-format.md ("Nodes"); registration
 // and heartbeat in the agent's start, in docs/lifecycle.md.

@@ -62,14 +62,14 @@ func Watching(f *Facts) bool {
 // slots in view (the rollout bucket's slot.<ns>.<job>.> keys): it is
 // listed among the waiting in the summary of one of the job's records (it
 // may be admitted next, and takes a free slot only from a complete view of
-// them), it holds a slot (its own takes the view does not show yet
-// included: it must see it to release it), or an allocation of its own at
-// the version of a record in progress has no health verdict yet (a slot
-// it may hold from before a restart). Any other narrowed node's slot view
-// is never read: it is not among the summary's first waiters, so it takes
-// nothing, and it carries out no steward duty (Watching nodes always hold
-// the slots). Its inputs are the summary, the records, the slots and this
-// node's allocations.
+// them), or it holds a slot (its own takes the view does not show yet
+// included: it must see it to release it). Any other narrowed node's slot
+// view is never read: it is not among the summary's first waiters, so it
+// takes nothing, and it carries out no steward duty (Watching nodes always
+// hold the slots). A slot held from before a restart is found by the
+// agent's first look at the job's slots after its start; a holder that
+// never looks again is reclaimed by the steward once its replacement has a
+// verdict. Its inputs are the summary, the records and the slots.
 func NeedsSlots(f *Facts) bool {
 	for _, s := range f.Slots {
 		if s.Slot.Holder == f.Self {
@@ -88,25 +88,7 @@ func NeedsSlots(f *Facts) bool {
 			}
 		}
 	}
-	for _, a := range f.Allocs {
-		if a.NodeID != f.Self || verdictKnown(a) {
-			continue
-		}
-		if d := f.recordOf(a.JobVersion); d != nil && inProgress(d) {
-			return true
-		}
-	}
 	return false
-}
-
-// inProgress reports whether record d has not ended (running, paused or
-// not started yet).
-func inProgress(d *model.Deployment) bool {
-	switch d.Status {
-	case model.DeploymentSuccessful, model.DeploymentFailed, model.DeploymentCancelled:
-		return false
-	}
-	return true
 }
 
 // waiters are the group's outdated allocations that may take a slot of
