@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -97,8 +98,21 @@ func BenchmarkFleetRollout(b *testing.B) {
 				}
 			}
 		}()
-		f.w.putJob(fleetJob(1, mod))
-		testutil.Eventually(b, 3*time.Minute, "v1 everywhere", func() bool {
+		// The rollout is what is measured, not the start: every agent
+		// has pulled the buckets (a thousand agents starting one after
+		// the other keep the server busy for minutes) before the job is
+		// put, and a put the busy server did not answer in time is made
+		// again (the same version: agents see one job).
+		testutil.Eventually(b, 10*time.Minute, "every agent's first pull", func() bool {
+			for _, n := range f.nodes {
+				if !n.src.View().Synced {
+					return false
+				}
+			}
+			return true
+		})
+		putRetrying(b, w, fleetJob(1, mod))
+		testutil.Eventually(b, 6*time.Minute, "v1 everywhere", func() bool {
 			d := w.deployment("", "web", 1)
 			return d != nil && d.Status == model.DeploymentSuccessful
 		})
@@ -117,7 +131,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		e0, b0, k0 := delivered()
 		b.StartTimer()
 		start := time.Now()
-		f.w.putJob(fleetJob(2, func(g *model.Group) {
+		putRetrying(b, w, fleetJob(2, func(g *model.Group) {
 			mod(g)
 			g.Update.Canary = 10
 			g.Update.AutoPromote = true
@@ -178,4 +192,21 @@ func BenchmarkFleetRollout(b *testing.B) {
 			n.stopOnce(true)
 		}
 	}
+}
+
+// putRetrying puts a job, again after a put the busy server did not
+// answer within its deadline (up to five times).
+func putRetrying(b *testing.B, w *world, j *model.Job) {
+	b.Helper()
+	var err error
+	for try := 0; try < 5; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err = w.store.PutJob(ctx, j)
+		cancel()
+		if err == nil {
+			return
+		}
+		b.Logf("putting job %s version %d (try %d): %v", j.ID, j.Version, try+1, err)
+	}
+	b.Fatal(err)
 }
