@@ -118,11 +118,11 @@ func (h *Heartbeater) Status() Status {
 // registration is staggered by a random fraction of the period.
 func (h *Heartbeater) Run(ctx context.Context) error {
 	start := time.Now()
-	period := h.cfg.Period
+	var period time.Duration // the planned period, as of the registration's write
 	for attempt := 0; ; attempt++ {
 		n := h.build()
-		next, err := h.write(ctx, n)
-		period = next
+		var err error
+		period, err = h.write(ctx, n)
 		h.record(err)
 		if err == nil {
 			h.log.Info("node registered", "node_id", n.ID, "name", n.Name, "datacenter", n.Datacenter, "node_pool", n.NodePool)

@@ -122,12 +122,7 @@ func (l *Liveness) Plan(ctx context.Context) Beat {
 		l.ttl = min(want, l.Base)
 		return Beat{Period: l.ttl / 3, TTL: l.ttl}
 	case want > l.ceiling && grow:
-		if err := l.Ceiling.SetNodeCeiling(ctx, want); err != nil {
-			l.log().Warn("raising the nodes bucket's TTL for a larger fleet", "from", l.ceiling, "to", want, "err", err)
-		} else {
-			l.log().Info("nodes bucket TTL raised: the fleet grew", "from", l.ceiling, "to", want, "live_nodes", f.Live)
-			l.ceiling, l.readAt = want, now
-		}
+		l.setCeiling(ctx, want, now, "raised: the fleet grew", f.Live)
 		l.lowerSince = time.Time{}
 	case want > l.ceiling && l.ttl != l.ceiling:
 		l.log().Warn("the nodes bucket's TTL is shorter than this node's: heartbeating within the bucket's",
@@ -139,13 +134,7 @@ func (l *Liveness) Plan(ctx context.Context) Beat {
 		if l.lowerSince.IsZero() {
 			l.lowerSince = now
 		} else if now.Sub(l.lowerSince) >= l.ceiling {
-			to := l.ceiling / 2
-			if err := l.Ceiling.SetNodeCeiling(ctx, to); err != nil {
-				l.log().Warn("lowering the nodes bucket's TTL", "from", l.ceiling, "to", to, "err", err)
-			} else {
-				l.log().Info("nodes bucket TTL lowered: the fleet shrank", "from", l.ceiling, "to", to, "live_nodes", f.Live)
-				l.ceiling, l.readAt = to, now
-			}
+			l.setCeiling(ctx, l.ceiling/2, now, "lowered: the fleet shrank", f.Live)
 			l.lowerSince = time.Time{}
 		}
 	default:
@@ -153,6 +142,17 @@ func (l *Liveness) Plan(ctx context.Context) Beat {
 	}
 	l.ttl = min(want, l.ceiling)
 	return Beat{Period: l.ttl / 3, TTL: l.ttl}
+}
+
+// setCeiling sets the bucket's TTL and, once it took, the ceiling held
+// (l.mu held).
+func (l *Liveness) setCeiling(ctx context.Context, to time.Duration, now time.Time, what string, live int) {
+	if err := l.Ceiling.SetNodeCeiling(ctx, to); err != nil {
+		l.log().Warn("setting the nodes bucket's TTL", "from", l.ceiling, "to", to, "err", err)
+		return
+	}
+	l.log().Info("nodes bucket TTL "+what, "from", l.ceiling, "to", to, "live_nodes", live)
+	l.ceiling, l.readAt = to, now
 }
 
 // TTL is the TTL of the last plan (the base before the first): how long
