@@ -99,14 +99,35 @@ func StartNATS(t testing.TB, opts *server.Options) *server.Server {
 // told its port up front.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testutil.FreePort: %v", err)
-		return 0
+	// The kernel may hand the same free port out twice in a row once the
+	// listener is closed: a test asking for several ports (one agent's
+	// API, another's NATS) would then give two servers one port. A port
+	// is handed out once per test process.
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testutil.FreePort: %v", err)
+			return 0
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		handedMu.Lock()
+		dup := handed[port]
+		handed[port] = true
+		handedMu.Unlock()
+		if !dup {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("testutil.FreePort: no port not handed out before in 50 tries")
+	return 0
 }
+
+// handed are the ports FreePort returned in this process.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
 
 // ShortTempDir creates a directory directly under os.TempDir() whose name
 // starts with prefix, and removes it at the test's cleanup. It exists for
