@@ -83,12 +83,29 @@ func aCanaryRolloutAcrossTheFleetWithAHolderCutOff(t *testing.T, f *fleettest.Fl
 	})
 	// Until promoted nobody else moves: watched over two heartbeat TTLs
 	// (every agent made several passes meanwhile), then the control.
+	// A read that fails (the CLI timed out on a cluster still catching
+	// up) observes nothing: it is retried, and the window must hold reads
+	// that succeeded.
 	until := time.Now().Add(2 * ttl)
+	observed, failed := 0, 0
 	for time.Now().Before(until) {
-		if ok, why, _ := f.RunningAt(jobID, old, 1, others...); !ok {
-			t.Fatalf("before promotion a node that is not the canary changed: %s", why)
+		for _, c := range others {
+			allocs, err := f.Allocs(c)
+			if err != nil {
+				failed++
+				t.Logf("reading %s's allocations (retried): %v", c.Name, err)
+				continue
+			}
+			if !fleettest.RunsOnly(allocs, jobID, old, 1) {
+				t.Fatalf("before promotion a node that is not the canary changed: %s runs %d live allocations of %s, not one at version %d",
+					c.Name, len(fleettest.Live(allocs, jobID)), jobID, old)
+			}
+			observed++
 		}
 		time.Sleep(500 * time.Millisecond) // an observation window, not a synchronisation
+	}
+	if observed < len(others) {
+		t.Fatalf("before promotion: %d successful reads of the other nodes (%d failed), want at least one each", observed, failed)
 	}
 	if code, out := f.CLI("deployment", "promote", jobID); code != 0 {
 		t.Fatalf("deployment promote: exit %d\n%s", code, out)

@@ -237,6 +237,19 @@ func Live(allocs []*model.Allocation, job string) []*model.Allocation {
 	return out
 }
 
+// RunsOnly reports whether allocs hold exactly want live allocations of
+// job, all running at version.
+func RunsOnly(allocs []*model.Allocation, job string, version uint64, want int) bool {
+	live := Live(allocs, job)
+	running := 0
+	for _, a := range live {
+		if a.ClientStatus == model.ClientRunning && a.JobVersion == version {
+			running++
+		}
+	}
+	return running == want && len(live) == want
+}
+
 // RunningAt reports whether every agent runs exactly want allocations of
 // job, all running at version, and nothing else of job live; otherwise
 // which agent does not. It returns each agent's live allocations.
