@@ -241,13 +241,18 @@ func Live(allocs []*model.Allocation, job string) []*model.Allocation {
 // job, all running at version.
 func RunsOnly(allocs []*model.Allocation, job string, version uint64, want int) bool {
 	live := Live(allocs, job)
-	running := 0
-	for _, a := range live {
+	return runningAt(live, version) == want && len(live) == want
+}
+
+// runningAt counts the allocations running at version.
+func runningAt(allocs []*model.Allocation, version uint64) int {
+	n := 0
+	for _, a := range allocs {
 		if a.ClientStatus == model.ClientRunning && a.JobVersion == version {
-			running++
+			n++
 		}
 	}
-	return running == want && len(live) == want
+	return n
 }
 
 // RunningAt reports whether every agent runs exactly want allocations of
@@ -262,14 +267,8 @@ func (f *Fleet) RunningAt(job string, version uint64, want int, agents ...*Conta
 		}
 		live := Live(allocs, job)
 		by[c.Name] = live
-		running := 0
-		for _, a := range live {
-			if a.ClientStatus == model.ClientRunning && a.JobVersion == version {
-				running++
-			}
-		}
-		if running != want || len(live) != want {
-			return false, fmt.Sprintf("%s: %d of %d live allocations running version %d", c.Name, running, len(live), version), by
+		if !RunsOnly(allocs, job, version, want) {
+			return false, fmt.Sprintf("%s: %d of %d live allocations running version %d", c.Name, runningAt(live, version), len(live), version), by
 		}
 	}
 	return true, "", by
