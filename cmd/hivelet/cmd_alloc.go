@@ -41,14 +41,11 @@ func findAlloc(ctx context.Context, st *fleet.Store, prefix string) (*model.Allo
 	if st.Allocs == nil {
 		return nil, nil, failed("the allocations bucket does not exist")
 	}
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs, fleet.KindNodes}})
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = src.Run(sctx) }()
-	select {
-	case <-src.Synced():
-	case <-time.After(10 * time.Second):
-		return nil, nil, failed("reading allocations timed out")
+	src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs, fleet.KindNodes}}, syncWithin)
+	if err != nil {
+		return nil, nil, err
 	}
 	v := src.View()
 	var matches []*model.Allocation

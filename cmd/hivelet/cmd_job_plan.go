@@ -292,7 +292,7 @@ func planOnFleet(ctx context.Context, st *fleet.Store, job *model.Job) (*jobPlan
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	src, err := syncedSource(sctx, st, nil, fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments)
+	src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments}}, syncWithin)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -411,7 +411,8 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 	defer cancel()
 	// One job's keys, not the fleet's: what this command receives grows
 	// with the job, not with everything else the fleet runs.
-	src, err := syncedSource(ctx, st, fleet.JobFilters(job.Namespace, job.ID), rolloutKinds...)
+	// The first read may take the whole wait (a cluster electing leaders).
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: rolloutKinds, Filters: fleet.JobFilters(job.Namespace, job.ID)}, 0)
 	if err != nil {
 		return err
 	}
@@ -552,15 +553,12 @@ func newJobStatusCmd() *cobra.Command {
 				fmt.Fprintf(out, "job %q: the newest declaration (revision %d) is REJECTED: %v\n", args[0], rev, err)
 				return failed("job %s is rejected", args[0])
 			}
-			src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments},
-				Filters: fleet.JobFilters(job.Namespace, job.ID)})
 			sctx, scancel := context.WithCancel(ctx)
 			defer scancel()
-			go func() { _ = src.Run(sctx) }()
-			select {
-			case <-src.Synced():
-			case <-time.After(10 * time.Second):
-				return failed("reading the fleet's state timed out")
+			src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments},
+				Filters: fleet.JobFilters(job.Namespace, job.ID)}, syncWithin)
+			if err != nil {
+				return err
 			}
 			v := src.View()
 			status := "running"
@@ -682,12 +680,9 @@ func newJobStopCmd() *cobra.Command {
 func waitStopped(ctx context.Context, st *fleet.Store, job *model.Job, out io.Writer, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}, Filters: fleet.JobFilters(job.Namespace, job.ID)})
-	go func() { _ = src.Run(ctx) }()
-	select {
-	case <-src.Synced():
-	case <-ctx.Done():
-		return failed("reading allocations: %v", ctx.Err())
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}, Filters: fleet.JobFilters(job.Namespace, job.ID)}, 0)
+	if err != nil {
+		return err
 	}
 	last := -1
 	for {

@@ -37,18 +37,13 @@ func newNodeCmd() *cobra.Command {
 
 // fleetSnapshot pulls the named buckets once and returns the view.
 func fleetSnapshot(ctx context.Context, st *fleet.Store, timeout time.Duration, kinds ...string) (*fleet.View, error) {
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: kinds})
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = src.Run(sctx) }()
-	select {
-	case <-src.Synced():
-		return src.View(), nil
-	case <-time.After(timeout):
-		return nil, failed("reading the %s buckets timed out after %s", strings.Join(kinds, ", "), timeout)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: kinds}, timeout)
+	if err != nil {
+		return nil, err
 	}
+	return src.View(), nil
 }
 
 // resolveNode finds a node by ID, unique ID prefix, or unique name. With
@@ -99,7 +94,7 @@ func newNodeStatusCmd() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			v, err := fleetSnapshot(ctx, st, 2*o.timeout, fleet.KindNodes, fleet.KindIntents, fleet.KindAllocs)
+			v, err := fleetSnapshot(ctx, st, max(syncWithin, 2*o.timeout), fleet.KindNodes, fleet.KindIntents, fleet.KindAllocs)
 			if err != nil {
 				return err
 			}
@@ -266,7 +261,7 @@ func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, within time.Du
 	if st.Intents == nil {
 		return failed("the %s bucket does not exist: start an agent of this version first", st.Names().Intents)
 	}
-	v, err := fleetSnapshot(ctx, st, 2*o.timeout, fleet.KindNodes)
+	v, err := fleetSnapshot(ctx, st, max(syncWithin, 2*o.timeout), fleet.KindNodes)
 	if err != nil {
 		return err
 	}

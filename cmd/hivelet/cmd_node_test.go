@@ -180,3 +180,25 @@ func TestDeploymentListAndStatusReadTheBucket(t *testing.T) {
 		t.Fatalf("an ambiguous prefix: exit %d, want 2", code)
 	}
 }
+
+// A first read of the fleet that does not complete in time says which
+// buckets were not pulled and why, and a read that completes returns the
+// source.
+func TestSyncedSourceNamesTheBucketsItCouldNotPull(t *testing.T) {
+	_, st, _ := fleetFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	_, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs},
+		Filters: map[string][]string{fleet.KindAllocs: {"a.>.b"}}}, 500*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "cli_allocs (creating watcher:") || strings.Contains(err.Error(), "cli_nodes") ||
+		!strings.Contains(err.Error(), "not every bucket was pulled within") {
+		t.Fatalf("syncedSource with a refused watch: %v; want the allocations bucket named with its error, and only it", err)
+	}
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs}}, 10*time.Second)
+	if err != nil {
+		t.Fatalf("syncedSource: %v", err)
+	}
+	if u := src.Unsynced(); len(u) != 0 {
+		t.Fatalf("synced, and yet Unsynced says %v", u)
+	}
+}

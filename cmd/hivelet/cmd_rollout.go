@@ -52,7 +52,7 @@ func (o *clusterOpts) withFleet(run func(ctx context.Context, st *fleet.Store) e
 // resolveDeployment reads the fleet (kept in sync until ctx ends) and finds
 // the deployment arg names in it.
 func resolveDeployment(ctx context.Context, st *fleet.Store, o *clusterOpts, arg string) (*fleet.Source, deploymentRow, error) {
-	src, err := syncedSource(ctx, st, nil, rolloutKinds...)
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: rolloutKinds}, syncWithin)
 	if err != nil {
 		return nil, deploymentRow{}, err
 	}

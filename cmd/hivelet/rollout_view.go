@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -264,20 +265,41 @@ func (agg fleetAggregate) lines() []string {
 // rolloutKinds are the buckets the aggregate reads.
 var rolloutKinds = []string{fleet.KindJobs, fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments, fleet.KindRollout}
 
-// syncedSource starts a Source over kinds, narrowed by filters (nil: whole
-// buckets; fleet.JobFilters: one job's keys), and waits until it has pulled
-// every bucket once; it runs until ctx ends.
-func syncedSource(ctx context.Context, st *fleet.Store, filters map[string][]string, kinds ...string) (*fleet.Source, error) {
-	src := fleet.NewSource(st, fleet.SourceConfig{Kinds: kinds, Filters: filters})
+// syncWithin bounds a command's wait for its first read of the fleet when
+// the command has no timeout of its own: long enough for a cluster that is
+// electing stream leaders (consumer creations time out and are retried),
+// short enough to say so while the operator still waits.
+const syncWithin = 20 * time.Second
+
+// syncedSource starts a Source (cfg: its kinds, and its filters: none for
+// whole buckets, fleet.JobFilters for one job's keys) and waits until it
+// has pulled every bucket once; it runs until ctx ends. The wait ends with
+// ctx, or after within when within > 0; the error then names every bucket
+// not pulled yet and why (the error its last attempt failed with).
+func syncedSource(ctx context.Context, st *fleet.Store, cfg fleet.SourceConfig, within time.Duration) (*fleet.Source, error) {
+	src := fleet.NewSource(st, cfg)
 	go func() { _ = src.Run(ctx) }()
-	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wait, cancel := ctx, context.CancelFunc(func() {})
+	if within > 0 {
+		wait, cancel = context.WithTimeout(ctx, within)
+	}
 	defer cancel()
+	began := time.Now()
 	select {
 	case <-src.Synced():
 		return src, nil
 	case <-wait.Done():
-		return nil, failed("reading the fleet's state: %v", wait.Err())
 	}
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, ctx.Err()
+	}
+	var why []string
+	for kind, stage := range src.Unsynced() {
+		why = append(why, fmt.Sprintf("%s (%s)", st.Names().Of(kind), stage))
+	}
+	slices.Sort(why)
+	return nil, failed("reading the fleet's state: not every bucket was pulled within %s: %s",
+		time.Since(began).Round(100*time.Millisecond), strings.Join(why, "; "))
 }
 
 // aggregateFromView builds the facts of d's job from the view and derives

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,9 @@ type Source struct {
 	revs    map[string]uint64
 	epochs  map[string]time.Time
 	synced  map[string]bool
+	// stage is, per kind whose boot pull is not complete, where its loop
+	// is (and why its last attempt failed): what Unsynced reports.
+	stage   map[string]string
 	restart map[string]uint64
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
@@ -136,7 +140,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
-		synced: map[string]bool{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
+		synced: map[string]bool{}, stage: map[string]string{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
 }
@@ -300,6 +304,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 					s.markSynced(b.kind) // nothing to pull: the pull is complete
 				} else {
 					log.Warn("opening bucket failed; retrying", "err", err)
+					s.setStage(b.kind, "opening the bucket failed: "+err.Error())
 				}
 				if !wait.For(ctx, backoff(attempt, 200*time.Millisecond, 5*time.Second)) {
 					return
@@ -313,6 +318,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			reset, err := s.checkEpoch(ctx, b.kind, kv)
 			if err != nil {
 				log.Warn("reading bucket status failed; retrying", "err", err)
+				s.setStage(b.kind, err.Error())
 				if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 					return
 				}
@@ -351,6 +357,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 				kv = nil // re-open it: it may have to be created again
 			}
 			log.Warn("creating watcher failed; retrying", "err", err, "resume_revision", resume)
+			s.setStage(b.kind, err.Error())
 			s.obs.WatchRestarted(b.kind, "error")
 			if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
 				return
@@ -359,6 +366,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			continue
 		}
 		attempt = 0
+		s.setStage(b.kind, "receiving its keys")
 		if resume > 0 {
 			// A watch resumed after an interruption (a reconnect, a leader
 			// change, a stall): readers that judge liveness wait a TTL
@@ -675,10 +683,35 @@ func (s *Source) Restarts() map[string]uint64 {
 	return maps.Clone(s.restart)
 }
 
+// setStage records where kind's loop is until its boot pull is complete.
+func (s *Source) setStage(kind, stage string) {
+	s.mu.Lock()
+	if !s.synced[kind] {
+		s.stage[kind] = stage
+	}
+	s.mu.Unlock()
+}
+
+// Unsynced names each bucket whose boot pull is not complete yet, with
+// where its loop is: the error its last attempt failed with, or that its
+// keys are being received. It is empty once Synced is closed.
+func (s *Source) Unsynced() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, k := range s.kinds {
+		if !s.synced[k] {
+			out[k] = cmp.Or(s.stage[k], "not opened yet")
+		}
+	}
+	return out
+}
+
 func (s *Source) markSynced(kind string) {
 	s.mu.Lock()
 	first := !s.synced[kind]
 	s.synced[kind] = true
+	delete(s.stage, kind)
 	all := true
 	for _, k := range s.kinds {
 		all = all && s.synced[k]

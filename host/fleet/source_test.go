@@ -871,3 +871,31 @@ func TestAJobViewHoldsTheJobsAllocationsOnEveryNode(t *testing.T) {
 		t.Fatalf("watched %v", v.Watched)
 	}
 }
+
+// A source that cannot pull a bucket says which and why: the CLI prints
+// that when its first read times out, not only that it timed out.
+func TestUnsyncedNamesEachBucketNotPulledYetAndTheErrorItsLastAttemptMet(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindJobs, KindAllocs},
+		Filters: map[string][]string{KindAllocs: {"a.>.b"}}}) // '>' must end a subject: the server refuses the watch
+	if got := src.Unsynced(); got[KindJobs] != "not opened yet" || got[KindAllocs] != "not opened yet" || len(got) != 2 {
+		t.Fatalf("before Run: Unsynced %v, want both kinds not opened yet", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(t, 10*time.Second, "the allocations watch refused, the jobs bucket pulled", func() bool {
+		got := src.Unsynced()
+		_, jobs := got[KindJobs]
+		return !jobs && len(got) == 1 && strings.Contains(got[KindAllocs], "creating watcher")
+	})
+	select {
+	case <-src.Synced():
+		t.Fatal("Synced closed with a bucket never pulled")
+	default:
+	}
+	t.Logf("unsynced: %v", src.Unsynced())
+}

@@ -56,6 +56,27 @@ func Names(prefix string) BucketNames {
 	}
 }
 
+// Of is the name of kind's bucket ("" for an unknown kind).
+func (n BucketNames) Of(kind string) string {
+	switch kind {
+	case KindJobs:
+		return n.Jobs
+	case KindNodes:
+		return n.Nodes
+	case KindIntents:
+		return n.Intents
+	case KindAllocs:
+		return n.Allocs
+	case KindDeployments:
+		return n.Deployments
+	case KindRollout:
+		return n.Rollout
+	case KindJobVersions:
+		return n.JobVersions
+	}
+	return ""
+}
+
 // BucketOptions are the settings buckets are created with when absent.
 type BucketOptions struct {
 	// Replicas: 1 for a single server, 3 for a fleet cluster. Default 1.
