@@ -3,8 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -105,4 +108,75 @@ func bucketReplicas(t *testing.T, st *Store) int {
 		t.Fatal(err)
 	}
 	return s.Config().Replicas
+}
+
+// The converse of TestAWatcherStalledUnderTheSameStreamLeaderResumesWithoutTheDisruptionGuard:
+// a watcher that stalls while its stream's leader changes (a stepdown, as
+// when the leader's server dies) starts the disruption guard when it is
+// re-created: heartbeats may have failed while the stream had no leader.
+func TestAWatcherStalledAcrossALeaderChangeResumesWithTheDisruptionGuard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-server JetStream cluster")
+	}
+	srvs := startCluster(t)
+	log, logs := testLog(t)
+	var st *Store
+	testutil.Eventually(t, 30*time.Second, "R3 buckets created", func() bool {
+		c := connect(t, srvs[0].ClientURL(), log, nil)
+		s, err := EnsureBuckets(context.Background(), c, Names("t"), BucketOptions{Replicas: 3})
+		if err != nil {
+			t.Logf("creating R3 buckets: %v (retrying)", err)
+			return false
+		}
+		st = s
+		return true
+	})
+	obs := newObs()
+	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
+	hold := make(chan struct{})
+	var created atomic.Int32
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		if created.Add(1) > 1 {
+			return w
+		}
+		return newHeldWatch(w, hold)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitSynced(t, src)
+	leader := func() string {
+		info, err := src.streamInfo(context.Background(), st.Jobs)
+		if err != nil || info.Cluster == nil {
+			return ""
+		}
+		return info.Cluster.Leader
+	}
+	before := leader()
+	if before == "" {
+		t.Fatal("the jobs stream has no leader")
+	}
+	time.Sleep(1500 * time.Millisecond) // a stall check has read the leader
+	testutil.Eventually(t, 20*time.Second, "the jobs stream led by another server", func() bool {
+		if l := leader(); l != "" && l != before {
+			return true
+		}
+		_, _ = st.conn.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_t_jobs", nil, 2*time.Second)
+		return false
+	})
+	close(hold)
+	testutil.Eventually(t, 10*time.Second, "web written", func() bool {
+		rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer rcancel()
+		_, err := st.Jobs.Put(rctx, "default.web", jobJSON("web", 1, ""))
+		return err == nil
+	})
+	testutil.Eventually(t, 15*time.Second, "web delivered after the stall", hasJob(src, "web", 1))
+	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/stalled"); n == 0 {
+		t.Fatalf("web arrived without a stalled restart (restarts %v); logs:\n%s", src.Restarts(), logs)
+	}
+	if src.ResumedAt(KindJobs).IsZero() {
+		t.Fatalf("a stall across a leader change (%s, then %s) resumed without the disruption guard; logs:\n%s", before, leader(), logs)
+	}
 }

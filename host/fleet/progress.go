@@ -52,7 +52,7 @@ func (p *WatchProbe) Check(ctx context.Context, now time.Time) []string {
 		if !synced {
 			continue
 		}
-		last, err := s.lastRevision(ctx, b.kv)
+		last, err := s.lastRevision(ctx, b.kv, nil)
 		applied := s.revision(b.kind)
 		p.mu.Lock()
 		switch {

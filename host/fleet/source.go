@@ -112,8 +112,9 @@ type Source struct {
 	syncedCh   chan struct{}
 	syncedOnce sync.Once
 
-	// watchHook, set only by tests, sees every watcher created.
-	watchHook func(kind string, w jetstream.KeyWatcher)
+	// watchHook, set only by tests, sees every watcher created and returns
+	// the one to consume (it, or a wrapper of it).
+	watchHook func(kind string, w jetstream.KeyWatcher) jetstream.KeyWatcher
 }
 
 // NewSource returns a Source over the store's buckets; call Run.
@@ -284,6 +285,10 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	quietLogged := false
 	recreated := false // the buckets were created again since the last open
 	checked := false   // kv's epoch checked since it was opened
+	// stalled is the last watcher's leader record when it ended stalled
+	// (a stall under a leader that stayed is load, not a disruption: see
+	// below).
+	var stalled *leaderSeen
 	for ctx.Err() == nil {
 		if kv == nil {
 			var err error
@@ -369,22 +374,35 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		s.setStage(b.kind, "receiving its keys")
 		if resume > 0 {
 			// A watch resumed after an interruption (a reconnect, a leader
-			// change, a stall): readers that judge liveness wait a TTL
-			// before trusting expiries again (the disruption guard).
-			s.mu.Lock()
-			s.resumedAt[b.kind] = time.Now()
-			s.mu.Unlock()
+			// change, an error): readers that judge liveness wait a TTL
+			// before trusting expiries again (the disruption guard). A
+			// watcher re-created because it fell behind while its stream
+			// kept its leader was slow, not cut off: every write reached
+			// the stream meanwhile, and what it missed is delivered now
+			// (with a thousand agents on two cores the stall check fires
+			// under load alone, and each guard then held success back
+			// for a node TTL).
+			if stalled != nil && stalled.steady && stalled.same(s.streamLeader(ctx, kv)) {
+				log.Debug("watcher re-created under the stream leader it stalled under: no disruption guard", "leader", stalled.leader)
+			} else {
+				s.mu.Lock()
+				s.resumedAt[b.kind] = time.Now()
+				s.mu.Unlock()
+			}
 		}
+		stalled = nil
 		if s.watchHook != nil {
-			s.watchHook(b.kind, w)
+			w = s.watchHook(b.kind, w)
 		}
 		quietLogged = false
-		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, log)
+		seen := &leaderSeen{}
+		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, seen, log)
 		stop()
 		switch reason {
 		case endCtx:
 			return
 		case endStalled:
+			stalled = seen
 			full = full && !loaded
 			s.countRestart(b.kind)
 			s.obs.WatchRestarted(b.kind, "stalled")
@@ -501,7 +519,7 @@ const (
 // records the keys seen, and when the initial state is loaded marks every
 // held key the pull did not find as absent.
 // It also reports whether the initial state was loaded.
-func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, filters []string, reconnect <-chan struct{}, log *slog.Logger) (endReason, bool) {
+func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, filters []string, reconnect <-chan struct{}, leader *leaderSeen, log *slog.Logger) (endReason, bool) {
 	var seen map[string]bool
 	if full {
 		seen = map[string]bool{}
@@ -529,7 +547,7 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 				continue // the pull is still being delivered; or filtered (see SourceConfig.Filters)
 			}
 			have := s.revision(b.kind)
-			last, err := s.lastRevision(ctx, kv)
+			last, err := s.lastRevision(ctx, kv, leader)
 			switch {
 			case err != nil || last <= have:
 				behind = 0
@@ -591,19 +609,79 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 }
 
 // lastRevision is the newest revision the bucket holds (its stream's last
-// sequence).
-func (s *Source) lastRevision(ctx context.Context, kv jetstream.KeyValue) (uint64, error) {
+// sequence); it notes the stream's leader in seen (when not nil).
+func (s *Source) lastRevision(ctx context.Context, kv jetstream.KeyValue, seen *leaderSeen) (uint64, error) {
+	info, err := s.streamInfo(ctx, kv)
+	if err != nil {
+		seen.note("", false)
+		return 0, err
+	}
+	seen.note(leaderOf(info))
+	return info.State.LastSeq, nil
+}
+
+// streamInfo reads the bucket's stream information.
+func (s *Source) streamInfo(ctx context.Context, kv jetstream.KeyValue) (*jetstream.StreamInfo, error) {
 	rctx, cancel := s.st.conn.withTimeout(ctx)
 	defer cancel()
 	st, err := kv.Status(rctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	b, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok || b.StreamInfo() == nil {
-		return 0, errors.New("bucket status without stream info")
+		return nil, errors.New("bucket status without stream info")
 	}
-	return b.StreamInfo().State.LastSeq, nil
+	return b.StreamInfo(), nil
+}
+
+// leaderSeen is what a watcher's stall checks saw of its stream's leader:
+// the first one read, and whether every check read it and read the same.
+// The first check comes a second after the watcher's creation: a leader
+// lost within that second and replaced before the check is not seen here
+// (the watcher then usually ends by the reconnect, or its checks fail
+// while the stream has no leader, and either starts the guard).
+type leaderSeen struct {
+	leader string
+	reads  int
+	steady bool
+}
+
+func (l *leaderSeen) note(leader string, known bool) {
+	if l == nil {
+		return
+	}
+	switch {
+	case !known:
+		l.steady = false
+	case l.reads == 0:
+		l.leader, l.steady = leader, true
+	case leader != l.leader:
+		l.steady = false
+	}
+	l.reads++
+}
+
+// same reports whether a leader read now is the one seen.
+func (l *leaderSeen) same(leader string, known bool) bool { return known && leader == l.leader }
+
+// leaderOf is the server leading a stream (a server that is not clustered
+// names itself); known is false while a clustered stream has no leader.
+func leaderOf(info *jetstream.StreamInfo) (leader string, known bool) {
+	if c := info.Cluster; c != nil {
+		return c.Leader, c.Leader != ""
+	}
+	return "", true // no cluster information: nothing to change
+}
+
+// streamLeader reads the server leading the bucket's stream (leaderOf);
+// known is false when the read failed.
+func (s *Source) streamLeader(ctx context.Context, kv jetstream.KeyValue) (leader string, known bool) {
+	info, err := s.streamInfo(ctx, kv)
+	if err != nil {
+		return "", false
+	}
+	return leaderOf(info)
 }
 
 func toEntry(e jetstream.KeyValueEntry) wanted.Entry {

@@ -160,6 +160,10 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	if obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/reconnect") == 0 {
 		t.Fatalf("no reconnect restart counted; logs:\n%s", logs)
 	}
+	// The resumed watch starts the disruption guard of liveness readers.
+	if at := src.ResumedAt(KindJobs); at.Before(restarted.Add(-time.Second)) {
+		t.Fatalf("ResumedAt %v after a reconnect at %v: the guard would not hold", at, restarted)
+	}
 	obs.mu.Lock()
 	states := fmt.Sprint(obs.states)
 	obs.mu.Unlock()
@@ -190,10 +194,11 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
 	var mu sync.Mutex
 	var watchers []jetstream.KeyWatcher
-	src.watchHook = func(kind string, w jetstream.KeyWatcher) {
+	src.watchHook = func(kind string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
 		mu.Lock()
 		watchers = append(watchers, w)
 		mu.Unlock()
+		return w
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -556,10 +561,11 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
 	var mu sync.Mutex
 	var watchers []jetstream.KeyWatcher
-	src.watchHook = func(_ string, w jetstream.KeyWatcher) {
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
 		mu.Lock()
 		watchers = append(watchers, w)
 		mu.Unlock()
+		return w
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -898,4 +904,89 @@ func TestUnsyncedNamesEachBucketNotPulledYetAndTheErrorItsLastAttemptMet(t *test
 	default:
 	}
 	t.Logf("unsynced: %v", src.Unsynced())
+}
+
+// A watcher that falls behind while its stream keeps its leader is
+// re-created without starting the disruption guard (ResumedAt stays
+// unset): it was slow, not cut off, and under a thousand agents on two
+// cores that happens under load alone. The first watcher's deliveries are
+// held back (a consumer starved of CPU); the stall check re-creates it and
+// what was written meanwhile arrives.
+func TestAWatcherStalledUnderTheSameStreamLeaderResumesWithoutTheDisruptionGuard(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	obs := newObs()
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, obs), BucketOptions{})
+	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
+	hold := make(chan struct{}) // closed: the first watcher delivers nothing more
+	var created atomic.Int32
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		if created.Add(1) > 1 {
+			return w
+		}
+		return newHeldWatch(w, hold)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitSynced(t, src)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
+	testutil.Eventually(t, 5*time.Second, "web v1 delivered", hasJob(src, "web", 1))
+
+	close(hold)
+	putRaw(t, writer, "default.web", jobJSON("web", 2, ""))
+	testutil.Eventually(t, 15*time.Second, "web v2 delivered after the stall", hasJob(src, "web", 2))
+	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/stalled"); n == 0 || created.Load() < 2 {
+		t.Fatalf("web v2 arrived without a stalled restart (restarts %v, watchers %d); logs:\n%s", src.Restarts(), created.Load(), logs)
+	}
+	if at := src.ResumedAt(KindJobs); !at.IsZero() {
+		t.Fatalf("ResumedAt %v after a stall under the same leader: the disruption guard would hold for a node TTL; logs:\n%s", at, logs)
+	}
+	if !strings.Contains(logs.String(), "no disruption guard") {
+		t.Fatalf("the re-creation did not say why no guard started; logs:\n%s", logs)
+	}
+}
+
+// heldWatch forwards a watcher's entries until hold is closed, then
+// delivers nothing (its updates stay open until Stop).
+type heldWatch struct {
+	jetstream.KeyWatcher
+	out  chan jetstream.KeyValueEntry
+	stop chan struct{}
+	once sync.Once
+}
+
+func newHeldWatch(w jetstream.KeyWatcher, hold <-chan struct{}) *heldWatch {
+	h := &heldWatch{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case <-hold:
+				return
+			case <-h.stop:
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				select {
+				case h.out <- e:
+				case <-hold:
+					return
+				case <-h.stop:
+					return
+				}
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heldWatch) Updates() <-chan jetstream.KeyValueEntry { return h.out }
+
+func (h *heldWatch) Stop() error {
+	h.once.Do(func() { close(h.stop) })
+	return h.KeyWatcher.Stop()
 }
