@@ -83,6 +83,19 @@ func BenchmarkFleetRollout(b *testing.B) {
 						b.Logf("deployment of version %d: none", v)
 					}
 				}
+				// Watch restarts and disruption guards across the fleet
+				// (a guard holds success back for a node TTL).
+				restarts := map[string]uint64{}
+				guarded := 0
+				for _, n := range f.nodes {
+					for k, c := range n.src.Restarts() {
+						restarts[k] += c
+					}
+					if at := n.src.ResumedAt(fleet.KindNodes); !at.IsZero() && time.Since(at) < w.store.NodeTTL() {
+						guarded++
+					}
+				}
+				b.Logf("watch restarts by bucket %v; %d agents resumed their nodes watch within one node TTL (their disruption guard holds)", restarts, guarded)
 				// Why nodes run nothing of the job: the first ten such
 				// nodes' last pass, view and watches.
 				shown := 0
