@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -61,6 +62,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 			w = newWorldTTL(b, ttl)
 		}
 		w.watchAll = os.Getenv("HIVELET_FLEET_WATCH") == "all"
+		// Each agent its own connection, as in a fleet (HIVELET_FLEET_CONN=shared:
+		// all on the world's one, as the figures before 2026-12-02 were taken).
+		w.connPerNode = os.Getenv("HIVELET_FLEET_CONN") != "shared"
 		rec := &recorder{tasks: map[string]string{}}
 		f := &testFleet{w: w, rec: rec}
 		for k := 1; k <= agents; k++ {
@@ -86,28 +90,58 @@ func BenchmarkFleetRollout(b *testing.B) {
 				// Watch restarts and disruption guards across the fleet
 				// (a guard holds success back for a node TTL).
 				restarts := map[string]uint64{}
-				guarded := 0
+				resumed, reconnected := 0, 0
 				for _, n := range f.nodes {
-					for k, c := range n.src.Restarts() {
+					for k, c := range n.src.RestartReasons() {
 						restarts[k] += c
 					}
 					if at := n.src.ResumedAt(fleet.KindNodes); !at.IsZero() && time.Since(at) < w.store.NodeTTL() {
-						guarded++
+						resumed++
 					}
+					n.agent.mu.Lock()
+					if at := n.agent.reconnectedAt; !at.IsZero() && time.Since(at) < w.store.NodeTTL()+time.Minute {
+						reconnected++
+					}
+					n.agent.mu.Unlock()
 				}
-				b.Logf("watch restarts by bucket %v; %d agents resumed their nodes watch within one node TTL (their disruption guard holds)", restarts, guarded)
+				b.Logf("watch restarts by bucket and reason %v; within one node TTL, %d agents resumed their nodes watch and %d reconnected (their disruption guard holds)", restarts, resumed, reconnected)
+				srv := w.emb.Server()
+				b.Logf("the server closed %d slow consumers (%d clients) and %d stale connections", srv.NumSlowConsumers(), srv.NumSlowConsumersClients(), srv.NumStaleConnections())
 				// Why nodes run nothing of the job: the first ten such
 				// nodes' last pass, view and watches.
+				explain := func(n *node, what string) {
+					st, v := n.agent.Status(), n.src.View()
+					_, hasJob := v.Jobs["default.web"]
+					b.Logf("%s %s: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
+						n.id, what, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
+				}
 				shown := 0
 				for _, n := range f.nodes {
 					if shown >= 10 || len(n.live("web")) > 0 {
 						continue
 					}
 					shown++
-					st, v := n.agent.Status(), n.src.View()
-					_, hasJob := v.Jobs["default.web"]
-					b.Logf("%s runs nothing: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
-						n.id, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
+					explain(n, "runs nothing")
+				}
+				// Canaries of the newest record not running its version.
+				for _, v := range []uint64{2, 1} {
+					d := w.deployment("", "web", v)
+					if d == nil || d.TaskGroups["g"] == nil {
+						continue
+					}
+					canary := map[string]bool{}
+					for _, c := range d.TaskGroups["g"].CanaryNodes {
+						canary[c] = true
+					}
+					shown = 0
+					for _, n := range f.nodes {
+						if shown >= 10 || !canary[n.id] || slices.ContainsFunc(n.live("web"), func(a *model.Allocation) bool { return a.JobVersion == v }) {
+							continue
+						}
+						shown++
+						explain(n, fmt.Sprintf("is a canary of version %d and does not run it", v))
+					}
+					break
 				}
 			}
 		}()
@@ -193,6 +227,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(k1[fleet.KindDeployments]-k0[fleet.KindDeployments])/float64(agents), "record-deliveries/agent")
 		b.ReportMetric(float64(k1[fleet.KindNodes]-k0[fleet.KindNodes])/float64(agents), "node-deliveries/agent")
 		b.ReportMetric(float64(b1-b0)/1e6, "MB-delivered/rollout")
+		if w.emb != nil {
+			srv := w.emb.Server()
+			b.ReportMetric(float64(srv.NumSlowConsumers()), "slow-consumers")
+		}
 		var foreign, passes uint64
 		for _, n := range f.nodes {
 			st := n.agent.Status()

@@ -86,14 +86,46 @@ type world struct {
 	// store.
 	stores []*fleet.Store
 	nodes  atomic.Int64
+	// connPerNode: every node started gets a NATS connection of its own
+	// to the single server (in-process), as a fleet's agents each have
+	// theirs, not the world's one. The benchmark sets it: a thousand
+	// agents' deliveries on one connection made the server drop it as a
+	// slow consumer, and every drop restarted every agent's watches.
+	connPerNode bool
+	ttl         time.Duration // the nodes bucket's TTL the world was made with
 }
 
 // storeFor is the store the next node talks through.
 func (w *world) storeFor() *fleet.Store {
+	if len(w.stores) == 0 && w.connPerNode {
+		return w.ownStore()
+	}
 	if len(w.stores) == 0 {
 		return w.store
 	}
 	return w.stores[int(w.nodes.Add(1))%len(w.stores)]
+}
+
+// ownStore opens the buckets on a new in-process connection, closed when
+// the test ends; a busy server gets half a minute to answer.
+func (w *world) ownStore() *fleet.Store {
+	w.t.Helper()
+	var st *fleet.Store
+	testutil.Eventually(w.t, 30*time.Second, "a node's own connection and buckets", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := fleet.Connect(ctx, fleet.ConnConfig{InProcess: w.emb.Server(), RequestTimeout: 3 * time.Second}, w.log, nil)
+		if err != nil {
+			return false
+		}
+		if st, err = fleet.EnsureBuckets(ctx, conn, fleet.Names(""), fleet.BucketOptions{NodeTTL: w.ttl}); err != nil {
+			conn.Close()
+			return false
+		}
+		w.t.Cleanup(conn.Close)
+		return true
+	})
+	return st
 }
 
 // newClusterWorld is newWorldTTL on a three-server JetStream cluster on
@@ -167,7 +199,7 @@ func newWorldTTL(t testing.TB, ttl time.Duration) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, emb: emb, conn: conn, store: st, log: log}
+	return &world{t: t, emb: emb, conn: conn, store: st, log: log, ttl: ttl}
 }
 
 func (w *world) putJob(j *model.Job) {

@@ -3,11 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -132,20 +129,7 @@ func TestAWatcherStalledAcrossALeaderChangeResumesWithTheDisruptionGuard(t *test
 		return true
 	})
 	obs := newObs()
-	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
-	hold := make(chan struct{})
-	var created atomic.Int32
-	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
-		if created.Add(1) > 1 {
-			return w
-		}
-		return newHeldWatch(w, hold)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitSynced(t, src)
+	src, hold, _ := runHeldSource(t, st, log, obs)
 	leader := func() string {
 		info, err := src.streamInfo(context.Background(), st.Jobs)
 		if err != nil || info.Cluster == nil {

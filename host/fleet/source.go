@@ -92,6 +92,8 @@ type Source struct {
 	// is (and why its last attempt failed): what Unsynced reports.
 	stage   map[string]string
 	restart map[string]uint64
+	// restartWhy counts restarts by "kind/reason".
+	restartWhy map[string]uint64
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
@@ -141,7 +143,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
-		synced: map[string]bool{}, stage: map[string]string{}, restart: map[string]uint64{}, resumedAt: map[string]time.Time{},
+		synced: map[string]bool{}, stage: map[string]string{}, restart: map[string]uint64{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
 }
@@ -404,29 +406,25 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		case endStalled:
 			stalled = seen
 			full = full && !loaded
-			s.countRestart(b.kind)
-			s.obs.WatchRestarted(b.kind, "stalled")
+			s.countRestart(b.kind, "stalled")
 			log.Warn("watcher stalled behind the bucket; re-creating it", "resume_revision", s.revision(b.kind)+1)
 		case endRefilter:
 			// The filters changed: pull every key the new ones match (the
 			// ones no longer matched are dropped at the pull's end).
 			full = true
-			s.countRestart(b.kind)
-			s.obs.WatchRestarted(b.kind, "filters")
+			s.countRestart(b.kind, "filters")
 			log.Debug("re-creating watcher for new filters")
 		case endReconnect:
 			// Resume after the last applied revision: the watch is re-created
 			// at once instead of staying silent after a server restart. A
 			// full pull cut short is redone whole (its absences are unknown).
 			full = full && !loaded
-			s.countRestart(b.kind)
-			s.obs.WatchRestarted(b.kind, "reconnect")
+			s.countRestart(b.kind, "reconnect")
 			log.Info("re-creating watcher after reconnect", "resume_revision", s.revision(b.kind)+1)
 		case endClosed:
 			// The watch ended under us: repair by a whole-bucket pull.
 			full = true
-			s.countRestart(b.kind)
-			s.obs.WatchRestarted(b.kind, "ended")
+			s.countRestart(b.kind, "ended")
 			log.Warn("watch ended; repairing with a full pull", "last_revision", s.revision(b.kind))
 			if !wait.For(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
 				return
@@ -748,10 +746,22 @@ func (s *Source) revision(kind string) uint64 {
 	return s.revs[kind]
 }
 
-func (s *Source) countRestart(kind string) {
+// countRestart counts a watcher of kind re-created for reason, in
+// Restarts, RestartReasons and the observer.
+func (s *Source) countRestart(kind, reason string) {
 	s.mu.Lock()
 	s.restart[kind]++
+	s.restartWhy[kind+"/"+reason]++
 	s.mu.Unlock()
+	s.obs.WatchRestarted(kind, reason)
+}
+
+// RestartReasons counts the watchers re-created, by "kind/reason" (the
+// reasons of Observer.WatchRestarted but "error" and "recreated").
+func (s *Source) RestartReasons() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.restartWhy)
 }
 
 // Restarts returns how many times each bucket's watcher was re-created.

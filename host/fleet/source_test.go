@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -917,20 +918,7 @@ func TestAWatcherStalledUnderTheSameStreamLeaderResumesWithoutTheDisruptionGuard
 	log, logs := testLog(t)
 	obs := newObs()
 	st := mustEnsure(t, connect(t, srv.ClientURL(), log, obs), BucketOptions{})
-	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
-	hold := make(chan struct{}) // closed: the first watcher delivers nothing more
-	var created atomic.Int32
-	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
-		if created.Add(1) > 1 {
-			return w
-		}
-		return newHeldWatch(w, hold)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitSynced(t, src)
+	src, hold, created := runHeldSource(t, st, log, obs)
 	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
 	testutil.Eventually(t, 5*time.Second, "web v1 delivered", hasJob(src, "web", 1))
@@ -947,6 +935,27 @@ func TestAWatcherStalledUnderTheSameStreamLeaderResumesWithoutTheDisruptionGuard
 	if !strings.Contains(logs.String(), "no disruption guard") {
 		t.Fatalf("the re-creation did not say why no guard started; logs:\n%s", logs)
 	}
+}
+
+// runHeldSource runs a synced Source of the jobs bucket whose first
+// watcher delivers nothing more once hold is closed; created counts the
+// watchers made.
+func runHeldSource(t *testing.T, st *Store, log *slog.Logger, obs Observer) (src *Source, hold chan struct{}, created *atomic.Int32) {
+	t.Helper()
+	src = NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
+	hold, created = make(chan struct{}), new(atomic.Int32)
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		if created.Add(1) > 1 {
+			return w
+		}
+		return newHeldWatch(w, hold)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitSynced(t, src)
+	return src, hold, created
 }
 
 // heldWatch forwards a watcher's entries until hold is closed, then
