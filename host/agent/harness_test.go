@@ -301,9 +301,9 @@ func (n *node) start() {
 	go n.src.Run(ctx)
 	rec := nodeRecord(n.id)
 	// A busy server (a thousand agents pulling the buckets as they
-	// start) may miss one write's deadline: try again for half a minute.
+	// start) may miss one write's deadline: try again for two minutes.
 	var err2 error
-	for try := 0; try < 6; try++ {
+	for try := 0; try < 24; try++ {
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err2 = store.ForNode(n.id).PutNode(wctx, rec)
 		wcancel()
