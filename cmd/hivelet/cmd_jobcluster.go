@@ -411,8 +411,9 @@ func follow(ctx context.Context, st *fleet.Store, job *model.Job, version uint64
 	defer cancel()
 	// One job's keys, not the fleet's: what this command receives grows
 	// with the job, not with everything else the fleet runs.
-	// The first read may take the whole wait (a cluster electing leaders).
-	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: rolloutKinds, Filters: fleet.JobFilters(job.Namespace, job.ID)}, 0)
+	// The first read may take a while (a cluster electing leaders), up to
+	// followSyncWithin or the command's own timeout, whichever is first.
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: rolloutKinds, Filters: fleet.JobFilters(job.Namespace, job.ID)}, followSyncWithin)
 	if err != nil {
 		return err
 	}
@@ -680,7 +681,7 @@ func newJobStopCmd() *cobra.Command {
 func waitStopped(ctx context.Context, st *fleet.Store, job *model.Job, out io.Writer, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}, Filters: fleet.JobFilters(job.Namespace, job.ID)}, 0)
+	src, err := syncedSource(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs}, Filters: fleet.JobFilters(job.Namespace, job.ID)}, followSyncWithin)
 	if err != nil {
 		return err
 	}

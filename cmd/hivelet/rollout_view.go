@@ -271,6 +271,13 @@ var rolloutKinds = []string{fleet.KindJobs, fleet.KindNodes, fleet.KindAllocs, f
 // short enough to say so while the operator still waits.
 const syncWithin = 20 * time.Second
 
+// followSyncWithin bounds the first read of the commands that wait for an
+// outcome with a -timeout of their own (job run, job stop): longer than
+// syncWithin, since they wait anyway, yet a bucket that can never be
+// pulled (a permission refused) is said within a minute, not at the end of
+// a fifteen-minute wait.
+const followSyncWithin = time.Minute
+
 // syncedSource starts a Source (cfg: its kinds, and its filters: none for
 // whole buckets, fleet.JobFilters for one job's keys) and waits until it
 // has pulled every bucket once; it runs until ctx ends. The wait ends with
