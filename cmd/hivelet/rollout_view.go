@@ -297,6 +297,11 @@ func syncedSource(ctx context.Context, st *fleet.Store, cfg fleet.SourceConfig, 
 		return src, nil
 	case <-wait.Done():
 	}
+	select {
+	case <-src.Synced(): // the pull ended as the wait did
+		return src, nil
+	default:
+	}
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, ctx.Err()
 	}
