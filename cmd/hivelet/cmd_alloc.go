@@ -41,13 +41,10 @@ func findAlloc(ctx context.Context, st *fleet.Store, prefix string) (*model.Allo
 	if st.Allocs == nil {
 		return nil, nil, failed("the allocations bucket does not exist")
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs, fleet.KindNodes}}, syncWithin)
+	v, err := fleetSnapshot(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindAllocs, fleet.KindNodes}}, syncWithin)
 	if err != nil {
 		return nil, nil, err
 	}
-	v := src.View()
 	var matches []*model.Allocation
 	for _, s := range v.Allocs {
 		if a := s.Value; a != nil && !s.Absent && strings.HasPrefix(a.ID, prefix) {

@@ -554,14 +554,11 @@ func newJobStatusCmd() *cobra.Command {
 				fmt.Fprintf(out, "job %q: the newest declaration (revision %d) is REJECTED: %v\n", args[0], rev, err)
 				return failed("job %s is rejected", args[0])
 			}
-			sctx, scancel := context.WithCancel(ctx)
-			defer scancel()
-			src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments},
+			v, err := fleetSnapshot(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindAllocs, fleet.KindDeployments},
 				Filters: fleet.JobFilters(job.Namespace, job.ID)}, syncWithin)
 			if err != nil {
 				return err
 			}
-			v := src.View()
 			status := "running"
 			if job.Stop {
 				status = "stopped"

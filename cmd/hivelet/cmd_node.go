@@ -35,11 +35,12 @@ func newNodeCmd() *cobra.Command {
 	return cmd
 }
 
-// fleetSnapshot pulls the named buckets once and returns the view.
-func fleetSnapshot(ctx context.Context, st *fleet.Store, timeout time.Duration, kinds ...string) (*fleet.View, error) {
+// fleetSnapshot pulls the buckets of cfg once (syncedSource) and returns
+// the view; the source stops with it.
+func fleetSnapshot(ctx context.Context, st *fleet.Store, cfg fleet.SourceConfig, timeout time.Duration) (*fleet.View, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	src, err := syncedSource(sctx, st, fleet.SourceConfig{Kinds: kinds}, timeout)
+	src, err := syncedSource(sctx, st, cfg, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func newNodeStatusCmd() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			v, err := fleetSnapshot(ctx, st, max(syncWithin, 2*o.timeout), fleet.KindNodes, fleet.KindIntents, fleet.KindAllocs)
+			v, err := fleetSnapshot(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes, fleet.KindIntents, fleet.KindAllocs}}, max(syncWithin, 2*o.timeout))
 			if err != nil {
 				return err
 			}
@@ -261,7 +262,7 @@ func intentChange(cmd *cobra.Command, o *clusterOpts, arg string, within time.Du
 	if st.Intents == nil {
 		return failed("the %s bucket does not exist: start an agent of this version first", st.Names().Intents)
 	}
-	v, err := fleetSnapshot(ctx, st, max(syncWithin, 2*o.timeout), fleet.KindNodes)
+	v, err := fleetSnapshot(ctx, st, fleet.SourceConfig{Kinds: []string{fleet.KindNodes}}, max(syncWithin, 2*o.timeout))
 	if err != nil {
 		return err
 	}

@@ -90,9 +90,9 @@ type Source struct {
 	synced  map[string]bool
 	// stage is, per kind whose boot pull is not complete, where its loop
 	// is (and why its last attempt failed): what Unsynced reports.
-	stage   map[string]string
-	restart map[string]uint64
-	// restartWhy counts restarts by "kind/reason".
+	stage map[string]string
+	// restartWhy counts restarts by "kind/reason" (Restarts sums them by
+	// kind).
 	restartWhy map[string]uint64
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
@@ -143,7 +143,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
-		synced: map[string]bool{}, stage: map[string]string{}, restart: map[string]uint64{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
+		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
 }
@@ -750,7 +750,6 @@ func (s *Source) revision(kind string) uint64 {
 // Restarts, RestartReasons and the observer.
 func (s *Source) countRestart(kind, reason string) {
 	s.mu.Lock()
-	s.restart[kind]++
 	s.restartWhy[kind+"/"+reason]++
 	s.mu.Unlock()
 	s.obs.WatchRestarted(kind, reason)
@@ -768,7 +767,12 @@ func (s *Source) RestartReasons() map[string]uint64 {
 func (s *Source) Restarts() map[string]uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maps.Clone(s.restart)
+	out := map[string]uint64{}
+	for k, n := range s.restartWhy {
+		kind, _, _ := strings.Cut(k, "/")
+		out[kind] += n
+	}
+	return out
 }
 
 // setStage records where kind's loop is until its boot pull is complete.
