@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -291,6 +292,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	// (a stall under a leader that stayed is load, not a disruption: see
 	// below).
 	var stalled *leaderSeen
+	stalls := 0 // this bucket's watchers that stalled in a row
 	for ctx.Err() == nil {
 		if kv == nil {
 			var err error
@@ -398,8 +400,13 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		}
 		quietLogged = false
 		seen := &leaderSeen{}
-		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, seen, log)
+		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, seen, stalls, log)
 		stop()
+		if reason == endStalled {
+			stalls++
+		} else {
+			stalls = 0
+		}
 		switch reason {
 		case endCtx:
 			return
@@ -508,24 +515,45 @@ const (
 // ~20 s (seen here: TestAThreeServerClusterWithR3BucketsPullsWatchesAndCASes
 // failed 2 runs in 6 under load). The window keeps the check's requests to
 // the moments that need it (start, reconnects, errors), not steady state.
+//
+// Each stall in a row of one bucket's watchers doubles the interval between
+// checks (up to stallMaxShift doublings), so the span without progress that
+// counts as a stall, and the window grows with it; a spread of ±25 % keeps
+// a fleet's agents from checking in step. A server too loaded to deliver
+// within a second is then not also handed a consumer deletion, a creation
+// and a stream-info read per watcher per second (seen here at 1,000 agents
+// on two cores: 22,656 re-creations of the nodes watchers in one run).
 const (
-	stallWindow = 30 * time.Second
-	stallCheck  = time.Second
+	stallWindow   = 30 * time.Second
+	stallCheck    = time.Second
+	stallMaxShift = 5
 )
+
+// stallPace is the check interval and window for a watcher created after
+// stalls watchers of its bucket stalled in a row.
+func stallPace(stalls int) (every, window time.Duration) {
+	shift := min(stalls, stallMaxShift)
+	every = stallCheck << shift
+	every = every*3/4 + time.Duration(rand.Int64N(int64(every/2)+1))
+	return every, stallWindow << shift
+}
 
 // consume applies a watcher's entries until it ends. On a full pull it
 // records the keys seen, and when the initial state is loaded marks every
 // held key the pull did not find as absent.
 // It also reports whether the initial state was loaded.
-func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, filters []string, reconnect <-chan struct{}, leader *leaderSeen, log *slog.Logger) (endReason, bool) {
+// stalls is how many of the bucket's watchers before this one stalled in a
+// row (it paces the stall checks: stallPace).
+func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue, w jetstream.KeyWatcher, full bool, filters []string, reconnect <-chan struct{}, leader *leaderSeen, stalls int, log *slog.Logger) (endReason, bool) {
 	var seen map[string]bool
 	if full {
 		seen = map[string]bool{}
 	}
 	initial := true
-	check := time.NewTicker(stallCheck)
+	every, window := stallPace(stalls)
+	check := time.NewTicker(every)
 	defer check.Stop()
-	checkUntil := time.Now().Add(stallWindow)
+	checkUntil := time.Now().Add(window)
 	behind := 0
 	var behindAt uint64 // our revision at the last check that found us behind
 	for {

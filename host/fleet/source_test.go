@@ -999,3 +999,106 @@ func (h *heldWatch) Stop() error {
 	h.once.Do(func() { close(h.stop) })
 	return h.KeyWatcher.Stop()
 }
+
+// A bucket whose watchers stall one after the other is checked ever less
+// often: each stall in a row doubles the span without progress that counts
+// as one, so a server too loaded to deliver is not also handed a consumer
+// re-creation every two seconds by every watcher it serves.
+func TestWatchersThatStallInARowAreCheckedEverLessOften(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
+	var mu sync.Mutex
+	var created []time.Time
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		mu.Lock()
+		created = append(created, time.Now())
+		mu.Unlock()
+		return newMutedWatch(w) // every watcher falls silent after its pull
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitSynced(t, src)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	stopWrites := make(chan struct{})
+	writesDone := make(chan struct{})
+	go func() { // the bucket keeps moving ahead of the silent watchers
+		defer close(writesDone)
+		for v := 1; ; v++ {
+			select {
+			case <-stopWrites:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			putRaw(t, writer, "default.web", jobJSON("web", v, ""))
+		}
+	}()
+	testutil.Eventually(t, 20*time.Second, "three stalled watchers re-created", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(created) >= 4
+	})
+	close(stopWrites)
+	<-writesDone
+	mu.Lock()
+	gaps := []time.Duration{created[1].Sub(created[0]), created[2].Sub(created[1]), created[3].Sub(created[2])}
+	mu.Unlock()
+	// Two checks without progress end a watcher: 2 × (1 s ± 25 %) for the
+	// first, 2 × (2 s ± 25 %) for the second, 2 × (4 s ± 25 %) for the third.
+	if gaps[0] < 1400*time.Millisecond || gaps[0] > 3500*time.Millisecond {
+		t.Fatalf("the first stall was declared after %v, want about 2 s; logs:\n%s", gaps[0], logs)
+	}
+	if gaps[1] <= gaps[0] || gaps[2] <= gaps[1] || gaps[2] < 5500*time.Millisecond {
+		t.Fatalf("stalls in a row were declared after %v: the checks did not slow down; logs:\n%s", gaps, logs)
+	}
+	if n := src.RestartReasons()[KindJobs+"/stalled"]; n < 3 {
+		t.Fatalf("%d stalled restarts counted, want at least 3", n)
+	}
+}
+
+// mutedWatch forwards a watcher's entries up to and including the marker
+// that ends its initial values, then nothing (its updates stay open until
+// Stop).
+type mutedWatch struct {
+	jetstream.KeyWatcher
+	out  chan jetstream.KeyValueEntry
+	stop chan struct{}
+	once sync.Once
+}
+
+func newMutedWatch(w jetstream.KeyWatcher) *mutedWatch {
+	m := &mutedWatch{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
+	go func() {
+		for {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			select {
+			case <-m.stop:
+				return
+			case e, ok = <-w.Updates():
+				if !ok {
+					return
+				}
+			}
+			select {
+			case m.out <- e:
+			case <-m.stop:
+				return
+			}
+			if e == nil {
+				return // the initial values are delivered: silence from here
+			}
+		}
+	}()
+	return m
+}
+
+func (m *mutedWatch) Updates() <-chan jetstream.KeyValueEntry { return m.out }
+
+func (m *mutedWatch) Stop() error {
+	m.once.Do(func() { close(m.stop) })
+	return m.KeyWatcher.Stop()
+}
