@@ -94,7 +94,16 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		a.lastSig = map[string]uint64{}
 	}
 	look := func(k string) bool { return full || all || viewDirty[k] || ownDirty[k] }
-	nodes := view.NodeList()
+	// The fleet's node list is built only for a plan that needs the
+	// fleet's facts (ReconcileLocal does not): O(fleet) per pass is what a
+	// node joining costs every agent otherwise.
+	var nodeList []*model.Node
+	nodes := func() []*model.Node {
+		if nodeList == nil {
+			nodeList = view.NodeList()
+		}
+		return nodeList
+	}
 
 	// Jobs with work come first: their starts must not wait for the
 	// reconciles of jobs in flight or the signature checks of every
@@ -455,7 +464,7 @@ func (a *Agent) flushJobs() {
 // fleet); before the record exists (its creation round needs the fleet's
 // canary facts and proposes the record), or when the record does not yet
 // settle a canary question, from the whole fleet view.
-func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, nodes []*model.Node, others []*model.Allocation, deps []*model.Deployment, now time.Time) (*reconcile.Plan, error) {
+func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, nodes func() []*model.Node, others []*model.Allocation, deps []*model.Deployment, now time.Time) (*reconcile.Plan, error) {
 	if d := recordOf(job, deps); d != nil {
 		p, err := reconcile.ReconcileLocal(localInput(job, self, own, d, now))
 		if err == nil {
@@ -466,7 +475,7 @@ func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, 
 			return nil, err
 		}
 	}
-	in := buildInput(job, self, own, fleetFacts{Nodes: nodes, OtherAllocs: others, Deployments: deps}, now, nil)
+	in := buildInput(job, self, own, fleetFacts{Nodes: nodes(), OtherAllocs: others, Deployments: deps}, now, nil)
 	return reconcile.ReconcileNode(in, a.nodeID)
 }
 

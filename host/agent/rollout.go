@@ -94,7 +94,7 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 			live++
 			// A node that writes no summary may be a steward: the nodes
 			// it would leave without one could never be admitted.
-			older = older || (k != a.nodeID && st.Value.RolloutProtocol < rollout.SummaryProtocol)
+			older = older || (st.Value.RolloutProtocol < rollout.SummaryProtocol && k != a.nodeID)
 		}
 	}
 	a.narrowNow = !older && (limit < 0 || live > limit)
@@ -112,7 +112,7 @@ func (a *Agent) countFleet(view *fleet.View) {
 		}
 		f.Live++
 		f.MaxTTL = max(f.MaxTTL, st.Value.HeartbeatTTL.D())
-		f.Grow = f.Grow && (k == a.nodeID || st.Value.RolloutProtocol >= rollout.BeatProtocol)
+		f.Grow = f.Grow && (st.Value.RolloutProtocol >= rollout.BeatProtocol || k == a.nodeID)
 	}
 	a.mu.Lock()
 	a.fleetFacts = f
@@ -768,6 +768,13 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 	if a.cfg.Deployments == nil {
 		return
 	}
+	// rollout.Losses writes a verdict only for a node down with a loss
+	// revision, and deletes only this node's own verdicts: with neither in
+	// view (a fleet without losses, nearly always) it decides nothing, and
+	// the O(fleet) slices it would be given are not built.
+	if !anyLoss(view, a.nodeID) {
+		return
+	}
 	var nodes []rollout.Node
 	for k, st := range view.Nodes {
 		if st.Value == nil || k == a.nodeID {
@@ -811,6 +818,23 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 	case a.rolloutWake <- struct{}{}:
 	default:
 	}
+}
+
+// anyLoss reports whether view holds what rollout.Losses could act on: a
+// node other than self that is absent with a loss revision and a down time
+// (its verdict may be due), or a verdict about self (to delete).
+func anyLoss(view *fleet.View, self string) bool {
+	for _, st := range view.Downs {
+		if st.Value != nil && !st.Absent && st.Value.Node == self {
+			return true
+		}
+	}
+	for k, st := range view.Nodes {
+		if st.Value != nil && st.Absent && st.Applied != 0 && !st.Expired.IsZero() && k != wanted.NodeKey(self) {
+			return true
+		}
+	}
+	return false
 }
 
 // carryOutLosses writes and deletes the loss verdicts of the last pass.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // checkKeys walks a JSON document alongside the Go type it decodes into and
@@ -100,6 +101,36 @@ func walkKeys(dec *json.Decoder, t reflect.Type, path string) (*DecodeError, boo
 // (it matches names case-insensitively): its type, its JSON name, and
 // whether key spells that name exactly.
 func jsonField(t reflect.Type, key string) (ft reflect.Type, name string, exact, ok bool) {
+	for _, f := range fieldsOf(t) {
+		if f.tag == key {
+			return f.typ, f.tag, true, true
+		}
+		if strings.EqualFold(f.tag, key) {
+			ft, name, ok = f.typ, f.tag, true
+		}
+	}
+	return ft, name, false, ok
+}
+
+// jsonName is one exported field of a struct type: its JSON name and type.
+type jsonName struct {
+	tag string
+	typ reflect.Type
+}
+
+// fieldNames caches fieldsOf per struct type: every decode of a record
+// asks for the same few types, and reading their fields and tags by
+// reflection for each key of each record was most of a decode's cost (a
+// thousand agents decoding each other's node records).
+var fieldNames sync.Map // reflect.Type → []jsonName
+
+// fieldsOf is t's exported fields in declaration order with their JSON
+// names (the tag's name, else the field's), leaving out those tagged "-".
+func fieldsOf(t reflect.Type) []jsonName {
+	if v, ok := fieldNames.Load(t); ok {
+		return v.([]jsonName)
+	}
+	var out []jsonName
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -112,12 +143,8 @@ func jsonField(t reflect.Type, key string) (ft reflect.Type, name string, exact,
 		if tag == "" {
 			tag = f.Name
 		}
-		if tag == key {
-			return f.Type, tag, true, true
-		}
-		if strings.EqualFold(tag, key) {
-			ft, name, ok = f.Type, tag, true
-		}
+		out = append(out, jsonName{tag: tag, typ: f.Type})
 	}
-	return ft, name, false, ok
+	v, _ := fieldNames.LoadOrStore(t, out)
+	return v.([]jsonName)
 }
