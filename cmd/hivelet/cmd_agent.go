@@ -438,6 +438,13 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	defer logSrv.Stop()
+	// Every event of a task, for `hivelet alloc status` (the allocations
+	// bucket carries each task's telling and last events only).
+	detailSrv, err := logs.ServeDetails(conn.NATS(), rc.BucketPrefix, nodeID, a.AllocDetails, log)
+	if err != nil {
+		return err
+	}
+	defer detailSrv.Stop()
 	bg.Add(2)
 	go func() { defer bg.Done(); _ = hb.Run(runCtx) }()
 	// Drain and eligibility (`hivelet node drain|eligibility`) reach the
@@ -488,6 +495,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	<-loopDone
 	log.Info("agent shutting down", "stop_tasks", o.dev)
 	logSrv.Stop() // followers are told at once; their CLI retries until the next start
+	detailSrv.Stop()
 	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer scancel()
 	a.Shutdown(sctx, o.dev)

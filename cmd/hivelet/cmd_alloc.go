@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/hivelet/hivelet/host/allocrunner"
@@ -83,12 +84,52 @@ func newAllocStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a, note := withDetails(ctx, conn.NATS(), o.prefix, a, o.timeout)
 			printAlloc(cmd.OutOrStdout(), a)
+			if note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), note)
+			}
 			return nil
 		},
 	}
 	o.register(cmd)
 	return cmd
+}
+
+// detailsWithin bounds the request for an allocation's whole record: the
+// bucket's compact copy is printed without it.
+const detailsWithin = 5 * time.Second
+
+// withDetails is a, the allocations bucket's compact copy, with its tasks'
+// whole event histories asked of its node's agent when the copy leaves
+// events out (allocrunner.ForWire). When the agent does not answer, a is
+// returned as read, with a note saying what is missing and why.
+func withDetails(ctx context.Context, nc *nats.Conn, prefix string, a *model.Allocation, timeout time.Duration) (*model.Allocation, string) {
+	more := 0
+	for _, ts := range a.TaskStates {
+		if ts != nil {
+			more += ts.MoreEvents
+		}
+	}
+	if more == 0 {
+		return a, ""
+	}
+	within := detailsWithin
+	if timeout > 0 && timeout < within {
+		within = timeout
+	}
+	rctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	full, err := logs.FetchDetails(rctx, nc, prefix, a.NodeID, a.ID)
+	if err != nil {
+		return a, fmt.Sprintf("%d earlier task events are held by the agent of node %s, which did not give them: %v", more, a.NodeID, err)
+	}
+	// The record read from the bucket, with the node's task histories:
+	// the node is the single writer of both, and its own copy is never
+	// older than what it wrote.
+	c := *a
+	c.TaskStates = full.TaskStates
+	return &c, ""
 }
 
 func printAlloc(out io.Writer, a *model.Allocation) {
@@ -117,6 +158,9 @@ func printAlloc(out io.Writer, a *model.Allocation) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Time.Format(time.RFC3339), e.Type, e.Message)
 		}
 		tw.Flush()
+		if ts.MoreEvents > 0 {
+			fmt.Fprintf(out, "(%d earlier events not shown)\n", ts.MoreEvents)
+		}
 	}
 }
 

@@ -2,11 +2,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hivelet/hivelet/host/allocrunner"
+	"github.com/hivelet/hivelet/host/logs"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // signalWriter collects what it is written and closes wants[text] once
@@ -60,5 +69,52 @@ func TestAFollowedLocalLogWaitsForItsFileAndItsGrowthUntilCancelled(t *testing.T
 	once := &signalWriter{}
 	if err := printLog(context.Background(), once, path, false, 0); err != nil || once.b.String() != "one\ntwo\n" {
 		t.Fatalf("printLog without follow: %v, %q", err, once.b.String())
+	}
+}
+
+// alloc status prints a task's whole history: the allocations bucket
+// carries the telling and last events only, and the rest is asked of the
+// node's agent; an agent that does not answer leaves the bucket's copy
+// printed, with a note saying what is missing and why.
+func TestAllocStatusAsksTheNodeForTheEventsTheBucketLeavesOut(t *testing.T) {
+	srv := testutil.StartNATS(t, nil)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const prefix, nodeID = "cli", "node-1"
+	var events []model.TaskEvent
+	for i, typ := range []string{allocrunner.EventReceived, allocrunner.EventStarted, allocrunner.EventTerminated, allocrunner.EventRestarting, allocrunner.EventStarted} {
+		events = append(events, model.TaskEvent{Type: typ, Message: fmt.Sprintf("event %d", i), Time: time.Unix(int64(1000+i), 0).UTC()})
+	}
+	full := &model.Allocation{ID: "0b6b1c2e-5d8a-4b51-9a8e-3f1b2c4d5e6f", NodeID: nodeID, JobID: "web", DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning,
+		TaskStates: map[string]*model.TaskState{"t": {State: "running", Events: events}}}
+	wire := allocrunner.ForWire(full)
+	if wire.TaskStates["t"].MoreEvents == 0 {
+		t.Fatal("the bucket's copy leaves nothing out: the test proves nothing")
+	}
+	ds, err := logs.ServeDetails(nc, prefix, nodeID, func(id string) (*model.Allocation, bool) { return full, id == full.ID }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, note := withDetails(context.Background(), nc, prefix, wire, 0)
+	var out strings.Builder
+	printAlloc(&out, got)
+	if note != "" || len(got.TaskStates["t"].Events) != len(events) || !strings.Contains(out.String(), "event 0") || strings.Contains(out.String(), "not shown") {
+		t.Fatalf("with the agent answering: note %q, output:\n%s", note, out.String())
+	}
+	ds.Stop()
+	got, note = withDetails(context.Background(), nc, prefix, wire, 0)
+	out.Reset()
+	printAlloc(&out, got)
+	if !strings.Contains(note, "3 earlier task events are held by the agent of node node-1") || !strings.Contains(note, "did not answer") ||
+		!strings.Contains(out.String(), "(3 earlier events not shown)") || !strings.Contains(out.String(), "event 4") {
+		t.Fatalf("with no agent: note %q, output:\n%s", note, out.String())
+	}
+	// A copy that leaves nothing out asks nobody.
+	small := &model.Allocation{ID: full.ID, NodeID: nodeID, TaskStates: map[string]*model.TaskState{"t": {State: "running", Events: events[:1]}}}
+	if got, note := withDetails(context.Background(), nc, prefix, small, 0); got != small || note != "" {
+		t.Fatalf("a whole copy: %p %q", got, note)
 	}
 }

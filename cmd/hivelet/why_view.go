@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 
@@ -64,43 +63,6 @@ func nodeNamer(v *fleet.View) func(string) string {
 	}
 }
 
-// failureEvents are the task events that say why a task did not run; the
-// rest (Restarting, Killing...) say what happened next.
-var failureEvents = []string{allocrunner.EventDriverFailure, allocrunner.EventFailedValidation, allocrunner.EventTemplateFailure,
-	allocrunner.EventArtifactFailure, allocrunner.EventSetupFailure, allocrunner.EventRecoverFailed}
-
-// tellingEvent is the event of a task that best says why it failed: the
-// last failure event, else the last termination with a non-zero exit, else
-// the last event. then is the last event when it is another one.
-func tellingEvent(ts *model.TaskState) (telling model.TaskEvent, then string, ok bool) {
-	if ts == nil || len(ts.Events) == 0 {
-		return model.TaskEvent{}, "", false
-	}
-	last := ts.Events[len(ts.Events)-1]
-	pick := -1
-	for i := len(ts.Events) - 1; i >= 0 && pick < 0; i-- {
-		if slices.Contains(failureEvents, ts.Events[i].Type) {
-			pick = i
-		}
-	}
-	for i := len(ts.Events) - 1; i >= 0 && pick < 0; i-- {
-		if e := ts.Events[i]; e.Type == allocrunner.EventTerminated && e.Message != "exit code 0" {
-			pick = i
-		}
-	}
-	if pick < 0 {
-		return last, "", true
-	}
-	telling = ts.Events[pick]
-	if pick != len(ts.Events)-1 {
-		then = last.Type
-		if last.Message != "" {
-			then += ": " + last.Message
-		}
-	}
-	return telling, then, true
-}
-
 // failingAllocs are the allocations of job's version that failed, were
 // lost or were found unhealthy, ordered by node.
 func failingAllocs(job *model.Job, version uint64, v *fleet.View) []*model.Allocation {
@@ -149,8 +111,8 @@ func failureLines(job *model.Job, version uint64, v *fleet.View) []string {
 		sort.Strings(tasks)
 		for _, t := range tasks {
 			ts := a.TaskStates[t]
-			e, then, ok := tellingEvent(ts)
-			if !ok || (!ts.Failed && ts.State == "running" && !slices.Contains(failureEvents, e.Type) && e.Type != allocrunner.EventTerminated) {
+			e, then, ok := allocrunner.TellingEvent(ts)
+			if !ok || (!ts.Failed && ts.State == "running" && !allocrunner.IsFailureEvent(e.Type) && e.Type != allocrunner.EventTerminated) {
 				continue
 			}
 			l := fmt.Sprintf("    task %s: %s", t, e.Type)

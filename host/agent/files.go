@@ -3,6 +3,8 @@ package agent
 import (
 	"path/filepath"
 	"sort"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // AllocFiles tells where an allocation this node knows keeps its files: its
@@ -49,4 +51,22 @@ func (a *Agent) AllocFiles(id string) (dir string, tasks []string, terminal bool
 		return filepath.Join(a.cfg.AllocRoot, id), tasks, true, true
 	}
 	return "", nil, false, false
+}
+
+// AllocDetails is this node's whole record of an allocation it runs or
+// ran, with every event of its tasks (the allocations bucket carries a
+// compact copy: allocrunner.ForWire); ok is false when the node does not
+// know it. What the details service (logs.ServeDetails) answers with.
+func (a *Agent) AllocDetails(id string) (*model.Allocation, bool) {
+	a.mu.Lock()
+	r := a.runners[id]
+	t := a.terminal[id]
+	a.mu.Unlock()
+	switch {
+	case r != nil:
+		return r.Snapshot(), true
+	case t != nil:
+		return t, true
+	}
+	return nil, false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -57,5 +58,53 @@ func TestAllocFilesKnowsLiveAndFinishedAllocationsOnly(t *testing.T) {
 	// Control: the running one is still not terminal.
 	if _, _, terminal, _ := n.agent.AllocFiles(live.ID); terminal {
 		t.Fatal("a running allocation is terminal")
+	}
+}
+
+// The allocations bucket carries a compact copy of each allocation (a
+// task's telling and last events, and how many more there are); the node
+// keeps the whole history and gives it on request (AllocDetails, what the
+// details service answers with).
+func TestTheBucketCarriesACompactAllocationAndTheNodeTheWholeHistory(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNode("node-1", nil, "")
+	defer n.stop(true)
+	// A task that fails twice: Received, Started, Terminated, Restarting,
+	// Started, Terminated, Not Restarting.
+	w.putJob(mockJob("web", 1, map[string]any{"run_for": "30ms", "exit_code": 3}))
+	var kv, full *model.Allocation
+	testutil.Eventually(t, 30*time.Second, "the allocation failed for good, in the bucket as on the node", func() bool {
+		for _, st := range n.src.View().Allocs {
+			a := st.Value
+			if a == nil || st.Absent || a.JobID != "web" || a.ClientStatus != model.ClientFailed {
+				continue
+			}
+			got, ok := n.agent.AllocDetails(a.ID)
+			if !ok || got.ClientStatus != model.ClientFailed {
+				return false
+			}
+			kv, full = a, got
+			return true
+		}
+		return false
+	})
+	ks, fs := kv.TaskStates["t"], full.TaskStates["t"]
+	if ks == nil || fs == nil {
+		t.Fatalf("task states: bucket %+v, node %+v", kv.TaskStates, full.TaskStates)
+	}
+	if len(fs.Events) <= 2 || fs.MoreEvents != 0 {
+		t.Fatalf("the node's record holds %d events (%d more): the test's task did not fail as planned: %+v", len(fs.Events), fs.MoreEvents, fs.Events)
+	}
+	if len(ks.Events) > 2 || ks.MoreEvents != len(fs.Events)-len(ks.Events) {
+		t.Fatalf("the bucket holds %d events and says %d more; the node holds %d", len(ks.Events), ks.MoreEvents, len(fs.Events))
+	}
+	if last, want := ks.Events[len(ks.Events)-1], fs.Events[len(fs.Events)-1]; last.Type != want.Type || !last.Time.Equal(want.Time) {
+		t.Fatalf("the bucket's last event %+v, the node's %+v", last, want)
+	}
+	if tell, _, _ := allocrunner.TellingEvent(ks); tell.Type != allocrunner.EventTerminated || tell.Message != "exit code 3" {
+		t.Fatalf("the bucket's copy does not tell why the task failed: %+v", tell)
+	}
+	if _, ok := n.agent.AllocDetails("no-such-alloc"); ok {
+		t.Fatal("an unknown allocation has details")
 	}
 }

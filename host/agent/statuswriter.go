@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/model"
 )
 
@@ -138,7 +139,9 @@ func (s *statusWriter) writeAll(ctx context.Context) (failed bool) {
 	}
 	for id, a := range batch {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rev, err := s.w.PutAlloc(wctx, a)
+		// The bucket carries the compact value (each task's telling and
+		// last events); the whole history stays here (AllocDetails).
+		rev, err := s.w.PutAlloc(wctx, allocrunner.ForWire(a))
 		cancel()
 		if err == nil && s.written != nil {
 			s.written(rev)

@@ -1,7 +1,12 @@
-// Package logs owns reading a task's output from any machine that can reach
-// NATS: the request/reply protocol on the subject <prefix>.logs.<node_id>,
-// the server an agent runs for its own node (Serve), and the client the CLI
-// uses (Fetch, one request; Copy, the print-and-follow loop).
+// Package logs owns reading a task's output, and its node's whole record of
+// an allocation, from any machine that can reach NATS: the request/reply
+// protocol on the subject <prefix>.logs.<node_id>, the server an agent runs
+// for its own node (Serve), and the client the CLI uses (Fetch, one
+// request; Copy, the print-and-follow loop); and on <prefix>.alloc.<node_id>
+// the details service (ServeDetails, FetchDetails): the allocation with
+// every event of its tasks, which the allocations bucket carries only in
+// part (allocrunner.ForWire). A details request is a lookup: it is answered
+// on the subscription's goroutine, never blocks, and never reads a file.
 //
 // A request names an allocation, a task, stdout or stderr, a byte offset
 // (negative: that many bytes before the end, a tail), a chunk size and a

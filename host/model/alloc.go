@@ -87,6 +87,11 @@ type TaskState struct {
 	StartedAt  time.Time   `json:"started_at,omitzero"`
 	FinishedAt time.Time   `json:"finished_at,omitzero"`
 	Events     []TaskEvent `json:"events,omitempty"`
+	// MoreEvents is how many earlier events of the task its node holds
+	// that this copy leaves out: the allocations bucket carries a task's
+	// telling and last events only (allocrunner.ForWire), and the node
+	// serves the whole history on request (`hivelet alloc status`).
+	MoreEvents int `json:"more_events,omitempty"`
 }
 
 // TaskEvent is one event in a task's life (started, killed, restarting...).
