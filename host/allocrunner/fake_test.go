@@ -21,13 +21,21 @@ import (
 //	            timeout ends the task
 //	lose_handle bool; the task starts but StartTask fails, as when the
 //	            plugin dies before answering
+//
+// Its wait is a function it runs when the task ends (driver.WaitNotifier,
+// as the plugin client's and the plugin manager's): a waiting task holds
+// no goroutine of the fake's. channelWaits hides it, for the runner's
+// other way, a WaitTask channel. loseWaits ends every open wait without a
+// result, as a plugin's death does, while the tasks run on.
 type fakeDriver struct {
-	mu       sync.Mutex
-	tasks    map[string]*fakeTask
-	starts   map[string]int // task ID → StartTask calls
-	recovers map[string]int
-	stops    []fakeStop
-	schema   *driver.Schema
+	mu        sync.Mutex
+	lost      chan struct{} // closed by loseWaits (and replaced)
+	chanWaits int           // WaitTask channels open
+	tasks     map[string]*fakeTask
+	starts    map[string]int // task ID → StartTask calls
+	recovers  map[string]int
+	stops     []fakeStop
+	schema    *driver.Schema
 	// driverErrs and recoverErrs make the next Driver lookups and
 	// RecoverTask calls fail with a transient (not "not found") error.
 	driverErrs, recoverErrs int
@@ -56,10 +64,33 @@ type fakeTask struct {
 	result *driver.ExitResult
 	ignore bool
 	sigc   chan struct{}
+
+	mu    sync.Mutex
+	waits map[*fakeWait]bool // the function waits open on the task
+}
+
+// fakeWait is one function wait: fn runs once.
+type fakeWait struct {
+	once sync.Once
+	fn   func(*driver.ExitResult)
+	mu   sync.Mutex
+	stop func() bool // its ctx watch, once set
+}
+
+func (w *fakeWait) end(r *driver.ExitResult) {
+	w.once.Do(func() {
+		w.mu.Lock()
+		stop := w.stop
+		w.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		w.fn(r)
+	})
 }
 
 func newFakeDriver() *fakeDriver {
-	return &fakeDriver{tasks: map[string]*fakeTask{}, starts: map[string]int{}, recovers: map[string]int{},
+	return &fakeDriver{lost: make(chan struct{}), tasks: map[string]*fakeTask{}, starts: map[string]int{}, recovers: map[string]int{},
 		schema: &driver.Schema{Fields: map[string]*driver.Field{
 			"run_for":     {Type: driver.TypeString},
 			"exit_code":   {Type: driver.TypeNumber},
@@ -81,7 +112,111 @@ func (f *fakeDriver) Driver(context.Context, string) (driver.Driver, error) {
 }
 
 func (t *fakeTask) finish(r *driver.ExitResult) {
-	t.once.Do(func() { t.result = r; close(t.done) })
+	t.once.Do(func() {
+		t.mu.Lock()
+		t.result = r
+		close(t.done)
+		waits := t.waits
+		t.waits = nil
+		t.mu.Unlock()
+		for w := range waits {
+			w.end(r)
+		}
+	})
+}
+
+// drop ends w without a result if it is still open on t.
+func (t *fakeTask) drop(w *fakeWait) {
+	t.mu.Lock()
+	open := t.waits[w]
+	delete(t.waits, w)
+	t.mu.Unlock()
+	if open {
+		w.end(nil)
+	}
+}
+
+// WaitTaskFunc is the fake's function wait: no goroutine while the task
+// runs; fn runs on the goroutine that ends the task, or (the task already
+// ended) on one of its own.
+func (f *fakeDriver) WaitTaskFunc(ctx context.Context, id string, fn func(*driver.ExitResult)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, err := f.task(id)
+	if err != nil {
+		return err
+	}
+	w := &fakeWait{fn: fn}
+	t.mu.Lock()
+	select {
+	case <-t.done:
+		t.mu.Unlock()
+		go w.end(t.result)
+		return nil
+	default:
+	}
+	if t.waits == nil {
+		t.waits = map[*fakeWait]bool{}
+	}
+	t.waits[w] = true
+	t.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { t.drop(w) })
+	w.mu.Lock()
+	w.stop = stop
+	w.mu.Unlock()
+	return nil
+}
+
+// loseWaits ends every open wait without a result, as a plugin that died
+// does; the tasks run on, and RecoverTask finds them.
+func (f *fakeDriver) loseWaits() {
+	f.mu.Lock()
+	close(f.lost)
+	f.lost = make(chan struct{})
+	tasks := make([]*fakeTask, 0, len(f.tasks))
+	for _, t := range f.tasks {
+		tasks = append(tasks, t)
+	}
+	f.mu.Unlock()
+	for _, t := range tasks {
+		t.mu.Lock()
+		waits := t.waits
+		t.waits = nil
+		t.mu.Unlock()
+		for w := range waits {
+			w.end(nil)
+		}
+	}
+}
+
+// waiting is the number of waits open, function or channel.
+func (f *fakeDriver) waiting() int {
+	f.mu.Lock()
+	n := f.chanWaits
+	tasks := make([]*fakeTask, 0, len(f.tasks))
+	for _, t := range f.tasks {
+		tasks = append(tasks, t)
+	}
+	f.mu.Unlock()
+	for _, t := range tasks {
+		t.mu.Lock()
+		n += len(t.waits)
+		t.mu.Unlock()
+	}
+	return n
+}
+
+// channelWaits is the fake behind a Driver that has only the channel wait
+// (WaitTask), as a wrapper that embeds a driver.Driver has.
+type channelWaits struct{ f *fakeDriver }
+
+func (c channelWaits) Driver(ctx context.Context, name string) (driver.Driver, error) {
+	d, err := c.f.Driver(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ driver.Driver }{d}, nil
 }
 
 func (f *fakeDriver) Info(context.Context) (driver.PluginInfo, error) {
@@ -173,13 +308,23 @@ func (f *fakeDriver) WaitTask(ctx context.Context, id string) (<-chan *driver.Ex
 	if err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	lost := f.lost
+	f.chanWaits++
+	f.mu.Unlock()
 	ch := make(chan *driver.ExitResult, 1)
 	go func() {
-		defer close(ch)
+		defer func() {
+			f.mu.Lock()
+			f.chanWaits--
+			f.mu.Unlock()
+			close(ch)
+		}()
 		select {
 		case <-t.done:
 			ch <- t.result
 		case <-ctx.Done():
+		case <-lost:
 		}
 	}()
 	return ch, nil

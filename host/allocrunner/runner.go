@@ -31,6 +31,13 @@
 //     through the restart policy like any other exit.
 //   - Detach leaves the tasks running and their handles stored; only Stop
 //     stops them (TestDetachLeavesTasksRunningAndStopStopsThem).
+//   - A running task holds no goroutine while the runner waits for it: the
+//     driver's function wait (driver.WaitFunc) and the stop and detach
+//     registered on their contexts run its loop on when something happens,
+//     and the stop, a template's restart, a lost wait's recovery and the
+//     detach still reach it (TestWaitingTasksHoldNoGoroutine). A driver
+//     with only WaitTask's channel costs one small goroutine per wait
+//     (TestADriverWithOnlyTheChannelWaitReachesTheSameEnds).
 //   - The runner writes only its own allocation's status; it never decides
 //     placement (that is the reconciler's) and never touches another
 //     allocation's tasks.
@@ -167,9 +174,13 @@ type Runner struct {
 	firstLeft atomic.Int32  // tasks whose first start (or reattach) attempt is still running
 	firstDone chan struct{} // closed when none is
 
-	stopOnce sync.Once
 	doneOnce sync.Once
-	stopping chan struct{}
+	// stopping is closed when the allocation is stopped (stopNow): it is
+	// stopCtx's Done, and a waiting task's stop is registered on stopCtx
+	// (context.AfterFunc), which costs no goroutine.
+	stopping <-chan struct{}
+	stopCtx  context.Context
+	stopNow  context.CancelFunc
 	changed  chan struct{}
 	// tasksLeft counts the task goroutines (and tasks that will never
 	// start) not yet done: the one that takes it to zero finishes the
@@ -192,6 +203,7 @@ func New(cfg Config) *Runner {
 		a.TaskStates = map[string]*model.TaskState{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	stopCtx, stopNow := context.WithCancel(context.Background())
 	r := &Runner{
 		cfg:        cfg,
 		log:        cfg.Logger.With("alloc_id", a.ID, "job", a.JobID),
@@ -209,7 +221,9 @@ func New(cfg Config) *Runner {
 		registered: map[string]*model.ServiceRegistration{},
 		checkRan:   map[string]bool{},
 		svcPoke:    make(chan struct{}, 1),
-		stopping:   make(chan struct{}),
+		stopping:   stopCtx.Done(),
+		stopCtx:    stopCtx,
+		stopNow:    stopNow,
 		changed:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 
@@ -443,16 +457,13 @@ func (r *Runner) Run() {
 	}
 	if len(inits) == 0 {
 		for _, t := range mains {
-			go r.runTask(t, r.cfg.Handles[t.Name])
+			go r.runTask(t, r.cfg.Handles[t.Name], nil)
 		}
 		return
 	}
 	initDone := make(chan struct{}, len(inits))
 	for _, t := range inits {
-		go func() {
-			r.runTask(t, r.cfg.Handles[t.Name])
-			initDone <- struct{}{}
-		}()
+		go r.runTask(t, r.cfg.Handles[t.Name], func() { initDone <- struct{}{} })
 	}
 	go r.startMainsAfter(inits, mains, initDone)
 }
@@ -474,7 +485,7 @@ func (r *Runner) startMainsAfter(inits, mains []*model.Task, initDone <-chan str
 	r.mu.Unlock()
 	if ok && !r.isStopping() {
 		for _, t := range mains {
-			go r.runTask(t, r.cfg.Handles[t.Name])
+			go r.runTask(t, r.cfg.Handles[t.Name], nil)
 		}
 		return
 	}
@@ -492,7 +503,7 @@ func (r *Runner) startPoststartAfter(posts []*model.Task, up <-chan struct{}) {
 	case <-up:
 		if !r.isStopping() && r.ctx.Err() == nil {
 			for _, t := range posts {
-				go r.runTask(t, nil)
+				go r.runTask(t, nil, nil)
 			}
 			return
 		}
@@ -513,7 +524,7 @@ func (r *Runner) startPoststopAfter(stops []*model.Task) {
 	case <-r.othersDone:
 		if r.ctx.Err() == nil {
 			for _, t := range stops {
-				go r.runTask(t, r.cfg.Handles[t.Name])
+				go r.runTask(t, r.cfg.Handles[t.Name], nil)
 			}
 			return
 		}
@@ -583,7 +594,7 @@ func (r *Runner) Stop(ctx context.Context, reason string) error {
 		}
 		t.Stop()
 	}
-	r.stopOnce.Do(func() { close(r.stopping) })
+	r.stopNow()
 	if !started {
 		r.markStoppedBeforeStart()
 		return nil

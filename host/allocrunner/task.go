@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -149,12 +150,46 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 	return h, nil
 }
 
-// runTask is one task's life: start or reattach, wait, restart per policy,
-// until it finishes for good, the allocation is stopped, or the runner is
-// detached.
-func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
-	defer r.taskDone(t)
-	ctx := r.ctx
+// taskRun is one task's life: start or reattach, wait, restart per
+// policy, until it finishes for good, the allocation is stopped, or the
+// runner is detached. While the task runs nothing of it runs: its wait
+// (taskWait) is a function the driver calls when the task exits and two
+// context.AfterFunc registrations, for the allocation's stop and the
+// runner's detach; whichever comes first runs the loop on, on a goroutine
+// of its own. A thousand running tasks hold no goroutine of their own
+// (TestWaitingTasksHoldNoGoroutine), where each held one parked at the end
+// of the start path, the deepest stack of the runner.
+type taskRun struct {
+	r        *Runner
+	t        *model.Task
+	ctx      context.Context // the runner's: ends on Detach
+	restored *driver.TaskHandle
+	h        *driver.TaskHandle
+	jobType  model.JobType
+	tracker  *restartTracker
+	// recoverWait is the next pause before reaching a restored task whose
+	// driver is unreachable again.
+	recoverWait time.Duration
+	first       bool
+	// lostStart is set while the last start failed with an error that does
+	// not prove nothing was started: a plugin killed mid-start may have left
+	// the task running with no handle. Finishing the task then asks the
+	// driver to destroy it by ID, handle or not.
+	lostStart bool
+	// stopping and stopCtx are the allocation's stop, for the task: a
+	// poststop task runs because the allocation's other tasks are gone,
+	// often because it was stopped, so the allocation's stop is not its
+	// stop (both nil).
+	stopping <-chan struct{}
+	stopCtx  context.Context
+	// then, if set, runs once the task is over.
+	then func()
+}
+
+// runTask runs task t (restored: reattached from that handle) on the
+// calling goroutine until it waits for the task's exit or is over; then,
+// if set, runs once it is over (on whichever goroutine that happens).
+func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle, then func()) {
 	r.mu.Lock()
 	g := r.group()
 	jobType := r.job.Type
@@ -163,204 +198,266 @@ func (r *Runner) runTask(t *model.Task, restored *driver.TaskHandle) {
 	if policy == nil {
 		policy = model.DefaultRestartPolicy(jobType)
 	}
-	tracker := newRestartTracker(policy)
-	recoverWait := recoverRetryMin
-	h := restored
-	if h == nil {
+	tr := &taskRun{r: r, t: t, ctx: r.ctx, restored: restored, h: restored, jobType: jobType,
+		tracker: newRestartTracker(policy), recoverWait: recoverRetryMin, first: true, then: then}
+	if !t.IsPoststop() {
+		tr.stopping, tr.stopCtx = r.stopping, r.stopCtx
+	}
+	if restored == nil {
 		r.event(t.Name, EventReceived, "task received by the node")
 	}
-	first := true
-	firstOver := func() {
-		if first {
-			first = false
-			r.firstAttemptOver()
-		}
+	tr.run()
+}
+
+// over ends the task's life: its first attempt, if still counted, and the
+// task are done.
+func (tr *taskRun) over() {
+	tr.firstOver()
+	tr.r.taskDone(tr.t)
+	if tr.then != nil {
+		tr.then()
 	}
-	defer firstOver()
-	// lostStart is set while the last start failed with an error that does
-	// not prove nothing was started: a plugin killed mid-start may have left
-	// the task running with no handle. Finishing the task then asks the
-	// driver to destroy it by ID, handle or not.
-	lostStart := false
-	finish := func(h *driver.TaskHandle, failed bool, why string) {
-		if h == nil && lostStart {
-			r.destroyLostStart(t)
-		}
-		r.finishTask(t, h, failed, why)
+}
+
+func (tr *taskRun) firstOver() {
+	if tr.first {
+		tr.first = false
+		tr.r.firstAttemptOver()
 	}
-	// A poststop task runs because the allocation's other tasks are gone,
-	// often because it was stopped: the allocation's stop is not its stop.
-	stopping := r.stopping
-	if t.IsPoststop() {
-		stopping = nil
+}
+
+func (tr *taskRun) isStopping() bool {
+	select {
+	case <-tr.stopping:
+		return true
+	default:
+		return false
 	}
-	isStopping := func() bool {
-		select {
-		case <-stopping:
-			return true
-		default:
-			return false
-		}
+}
+
+func (tr *taskRun) finish(h *driver.TaskHandle, failed bool, why string) {
+	if h == nil && tr.lostStart {
+		tr.r.destroyLostStart(tr.t)
 	}
+	tr.r.finishTask(tr.t, h, failed, why)
+}
+
+// run runs the task's loop from its top: it returns when the task is over
+// (over ran) or waits for its exit (the wait's end runs the loop on).
+func (tr *taskRun) run() {
 	for {
-		if isStopping() {
-			failed, why := r.stopVerdict()
-			finish(h, failed, why)
+		drv, exitErr, next := tr.attempt()
+		switch next {
+		case stepOver:
+			tr.over()
 			return
+		case stepAgain:
+			continue
 		}
-		drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
-		if ctx.Err() != nil {
-			return
-		}
-		if h != nil && h == restored && err != nil {
-			// Fail closed: a task we hold a handle for may still be running.
-			// Without its driver nothing can be known, so nothing is
-			// destroyed, replaced or counted against the restart policy.
-			r.event(t.Name, EventDriverFailure, fmt.Sprintf("driver %s unavailable: %v; keeping the task's handle, retrying in %s", t.Driver, err, recoverWait))
-			if !r.pause(ctx, stopping, &recoverWait) {
+		tr.firstOver()
+		if exitErr == "" && tr.h != nil {
+			o, mine := newTaskWait(tr, drv).start()
+			if !mine {
+				return // waiting: the wait's end runs the loop on
+			}
+			if !tr.waited(drv, o) {
+				tr.over()
 				return
 			}
 			continue
 		}
-		var exitErr string
-		if err != nil {
-			exitErr = fmt.Sprintf("driver %s unavailable: %v", t.Driver, err)
-			r.event(t.Name, EventDriverFailure, exitErr)
-		} else if h != nil && h == restored {
-			if err := drv.RecoverTask(ctx, h); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if !errIsNotFound(err) {
-					// Only the driver's word that the task is gone frees the
-					// handle; any other error may hide a running task, and
-					// starting another would run it twice.
-					r.event(t.Name, EventRecoverFailed, fmt.Sprintf("recovering task: %v; retrying in %s", err, recoverWait))
-					if !r.pause(ctx, stopping, &recoverWait) {
-						return
-					}
-					continue
-				}
-				exitErr = fmt.Sprintf("recovering task: %v", err)
-				r.event(t.Name, EventRecoverFailed, exitErr)
-				h = nil
-			} else {
-				r.event(t.Name, EventReattached, "reattached to the running task")
-				r.setTask(t.Name, func(ts *model.TaskState) {
-					ts.State = "running"
-					if ts.StartedAt.IsZero() {
-						ts.StartedAt = h.StartedAt
-					}
-				})
-			}
-		} else if !t.IsPoststop() && r.desiredStop() {
-			// An allocation being stopped starts nothing, whether or not its
-			// stopping has reached this loop: an agent killed mid-stop, after
-			// the task had exited and its handle was dropped, restores the
-			// allocation with intent stop and no handle, and its stop is
-			// requested only once the runner runs (Agent.Restore); a start
-			// here would run the old version again.
-			failed, why := r.stopVerdict()
-			finish(nil, failed, why)
+		if !tr.exited(drv, &driver.ExitResult{Err: exitErr}, false) {
+			tr.over()
 			return
-		} else {
-			nh, err := r.start(ctx, drv, t)
+		}
+	}
+}
+
+// resume runs the loop on after a wait that ended off the task's
+// goroutine.
+func (tr *taskRun) resume(drv driver.Driver, o waitOutcome) {
+	if !tr.waited(drv, o) {
+		tr.over()
+		return
+	}
+	tr.run()
+}
+
+// What attempt says comes next.
+const (
+	stepWait  = iota // wait for the task (or count exitErr as its exit)
+	stepAgain        // back to the top of the loop
+	stepOver         // the task is over
+)
+
+// attempt is the top of the loop: it starts the task, or reattaches to the
+// restored one. exitErr is set when that failed in a way the restart
+// policy counts.
+func (tr *taskRun) attempt() (drv driver.Driver, exitErr string, next int) {
+	r, t, ctx := tr.r, tr.t, tr.ctx
+	if tr.isStopping() {
+		failed, why := r.stopVerdict()
+		tr.finish(tr.h, failed, why)
+		return nil, "", stepOver
+	}
+	drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
+	if ctx.Err() != nil {
+		return nil, "", stepOver
+	}
+	if tr.h != nil && tr.h == tr.restored && err != nil {
+		// Fail closed: a task we hold a handle for may still be running.
+		// Without its driver nothing can be known, so nothing is
+		// destroyed, replaced or counted against the restart policy.
+		r.event(t.Name, EventDriverFailure, fmt.Sprintf("driver %s unavailable: %v; keeping the task's handle, retrying in %s", t.Driver, err, tr.recoverWait))
+		if !r.pause(ctx, tr.stopping, &tr.recoverWait) {
+			return nil, "", stepOver
+		}
+		return nil, "", stepAgain
+	}
+	if err != nil {
+		exitErr = fmt.Sprintf("driver %s unavailable: %v", t.Driver, err)
+		r.event(t.Name, EventDriverFailure, exitErr)
+		return drv, exitErr, stepWait
+	}
+	if tr.h != nil && tr.h == tr.restored {
+		h := tr.h
+		if err := drv.RecoverTask(ctx, h); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil, "", stepOver
 			}
-			if err != nil {
-				if p, ok := err.(errPermanent); ok {
-					r.event(t.Name, EventFailedValidation, p.Error())
-					r.finishTask(t, nil, true, p.Error())
-					r.stopSiblings()
-					return
+			if !errIsNotFound(err) {
+				// Only the driver's word that the task is gone frees the
+				// handle; any other error may hide a running task, and
+				// starting another would run it twice.
+				r.event(t.Name, EventRecoverFailed, fmt.Sprintf("recovering task: %v; retrying in %s", err, tr.recoverWait))
+				if !r.pause(ctx, tr.stopping, &tr.recoverWait) {
+					return nil, "", stepOver
 				}
-				exitErr = err.Error()
-				if _, isTemplate := err.(templateError); isTemplate {
-					r.event(t.Name, EventTemplateFailure, exitErr)
-				} else if _, isArtifact := err.(artifactError); isArtifact {
-					r.event(t.Name, EventArtifactFailure, exitErr)
-				} else {
-					lostStart = true
-					r.event(t.Name, EventDriverFailure, exitErr)
-				}
-			} else {
-				h = nh
-				lostStart = false
-				r.taskStarted(t.Name, h)
+				return nil, "", stepAgain
 			}
+			exitErr = fmt.Sprintf("recovering task: %v", err)
+			r.event(t.Name, EventRecoverFailed, exitErr)
+			tr.h = nil
+			return drv, exitErr, stepWait
 		}
-		firstOver()
-
-		var res *driver.ExitResult
-		restarted := false
-		if exitErr == "" && h != nil {
-			var detached bool
-			wctx, stopWatch := context.WithCancel(ctx)
-			res, detached, restarted = r.wait(ctx, drv, t, h, stopping, r.watchTemplates(wctx, drv, t, h))
-			stopWatch()
-			if detached {
-				return
+		r.event(t.Name, EventReattached, "reattached to the running task")
+		r.setTask(t.Name, func(ts *model.TaskState) {
+			ts.State = "running"
+			if ts.StartedAt.IsZero() {
+				ts.StartedAt = h.StartedAt
 			}
-			if isStopping() {
-				failed, why := r.stopVerdict()
-				r.finishTask(t, h, failed, why)
-				return
-			}
-		} else {
-			res = &driver.ExitResult{Err: exitErr}
-		}
-
-		msg := fmt.Sprintf("exit code %d", res.ExitCode)
-		if res.Signal != 0 {
-			msg += fmt.Sprintf(", signal %d", res.Signal)
-		}
-		if res.OOMKilled {
-			msg += ", OOM killed"
-		}
-		if res.Err != "" {
-			msg = res.Err
-		}
-		if h != nil {
-			r.event(t.Name, EventTerminated, msg)
-			r.destroy(drv, t, h)
-			h = nil
-		}
-		if restarted {
-			// A template asked for it: not a failure, so the restart
-			// policy is not consulted.
-			r.event(t.Name, EventRestarting, "a template changed; restarting now")
-			r.setTask(t.Name, func(ts *model.TaskState) {
-				ts.State = "pending"
-				ts.Restarts++
-				ts.FinishedAt = r.now()
-			})
-			continue
-		}
-		if (jobType == model.JobTypeSysbatch || t.RunsToCompletion() || t.IsPoststop()) && res.Successful() {
-			r.finishTask(t, nil, false, "completed")
-			return
-		}
-		d := tracker.next(r.now())
-		if !d.Restart {
-			r.event(t.Name, EventNotRestarting, d.Reason)
-			finish(nil, true, d.Reason)
+		})
+		return drv, "", stepWait
+	}
+	if !t.IsPoststop() && r.desiredStop() {
+		// An allocation being stopped starts nothing, whether or not its
+		// stopping has reached this loop: an agent killed mid-stop, after
+		// the task had exited and its handle was dropped, restores the
+		// allocation with intent stop and no handle, and its stop is
+		// requested only once the runner runs (Agent.Restore); a start
+		// here would run the old version again.
+		failed, why := r.stopVerdict()
+		tr.finish(nil, failed, why)
+		return nil, "", stepOver
+	}
+	nh, err := r.start(ctx, drv, t)
+	if ctx.Err() != nil {
+		return nil, "", stepOver
+	}
+	if err != nil {
+		if p, ok := err.(errPermanent); ok {
+			r.event(t.Name, EventFailedValidation, p.Error())
+			r.finishTask(t, nil, true, p.Error())
 			r.stopSiblings()
-			return
+			return nil, "", stepOver
 		}
-		r.event(t.Name, EventRestarting, fmt.Sprintf("%s; restarting in %s", d.Reason, d.Wait))
+		exitErr = err.Error()
+		if _, isTemplate := err.(templateError); isTemplate {
+			r.event(t.Name, EventTemplateFailure, exitErr)
+		} else if _, isArtifact := err.(artifactError); isArtifact {
+			r.event(t.Name, EventArtifactFailure, exitErr)
+		} else {
+			tr.lostStart = true
+			r.event(t.Name, EventDriverFailure, exitErr)
+		}
+		return drv, exitErr, stepWait
+	}
+	tr.h = nh
+	tr.lostStart = false
+	r.taskStarted(t.Name, nh)
+	return drv, "", stepWait
+}
+
+// waited takes a wait's outcome: it reports whether the loop goes on.
+func (tr *taskRun) waited(drv driver.Driver, o waitOutcome) bool {
+	if o.detached {
+		return false
+	}
+	if tr.isStopping() {
+		failed, why := tr.r.stopVerdict()
+		tr.r.finishTask(tr.t, tr.h, failed, why)
+		return false
+	}
+	return tr.exited(drv, o.res, o.restarted)
+}
+
+// exited is the bottom of the loop: the task ended with res (restarted: a
+// template asked for it). It destroys the task, applies the restart
+// policy and reports whether the loop goes on.
+func (tr *taskRun) exited(drv driver.Driver, res *driver.ExitResult, restarted bool) bool {
+	r, t := tr.r, tr.t
+	msg := fmt.Sprintf("exit code %d", res.ExitCode)
+	if res.Signal != 0 {
+		msg += fmt.Sprintf(", signal %d", res.Signal)
+	}
+	if res.OOMKilled {
+		msg += ", OOM killed"
+	}
+	if res.Err != "" {
+		msg = res.Err
+	}
+	if tr.h != nil {
+		r.event(t.Name, EventTerminated, msg)
+		r.destroy(drv, t, tr.h)
+		tr.h = nil
+	}
+	if restarted {
+		// A template asked for it: not a failure, so the restart
+		// policy is not consulted.
+		r.event(t.Name, EventRestarting, "a template changed; restarting now")
 		r.setTask(t.Name, func(ts *model.TaskState) {
 			ts.State = "pending"
 			ts.Restarts++
 			ts.FinishedAt = r.now()
 		})
-		select {
-		case <-time.After(d.Wait):
-		case <-stopping:
-		case <-ctx.Done():
-			return
-		}
+		return true
 	}
+	if (tr.jobType == model.JobTypeSysbatch || t.RunsToCompletion() || t.IsPoststop()) && res.Successful() {
+		r.finishTask(t, nil, false, "completed")
+		return false
+	}
+	d := tr.tracker.next(r.now())
+	if !d.Restart {
+		r.event(t.Name, EventNotRestarting, d.Reason)
+		tr.finish(nil, true, d.Reason)
+		r.stopSiblings()
+		return false
+	}
+	r.event(t.Name, EventRestarting, fmt.Sprintf("%s; restarting in %s", d.Reason, d.Wait))
+	r.setTask(t.Name, func(ts *model.TaskState) {
+		ts.State = "pending"
+		ts.Restarts++
+		ts.FinishedAt = r.now()
+	})
+	timer := time.NewTimer(d.Wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-tr.stopping:
+	case <-tr.ctx.Done():
+		return false
+	}
+	return true
 }
 
 // pendingWriteDelay is how long a start may take before the pending record
@@ -388,70 +485,196 @@ func (r *Runner) pause(ctx context.Context, stopping <-chan struct{}, d *time.Du
 	return true
 }
 
-// wait waits for a task's exit. On stop (closed: the allocation's stop,
-// for the task) it stops the task with its
-// kill_timeout and kill_signal and keeps waiting for the exit; so it does
-// on a word from restart (a template changed), and then reports restarted.
-// When the driver loses sight of the task (plugin restarted) it tries to
-// recover it before counting an exit. detached is true when the runner was
-// detached.
-func (r *Runner) wait(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle, stop, restart <-chan struct{}) (res *driver.ExitResult, detached, restarted bool) {
-	stopSent := false
-	for attempt := 0; ; attempt++ {
-		ch, err := drv.WaitTask(ctx, h.TaskID)
-		if err != nil {
+// waitOutcome is how a task's wait ended: with the task's exit (res;
+// restarted when a template's change stopped it), or detached.
+type waitOutcome struct {
+	res                 *driver.ExitResult
+	detached, restarted bool
+}
+
+// taskWait is one wait for a task's exit, which holds no goroutine: the
+// driver runs exitFn when the task exits (driver.WaitFunc), the
+// allocation's stop and the runner's detach run stop and detach
+// (registered on their contexts with context.AfterFunc), and a template's
+// change runs restart. On stop (a template's change likewise, and then it
+// reports restarted) it stops the task with its kill_timeout and
+// kill_signal and keeps waiting for the exit. When the driver loses sight
+// of the task (plugin restarted) it tries to recover it before counting an
+// exit. Exactly one of its ends (the first to call end) runs the task's
+// loop on.
+type taskWait struct {
+	tr  *taskRun
+	drv driver.Driver
+	h   *driver.TaskHandle
+
+	mu        sync.Mutex
+	ended     bool // claimed: the loop runs on from one end, the others do nothing
+	stopSent  bool
+	restarted bool
+	attempt   int
+	unStop    func() bool // the AfterFunc registrations
+	unDetach  func() bool
+	stopWatch context.CancelFunc // the template watch, if any
+}
+
+func newTaskWait(tr *taskRun, drv driver.Driver) *taskWait {
+	return &taskWait{tr: tr, drv: drv, h: tr.h}
+}
+
+// start opens the wait. mine is true when it ended at once, on the
+// caller's goroutine, which runs the loop on with o; else the wait's end
+// does.
+func (w *taskWait) start() (o waitOutcome, mine bool) {
+	tr := w.tr
+	w.mu.Lock()
+	w.unDetach = context.AfterFunc(tr.ctx, w.detach)
+	if tr.stopCtx != nil {
+		w.unStop = context.AfterFunc(tr.stopCtx, w.stop)
+	}
+	w.mu.Unlock()
+	if stopWatch := tr.r.watchTemplates(tr.ctx, w.drv, tr.t, w.h, w.restart); stopWatch != nil {
+		w.mu.Lock()
+		ended := w.ended
+		w.stopWatch = stopWatch
+		w.mu.Unlock()
+		if ended {
+			stopWatch() // detached meanwhile
+		}
+	}
+	return w.open()
+}
+
+// open opens the wait on the driver; an open that fails is taken as a lost
+// wait (see settle).
+func (w *taskWait) open() (o waitOutcome, mine bool) {
+	ctx := w.tr.ctx
+	for {
+		err := driver.WaitFunc(ctx, w.drv, w.h.TaskID, w.exitFn)
+		if err == nil {
+			return waitOutcome{}, false
+		}
+		if ctx.Err() != nil {
+			return w.end(waitOutcome{detached: true})
+		}
+		res := &driver.ExitResult{Err: fmt.Sprintf("waiting on task: %v", err)}
+		if o, done := w.settle(res); done {
+			return w.end(o)
+		}
+	}
+}
+
+// exitFn is what the driver runs when the wait ends (on its own goroutine,
+// which it must not block): the loop runs on from a goroutine of its own.
+func (w *taskWait) exitFn(res *driver.ExitResult) {
+	w.mu.Lock()
+	ended := w.ended
+	w.mu.Unlock()
+	if ended {
+		return // detached meanwhile
+	}
+	go func() {
+		ctx := w.tr.ctx
+		if res == nil {
 			if ctx.Err() != nil {
-				return nil, true, false
+				w.endAndResume(waitOutcome{detached: true})
+				return
 			}
-			res = &driver.ExitResult{Err: fmt.Sprintf("waiting on task: %v", err)}
-		} else {
-			stopping := stop
-			if stopSent {
-				stopping = nil
+			res = &driver.ExitResult{Err: "driver closed the wait stream without a result"}
+		}
+		o, done := w.settle(res)
+		if !done {
+			if o, mine := w.open(); mine {
+				w.tr.resume(w.drv, o)
 			}
-		loop:
-			for {
-				select {
-				case <-ctx.Done():
-					return nil, true, false
-				case <-restart:
-					if !stopSent {
-						restart, restarted, stopSent = nil, true, true
-						go r.kill(drv, t, h)
-					}
-				case <-stopping:
-					stopping = nil
-					restarted = false // a stop wins over a restart
-					if !stopSent {
-						stopSent = true
-						go r.kill(drv, t, h)
-					}
-				case got, ok := <-ch:
-					if ok && got != nil {
-						res = got
-					} else if ctx.Err() != nil {
-						return nil, true, false
-					} else {
-						res = &driver.ExitResult{Err: "driver closed the wait stream without a result"}
-					}
-					break loop
-				}
-			}
+			return
 		}
-		if res.Err == "" || attempt >= 3 || ctx.Err() != nil {
-			return res, ctx.Err() != nil, restarted && ctx.Err() == nil
+		w.endAndResume(o)
+	}()
+}
+
+// settle takes the end of one wait on the driver: done with the outcome,
+// or not done when the task was recovered (or may yet be) and is to be
+// waited on again. A wait the driver lost (res.Err) is retried up to three
+// times: a restarted plugin may still have the task.
+func (w *taskWait) settle(res *driver.ExitResult) (o waitOutcome, done bool) {
+	ctx := w.tr.ctx
+	w.mu.Lock()
+	attempt, restarted := w.attempt, w.restarted
+	w.attempt++
+	w.mu.Unlock()
+	if res.Err == "" || attempt >= 3 || ctx.Err() != nil {
+		return waitOutcome{res: res, detached: ctx.Err() != nil, restarted: restarted && ctx.Err() == nil}, true
+	}
+	if !wait.For(ctx, time.Duration(attempt+1)*200*time.Millisecond) {
+		return waitOutcome{detached: true}, true
+	}
+	if err := w.drv.RecoverTask(ctx, w.h); err != nil {
+		if errIsNotFound(err) {
+			w.mu.Lock()
+			restarted = w.restarted
+			w.mu.Unlock()
+			return waitOutcome{res: res, restarted: restarted}, true
 		}
-		// The driver lost the task's wait: a restarted plugin may still have it.
-		if !wait.For(ctx, time.Duration(attempt+1)*200*time.Millisecond) {
-			return nil, true, false
-		}
-		if err := drv.RecoverTask(ctx, h); err != nil {
-			if errIsNotFound(err) {
-				return res, false, restarted
-			}
-			continue
-		}
-		r.event(t.Name, EventReattached, "reattached after the driver lost the task")
+		return waitOutcome{}, false
+	}
+	w.tr.r.event(w.tr.t.Name, EventReattached, "reattached after the driver lost the task")
+	return waitOutcome{}, false
+}
+
+// end claims the wait's end for the caller: mine is false when another
+// end claimed it first (it runs the loop on). The registrations go.
+func (w *taskWait) end(o waitOutcome) (waitOutcome, bool) {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return o, false
+	}
+	w.ended = true
+	unStop, unDetach, stopWatch := w.unStop, w.unDetach, w.stopWatch
+	w.mu.Unlock()
+	if unStop != nil {
+		unStop()
+	}
+	unDetach()
+	if stopWatch != nil {
+		stopWatch()
+	}
+	return o, true
+}
+
+func (w *taskWait) endAndResume(o waitOutcome) {
+	if o, mine := w.end(o); mine {
+		w.tr.resume(w.drv, o)
+	}
+}
+
+// detach runs when the runner's context ends: the runner was detached,
+// the task stays.
+func (w *taskWait) detach() { w.endAndResume(waitOutcome{detached: true}) }
+
+// stop runs when the allocation is stopped: the task gets its kill (a
+// stop wins over a template's restart), and the wait goes on to its exit.
+func (w *taskWait) stop() {
+	w.mu.Lock()
+	send := !w.ended && !w.stopSent
+	w.restarted = false
+	w.stopSent = true
+	w.mu.Unlock()
+	if send {
+		w.tr.r.kill(w.drv, w.tr.t, w.h)
+	}
+}
+
+// restart runs when a template changed in a way that restarts the task.
+func (w *taskWait) restart() {
+	w.mu.Lock()
+	send := !w.ended && !w.stopSent
+	if send {
+		w.restarted, w.stopSent = true, true
+	}
+	w.mu.Unlock()
+	if send {
+		go w.tr.r.kill(w.drv, w.tr.t, w.h)
 	}
 }
 
@@ -526,9 +749,7 @@ func (r *Runner) finishTask(t *model.Task, h *driver.TaskHandle, failed bool, wh
 
 // stopSiblings stops the other tasks of an allocation one of whose tasks
 // failed for good: the allocation is failed as a whole.
-func (r *Runner) stopSiblings() {
-	r.stopOnce.Do(func() { close(r.stopping) })
-}
+func (r *Runner) stopSiblings() { r.stopNow() }
 
 // desiredStop reports whether the allocation is to stop (Stop was called,
 // or it was restored mid-stop).

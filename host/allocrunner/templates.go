@@ -205,10 +205,11 @@ func (r *Runner) rerender(ctx context.Context, t *model.Task) (restart bool, sig
 // watchTemplates follows the variables and services the task's templates
 // read while the task runs (started or reattached as h): on a change it renders them
 // again and applies their change modes (signals are sent here; a restart
-// is asked for on the returned channel, which wait turns into a stop and
-// the task loop into a start). It returns nil when there is nothing to
-// follow.
-func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle) <-chan struct{} {
+// is asked for by calling restart, which the task's wait turns into a stop
+// and the task loop into a start), until the returned stop is called or
+// parent ends. It starts nothing, and returns nil, when there is nothing
+// to follow.
+func (r *Runner) watchTemplates(parent context.Context, drv driver.Driver, t *model.Task, h *driver.TaskHandle, restart func()) (stop context.CancelFunc) {
 	r.mu.Lock()
 	src := r.tplSources[t.Name]
 	varsOn := r.cfg.Vars != nil && len(src.vars) > 0
@@ -219,7 +220,7 @@ func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model
 	}
 	r.bgWG.Add(1)
 	r.mu.Unlock()
-	restart := make(chan struct{}, 1)
+	ctx, stop := context.WithCancel(parent)
 	go func() {
 		defer r.bgWG.Done()
 		var varChanges, svcChanges <-chan struct{}
@@ -255,10 +256,7 @@ func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model
 				continue
 			}
 			if again {
-				select {
-				case restart <- struct{}{}:
-				default:
-				}
+				restart()
 				continue
 			}
 			for _, sig := range signals {
@@ -269,7 +267,7 @@ func (r *Runner) watchTemplates(ctx context.Context, drv driver.Driver, t *model
 			}
 		}
 	}()
-	return restart
+	return stop
 }
 
 // ownLikeDir gives f the owner of dir when the host runs as root: a task

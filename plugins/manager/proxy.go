@@ -22,7 +22,10 @@ type proxy struct {
 	i *instance
 }
 
-var _ driver.Driver = (*proxy)(nil)
+var (
+	_ driver.Driver       = (*proxy)(nil)
+	_ driver.WaitNotifier = (*proxy)(nil)
+)
 
 // current returns the connected driver and its generation, waiting for a
 // relaunch in progress.
@@ -279,57 +282,54 @@ func (p *proxy) Fingerprint(ctx context.Context) (<-chan *driver.Fingerprint, er
 }
 
 // WaitTask carries a wait across plugin relaunches, as follow does a
-// stream, without a goroutine per wait: the plugin client runs a function
-// when the wait ends (driver.WaitNotifier), and only a wait that broke
-// takes a goroutine, to see whether the plugin went away and open it again
-// on the next process.
+// stream, without a goroutine per wait (WaitTaskFunc).
 func (p *proxy) WaitTask(ctx context.Context, id string) (<-chan *driver.ExitResult, error) {
 	out := make(chan *driver.ExitResult, 1)
-	if err := p.callOn(ctx, true, func(d driver.Driver, gen uint64) error { return p.waitOn(ctx, d, gen, id, out) }); err != nil {
+	err := p.WaitTaskFunc(ctx, id, func(r *driver.ExitResult) {
+		if r != nil {
+			out <- r // buffered: the only value
+		}
+		close(out)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// waitOn opens the wait for task id on d, the process of gen; out gets
-// its result, or is closed without one when the wait broke and could not
-// be opened again (ctx ended, the driver ended the wait, the task is not
-// in the next process: the caller's next call says why).
-func (p *proxy) waitOn(ctx context.Context, d driver.Driver, gen uint64, id string, out chan<- *driver.ExitResult) error {
-	return waitFunc(ctx, d, id, func(r *driver.ExitResult) {
+// WaitTaskFunc is the proxy's driver.WaitNotifier: the plugin client runs
+// a function when the wait ends, and only a wait that broke takes a
+// goroutine, to see whether the plugin went away and open it again on the
+// next process. fn runs once: with the task's result, or nil when the wait
+// broke and could not be opened again (ctx ended, the driver ended the
+// wait, the task is not in the next process: the caller's next call says
+// why).
+func (p *proxy) WaitTaskFunc(ctx context.Context, id string, fn func(*driver.ExitResult)) error {
+	return p.callOn(ctx, true, func(d driver.Driver, gen uint64) error { return p.waitOn(ctx, d, gen, id, fn) })
+}
+
+// waitOn opens the wait for task id on d, the process of gen (see
+// WaitTaskFunc).
+func (p *proxy) waitOn(ctx context.Context, d driver.Driver, gen uint64, id string, fn func(*driver.ExitResult)) error {
+	return driver.WaitFunc(ctx, d, id, func(r *driver.ExitResult) {
 		if r != nil {
-			out <- r // buffered: the only value
-			close(out)
+			fn(r)
 			return
 		}
 		go func() {
 			if ctx.Err() != nil || p.i.m.ctx.Err() != nil || !p.lostSince(ctx, gen) {
-				close(out)
+				fn(nil)
 				return
 			}
 			d, gen, err := p.afterLoss(ctx, gen)
 			if err == nil {
-				err = p.waitOn(ctx, d, gen, id, out)
+				err = p.waitOn(ctx, d, gen, id, fn)
 			}
 			if err != nil {
-				close(out)
+				fn(nil)
 			}
 		}()
 	})
-}
-
-// waitFunc is d's WaitTaskFunc, or for a driver without it (one served in
-// process) its WaitTask with a goroutine that runs fn.
-func waitFunc(ctx context.Context, d driver.Driver, id string, fn func(*driver.ExitResult)) error {
-	if wn, ok := d.(driver.WaitNotifier); ok {
-		return wn.WaitTaskFunc(ctx, id, fn)
-	}
-	ch, err := d.WaitTask(ctx, id)
-	if err != nil {
-		return err
-	}
-	go func() { fn(<-ch) }()
-	return nil
 }
 
 func (p *proxy) TaskStats(ctx context.Context, id string, interval time.Duration) (<-chan *driver.TaskResourceUsage, error) {

@@ -26,7 +26,10 @@
 // and goroutines, and each wait gets exactly its task's end
 // (TestManyWaitsRideOneStreamAndEachGetsItsOwnTasksResult); a plugin built
 // before WaitTasks gets a WaitTask stream per wait
-// (TestAPluginWithoutWaitTasksGetsAStreamPerWait).
+// (TestAPluginWithoutWaitTasksGetsAStreamPerWait). WaitFunc takes a
+// driver's function wait (WaitNotifier) when it has one and its WaitTask
+// channel otherwise
+// (TestWaitFuncRunsTheFunctionOnceWithTheResultWhicheverWaitTheDriverHas).
 //
 // The wire protocol is version 1 (ProtocolVersion): within it messages and
 // calls are only added, which TestTheReleasedProtocolIsUnchanged in
@@ -95,6 +98,24 @@ type Driver interface {
 // it again after a relaunch) needs no goroutine per wait with it.
 type WaitNotifier interface {
 	WaitTaskFunc(ctx context.Context, taskID string, fn func(*ExitResult)) error
+}
+
+// WaitFunc opens a wait for task taskID on d and runs fn once when it ends,
+// as WaitNotifier's WaitTaskFunc does: through d's own WaitTaskFunc when d
+// is a WaitNotifier (nothing runs while the task does), else through its
+// WaitTask with a goroutine that receives the result and runs fn. A
+// wrapper of a Driver that embeds another hides the inner one's
+// WaitTaskFunc unless it forwards it.
+func WaitFunc(ctx context.Context, d Driver, taskID string, fn func(*ExitResult)) error {
+	if wn, ok := d.(WaitNotifier); ok {
+		return wn.WaitTaskFunc(ctx, taskID, fn)
+	}
+	ch, err := d.WaitTask(ctx, taskID)
+	if err != nil {
+		return err
+	}
+	go func() { fn(<-ch) }()
+	return nil
 }
 
 // PluginInfo names a driver.
