@@ -496,8 +496,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer tick.Stop()
 	full := true
 	for {
+		began := time.Now()
 		a.pass(ctx, full)
 		full = false
+		var batch <-chan time.Time // other nodes' changes wait for it (nodeChangeEvery)
 	wait:
 		for {
 			select {
@@ -509,6 +511,16 @@ func (a *Agent) Run(ctx context.Context) error {
 				if a.echoes.onlyEchoes(a.cfg.Source) {
 					continue // only this agent's own writes came back
 				}
+				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) {
+					if d := nodeChangeEvery - time.Since(began); d > 0 {
+						if batch == nil {
+							batch = time.After(d)
+						}
+						continue // applied with the next batch
+					}
+				}
+				break wait
+			case <-batch:
 				break wait
 			case <-tick.C:
 				full = true

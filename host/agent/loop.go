@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
@@ -185,5 +186,39 @@ func (e *ownEchoes) onlyEchoes(src echoSource) bool {
 		delete(e.created, id)
 	}
 	e.markLocked(gen, allocRev)
+	return true
+}
+
+// nodeChangeEvery is the shortest time between two passes made for other
+// nodes' record changes alone (a node joining, leaving or changing its
+// attributes): those are applied in batches. A change of anything else (a
+// job, an allocation, a deployment, a slot, an intent, this node's own
+// record) still makes a pass at once, and so does a kick. A fleet whose
+// nodes join one after the other would otherwise make every agent pass once
+// per join, each pass O(fleet): a thousand agents starting cost a billion
+// node visits in all.
+const nodeChangeEvery = time.Second
+
+// onlyOtherNodes reports whether every change src applied since the last
+// pass read the view is a record of a node other than self (see
+// nodeChangeEvery). Unlike onlyEchoes it marks nothing read: the pass that
+// follows reads them.
+func (e *ownEchoes) onlyOtherNodes(src echoSource, self string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	gen := src.Generation()
+	if !e.primed || gen <= e.seenGen || gen-e.seenGen > maxEchoGap {
+		return false
+	}
+	changes, complete := src.ChangesSince(e.seenGen, gen)
+	if !complete || uint64(len(changes)) != gen-e.seenGen {
+		return false
+	}
+	selfKey := wanted.NodeKey(self)
+	for _, c := range changes {
+		if c.Kind != fleet.KindNodes || c.Key == "" || c.Key == selfKey {
+			return false
+		}
+	}
 	return true
 }

@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // echoWorld is a fake fleet source: a view whose generation is the number of
@@ -171,4 +174,78 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 			}
 		})
 	}
+}
+
+// Other nodes' record changes alone are batched (nodeChangeEvery); any
+// other change, this node's own record, a whole-bucket change or a log that
+// no longer reaches back makes a pass at once. Nothing is marked read.
+func TestOnlyOtherNodesTellsABatchableChangeFromEverythingElse(t *testing.T) {
+	al := &model.Allocation{ID: "a"}
+	cases := []struct {
+		name  string
+		do    func(w *echoWorld)
+		batch bool
+	}{
+		{"two other nodes joined", func(w *echoWorld) {
+			w.log(fleet.KindNodes, "n3", 4, nil)
+			w.log(fleet.KindNodes, "n4", 5, nil)
+		}, true},
+		{"control: this node's own record", func(w *echoWorld) { w.log(fleet.KindNodes, "n2", 4, nil) }, false},
+		{"control: another node, and an allocation", func(w *echoWorld) {
+			w.log(fleet.KindNodes, "n3", 4, nil)
+			w.log(fleet.KindAllocs, "n3.x", 21, al)
+		}, false},
+		{"control: the nodes bucket pulled whole", func(w *echoWorld) { w.log(fleet.KindNodes, "", 4, nil) }, false},
+		{"control: an intent", func(w *echoWorld) { w.log(fleet.KindIntents, "n3", 2, nil) }, false},
+		{"control: nothing new", func(w *echoWorld) {}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newEchoWorld()
+			e := &ownEchoes{nodePrefix: "n2."}
+			e.passed(w.view)
+			c.do(w)
+			if got := e.onlyOtherNodes(w, "n2"); got != c.batch {
+				t.Fatalf("onlyOtherNodes = %v, want %v", got, c.batch)
+			}
+			if c.batch && e.onlyOtherNodes(w, "n2") != true {
+				t.Fatal("the changes were marked read")
+			}
+		})
+	}
+	// Not primed (no pass yet): a pass.
+	w := newEchoWorld()
+	w.log(fleet.KindNodes, "n3", 4, nil)
+	if (&ownEchoes{}).onlyOtherNodes(w, "n2") {
+		t.Fatal("batched before any pass")
+	}
+}
+
+// Nodes joining one after the other make an agent pass about once a second,
+// not once per join, and every join is applied (the fleet is counted).
+func TestOtherNodesJoiningAreAppliedInBatches(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNodeResync("node-1", nil, "", time.Hour)
+	defer n.stop(true)
+	n.waitPasses(t, 1)
+	before := n.agent.Status().Passes
+	start := time.Now()
+	const joins = 30
+	for k := 0; k < joins; k++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := w.store.ForNode(fmt.Sprintf("joiner-%02d", k)).PutNode(ctx, nodeRecord(fmt.Sprintf("joiner-%02d", k)))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // 30 joins over 1.5 s
+	}
+	testutil.Eventually(t, 10*time.Second, "every join counted", func() bool { return n.agent.Fleet().Live == joins+1 })
+	took := time.Since(start)
+	passes := n.agent.Status().Passes - before
+	// At most one pass per nodeChangeEvery, plus the first at once.
+	if most := uint64(took/nodeChangeEvery) + 2; passes > most {
+		t.Fatalf("%d passes for %d joins in %v: more than one a second", passes, joins, took.Round(time.Millisecond))
+	}
+	t.Logf("%d joins in %v: %d passes", joins, took.Round(time.Millisecond), passes)
 }
