@@ -67,11 +67,74 @@ func BenchmarkFleetRollout(b *testing.B) {
 		w.connPerNode = os.Getenv("HIVELET_FLEET_CONN") != "shared"
 		rec := &recorder{tasks: map[string]string{}}
 		f := &testFleet{w: w, rec: rec}
+		// The agents start in batches, each batch's first pulls done
+		// before the next starts (HIVELET_FLEET_BATCH, default 50): a
+		// fleet's agents do not all boot in one instant, and a thousand
+		// pulls of the nodes bucket at once on the two cores the server
+		// shares with them is a start-up storm, not the rollout measured.
+		batch := 50
+		if v, err := strconv.Atoi(os.Getenv("HIVELET_FLEET_BATCH")); err == nil && v > 0 {
+			batch = v
+		}
+		began, from := time.Now(), 0
 		for k := 1; k <= agents; k++ {
 			id := fmt.Sprintf("node-%03d", k)
 			drv := &countingDriver{Driver: &recordingDriver{Driver: mock.New(), node: id, rec: rec}}
 			f.nodes = append(f.nodes, w.newNodeResync(id, drv, "", 0))
+			if k%batch == 0 || k == agents {
+				fresh := f.nodes[from:]
+				from = len(f.nodes)
+				testutil.Eventually(b, 5*time.Minute, fmt.Sprintf("the first pulls of agents %d to %d", k-len(fresh)+1, k), func() bool {
+					for _, n := range fresh {
+						if !n.src.View().Synced {
+							return false
+						}
+					}
+					return true
+				})
+				if agents >= 300 && (k%(4*batch) == 0 || k == agents) {
+					b.Logf("%d agents started and pulled in %v", k, time.Since(began).Round(time.Second))
+				}
+			}
 		}
+		// Every 30 s, how the fleet is doing (a thousand agents take
+		// minutes: a failed wait then has a history).
+		progress := time.NewTicker(30 * time.Second)
+		progressDone := make(chan struct{})
+		go func() {
+			defer progress.Stop()
+			for {
+				select {
+				case <-progressDone:
+					return
+				case <-progress.C:
+				}
+				var restarts uint64
+				v1, v2 := 0, 0
+				for _, n := range f.nodes {
+					for _, c := range n.src.Restarts() {
+						restarts += c
+					}
+					for _, a := range n.live("web") {
+						switch a.JobVersion {
+						case 1:
+							v1++
+						case 2:
+							v2++
+						}
+					}
+				}
+				line := fmt.Sprintf("%v: %d running v1, %d v2; %d watch restarts", time.Since(began).Round(time.Second), v1, v2, restarts)
+				for _, v := range []uint64{1, 2} {
+					if d := w.deployment("", "web", v); d != nil && d.TaskGroups["g"] != nil {
+						g := d.TaskGroups["g"]
+						line += fmt.Sprintf("; v%d %s (%s) healthy %d/%d placed %d promoted %v", v, d.Status, d.StatusDescription, g.HealthyAllocs, g.DesiredTotal, g.PlacedAllocs, g.Promoted)
+					}
+				}
+				b.Log(line)
+			}
+		}()
+		defer close(progressDone)
 		mod := func(g *model.Group) {
 			g.Update.MaxParallel = maxParallel
 			g.Update.MinHealthyTime = model.Duration(time.Second)
@@ -163,16 +226,44 @@ func BenchmarkFleetRollout(b *testing.B) {
 			d := w.deployment("", "web", 1)
 			return d != nil && d.Status == model.DeploymentSuccessful
 		})
-		before := w.store.Stats()
+		// The KV operations of the whole fleet: every store the agents
+		// and the harness wrote through (one each with a connection per
+		// agent).
+		stores := []*fleet.Store{w.store}
+		seen := map[*fleet.Store]bool{w.store: true}
+		for _, n := range f.nodes {
+			if !seen[n.store] {
+				seen[n.store] = true
+				stores = append(stores, n.store)
+			}
+		}
+		stats := func() (sum fleet.Stats) {
+			for _, st := range stores {
+				s := st.Stats()
+				sum.RolloutOps += s.RolloutOps
+				sum.CASConflicts += s.CASConflicts
+				sum.SlotConflicts += s.SlotConflicts
+				sum.NodeWrites += s.NodeWrites
+				sum.NodeBytes += s.NodeBytes
+			}
+			return sum
+		}
+		before := stats()
+		var allocBytes0, allocBytes1 uint64 // the allocations' share of the bytes
 		delivered := func() (entries, bytes uint64, byKind map[string]uint64) {
 			byKind = map[string]uint64{}
+			var ab uint64
 			for _, n := range f.nodes {
 				for kind, d := range n.src.Delivered() {
 					entries += d.Entries
 					bytes += d.Bytes
 					byKind[kind] += d.Entries
+					if kind == fleet.KindAllocs {
+						ab += d.Bytes
+					}
 				}
 			}
+			allocBytes0, allocBytes1 = allocBytes1, ab
 			return
 		}
 		e0, b0, k0 := delivered()
@@ -190,7 +281,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
-		after := w.store.Stats()
+		after := stats()
 		e1, b1, k1 := delivered()
 		canaries := d.TaskGroups["g"].CanaryNodes
 		waves := 1 + (agents-len(canaries)+maxParallel-1)/maxParallel
@@ -217,6 +308,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(ops)/float64(agents), "kv-ops/agent")
 		b.ReportMetric(float64(after.CASConflicts-before.CASConflicts), "cas-conflicts/deployment")
 		b.ReportMetric(float64(after.SlotConflicts-before.SlotConflicts), "slot-conflicts/deployment")
+		// Heartbeats (and any other node record writes) fleet-wide.
+		b.ReportMetric(float64(after.NodeWrites-before.NodeWrites)/elapsed.Seconds(), "node-writes/s")
 		// What the agents' watches delivered during the rollout, by
 		// bucket: the allocations' share grows with the fleet only for
 		// the few agents that watch the job on every node.
@@ -227,6 +320,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(k1[fleet.KindDeployments]-k0[fleet.KindDeployments])/float64(agents), "record-deliveries/agent")
 		b.ReportMetric(float64(k1[fleet.KindNodes]-k0[fleet.KindNodes])/float64(agents), "node-deliveries/agent")
 		b.ReportMetric(float64(b1-b0)/1e6, "MB-delivered/rollout")
+		if n := k1[fleet.KindAllocs] - k0[fleet.KindAllocs]; n > 0 {
+			b.ReportMetric(float64(allocBytes1-allocBytes0)/float64(n), "bytes/alloc-delivery")
+		}
 		if w.emb != nil {
 			srv := w.emb.Server()
 			b.ReportMetric(float64(srv.NumSlowConsumers()), "slow-consumers")

@@ -240,6 +240,7 @@ type node struct {
 	mock    *countingDriver
 	drivers *drivers
 	st      *state.Store
+	store   *fleet.Store // the buckets as this node's connection opened them
 	src     *fleet.Source
 	agent   *Agent
 	cancel  context.CancelFunc
@@ -297,6 +298,7 @@ func (n *node) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	store := n.w.storeFor()
+	n.store = store
 	n.src = fleet.NewSource(store, fleet.SourceConfig{Log: n.w.log})
 	go n.src.Run(ctx)
 	rec := nodeRecord(n.id)

@@ -103,6 +103,7 @@ type Store struct {
 // of BENCHMARKS.md and the metrics).
 type storeStats struct {
 	rolloutOps, casConflicts, slotConflicts atomic.Int64
+	nodeWrites, nodeBytes                   atomic.Int64
 }
 
 // Stats are the rollout KV operations made through a Store.
@@ -112,6 +113,9 @@ type Stats struct {
 	// CASConflicts counts record compare-and-sets lost to another writer;
 	// SlotConflicts slot takes lost to another taker.
 	CASConflicts, SlotConflicts int64
+	// NodeWrites counts node records written (registrations and
+	// heartbeats), NodeBytes their values' bytes.
+	NodeWrites, NodeBytes int64
 }
 
 // Stats returns the counts so far.
@@ -119,7 +123,8 @@ func (s *Store) Stats() Stats {
 	if s.stats == nil {
 		return Stats{}
 	}
-	return Stats{RolloutOps: s.stats.rolloutOps.Load(), CASConflicts: s.stats.casConflicts.Load(), SlotConflicts: s.stats.slotConflicts.Load()}
+	return Stats{RolloutOps: s.stats.rolloutOps.Load(), CASConflicts: s.stats.casConflicts.Load(), SlotConflicts: s.stats.slotConflicts.Load(),
+		NodeWrites: s.stats.nodeWrites.Load(), NodeBytes: s.stats.nodeBytes.Load()}
 }
 
 // EnsureBuckets opens the five buckets, creating any that is absent (the
@@ -600,7 +605,19 @@ func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error)
 	if err != nil {
 		return 0, fmt.Errorf("writing node record %s: %w", n.ID, err)
 	}
+	w.s.countNodeWrite(n)
 	return rev, nil
+}
+
+// countNodeWrite counts one node record written (Stats.NodeWrites).
+func (s *Store) countNodeWrite(n *model.Node) {
+	if s.stats == nil {
+		return
+	}
+	s.stats.nodeWrites.Add(1)
+	if b, err := json.Marshal(n); err == nil {
+		s.stats.nodeBytes.Add(int64(len(b)))
+	}
 }
 
 // PutNodeTTL writes the node record with a TTL of its own (a JetStream
@@ -627,10 +644,18 @@ func (w *NodeWriter) PutNodeTTL(ctx context.Context, n *model.Node, ttl time.Dur
 	defer cancel()
 	ack, err := w.s.conn.js.Publish(rctx, "$KV."+w.s.names.Nodes+"."+wanted.NodeKey(n.ID), b, jetstream.WithMsgTTL(max(ttl, time.Second)))
 	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMsgTTLDisabled {
-		return w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n) // the bucket cannot: its TTL applies
+		rev, err := w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n) // the bucket cannot: its TTL applies
+		if err == nil {
+			w.s.countNodeWrite(n)
+		}
+		return rev, err
 	}
 	if err != nil {
 		return 0, fmt.Errorf("writing node record %s: %w", n.ID, err)
+	}
+	if w.s.stats != nil {
+		w.s.stats.nodeWrites.Add(1)
+		w.s.stats.nodeBytes.Add(int64(len(b)))
 	}
 	return ack.Sequence, nil
 }
