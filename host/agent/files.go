@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/hivelet/hivelet/host/allocrunner"
 	"github.com/hivelet/hivelet/host/model"
 )
 
@@ -14,10 +15,7 @@ import (
 // not grow). ok is false for an allocation this node does not know. It is
 // a logs.Resolver.
 func (a *Agent) AllocFiles(id string) (dir string, tasks []string, terminal bool, ok bool) {
-	a.mu.Lock()
-	r := a.runners[id]
-	t := a.terminal[id]
-	a.mu.Unlock()
+	r, t := a.known(id)
 	switch {
 	case r != nil:
 		snap := r.Snapshot()
@@ -58,10 +56,7 @@ func (a *Agent) AllocFiles(id string) (dir string, tasks []string, terminal bool
 // compact copy: allocrunner.ForWire); ok is false when the node does not
 // know it. What the details service (logs.ServeDetails) answers with.
 func (a *Agent) AllocDetails(id string) (*model.Allocation, bool) {
-	a.mu.Lock()
-	r := a.runners[id]
-	t := a.terminal[id]
-	a.mu.Unlock()
+	r, t := a.known(id)
 	switch {
 	case r != nil:
 		return r.Snapshot(), true
@@ -69,4 +64,12 @@ func (a *Agent) AllocDetails(id string) (*model.Allocation, bool) {
 		return t, true
 	}
 	return nil, false
+}
+
+// known is the runner of allocation id, or its kept finished record (both
+// nil: the node does not know it).
+func (a *Agent) known(id string) (*allocrunner.Runner, *model.Allocation) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.runners[id], a.terminal[id]
 }

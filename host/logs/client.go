@@ -53,7 +53,27 @@ func Fetch(ctx context.Context, nc *nats.Conn, prefix, nodeID string, req Reques
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(min(req.WaitMS, MaxWait.Milliseconds()))*time.Millisecond + DefaultTimeout
+	m, err := request(ctx, nc, subj, nodeID, body, time.Duration(min(req.WaitMS, MaxWait.Milliseconds()))*time.Millisecond+DefaultTimeout, "logs")
+	if err != nil {
+		return nil, err
+	}
+	var rep Reply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return nil, fmt.Errorf("node %s sent an unreadable log reply: %v", nodeID, err)
+	}
+	if rep.Error != "" {
+		return &rep, &RemoteError{NodeID: nodeID, Code: rep.Code, Message: rep.Error}
+	}
+	if rep.Offset < 0 || rep.Size < 0 || rep.Offset < int64(len(rep.Data)) {
+		return nil, fmt.Errorf("node %s sent an inconsistent log reply (offset %d, size %d, %d bytes)", nodeID, rep.Offset, rep.Size, len(rep.Data))
+	}
+	return &rep, nil
+}
+
+// request sends body to the agent of nodeID on subj and returns its reply,
+// within ctx's deadline or else timeout; what names what was asked for in
+// an error.
+func request(ctx context.Context, nc *nats.Conn, subj, nodeID string, body []byte, timeout time.Duration, what string) (*nats.Msg, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	} else {
@@ -68,19 +88,9 @@ func Fetch(ctx context.Context, nc *nats.Conn, prefix, nodeID string, req Reques
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return nil, fmt.Errorf("the agent of node %s did not reply on %s within %s", nodeID, subj, timeout.Round(time.Millisecond))
 	case err != nil:
-		return nil, fmt.Errorf("requesting logs from node %s: %w", nodeID, err)
+		return nil, fmt.Errorf("requesting %s from node %s: %w", what, nodeID, err)
 	}
-	var rep Reply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return nil, fmt.Errorf("node %s sent an unreadable log reply: %v", nodeID, err)
-	}
-	if rep.Error != "" {
-		return &rep, &RemoteError{NodeID: nodeID, Code: rep.Code, Message: rep.Error}
-	}
-	if rep.Offset < 0 || rep.Size < 0 || rep.Offset < int64(len(rep.Data)) {
-		return nil, fmt.Errorf("node %s sent an inconsistent log reply (offset %d, size %d, %d bytes)", nodeID, rep.Offset, rep.Size, len(rep.Data))
-	}
-	return &rep, nil
+	return m, nil
 }
 
 // CopyOptions shape Copy.

@@ -7,25 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/hivelet/hivelet/host/model"
-	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // DetailsSubject is the subject on which the agent of nodeID serves the
 // whole record of an allocation it runs or ran (every event of its tasks;
 // the allocations bucket carries a compact copy: allocrunner.ForWire).
 func DetailsSubject(prefix, nodeID string) (string, error) {
-	if !wanted.ValidToken(prefix) {
-		return "", fmt.Errorf("bucket prefix %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", prefix)
-	}
-	if !wanted.ValidToken(nodeID) {
-		return "", fmt.Errorf("node ID %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", nodeID)
-	}
-	return prefix + ".alloc." + nodeID, nil
+	return nodeSubject(prefix, "alloc", nodeID)
 }
 
 // DetailsRequest asks a node's agent for an allocation's whole record.
@@ -72,14 +64,8 @@ func ServeDetails(nc *nats.Conn, prefix, nodeID string, r DetailsResolver, log *
 		log = slog.Default()
 	}
 	s := &DetailsServer{nc: nc, nodeID: nodeID, resolve: r, log: log}
-	s.sub, err = nc.Subscribe(subj, s.onMsg)
-	if err != nil {
-		return nil, fmt.Errorf("logs: subscribing to %s: %w", subj, err)
-	}
-	if nc.IsConnected() {
-		if err := nc.FlushTimeout(5 * time.Second); err != nil {
-			log.Debug("logs: flushing the details subscription", "err", err)
-		}
+	if s.sub, err = subscribe(nc, subj, s.onMsg, log); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -145,22 +131,9 @@ func FetchDetails(ctx context.Context, nc *nats.Conn, prefix, nodeID, allocID st
 	if err != nil {
 		return nil, err
 	}
-	timeout := DefaultTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	} else {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	m, err := nc.RequestWithContext(ctx, subj, body)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, &NoAgentError{NodeID: nodeID}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return nil, fmt.Errorf("the agent of node %s did not reply on %s within %s", nodeID, subj, timeout.Round(time.Millisecond))
-	case err != nil:
-		return nil, fmt.Errorf("requesting allocation %s from node %s: %w", allocID, nodeID, err)
+	m, err := request(ctx, nc, subj, nodeID, body, DefaultTimeout, "allocation "+allocID)
+	if err != nil {
+		return nil, err
 	}
 	var rep DetailsReply
 	if err := json.Unmarshal(m.Data, &rep); err != nil {

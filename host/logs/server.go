@@ -80,13 +80,33 @@ func serve(nc *nats.Conn, prefix, nodeID string, r Resolver, log *slog.Logger, l
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{nc: nc, nodeID: nodeID, resolve: r, log: log, lim: lim, slots: make(chan struct{}, lim.maxInFlight), ctx: ctx, cancel: cancel}
-	s.sub, err = nc.Subscribe(subj, s.onMsg)
-	if err != nil {
+	if s.sub, err = subscribe(nc, subj, s.onMsg, log); err != nil {
 		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// subscribe subscribes h to subj, served from the moment it returns (while
+// connected: a flush).
+func subscribe(nc *nats.Conn, subj string, h nats.MsgHandler, log *slog.Logger) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(subj, h)
+	if err != nil {
 		return nil, fmt.Errorf("logs: subscribing to %s: %w", subj, err)
 	}
-	s.flush() // served from the moment Serve returns (while connected)
-	return s, nil
+	flushConn(nc, log)
+	return sub, nil
+}
+
+// flushConn waits until the NATS server has processed what the connection
+// sent (a subscription or its end). Disconnected, there is nothing to wait
+// for: the reconnect replays the subscriptions that exist then.
+func flushConn(nc *nats.Conn, log *slog.Logger) {
+	if nc.IsConnected() {
+		if err := nc.FlushTimeout(5 * time.Second); err != nil {
+			log.Debug("logs: flushing the subscription", "err", err)
+		}
+	}
 }
 
 // Stop unsubscribes, answers the long polls in progress with what they have,
@@ -108,16 +128,8 @@ func (s *Server) Stop() {
 	s.wg.Wait()
 }
 
-// flush waits until the NATS server has processed what the connection
-// sent (a subscription or its end). Disconnected, there is nothing to wait
-// for: the reconnect replays the subscriptions that exist then.
-func (s *Server) flush() {
-	if s.nc.IsConnected() {
-		if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-			s.log.Debug("logs: flushing the subscription", "err", err)
-		}
-	}
-}
+// flush is flushConn on the server's connection.
+func (s *Server) flush() { flushConn(s.nc, s.log) }
 
 // onMsg runs on the subscription's goroutine: it never blocks, so that a
 // slow request cannot hold up the next one.
