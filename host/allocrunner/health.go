@@ -129,11 +129,12 @@ func (r *Runner) trackHealth(ctx context.Context, gen int, minHealthy, deadline 
 				r.mu.Unlock()
 				return
 			}
-			if r.alloc.DeploymentStatus == nil {
-				r.alloc.DeploymentStatus = &model.AllocDeploymentStatus{}
+			a := r.mutable()
+			if a.DeploymentStatus == nil {
+				a.DeploymentStatus = &model.AllocDeploymentStatus{}
 			}
-			r.alloc.DeploymentStatus.Healthy = v
-			r.alloc.DeploymentStatus.Timestamp = now
+			a.DeploymentStatus.Healthy = v
+			a.DeploymentStatus.Timestamp = now
 			r.mu.Unlock()
 			what := "healthy"
 			if !*v {

@@ -32,7 +32,7 @@ func (r *Runner) holdPortsLocked(g *model.Group) error {
 		if r.cfg.Ports == nil {
 			return nil
 		}
-		if err := r.cfg.Ports.Claim(r.alloc.ID, r.alloc.Ports); err != nil {
+		if err := r.cfg.Ports.Claim(r.id, r.alloc.Ports); err != nil {
 			r.log.Error("claiming the allocation's recorded ports", "err", err)
 		}
 		return nil
@@ -43,18 +43,18 @@ func (r *Runner) holdPortsLocked(g *model.Group) error {
 	if r.cfg.Ports == nil {
 		return fmt.Errorf("group %q has a network block but this node allocates no ports", g.Name)
 	}
-	ps, err := r.cfg.Ports.Assign(r.alloc.ID, g.Network)
+	ps, err := r.cfg.Ports.Assign(r.id, g.Network)
 	if err != nil {
 		return fmt.Errorf("allocating the group's ports: %w", err)
 	}
-	r.alloc.Ports = ps
+	r.mutable().Ports = ps
 	return nil
 }
 
 // releasePorts frees the allocation's ports once its tasks are gone.
 func (r *Runner) releasePorts() {
 	if r.cfg.Ports != nil {
-		r.cfg.Ports.Release(r.alloc.ID)
+		r.cfg.Ports.Release(r.id)
 	}
 }
 
@@ -63,8 +63,9 @@ func (r *Runner) releasePorts() {
 // description.
 func (r *Runner) failSetupLocked(g *model.Group, why string) {
 	now := r.now()
+	a := r.mutable()
 	for _, t := range g.Tasks {
-		ts := r.alloc.TaskStates[t.Name]
+		ts := a.TaskStates[t.Name]
 		ts.State, ts.Failed, ts.FinishedAt = "dead", true, now
 		ts.Events = append(ts.Events, model.TaskEvent{Type: EventSetupFailure, Message: why, Time: now})
 	}

@@ -136,8 +136,15 @@ type Runner struct {
 	ctx    context.Context // ends on Detach
 	cancel context.CancelFunc
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// alloc is the allocation as the runner sees it now. After a persist it
+	// is shared with snap (what was stored and reported, which nobody
+	// modifies), and shared is set: a change then goes to a copy of its own
+	// (mutable), so a runner that runs on unchanged holds one copy of its
+	// allocation, not two (TestAPersistedAllocationIsSharedUntilItChanges).
 	alloc      *model.Allocation
+	shared     bool
+	id         string // the allocation's ID, read without mu (alloc is replaced on a change)
 	job        *model.Job
 	intent     model.DesiredStatus
 	running    map[string]bool // task name → running now
@@ -211,6 +218,7 @@ func New(cfg Config) *Runner {
 		ctx:        ctx,
 		cancel:     cancel,
 		alloc:      a,
+		id:         a.ID,
 		job:        cfg.Job,
 		intent:     model.DesiredRun,
 		running:    map[string]bool{},
@@ -233,7 +241,7 @@ func New(cfg Config) *Runner {
 }
 
 // ID is the allocation ID.
-func (r *Runner) ID() string { return r.alloc.ID }
+func (r *Runner) ID() string { return r.id }
 
 // Alloc returns a copy of the allocation as the runner sees it now.
 func (r *Runner) Alloc() *model.Allocation {
@@ -249,9 +257,19 @@ func (r *Runner) Snapshot() *model.Allocation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.snap == nil {
-		r.snap = CloneAlloc(r.alloc)
+		r.snap, r.shared = r.alloc, true
 	}
 	return r.snap
+}
+
+// mutable returns r.alloc for a change, copied first if it is shared with
+// the last snapshot. r.mu is held; every change of the allocation goes
+// through it.
+func (r *Runner) mutable() *model.Allocation {
+	if r.shared {
+		r.alloc, r.shared = CloneAlloc(r.alloc), false
+	}
+	return r.alloc
 }
 
 // Job returns the job version the runner runs.
@@ -266,7 +284,7 @@ func (r *Runner) Job() *model.Job {
 func (r *Runner) Done() <-chan struct{} { return r.done }
 
 // AllocDir is this allocation's directory.
-func (r *Runner) AllocDir() string { return filepath.Join(r.cfg.AllocRoot, r.alloc.ID) }
+func (r *Runner) AllocDir() string { return filepath.Join(r.cfg.AllocRoot, r.id) }
 
 // LogPaths returns the stdout and stderr files of a task of an allocation.
 func LogPaths(allocDir, task string) (stdout, stderr string) {
@@ -292,8 +310,9 @@ func (r *Runner) Run() {
 	r.started = true
 	g := r.group()
 	if g == nil {
-		r.alloc.ClientStatus = model.ClientFailed
-		r.alloc.ClientDescription = fmt.Sprintf("group %q not in job %s version %d", r.alloc.TaskGroup, r.alloc.JobID, r.alloc.JobVersion)
+		a := r.mutable()
+		a.ClientStatus = model.ClientFailed
+		a.ClientDescription = fmt.Sprintf("group %q not in job %s version %d", a.TaskGroup, a.JobID, a.JobVersion)
 		r.mu.Unlock()
 		r.persist()
 		r.closeDone()
@@ -301,7 +320,7 @@ func (r *Runner) Run() {
 	}
 	for _, t := range g.Tasks {
 		if _, ok := r.alloc.TaskStates[t.Name]; !ok {
-			r.alloc.TaskStates[t.Name] = &model.TaskState{State: "pending"}
+			r.mutable().TaskStates[t.Name] = &model.TaskState{State: "pending"}
 		}
 	}
 	if r.alloc.ClientStatus == "" {
@@ -572,9 +591,10 @@ func (r *Runner) finish() {
 func (r *Runner) Stop(ctx context.Context, reason string) error {
 	r.mu.Lock()
 	r.intent = model.DesiredStop
-	r.alloc.DesiredStatus = model.DesiredStop
+	a := r.mutable()
+	a.DesiredStatus = model.DesiredStop
 	if reason != "" {
-		r.alloc.DesiredDescription = reason
+		a.DesiredDescription = reason
 	}
 	started := r.started
 	var delay time.Duration
@@ -602,7 +622,7 @@ func (r *Runner) Stop(ctx context.Context, reason string) error {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		return fmt.Errorf("stopping allocation %s: %w", r.alloc.ID, ctx.Err())
+		return fmt.Errorf("stopping allocation %s: %w", r.id, ctx.Err())
 	}
 	r.mu.Lock()
 	if !r.alloc.ClientStatus.Terminal() {
@@ -625,8 +645,9 @@ func (r *Runner) MarkLost(why string) {
 	r.mu.Lock()
 	r.lost = why
 	r.intent = model.DesiredStop
-	r.alloc.DesiredStatus = model.DesiredStop
-	r.alloc.DesiredDescription = why
+	a := r.mutable()
+	a.DesiredStatus = model.DesiredStop
+	a.DesiredDescription = why
 	r.mu.Unlock()
 	r.persist()
 }
@@ -650,6 +671,7 @@ func (r *Runner) RecordReconnect(since, now time.Time, why string) bool {
 			return false
 		}
 	}
+	a = r.mutable()
 	a.States = append(a.States,
 		model.AllocState{Field: model.AllocStateClientStatus, Value: string(model.ClientUnknown), Time: since},
 		model.AllocState{Field: model.AllocStateClientStatus, Value: string(a.ClientStatus), Time: now})
@@ -695,14 +717,15 @@ func (r *Runner) UpdateInPlace(alloc *model.Allocation, job *model.Job) {
 	r.mu.Lock()
 	newDeployment := alloc.DeploymentID != r.alloc.DeploymentID
 	r.job = job
-	r.alloc.JobVersion = alloc.JobVersion
-	r.alloc.DeploymentID = alloc.DeploymentID
+	a := r.mutable()
+	a.JobVersion = alloc.JobVersion
+	a.DeploymentID = alloc.DeploymentID
 	if newDeployment {
-		r.alloc.DeploymentStatus = nil
+		a.DeploymentStatus = nil
 		if alloc.DeploymentStatus != nil {
 			ds := *alloc.DeploymentStatus
 			ds.Healthy = nil
-			r.alloc.DeploymentStatus = &ds
+			a.DeploymentStatus = &ds
 		}
 	}
 	r.mu.Unlock()
@@ -724,9 +747,10 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 	r.persistMu.Lock()
 	r.persists.Add(1)
 	r.mu.Lock()
-	r.alloc.ModifyTime = r.now()
-	rec := &state.AllocRecord{Alloc: CloneAlloc(r.alloc), Intent: r.intent, Job: r.job}
-	r.snap = rec.Alloc
+	a := r.mutable()
+	a.ModifyTime = r.now()
+	rec := &state.AllocRecord{Alloc: a, Intent: r.intent, Job: r.job}
+	r.snap, r.shared = a, true // the next change takes a copy
 	r.mu.Unlock()
 	if hs != nil {
 		if err := hs.PutAllocAndHandle(rec, task, h); err != nil {
@@ -753,14 +777,18 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 }
 
 func (r *Runner) setClientStatusLocked(s model.ClientStatus, desc string) {
-	r.alloc.ClientDescription = desc
-	if r.alloc.ClientStatus == s {
+	if r.alloc.ClientStatus == s && r.alloc.ClientDescription == desc {
+		return // no change, and no copy for it
+	}
+	a := r.mutable()
+	a.ClientDescription = desc
+	if a.ClientStatus == s {
 		return
 	}
-	r.alloc.ClientStatus = s
-	r.alloc.States = append(r.alloc.States, model.AllocState{Field: model.AllocStateClientStatus, Value: string(s), Time: r.now()})
-	if n := len(r.alloc.States); n > 10 {
-		r.alloc.States = append([]model.AllocState(nil), r.alloc.States[n-10:]...)
+	a.ClientStatus = s
+	a.States = append(a.States, model.AllocState{Field: model.AllocStateClientStatus, Value: string(s), Time: r.now()})
+	if n := len(a.States); n > 10 {
+		a.States = append([]model.AllocState(nil), a.States[n-10:]...)
 	}
 }
 
@@ -809,10 +837,11 @@ func (r *Runner) recomputeLocked() {
 
 func (r *Runner) event(task, typ, msg string) {
 	r.mu.Lock()
-	ts := r.alloc.TaskStates[task]
+	a := r.mutable()
+	ts := a.TaskStates[task]
 	if ts == nil {
 		ts = &model.TaskState{State: "pending"}
-		r.alloc.TaskStates[task] = ts
+		a.TaskStates[task] = ts
 	}
 	ts.Events = append(ts.Events, model.TaskEvent{Type: typ, Message: msg, Time: r.now()})
 	if n := len(ts.Events); n > 10 {
@@ -831,10 +860,11 @@ func (r *Runner) setTask(task string, f func(ts *model.TaskState)) {
 func (r *Runner) changeTask(task string, f func(ts *model.TaskState)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ts := r.alloc.TaskStates[task]
+	a := r.mutable()
+	ts := a.TaskStates[task]
 	if ts == nil {
 		ts = &model.TaskState{}
-		r.alloc.TaskStates[task] = ts
+		a.TaskStates[task] = ts
 	}
 	f(ts)
 	r.running[task] = ts.State == "running"
@@ -857,7 +887,7 @@ func (r *Runner) changeTask(task string, f func(ts *model.TaskState)) {
 func (r *Runner) taskStarted(task string, h *driver.TaskHandle) {
 	hs, _ := r.cfg.Store.(handleStore)
 	if hs == nil && r.cfg.Store != nil {
-		if err := r.cfg.Store.PutHandle(r.alloc.ID, task, h); err != nil {
+		if err := r.cfg.Store.PutHandle(r.id, task, h); err != nil {
 			r.log.Error("storing task handle", "task", task, "err", err)
 		}
 	}

@@ -509,7 +509,7 @@ func TestReportsArriveInTheOrderOfTheWrites(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				r.mu.Lock()
-				r.alloc.ClientDescription += "x"
+				r.mutable().ClientDescription += "x"
 				r.mu.Unlock()
 				r.persist()
 			}()

@@ -29,7 +29,7 @@ const (
 	EventRecoverFailed    = "Recover Failed"
 )
 
-func (r *Runner) taskID(task string) string { return r.alloc.ID + "/" + task }
+func (r *Runner) taskID(task string) string { return r.id + "/" + task }
 
 // taskEnvFor is a task's interpolation variables, its process
 // environment (before templates) and its directory.
@@ -705,7 +705,7 @@ func (r *Runner) destroy(drv driver.Driver, t *model.Task, h *driver.TaskHandle)
 		r.log.Error("destroying task", "task", t.Name, "err", err)
 	}
 	if r.cfg.Store != nil {
-		if err := r.cfg.Store.DeleteHandle(r.alloc.ID, t.Name); err != nil {
+		if err := r.cfg.Store.DeleteHandle(r.id, t.Name); err != nil {
 			r.log.Error("deleting task handle", "task", t.Name, "err", err)
 		}
 	}
