@@ -70,7 +70,10 @@ func ServeDetails(nc *nats.Conn, prefix, nodeID string, r DetailsResolver, log *
 	return s, nil
 }
 
-// Stop unsubscribes; it may be called more than once.
+// Stop unsubscribes and, while connected, waits until the NATS server has
+// taken the subscription away, so that no request is routed here once Stop
+// returns (a requester gets "no responders" at once, not a timeout). It may
+// be called more than once.
 func (s *DetailsServer) Stop() {
 	s.mu.Lock()
 	already := s.stopped
@@ -82,6 +85,7 @@ func (s *DetailsServer) Stop() {
 	if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
 		s.log.Warn("logs: unsubscribing the details service", "err", err)
 	}
+	flushConn(s.nc, s.log)
 }
 
 func (s *DetailsServer) onMsg(m *nats.Msg) {
