@@ -38,6 +38,12 @@ type timedDriver struct {
 	calls []time.Duration
 }
 
+// WaitTaskFunc keeps the wrapped driver's callback wait (driver.WaitNotifier)
+// visible, as the agent's own driver wrapper does.
+func (d *timedDriver) WaitTaskFunc(ctx context.Context, taskID string, fn func(*driver.ExitResult)) error {
+	return driver.WaitFunc(ctx, d.Driver, taskID, fn)
+}
+
 func (d *timedDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
 	t0 := time.Now()
 	h, err := d.Driver.StartTask(ctx, cfg)

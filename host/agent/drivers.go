@@ -64,6 +64,13 @@ func (d *schemaCachedDriver) ConfigSchema(ctx context.Context) (*driver.Schema, 
 	return s, nil
 }
 
+// WaitTaskFunc passes the wait to the driver's callback form when it has
+// one (driver.WaitNotifier), which the embedded Driver alone would hide:
+// without it every running task would hold a goroutine here.
+func (d *schemaCachedDriver) WaitTaskFunc(ctx context.Context, taskID string, fn func(*driver.ExitResult)) error {
+	return driver.WaitFunc(ctx, d.Driver, taskID, fn)
+}
+
 // ExecTask passes a script check's command to the driver when it can run
 // one (driver.TaskExecer), which the embedded Driver alone would hide.
 func (d *schemaCachedDriver) ExecTask(ctx context.Context, taskID string, command []string) (*driver.ExecResult, error) {

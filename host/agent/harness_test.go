@@ -30,6 +30,12 @@ type countingDriver struct {
 	startedAt               chan time.Time // optional: one value per StartTask call
 }
 
+// WaitTaskFunc keeps the wrapped driver's callback wait (driver.WaitNotifier)
+// visible, as the agent's own driver wrapper does.
+func (c *countingDriver) WaitTaskFunc(ctx context.Context, taskID string, fn func(*driver.ExitResult)) error {
+	return driver.WaitFunc(ctx, c.Driver, taskID, fn)
+}
+
 func (c *countingDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
 	c.starts.Add(1)
 	if c.startedAt != nil {
