@@ -289,8 +289,8 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 	recreated := false // the buckets were created again since the last open
 	checked := false   // kv's epoch checked since it was opened
 	// stalled is the last watcher's leader record when it ended stalled
-	// (a stall under a leader that stayed is load, not a disruption: see
-	// below).
+	// or closed under us (either, under a leader that stayed, is load, not
+	// a disruption: see below).
 	var stalled *leaderSeen
 	stalls := 0 // this bucket's watchers that stalled in a row
 	for ctx.Err() == nil {
@@ -386,8 +386,10 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			// (with a thousand agents on two cores the stall check fires
 			// under load alone, and each guard then held success back
 			// for a node TTL).
-			if stalled != nil && stalled.steady && stalled.same(s.streamLeader(ctx, kv)) {
-				log.Debug("watcher re-created under the stream leader it stalled under: no disruption guard", "leader", stalled.leader)
+			// A stream that is not clustered has no leader to change
+			// (leaderOf names none): a stall or an end under it is load.
+			if stalled != nil && stalled.unchanged(s.streamLeader(ctx, kv)) {
+				log.Debug("watcher re-created under the stream leader it stalled or ended under: no disruption guard", "leader", stalled.leader)
 			} else {
 				s.mu.Lock()
 				s.resumedAt[b.kind] = time.Now()
@@ -429,10 +431,20 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			s.countRestart(b.kind, "reconnect")
 			log.Info("re-creating watcher after reconnect", "resume_revision", s.revision(b.kind)+1)
 		case endClosed:
-			// The watch ended under us: repair by a whole-bucket pull.
-			full = true
+			// The watch ended under us: its consumer could not be
+			// recreated in time (a server too loaded to answer, or the
+			// bucket gone). Resume after the last applied revision, as
+			// after a reconnect: the bucket is opened again and its epoch
+			// checked first, so a bucket that was re-created is pulled
+			// whole, and so is a pull cut short. (A whole-bucket pull per
+			// ended watch was what kept a thousand agents on one loaded
+			// server from catching up: every such pull re-sent the bucket.)
+			// Its leader record decides the disruption guard as for a
+			// stall: an end under a leader that stayed is load.
+			stalled = seen
+			full = full && !loaded
 			s.countRestart(b.kind, "ended")
-			log.Warn("watch ended; repairing with a full pull", "last_revision", s.revision(b.kind))
+			log.Warn("watch ended; re-creating it", "resume_revision", s.revision(b.kind)+1, "full_pull", full)
 			if !wait.For(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
 				return
 			}
@@ -690,6 +702,13 @@ func (l *leaderSeen) note(leader string, known bool) {
 
 // same reports whether a leader read now is the one seen.
 func (l *leaderSeen) same(leader string, known bool) bool { return known && leader == l.leader }
+
+// unchanged reports whether the stream kept its leader from what was seen
+// to the read now (leader, known): every check read the same leader and the
+// read now names it; or the stream is not clustered (known, no leader).
+func (l *leaderSeen) unchanged(leader string, known bool) bool {
+	return (l.steady && l.same(leader, known)) || (known && leader == "")
+}
 
 // leaderOf is the server leading a stream (a server that is not clustered
 // names itself); known is false while a clustered stream has no leader.

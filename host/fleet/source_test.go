@@ -183,13 +183,19 @@ func TestAServerRestartUnderARunningWatcherMissesNothing(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "web v3 after the resume", hasJob(src, "web", 3))
 }
 
-func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
+// A watch that ends under the source (its consumer could not be recreated)
+// is replaced by one that resumes after the last applied revision: what
+// changed meanwhile is delivered, puts and purges alike, and nothing the
+// source already had is sent again.
+func TestAnEndedWatchIsResumedAfterItsLastRevision(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	log, logs := testLog(t)
 	obs := newObs()
 	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
 	putRaw(t, writer, "default.web", jobJSON("web", 1, ""))
 	putRaw(t, writer, "default.old", jobJSON("old", 1, ""))
+
+	putRaw(t, writer, "default.still", jobJSON("still", 1, "")) // unchanged: a whole pull would send it again
 
 	st := mustEnsure(t, connect(t, srv.ClientURL(), log, obs), BucketOptions{})
 	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
@@ -209,7 +215,8 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "boot pull", hasJob(src, "old", 1))
 
 	// End the watch under the source, then change the bucket while no watch
-	// listens: only a repair pull can learn these.
+	// listens: only the replacement can learn these.
+	before := src.Delivered()[KindJobs].Entries
 	mu.Lock()
 	first := watchers[0]
 	mu.Unlock()
@@ -228,8 +235,13 @@ func TestAnEndedWatchIsReplacedAfterARepairPull(t *testing.T) {
 	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/ended"); n != 1 {
 		t.Fatalf("ended restarts counted %d, want 1", n)
 	}
-	if !strings.Contains(logs.String(), "watch ended; repairing with a full pull") {
-		t.Fatalf("the ended watch was not logged:\n%s", logs)
+	if !strings.Contains(logs.String(), "watch ended; re-creating it") || !strings.Contains(logs.String(), "full_pull=false") {
+		t.Fatalf("the ended watch was not logged as resumed:\n%s", logs)
+	}
+	// The put and the purge, not the bucket again (a whole pull sends the
+	// last entry of every key: still's too, 3).
+	if got := src.Delivered()[KindJobs].Entries - before; got != 2 {
+		t.Fatalf("the replacement delivered %d entries, want the 2 changes made while no watch listened", got)
 	}
 	mu.Lock()
 	n := len(watchers)
