@@ -174,10 +174,7 @@ func (f *fakeDriver) loseWaits() {
 	f.mu.Lock()
 	close(f.lost)
 	f.lost = make(chan struct{})
-	tasks := make([]*fakeTask, 0, len(f.tasks))
-	for _, t := range f.tasks {
-		tasks = append(tasks, t)
-	}
+	tasks := f.taskListLocked()
 	f.mu.Unlock()
 	for _, t := range tasks {
 		t.mu.Lock()
@@ -190,14 +187,20 @@ func (f *fakeDriver) loseWaits() {
 	}
 }
 
-// waiting is the number of waits open, function or channel.
-func (f *fakeDriver) waiting() int {
-	f.mu.Lock()
-	n := f.chanWaits
+// taskListLocked is the driver's tasks, in no order; f.mu is held.
+func (f *fakeDriver) taskListLocked() []*fakeTask {
 	tasks := make([]*fakeTask, 0, len(f.tasks))
 	for _, t := range f.tasks {
 		tasks = append(tasks, t)
 	}
+	return tasks
+}
+
+// waiting is the number of waits open, function or channel.
+func (f *fakeDriver) waiting() int {
+	f.mu.Lock()
+	n := f.chanWaits
+	tasks := f.taskListLocked()
 	f.mu.Unlock()
 	for _, t := range tasks {
 		t.mu.Lock()

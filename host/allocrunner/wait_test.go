@@ -116,16 +116,7 @@ func TestWaitingTasksHoldNoGoroutine(t *testing.T) {
 
 	// The driver loses every wait (its plugin died and came back): each
 	// task is recovered, not started again, and waited on again.
-	testutil.Eventually(t, 5*time.Second, "every task waited on", func() bool { return f.drv.waiting() == n })
-	f.drv.loseWaits()
-	testutil.Eventually(t, 5*time.Second, "every task reattached", func() bool {
-		for i, r := range rs {
-			if f.drv.recoverCount(fmt.Sprintf("a%d/t", i)) != 1 || countEvents(r, EventReattached, "lost the task") != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	loseEveryWait(t, f.drv, rs)
 	for i := range rs {
 		if want, got := 1+btoi(i == 0), f.drv.startCount(fmt.Sprintf("a%d/t", i)); got != want {
 			t.Fatalf("a%d started %d times, want %d", i, got, want)
@@ -159,6 +150,23 @@ func TestWaitingTasksHoldNoGoroutine(t *testing.T) {
 	}
 }
 
+// loseEveryWait ends every wait of rs's tasks once all are waited on, as a
+// plugin that died does, and waits until each task is recovered (once) and
+// its runner has recorded the reattachment.
+func loseEveryWait(t *testing.T, drv *fakeDriver, rs []*Runner) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, "every task waited on", func() bool { return drv.waiting() == len(rs) })
+	drv.loseWaits()
+	testutil.Eventually(t, 5*time.Second, "every task reattached", func() bool {
+		for i, r := range rs {
+			if drv.recoverCount(fmt.Sprintf("a%d/t", i)) != 1 || countEvents(r, EventReattached, "lost the task") != 1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestADriverWithOnlyTheChannelWaitReachesTheSameEnds: a driver whose
 // wait is only WaitTask's channel (a wrapper that embeds a driver.Driver
 // hides the function wait) sees the same: an exit restarts the task, a
@@ -178,16 +186,7 @@ func TestADriverWithOnlyTheChannelWaitReachesTheSameEnds(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "a0 restarted after its exit", func() bool {
 		return f.drv.startCount("a0/t") == 2 && rs[0].Alloc().ClientStatus == model.ClientRunning
 	})
-	testutil.Eventually(t, 5*time.Second, "every task waited on", func() bool { return f.drv.waiting() == n })
-	f.drv.loseWaits()
-	testutil.Eventually(t, 5*time.Second, "every task reattached", func() bool {
-		for i, r := range rs {
-			if f.drv.recoverCount(fmt.Sprintf("a%d/t", i)) != 1 || countEvents(r, EventReattached, "lost the task") != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	loseEveryWait(t, f.drv, rs)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rs[1].Stop(ctx, "job stopped"); err != nil {

@@ -88,6 +88,10 @@ type Source struct {
 	sums    map[string]wanted.SummaryState
 	revs    map[string]uint64
 	epochs  map[string]time.Time
+	// markerTTL is, per kind, how long its bucket keeps the markers of
+	// expired keys (its stream's SubjectDeleteMarkerTTL; 0: none), read
+	// with the epoch.
+	markerTTL map[string]time.Duration
 	synced  map[string]bool
 	// stage is, per kind whose boot pull is not complete, where its loop
 	// is (and why its last attempt failed): what Unsynced reports.
@@ -143,7 +147,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
 		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{},
+		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
 		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -401,7 +405,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			w = s.watchHook(b.kind, w)
 		}
 		quietLogged = false
-		seen := &leaderSeen{}
+		seen := &leaderSeen{delivered: time.Now()}
 		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, seen, stalls, log)
 		stop()
 		if reason == endStalled {
@@ -439,10 +443,17 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			// whole, and so is a pull cut short. (A whole-bucket pull per
 			// ended watch was what kept a thousand agents on one loaded
 			// server from catching up: every such pull re-sent the bucket.)
+			// A resume learns an expiry from its marker, which the bucket
+			// keeps for its marker TTL only: when the watch last delivered
+			// longer ago than half of it, a marker may be gone, and the
+			// bucket is pulled whole (a pull sees the key absent).
 			// Its leader record decides the disruption guard as for a
 			// stall: an end under a leader that stayed is load.
 			stalled = seen
-			full = full && !loaded
+			s.mu.Lock()
+			ttl := s.markerTTL[b.kind]
+			s.mu.Unlock()
+			full = (full && !loaded) || (ttl > 0 && time.Since(seen.delivered) >= ttl/2)
 			s.countRestart(b.kind, "ended")
 			log.Warn("watch ended; re-creating it", "resume_revision", s.revision(b.kind)+1, "full_pull", full)
 			if !wait.For(ctx, backoff(0, 50*time.Millisecond, time.Second)) {
@@ -465,11 +476,13 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 		return false, fmt.Errorf("reading bucket status: %w", err)
 	}
 	var created time.Time
+	var markerTTL time.Duration
 	if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo() != nil {
-		created = b.StreamInfo().Created
+		created, markerTTL = b.StreamInfo().Created, b.StreamInfo().Config.SubjectDeleteMarkerTTL
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.markerTTL[kind] = markerTTL
 	prev, seen := s.epochs[kind]
 	s.epochs[kind] = created
 	if !seen || prev.Equal(created) {
@@ -640,6 +653,7 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 			if seen != nil && initial {
 				seen[e.Key()] = true
 			}
+			leader.delivered = time.Now()
 			s.delivered.count(b.kind, len(e.Key())+len(e.Value()))
 			s.apply(b, toEntry(e), log)
 		}
@@ -683,6 +697,9 @@ type leaderSeen struct {
 	leader string
 	reads  int
 	steady bool
+	// delivered is when the watcher last delivered an entry (its creation
+	// until the first): what a resume after it may have to catch up from.
+	delivered time.Time
 }
 
 func (l *leaderSeen) note(leader string, known bool) {

@@ -254,6 +254,69 @@ func TestAnEndedWatchIsResumedAfterItsLastRevision(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "live put on the replacement", hasJob(src, "web", 3))
 }
 
+// An ended watch of a bucket whose expiries are markers with a TTL (the
+// nodes bucket) resumes only while those markers can still be there: when
+// the watch last delivered longer ago than half the marker TTL, the bucket
+// is pulled whole (a marker gone by then would leave an expired node
+// present). Control: ended right after a delivery, it resumes.
+func TestAnEndedWatchPullsWholeWhenAMarkerMayHaveExpired(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	opts := BucketOptions{NodeTTL: 2 * time.Second}
+	owner := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts)
+	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
+	var mu sync.Mutex
+	var watchers []jetstream.KeyWatcher
+	src.watchHook = func(kind string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		mu.Lock()
+		watchers = append(watchers, w)
+		mu.Unlock()
+		return w
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitSynced(t, src)
+	endWatch := func(n int) {
+		t.Helper()
+		mu.Lock()
+		w := watchers[len(watchers)-1]
+		mu.Unlock()
+		if err := w.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 5*time.Second, "the ended watch replaced", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(watchers) == n
+		})
+	}
+	put := func(id string) {
+		t.Helper()
+		if _, err := owner.ForNode(id).PutNode(context.Background(), nodeRecord(id)); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 5*time.Second, id+" seen", func() bool { return src.View().Node(id) != nil })
+	}
+
+	put("n1")
+	endWatch(2)
+	if !strings.Contains(logs.String(), "full_pull=false") {
+		t.Fatalf("ended right after a delivery, the watch was not resumed:\n%s", logs)
+	}
+	// n1's expiry is delivered (a marker); then n2, and nothing for longer
+	// than half the 2 s marker TTL, well before n2 expires.
+	testutil.Eventually(t, 10*time.Second, "n1 expired", func() bool { return src.View().Node("n1").Status == model.NodeStatusDown })
+	put("n2")
+	time.Sleep(1100 * time.Millisecond)
+	endWatch(3)
+	if !strings.Contains(logs.String(), "full_pull=true") {
+		t.Fatalf("ended %s after its last delivery with 2 s markers, the watch was resumed:\n%s", "1.1 s", logs)
+	}
+}
+
 func TestAbsenceInTheBucketIsNotADeletionOrder(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	log, logs := testLog(t)

@@ -82,10 +82,7 @@ func (s *DetailsServer) Stop() {
 	if already {
 		return
 	}
-	if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-		s.log.Warn("logs: unsubscribing the details service", "err", err)
-	}
-	flushConn(s.nc, s.log)
+	unsubscribe(s.nc, s.sub, s.log, "the details service")
 }
 
 func (s *DetailsServer) onMsg(m *nats.Msg) {

@@ -120,16 +120,19 @@ func (s *Server) Stop() {
 	if already {
 		return
 	}
-	if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-		s.log.Warn("logs: unsubscribing", "err", err)
-	}
-	s.flush() // no request is routed here once Stop returns (while connected)
+	unsubscribe(s.nc, s.sub, s.log, "the logs service") // no request is routed here once Stop returns (while connected)
 	s.cancel()
 	s.wg.Wait()
 }
 
-// flush is flushConn on the server's connection.
-func (s *Server) flush() { flushConn(s.nc, s.log) }
+// unsubscribe ends sub (one on nc) and waits until the server has dropped
+// it (flushConn). A connection already closed has nothing left to end.
+func unsubscribe(nc *nats.Conn, sub *nats.Subscription, log *slog.Logger, what string) {
+	if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		log.Warn("logs: unsubscribing "+what, "err", err)
+	}
+	flushConn(nc, log)
+}
 
 // onMsg runs on the subscription's goroutine: it never blocks, so that a
 // slow request cannot hold up the next one.

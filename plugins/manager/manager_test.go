@@ -101,6 +101,16 @@ func runHost(stateDir, storeDir, marker string) int {
 	return 0 // no Close: the host just goes away
 }
 
+// mockDriver is m's mock driver (its plugin launched), or the test's end.
+func mockDriver(ctx context.Context, t *testing.T, m *manager.Manager) driver.Driver {
+	t.Helper()
+	d, err := m.Driver(ctx, "mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func newManager(t *testing.T, cfg manager.Config) *manager.Manager {
 	t.Helper()
 	if cfg.SelfExe == "" {
@@ -173,10 +183,7 @@ func TestABuiltinDriverRunsOutOfProcessInItsOwnSession(t *testing.T) {
 	defer cancel()
 	logs := &testutil.SyncBuffer{}
 	m := newManager(t, manager.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	d, err := m.Driver(ctx, "mock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mockDriver(ctx, t, m)
 	pid, ok := m.PID("mock")
 	if !ok || pid == os.Getpid() {
 		t.Fatalf("plugin pid %d up=%v", pid, ok)
@@ -481,10 +488,7 @@ func TestAPluginThatCannotRelaunchIsRetriedWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newManager(t, manager.Config{SelfExe: exe, Builtins: []string{"mock"}, MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	d, err := m.Driver(ctx, "mock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mockDriver(ctx, t, m)
 	old, _ := m.PID("mock")
 	// The binary disappears, then the plugin dies: relaunches fail...
 	if err := os.Rename(exe, exe+".away"); err != nil {
@@ -532,10 +536,7 @@ func TestStreamsContinueAcrossAPluginRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m := newManager(t, manager.Config{MinBackoff: 10 * time.Millisecond})
-	d, err := m.Driver(ctx, "mock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mockDriver(ctx, t, m)
 	fps, err := d.Fingerprint(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -580,10 +581,7 @@ func TestNoTaskStartedDuringACrashIsLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := newManager(t, manager.Config{MinBackoff: 5 * time.Millisecond})
-	d, err := m.Driver(ctx, "mock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mockDriver(ctx, t, m)
 	old, _ := m.PID("mock")
 	var mu sync.Mutex
 	var started []string

@@ -18,10 +18,7 @@ func TestAFunctionWaitGetsItsExitAcrossAPluginRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m := newManager(t, manager.Config{MinBackoff: 10 * time.Millisecond})
-	d, err := m.Driver(ctx, "mock")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := mockDriver(ctx, t, m)
 	wn, ok := d.(driver.WaitNotifier)
 	if !ok {
 		t.Fatalf("the manager's driver %T has no function wait", d)
