@@ -92,7 +92,7 @@ type Source struct {
 	// expired keys (its stream's SubjectDeleteMarkerTTL; 0: none), read
 	// with the epoch.
 	markerTTL map[string]time.Duration
-	synced  map[string]bool
+	synced    map[string]bool
 	// stage is, per kind whose boot pull is not complete, where its loop
 	// is (and why its last attempt failed): what Unsynced reports.
 	stage map[string]string
