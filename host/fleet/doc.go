@@ -30,8 +30,12 @@
 //     detected by its stream's creation time and read again whole.
 //     TestARecreatedBucketIsReadAgainFromItsFirstRevision.
 //   - Entries apply idempotently by revision (wanted.Apply); a watch whose
-//     Updates channel closes is logged, counted and replaced after a repair
-//     pull. TestAnEndedWatchIsReplacedAfterARepairPull.
+//     Updates channel closes is logged, counted and replaced by one that
+//     resumes after the last applied revision; it is pulled whole instead
+//     when its expiry markers may have lapsed (the watch last delivered
+//     longer ago than half their TTL) or the bucket was re-created.
+//     TestAnEndedWatchIsResumedAfterItsLastRevision,
+//     TestAnEndedWatchPullsWholeWhenAMarkerMayHaveExpired.
 //   - Every request carries a deadline (ConnConfig.RequestTimeout), the
 //     creation of a watch's consumer included. A watch rides the jetstream
 //     package's ordered pull consumer (watch.go), not nats.go's KV watch,
