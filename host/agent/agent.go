@@ -174,6 +174,8 @@ type Agent struct {
 	log    *slog.Logger
 	nodeID string
 
+	nodeFacts nodeFactsCache // the rollout facts' per-node derivations (its own lock)
+
 	mu             sync.Mutex
 	runners        map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
 	terminal       map[string]*model.Allocation   // finished allocations kept for the reconciler

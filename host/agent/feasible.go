@@ -248,21 +248,35 @@ func pathMatch(pattern, s string) (bool, error) {
 // driversHealthy reports whether the node has every driver the job's tasks
 // use, detected and healthy; the missing or unhealthy ones are returned.
 func driversHealthy(job *model.Job, n *model.Node) (bad []string) {
-	seen := map[string]bool{}
 	for _, g := range job.Groups {
 		for _, t := range g.Tasks {
-			if seen[t.Driver] {
-				continue
-			}
-			seen[t.Driver] = true
-			d, ok := n.Drivers[t.Driver]
-			if !ok || !d.Detected || !d.Healthy {
+			if !driverOK(n, t.Driver) && !slices.Contains(bad, t.Driver) {
 				bad = append(bad, t.Driver)
 			}
 		}
 	}
 	slices.Sort(bad)
 	return bad
+}
+
+// driverOK reports whether n has driver name detected and healthy.
+func driverOK(n *model.Node, name string) bool {
+	d, ok := n.Drivers[name]
+	return ok && d.Detected && d.Healthy
+}
+
+// driversOK reports whether every driver job uses is detected and healthy
+// on n (driversHealthy is empty), without building the list: the rollout
+// facts ask it of every node on every pass.
+func driversOK(job *model.Job, n *model.Node) bool {
+	for _, g := range job.Groups {
+		for _, t := range g.Tasks {
+			if !driverOK(n, t.Driver) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // PlacesOn reports whether the reconciler would see n as a ready node for

