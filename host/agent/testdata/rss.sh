@@ -16,11 +16,11 @@ D=$(mktemp -d /tmp/hvrss-XXXX)
 NP=$((20000 + RANDOM % 20000)); HP=$((20000 + RANDOM % 20000)); BP=$((HP + 1))
 BROKER=
 if [ -n "${HVRSS_FLEET:-}" ]; then
-  printf 'datacenter = "broker"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n embedded_port = %d\n}\n' $BP $NP > $D/broker.hcl
+  printf 'name = "broker"\ndatacenter = "broker"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n embedded_port = %d\n}\n' $BP $NP > $D/broker.hcl
   "$HV" agent -state-dir $D/sb -config $D/broker.hcl > $D/logb 2>&1 &
   BROKER=$!
   sleep 3
-  printf 'datacenter = "dc1"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n urls = ["nats://127.0.0.1:%d"]\n}\n' $HP $NP > $D/a.hcl
+  printf 'name = "measured"\ndatacenter = "dc1"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n urls = ["nats://127.0.0.1:%d"]\n token_file = "%s"\n}\n' $HP $NP $D/sb/nats.token > $D/a.hcl
 else
   printf 'http {\n address = "127.0.0.1:%d"\n}\nnats {\n embedded_port = %d\n}\n' $HP $NP > $D/a.hcl
 fi

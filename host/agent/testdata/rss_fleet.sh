@@ -11,7 +11,7 @@ HV=$1
 D=$(mktemp -d /tmp/hvidle-XXXX)
 NP=$((20000 + RANDOM % 20000)); HP=$((20000 + RANDOM % 20000)); HP2=$((HP + 1))
 printf 'http {\n address = "127.0.0.1:%d"\n}\nnats {\n embedded_port = %d\n}\n' $HP $NP > $D/a.hcl
-printf 'name = "b"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n urls = ["nats://127.0.0.1:%d"]\n}\n' $HP2 $NP > $D/b.hcl
+printf 'name = "b"\nhttp {\n address = "127.0.0.1:%d"\n}\nnats {\n urls = ["nats://127.0.0.1:%d"]\n token_file = "%s"\n}\n' $HP2 $NP $D/sa/nats.token > $D/b.hcl
 "$HV" agent -state-dir $D/sa -config $D/a.hcl > $D/loga 2>&1 &
 A=$!
 sleep 3
