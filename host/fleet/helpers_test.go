@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -98,6 +101,37 @@ func runSource(t testing.TB, st *Store, cfg SourceConfig) *Source {
 	go func() { defer close(done); _ = src.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return src
+}
+
+// watcherLog records the watchers a source creates, in order.
+type watcherLog struct {
+	mu sync.Mutex
+	ws []jetstream.KeyWatcher
+}
+
+func (l *watcherLog) all() []jetstream.KeyWatcher {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ws)
+}
+
+// runWatchedSource is runSource with every watcher the source creates
+// recorded (its watchHook), for tests that end one under it.
+func runWatchedSource(t testing.TB, st *Store, cfg SourceConfig) (*Source, *watcherLog) {
+	t.Helper()
+	src := NewSource(st, cfg)
+	l := &watcherLog{}
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		l.mu.Lock()
+		l.ws = append(l.ws, w)
+		l.mu.Unlock()
+		return w
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return src, l
 }
 
 func waitSynced(t testing.TB, src *Source) {

@@ -198,28 +198,14 @@ func TestAnEndedWatchIsResumedAfterItsLastRevision(t *testing.T) {
 	putRaw(t, writer, "default.still", jobJSON("still", 1, "")) // unchanged: a whole pull would send it again
 
 	st := mustEnsure(t, connect(t, srv.ClientURL(), log, obs), BucketOptions{})
-	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
-	var mu sync.Mutex
-	var watchers []jetstream.KeyWatcher
-	src.watchHook = func(kind string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
-		mu.Lock()
-		watchers = append(watchers, w)
-		mu.Unlock()
-		return w
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	src, watched := runWatchedSource(t, st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
 	waitSynced(t, src)
 	testutil.Eventually(t, 5*time.Second, "boot pull", hasJob(src, "old", 1))
 
 	// End the watch under the source, then change the bucket while no watch
 	// listens: only the replacement can learn these.
 	before := src.Delivered()[KindJobs].Entries
-	mu.Lock()
-	first := watchers[0]
-	mu.Unlock()
+	first := watched.all()[0]
 	if err := first.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +229,7 @@ func TestAnEndedWatchIsResumedAfterItsLastRevision(t *testing.T) {
 	if got := src.Delivered()[KindJobs].Entries - before; got != 2 {
 		t.Fatalf("the replacement delivered %d entries, want the 2 changes made while no watch listened", got)
 	}
-	mu.Lock()
-	n := len(watchers)
-	mu.Unlock()
+	n := len(watched.all())
 	if n < 2 {
 		t.Fatal("no replacement watcher was created")
 	}
@@ -265,32 +249,17 @@ func TestAnEndedWatchPullsWholeWhenAMarkerMayHaveExpired(t *testing.T) {
 	opts := BucketOptions{NodeTTL: 2 * time.Second}
 	owner := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts)
 	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), opts)
-	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
-	var mu sync.Mutex
-	var watchers []jetstream.KeyWatcher
-	src.watchHook = func(kind string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
-		mu.Lock()
-		watchers = append(watchers, w)
-		mu.Unlock()
-		return w
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	src, watched := runWatchedSource(t, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
 	waitSynced(t, src)
 	endWatch := func(n int) {
 		t.Helper()
-		mu.Lock()
-		w := watchers[len(watchers)-1]
-		mu.Unlock()
+		all := watched.all()
+		w := all[len(all)-1]
 		if err := w.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		testutil.Eventually(t, 5*time.Second, "the ended watch replaced", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(watchers) == n
+			return len(watched.all()) == n
 		})
 	}
 	put := func(id string) {
@@ -634,19 +603,7 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 	wc := connect(t, srv.ClientURL(), log, nil)
 	writer := mustEnsure(t, wc, BucketOptions{})
 	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
-	src := NewSource(st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
-	var mu sync.Mutex
-	var watchers []jetstream.KeyWatcher
-	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
-		mu.Lock()
-		watchers = append(watchers, w)
-		mu.Unlock()
-		return w
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = src.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	src, watched := runWatchedSource(t, st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
 	waitSynced(t, src)
 	for v := 1; v <= 5; v++ {
 		putRaw(t, writer, "default.web", jobJSON("web", v, ""))
@@ -663,9 +620,8 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 		t.Fatalf("revision in the new bucket %d, want 1", rev)
 	}
 	// End the watch now rather than waiting for nats.go to notice.
-	mu.Lock()
-	_ = watchers[len(watchers)-1].Stop()
-	mu.Unlock()
+	all := watched.all()
+	_ = all[len(all)-1].Stop()
 	testutil.Eventually(t, 10*time.Second, "web v6 at revision 1 of the new bucket", hasJob(src, "web", 6))
 	if st := src.View().Jobs["default.old"]; wanted.OrderFor(st) != wanted.OrderKeep {
 		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
