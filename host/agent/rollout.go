@@ -314,10 +314,6 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	return f
 }
 
-func rolloutNode(job *model.Job, n *model.Node, live bool, expired time.Time) rollout.Node {
-	return derive(job, n).node(n, live, expired)
-}
-
 // nodeDerived is what the rollout facts take from a node's record and the
 // job alone.
 type nodeDerived struct {
