@@ -285,5 +285,5 @@ func driversOK(job *model.Job, n *model.Node) bool {
 // with every driver the job uses detected and healthy. The CLI uses it to
 // know how many nodes a system job should reach.
 func PlacesOn(job *model.Job, n *model.Node) bool {
-	return n != nil && inScope(job, n) && n.Ready() && !n.Tainted() && len(driversHealthy(job, n)) == 0
+	return n != nil && inScope(job, n) && n.Ready() && !n.Tainted() && driversOK(job, n)
 }

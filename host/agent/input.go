@@ -163,7 +163,7 @@ func nodeClass(job *model.Job, n *model.Node) reconcile.NodeClass {
 		return reconcile.NodeOutOfView
 	case n.Tainted():
 		return reconcile.NodeTainted
-	case !n.Ready() || len(driversHealthy(job, n)) > 0:
+	case !n.Ready() || !driversOK(job, n):
 		return reconcile.NodeNotReady
 	}
 	return reconcile.NodeReady
