@@ -191,7 +191,9 @@ func (s *Store) UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64
 // (TTL one minute) to the rollout bucket and returns the server timestamp
 // of that write. The CLI stamps its record changes (pause, resume,
 // promote) with it, so every time compared across machines is the
-// server's (docs/rollout.md, I6).
+// server's (docs/rollout.md, I6). The write is read back from the stream
+// leader by its sequence: a direct get may be answered by a replica that
+// has not stored it yet (seen in CI right after a cluster restart).
 func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 	if s.Rollout == nil {
 		return time.Time{}, ErrNoBucket
@@ -203,14 +205,18 @@ func (s *Store) ServerNow(ctx context.Context) (time.Time, error) {
 	key := "clock." + hex.EncodeToString(b[:])
 	rctx, cancel := s.conn.withTimeout(ctx)
 	defer cancel()
-	if _, err := s.Rollout.Create(rctx, key, []byte("{}"), jetstream.KeyTTL(time.Minute)); err != nil {
-		return time.Time{}, fmt.Errorf("reading the server clock: %w", err)
-	}
-	e, err := s.Rollout.Get(rctx, key)
+	rev, err := s.Rollout.Create(rctx, key, []byte("{}"), jetstream.KeyTTL(time.Minute))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reading the server clock: %w", err)
 	}
-	return e.Created(), nil
+	m, err := s.leaderGet(rctx, s.names.Rollout, map[string]any{"seq": rev})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the server clock: %w", err)
+	}
+	if m == nil {
+		return time.Time{}, fmt.Errorf("reading the server clock: the stream leader has no message %d", rev)
+	}
+	return m.Time, nil
 }
 
 // VerdictTTL bounds how long a loss verdict of a node that never returns
@@ -253,45 +259,64 @@ func (s *Store) GetDeploymentFromLeader(ctx context.Context, namespace, jobID st
 		return nil, ErrNoBucket
 	}
 	key := wanted.DeploymentKey(namespace, jobID, version)
-	bucketName := s.names.Deployments
-	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucketName + "." + key})
-	if err != nil {
-		return nil, err
-	}
 	rctx, cancel := s.conn.withTimeout(ctx)
 	defer cancel()
 	s.countOp()
-	msg, err := s.conn.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+bucketName, req)
+	m, err := s.leaderGet(rctx, s.names.Deployments, map[string]any{"last_by_subj": "$KV." + s.names.Deployments + "." + key})
 	if err != nil {
 		return nil, fmt.Errorf("reading deployment %s from the stream leader: %w", key, err)
 	}
+	if m == nil {
+		return nil, ErrNotFound
+	}
+	if h := string(m.Hdrs); strings.Contains(h, "KV-Operation: DEL") || strings.Contains(h, "KV-Operation: PURGE") {
+		return nil, ErrNotFound
+	}
+	return wanted.DecodeDeployment(key, m.Data)
+}
+
+// leaderMsg is a stream message as the stream leader's message get
+// returns it.
+type leaderMsg struct {
+	Seq  uint64    `json:"seq"`
+	Data []byte    `json:"data"`
+	Hdrs []byte    `json:"hdrs"`
+	Time time.Time `json:"time"`
+}
+
+// leaderGet asks the leader of a bucket's stream for one message (a
+// non-direct get, so never a lagging replica's answer); req is the get's
+// body ("seq" or "last_by_subj"). A message that is not there is (nil,
+// nil).
+func (s *Store) leaderGet(ctx context.Context, bucket string, req map[string]any) (*leaderMsg, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := s.conn.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, body)
+	if err != nil {
+		return nil, err
+	}
 	var resp struct {
-		Message *struct {
-			Data []byte `json:"data"`
-			Hdrs []byte `json:"hdrs"`
-		} `json:"message"`
-		Error *struct {
+		Message *leaderMsg `json:"message"`
+		Error   *struct {
 			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
 			Description string `json:"description"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("reading deployment %s from the stream leader: %w", key, err)
+		return nil, err
 	}
 	if resp.Error != nil {
 		if resp.Error.Code == 404 {
-			return nil, ErrNotFound
+			return nil, nil
 		}
-		return nil, fmt.Errorf("reading deployment %s from the stream leader: %s", key, resp.Error.Description)
+		return nil, errors.New(resp.Error.Description)
 	}
 	if resp.Message == nil {
-		return nil, fmt.Errorf("reading deployment %s from the stream leader: empty answer", key)
+		return nil, errors.New("empty answer")
 	}
-	if h := string(resp.Message.Hdrs); strings.Contains(h, "KV-Operation: DEL") || strings.Contains(h, "KV-Operation: PURGE") {
-		return nil, ErrNotFound
-	}
-	return wanted.DecodeDeployment(key, resp.Message.Data)
+	return resp.Message, nil
 }
 
 // PutSummary writes a job's rollout summary (one writer at a time: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -40,5 +41,31 @@ func TestAReadThroughTheStreamLeaderSeesTheStoredRecord(t *testing.T) {
 	}
 	if _, err := st.GetDeploymentFromLeader(ctx, "", "web", 1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a deleted record: %v", err)
+	}
+}
+
+// The server clock is the timestamp of a write read back from the stream
+// leader: on this machine it lies between the times taken before and
+// after the call, and asking twice does not go back in time.
+func TestTheServerClockIsTheLeadersStampOfAFreshWrite(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	ctx := context.Background()
+	before := time.Now()
+	first, err := st.ServerNow(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.ServerNow(ctx)
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Before(before.Add(-time.Second)) || second.After(after.Add(time.Second)) || second.Before(first) {
+		t.Fatalf("server clock %v then %v, local clock %v … %v", first, second, before, after)
+	}
+	if m, err := st.leaderGet(ctx, st.names.Rollout, map[string]any{"seq": 1 << 40}); m != nil || err != nil {
+		t.Fatalf("a sequence never written: want (nil, nil), got (%+v, %v)", m, err)
 	}
 }
