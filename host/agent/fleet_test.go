@@ -18,6 +18,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
@@ -373,6 +374,10 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 				g.Update.MinHealthyTime = model.Duration(150 * time.Millisecond)
 			}
 			f.atV1(t, mod)
+			refilters := map[string]uint64{}
+			for _, n := range f.nodes {
+				refilters[n.id] = n.src.RestartReasons()[fleet.KindRollout+"/filters"]
+			}
 			f.w.putJob(fleetJob(2, mod))
 			f.waitStatus(t, 2, model.DeploymentSuccessful, 30*time.Second)
 			testutil.Eventually(t, 10*time.Second, "every node on v2", func() bool { return f.allRun(2) })
@@ -401,9 +406,37 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			if len(watching) == 0 || len(watching) > rollout.StewardDepth {
 				t.Fatalf("nodes holding other nodes' allocations: %v, want 1 to %d", watching, rollout.StewardDepth)
 			}
-			// And once done, only they watch the job's update slots: a
-			// node watched them while it was among the summary's first
-			// waiters or held one (each of them took one).
+			// The others took and released their slots without watching
+			// a slot key (the summary's slots, their own memory): their
+			// rollout watch was never re-filtered for v2. Control: at
+			// least one such node took a slot (every node updated).
+			// Watching ranks nodes by v1's record, by v2's creation key
+			// until v2's record exists, then by that record: a node first
+			// in any of these watched the job for a while.
+			var ids []string
+			for _, n := range f.nodes {
+				ids = append(ids, n.id)
+			}
+			ranked := map[string]bool{}
+			for _, key := range []string{reconcile.DeploymentID("", "web", 1), wanted.DeploymentKey("", "web", 2), reconcile.DeploymentID("", "web", 2)} {
+				for _, id := range rollout.RankedNodes(key, ids)[:rollout.StewardDepth] {
+					ranked[id] = true
+				}
+			}
+			others := 0
+			for _, n := range f.nodes {
+				if ranked[n.id] {
+					continue
+				}
+				others++
+				if got := n.src.RestartReasons()[fleet.KindRollout+"/filters"] - refilters[n.id]; got != 0 {
+					t.Errorf("%s (not watching the job) re-filtered its rollout watch %d times during v2", n.id, got)
+				}
+			}
+			if others == 0 {
+				t.Fatal("control: every node watches the job; no node rolled out from the summary")
+			}
+			// And once done, only they watch the job's update slots.
 			var slotWatchers []string
 			testutil.Eventually(t, 10*time.Second, "the slots watched by the steward and its deputies only", func() bool {
 				slotWatchers = slotWatchers[:0]

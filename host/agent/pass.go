@@ -180,7 +180,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		others, othersSig := a.index.othersOf(view, k)
 		viewDeps, depsSig := a.index.depsOf(view, k)
 		deps, overlaySig := a.withWritten(k, viewDeps)
-		slots, slotsSig := a.slotsOf(view, job.Namespace, job.ID)
+		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
 		_, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
 		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17 ^ sumSig*19
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
@@ -204,6 +204,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// The rollout core licenses what the plan may do now and says which
 		// shared writes to attempt; policies are asked by the worker.
 		rf := a.rolloutFacts(job, self, view, own, others, deps, slots, plan, now)
+		rf.OwnSlotsOnly = !slotsWatched
 		if a.filtered() {
 			w, slotsIn := true, view.Watches(fleet.KindRollout, wanted.SlotFilter(job.Namespace, job.ID))
 			needSlots := true // both buckets whole (or being pulled again)
@@ -212,8 +213,16 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 				a.watchJobs[k] = w
 				// Until a pass has seen the job's slots whole since the
 				// start, a node with allocations of the job may hold one
-				// it does not know of (a take just before a restart).
-				needSlots = w || rollout.NeedsSlots(&rf) || (!a.slotsChecked[k] && hasLive(own))
+				// it does not know of (a take just before a restart). A
+				// node whose first pass of the job finds none running
+				// takes every slot it holds in this boot, and knows them.
+				// Waiters and holders otherwise watch no slot key: the
+				// summary says which are held, and a holder's own takes
+				// are in its memory (docs/rollout.md, "Admission").
+				if _, seen := a.slotsChecked[k]; !seen {
+					a.slotsChecked[k] = !hasLive(own)
+				}
+				needSlots = w || (!a.slotsChecked[k] && hasLive(own))
 				a.slotJobs[k] = needSlots
 			}
 			if slotsIn {

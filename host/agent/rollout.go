@@ -141,7 +141,8 @@ func (a *Agent) nodeTTL() time.Duration {
 // setFilters tells the source what to watch. Narrowed: of the
 // allocations, this node's and those of the jobs it watches on every
 // node; of the rollout bucket, the loss verdicts, the summaries and the
-// slots of the jobs whose slots it needs (NeedsSlots). Not narrowing: both
+// slots of the jobs whose slots it needs (slotJobs: a steward candidate,
+// or a first look after a restart). Not narrowing: both
 // buckets whole. Called with passMu held, or before the loop runs.
 func (a *Agent) setFilters() {
 	fs, ok := a.cfg.Source.(filterSource)
@@ -206,24 +207,37 @@ func nonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// heldSlot is a slot this agent took, kept until the view shows it (or its
-// release).
+// heldSlot is a slot this agent holds, as it took it (or as its view
+// showed it held by this node): a narrowed node that watches no slot key
+// knows its own slots from here alone. until, when set, is the end of the
+// slot's TTL counted from before its Create (after it the server has
+// removed the key, and the slot licenses nothing any more); seen says a
+// view that watched the job's slots has shown it.
 type heldSlot struct {
-	s rollout.Slot
+	s     rollout.Slot
+	until time.Time
+	seen  bool
 }
 
-// slotsOf returns the job's slots: the view's, with this agent's own
-// takes the view does not show yet added and its releases the view still
-// shows removed, and their share of the job's signature.
-func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uint64) {
+// slotsOf returns the job's slots and their share of the job's signature:
+// this agent's own, from its memory, and, when the view watches the job's
+// slot keys, every other node's from the view (an unwatched filter's
+// leftovers are never read). Its releases the view still shows are
+// removed. A slot of its own that a watching view showed and no longer
+// shows was reclaimed or expired: it is forgotten. The second result says
+// whether the view watches the slots (else the facts hold only this
+// node's: rollout.Facts.OwnSlotsOnly).
+func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uint64, bool) {
 	prefix := wanted.SlotPrefix(ns, jobID)
+	watched := view.Watches(fleet.KindRollout, wanted.SlotFilter(ns, jobID))
 	var out []rollout.Slot
 	var sig uint64
+	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	inView := map[string]bool{}
 	for k, st := range view.Slots {
-		if !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
+		if !watched || !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
 			continue
 		}
 		if rev, gone := a.slotsGone[k]; gone && rev >= st.Revision {
@@ -233,22 +247,41 @@ func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uin
 			continue // queued for release: no later pass acts on it
 		}
 		inView[k] = true
-		out = append(out, rollout.Slot{Key: k, Revision: st.Revision, Time: st.Time, Slot: *st.Value})
+		sl := rollout.Slot{Key: k, Revision: st.Revision, Time: st.Time, Slot: *st.Value}
+		out = append(out, sl)
 		sig += mix(st.Revision ^ hashString(k))
+		if st.Value.Holder == a.nodeID {
+			h := a.slotsHeld[k]
+			if h.s.Revision != st.Revision {
+				h.until = time.Time{} // not the take remembered: its TTL is unknown here
+			}
+			h.s, h.seen = sl, true
+			a.slotsHeld[k] = h
+		}
 	}
 	for k, h := range a.slotsHeld {
-		if !strings.HasPrefix(k, prefix) {
+		if !strings.HasPrefix(k, prefix) || inView[k] {
 			continue
 		}
-		if inView[k] {
-			delete(a.slotsHeld, k) // the view has it now
+		if !h.until.IsZero() && now.After(h.until) {
+			delete(a.slotsHeld, k) // the server removed it at its TTL
+			continue
+		}
+		if watched && h.seen {
+			delete(a.slotsHeld, k) // shown, and gone since: reclaimed or expired
+			continue
+		}
+		if rev, gone := a.slotsGone[k]; gone && rev >= h.s.Revision {
+			continue
+		}
+		if rev, going := a.slotsReleasing[k]; going && rev >= h.s.Revision {
 			continue
 		}
 		out = append(out, h.s)
 		sig += mix(h.s.Revision ^ hashString(k))
 	}
 	slices.SortFunc(out, func(x, y rollout.Slot) int { return strings.Compare(x.Key, y.Key) })
-	return out, sig
+	return out, sig, watched
 }
 
 // forgetGoneSlots drops release marks the view has caught up with.
@@ -640,6 +673,7 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	a.mu.Unlock()
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	until := a.cfg.Now().Add(ttl) // counted from before the Create: never later than the server's
 	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, ttl)
 	if errors.Is(err, fleet.ErrSlotTaken) {
 		return false, nil // lost the race: wait for the next change
@@ -660,7 +694,7 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 		return false, nil
 	}
 	a.mu.Lock()
-	a.slotsHeld[t.Key] = heldSlot{s: rollout.Slot{Key: t.Key, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: t.Slot}}
+	a.slotsHeld[t.Key] = heldSlot{s: rollout.Slot{Key: t.Key, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: t.Slot}, until: until}
 	a.mu.Unlock()
 	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank)
 	return true, nil

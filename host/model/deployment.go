@@ -254,6 +254,10 @@ type GroupSummary struct {
 	// most twice max_parallel); WaitingTotal counts them all.
 	Waiting      []SummaryWaiter `json:"waiting,omitempty"`
 	WaitingTotal int             `json:"waiting_total"`
+	// Slots are the group's held update slots (any version), by index:
+	// what a narrowed waiter counts as occupied when it does not watch the
+	// slot keys (docs/rollout.md, "Admission").
+	Slots []SummarySlot `json:"slots,omitempty"`
 	// The derived counts, as the steward saw them.
 	Desired   int `json:"desired"`
 	Placed    int `json:"placed"`
@@ -262,6 +266,12 @@ type GroupSummary struct {
 	Pending   int `json:"pending"`
 	Outdated  int `json:"outdated"`
 	InFlight  int `json:"in_flight"`
+}
+
+// SummarySlot is one held update slot: its index and holder.
+type SummarySlot struct {
+	Index  int    `json:"i"`
+	Holder string `json:"node"`
 }
 
 // SummaryWaiter is one waiting allocation: its node and ID.

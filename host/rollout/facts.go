@@ -111,6 +111,10 @@ type Facts struct {
 	Nodes []Node `json:"nodes"`
 	// Slots are the job's held update slots (any version).
 	Slots []Slot `json:"slots"`
+	// OwnSlotsOnly: Slots holds only this node's own slots, from its own
+	// memory (a narrowed node that does not watch the job's slot keys).
+	// Admission then counts the other nodes' slots from Summary.
+	OwnSlotsOnly bool `json:"own_slots_only,omitempty"`
 	// Narrow: Allocs holds this node's allocations only (it does not
 	// watch the job's allocations on the other nodes, Watching). Then the
 	// admission order comes from Summary, and the fleet-wide duties

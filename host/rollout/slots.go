@@ -239,7 +239,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		if maxP <= 0 {
 			maxP = 1
 		}
-		held, holding, holders := groupSlots(f.Slots, name)
+		held, holding, holders := groupSlots(f.admissionSlots(d), name)
 		var free []int
 		for i := 0; i < maxP; i++ {
 			if !held[i] {

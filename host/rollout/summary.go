@@ -58,39 +58,6 @@ func Watching(f *Facts) bool {
 	return r >= 0 && r < StewardDepth
 }
 
-// NeedsSlots reports whether a narrowed node must hold the job's update
-// slots in view (the rollout bucket's slot.<ns>.<job>.> keys): it is
-// listed among the waiting in the summary of one of the job's records (it
-// may be admitted next, and takes a free slot only from a complete view of
-// them), or it holds a slot (its own takes the view does not show yet
-// included: it must see it to release it). Any other narrowed node's slot
-// view is never read: it is not among the summary's first waiters, so it
-// takes nothing, and it carries out no steward duty (Watching nodes always
-// hold the slots). A slot held from before a restart is found by the
-// agent's first look at the job's slots after its start; a holder that
-// never looks again is reclaimed by the steward once its replacement has a
-// verdict. Its inputs are the summary, the records and the slots.
-func NeedsSlots(f *Facts) bool {
-	for _, s := range f.Slots {
-		if s.Slot.Holder == f.Self {
-			return true
-		}
-	}
-	if s := f.Summary; s != nil {
-		for _, r := range f.Records {
-			if r.D == nil || r.D.ID != s.DeploymentID {
-				continue
-			}
-			for _, g := range s.Groups {
-				if g != nil && slices.ContainsFunc(g.Waiting, func(w model.SummaryWaiter) bool { return w.Node == f.Self }) {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 // waiters are the group's outdated allocations that may take a slot of
 // record d now, in admission order: ordered by hash(deployment ‖ node),
 // then node, name and ID. Allocations whose replacement holds a slot, on
@@ -176,6 +143,12 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 		c := counts[name]
 		g := &model.GroupSummary{WaitingTotal: len(ws), Desired: c.Desired, Placed: c.Placed, Healthy: c.Healthy,
 			Unhealthy: c.Unhealthy, Pending: c.Pending, Outdated: c.Outdated, InFlight: c.InFlight}
+		for _, sl := range f.Slots {
+			if sl.Slot.Group == name {
+				g.Slots = append(g.Slots, model.SummarySlot{Index: sl.Slot.Index, Holder: sl.Slot.Holder})
+			}
+		}
+		slices.SortFunc(g.Slots, func(a, b model.SummarySlot) int { return a.Index - b.Index })
 		for _, w := range ws[:min(len(ws), summaryWaiters*maxP)] {
 			g.Waiting = append(g.Waiting, model.SummaryWaiter{Node: w.node, Alloc: w.id})
 		}
@@ -197,7 +170,7 @@ func sameSummary(a, b *model.RolloutSummary) bool {
 		gb := b.Groups[name]
 		if gb == nil || ga.WaitingTotal != gb.WaitingTotal || ga.Desired != gb.Desired || ga.Placed != gb.Placed ||
 			ga.Healthy != gb.Healthy || ga.Unhealthy != gb.Unhealthy || ga.Pending != gb.Pending || ga.Outdated != gb.Outdated ||
-			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) {
+			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) || !slices.Equal(ga.Slots, gb.Slots) {
 			return false
 		}
 	}
@@ -230,6 +203,41 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 	if act(key) {
 		dec.Summary = next
 	}
+}
+
+// admissionSlots are the slots admission counts for record d: f.Slots,
+// or, when they are this node's own only (OwnSlotsOnly), those plus the
+// slots that d's summary lists at the indices this node's memory does not
+// hold (one it released and the summary still shows is counted until the
+// next summary: a delay, never an extra take). A stale summary only delays
+// an admission or costs a lost Create: the bound is the keys' (I5).
+func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
+	if !f.OwnSlotsOnly {
+		return f.Slots
+	}
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID {
+		return f.Slots
+	}
+	mine := map[string]bool{}
+	for _, sl := range f.Slots {
+		mine[sl.Slot.Group+"\x00"+strconv.Itoa(sl.Slot.Index)] = true
+	}
+	out := slices.Clone(f.Slots)
+	for _, name := range slices.Sorted(mapsKeys(s.Groups)) {
+		g := s.Groups[name]
+		if g == nil {
+			continue
+		}
+		for _, sl := range g.Slots {
+			if mine[name+"\x00"+strconv.Itoa(sl.Index)] {
+				continue
+			}
+			out = append(out, Slot{Key: wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index),
+				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, Group: name, Index: sl.Index, Holder: sl.Holder}})
+		}
+	}
+	return out
 }
 
 // groupSlots reads the group's held slots: their indexes, the old

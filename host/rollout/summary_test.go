@@ -218,63 +218,75 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 	}
 }
 
-// A narrowed node needs the job's slots in view only while it may take or
-// hold one: listed among the summary's first waiters, or holding a slot.
-// Every other node of the fleet, waiting further back or done, needs only
-// the summary. Control: the same node listed in another deployment's
-// summary needs none.
-func TestANarrowedNodeNeedsTheSlotsOnlyWhileItMayTakeOrHoldOne(t *testing.T) {
+// ownOnly is node self's narrowed facts when it watches no slot key: of
+// the slots, only those it holds (its memory).
+func (w *world) ownOnly(t *testing.T, self string, sum *model.RolloutSummary) Facts {
+	t.Helper()
+	f := w.narrow(t, self, sum)
+	f.Slots = slices.DeleteFunc(slices.Clone(f.Slots), func(s Slot) bool { return s.Slot.Holder != self })
+	f.OwnSlotsOnly = true
+	return f
+}
+
+// A narrowed node that watches no slot key admits from the slots the
+// summary lists: every node takes exactly what it takes with the full
+// view, the holder no second slot. Control: the same narrowed node with
+// the summary's slots list emptied sees a free index the summary's
+// steward knows is held, and tries it (a Create the key refuses: I5 rests
+// on the keys, the summary only saves the lost write).
+func TestANarrowedNodeWithoutTheSlotKeysAdmitsFromTheSummarysSlots(t *testing.T) {
 	w := newWorld(12, 2, 0)
 	w.record(nil)
-	dec := Decide(w.facts(t, w.stewardOf(t)))
-	if dec.Summary == nil {
-		t.Fatal("the steward wrote no summary")
+	steward := w.stewardOf(t)
+	first := Decide(w.facts(t, steward)).Summary
+	holder := first.Groups["g"].Waiting[0].Node
+	tk := w.take(t, holder)
+	if len(tk) != 1 || !strings.HasSuffix(tk[0].Key, ".0") {
+		t.Fatalf("the first waiter takes %+v", tk)
 	}
-	listed := map[string]bool{}
-	for _, sw := range dec.Summary.Groups["g"].Waiting {
-		listed[sw.Node] = true
+	w.holdSlot(t, tk[0])
+	sum := Decide(w.facts(t, steward)).Summary
+	if g := sum.Groups["g"]; len(g.Slots) != 1 || g.Slots[0] != (model.SummarySlot{Index: 0, Holder: holder}) || g.WaitingTotal != 11 {
+		t.Fatalf("summary after the take: slots %+v, %d waiting", g.Slots, g.WaitingTotal)
 	}
-	if len(listed) != 4 {
-		t.Fatalf("listed %v, want 4 nodes", listed)
-	}
+	takers := 0
 	for _, n := range w.nodes {
-		f := w.narrow(t, n.ID, dec.Summary)
-		if got := NeedsSlots(&f); got != listed[n.ID] {
-			t.Errorf("%s (listed %v): needs slots %v", n.ID, listed[n.ID], got)
+		want := Decide(w.facts(t, n.ID)).Takes
+		got := Decide(w.ownOnly(t, n.ID, sum)).Takes
+		if len(got) != len(want) || (len(want) == 1 && got[0].Key != want[0].Key) {
+			t.Fatalf("%s: own slots only takes %+v, full view takes %+v", n.ID, got, want)
 		}
+		takers += len(got)
 	}
-	other := *dec.Summary
-	other.DeploymentID = "another"
-	var first string
-	for id := range listed {
-		first = id
-		break
+	if takers != 1 {
+		t.Fatalf("%d nodes take a slot with one of two held, want 1", takers)
 	}
-	if f := w.narrow(t, first, &other); NeedsSlots(&f) {
-		t.Errorf("%s needs slots from another deployment's summary", first)
+	// The holder, with a summary from before its take: its memory keeps
+	// it from a second take, and the next waiter takes index 1, not 0.
+	if got := Decide(w.ownOnly(t, holder, first)).Takes; len(got) != 0 {
+		t.Fatalf("the holder takes again on the older summary: %+v", got)
 	}
-
-	// n-holder: not listed, holds a slot (its take not in the view yet is
-	// in f.Slots all the same: the agent adds it).
-	var holder string
+	second := first.Groups["g"].Waiting[1].Node
+	if got := Decide(w.ownOnly(t, second, first)).Takes; len(got) != 1 || !strings.HasSuffix(got[0].Key, ".1") {
+		t.Fatalf("the second waiter on the older summary takes %+v, want index 1", got)
+	}
+	// Control: a summary that does not list the held slot lets the next
+	// waiter try index 0.
+	blind := *sum
+	blind.Groups = map[string]*model.GroupSummary{"g": {WaitingTotal: 11, Waiting: sum.Groups["g"].Waiting}}
+	next := sum.Groups["g"].Waiting[0].Node
+	if got := Decide(w.ownOnly(t, next, &blind)).Takes; len(got) != 1 || !strings.HasSuffix(got[0].Key, ".0") {
+		t.Fatalf("control: with no slot listed the first waiter takes %+v, want index 0", got)
+	}
+	// A slot of an older version at an index beyond today's max_parallel
+	// still counts (I5 across versions): with both indices of the
+	// summary's count taken, nobody narrowed takes.
+	full := *sum
+	full.Groups = map[string]*model.GroupSummary{"g": {WaitingTotal: 11, Waiting: sum.Groups["g"].Waiting,
+		Slots: []model.SummarySlot{{Index: 0, Holder: holder}, {Index: 3, Holder: "n-old"}}}}
 	for _, n := range w.nodes {
-		if !listed[n.ID] {
-			holder = n.ID
-			break
+		if got := Decide(w.ownOnly(t, n.ID, &full)).Takes; len(got) != 0 {
+			t.Fatalf("%s takes %+v with max_parallel slots held", n.ID, got)
 		}
-	}
-	f := w.narrow(t, holder, dec.Summary)
-	f.Slots = []Slot{{Key: "slot.default.web.g.0", Slot: model.Slot{Holder: holder, Group: "g", OldAlloc: "a-" + holder}}}
-	if !NeedsSlots(&f) {
-		t.Errorf("%s holds a slot and does not need the slots", holder)
-	}
-	// Its replacement running without a verdict needs nothing more once
-	// the slot is gone from its view (released, or reclaimed): what it
-	// held across a restart the agent's first look at the slots finds.
-	a := w.alloc("a-" + holder)
-	a.JobVersion = 2
-	f = w.narrow(t, holder, dec.Summary)
-	if NeedsSlots(&f) {
-		t.Errorf("%s holds no slot, is not listed, and needs the slots", holder)
 	}
 }
