@@ -31,6 +31,43 @@ const StewardDepth = 3
 // SummaryEvery is the least time between two writes of a job's summary.
 const SummaryEvery = time.Second
 
+// SummaryLazy is the longest a summary change that admits no new waiter
+// (takes, counts) waits to be written.
+const SummaryLazy = 3 * time.Second
+
+// admitsMore reports whether summary next admits a waiter that cur does
+// not: one ranked below next's free slot count (max_parallel less the
+// slots it lists) that is not ranked below cur's. Takes admit nobody new;
+// releases and a promotion do.
+func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) bool {
+	admitted := func(g *model.GroupSummary, maxP int) []model.SummaryWaiter {
+		if g == nil {
+			return nil
+		}
+		free := min(max(maxP-len(g.Slots), 0), len(g.Waiting))
+		return g.Waiting[:free]
+	}
+	for name, gn := range next.Groups {
+		maxP := 1
+		if st := d.TaskGroups[name]; st != nil {
+			maxP = max(st.MaxParallel, 1)
+		}
+		was := admitted(cur.Groups[name], maxP)
+		for _, w := range admitted(gn, maxP) {
+			if !slices.Contains(was, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SummarySettle is how long the steward lets a change of a deployment's
+// summary settle before writing it (the first summary of a deployment is
+// written at once): a wave's releases then reach the waiters in one
+// summary, not split across two intervals.
+const SummarySettle = 100 * time.Millisecond
+
 // summaryWaiters is how many waiters a summary lists per group, as a
 // multiple of max_parallel.
 const summaryWaiters = 2
@@ -193,16 +230,37 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 	key := "summary"
 	if cur != nil {
 		key += ":" + strconv.FormatInt(cur.Time.UnixNano(), 10)
-		if wait := SummaryEvery - f.Now.Sub(cur.Time); wait > 0 && cur.DeploymentID == d.ID {
+	}
+	if cur != nil && cur.DeploymentID == d.ID {
+		// At most once per SummaryEvery. A change that admits nobody new
+		// (slots taken, counts moved) waits up to SummaryLazy: the
+		// waiters need not know of takes (each knows its own, and the
+		// ranks after it stay below the free count). One that frees a
+		// slot or lists a new waiter is written once it has settled for
+		// SummarySettle (from the first pass that saw it): a wave's
+		// slots are released as each replacement turns healthy, within
+		// a few hundred milliseconds, and a summary written on the first
+		// release would admit one waiter and hold the rest an interval.
+		since := f.Now.Sub(cur.Time)
+		wait := SummaryLazy - since
+		if admitsMore(d, cur, next) {
+			settle := "settle:" + key
+			wait = max(SummaryEvery-since, SummarySettle-f.Overdue[settle])
+			if wait > 0 {
+				dec.Due = append(dec.Due, settle)
+			}
+		}
+		if wait > 0 {
 			if dec.RetryIn == 0 || wait < dec.RetryIn {
 				dec.RetryIn = wait
 			}
 			return
 		}
 	}
-	if act(key) {
-		dec.Summary = next
+	if !act(key) {
+		return
 	}
+	dec.Summary = next
 }
 
 // admissionSlots are the slots admission counts for record d: f.Slots,

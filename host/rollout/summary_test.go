@@ -188,9 +188,12 @@ func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 	}
 }
 
-// The steward writes a summary only when it says something new, and at
-// most once per SummaryEvery: until then it asks to decide again when
-// the interval ends.
+// The steward writes a summary only when it says something new, at most
+// once per SummaryEvery. A change that admits nobody new (a slot taken)
+// waits up to SummaryLazy; one that does (the slot released, the next
+// waiter ranked below the free count) is written once it settled for
+// SummarySettle after the interval, and until then the steward asks to
+// decide again when that ends.
 func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 	w := newWorld(6, 1, 0)
 	w.record(nil)
@@ -204,17 +207,40 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 	if dec := Decide(f); dec.Summary != nil {
 		t.Fatalf("an unchanged summary written again: %+v", dec.Summary)
 	}
-	// Something changes half an interval later: not written yet.
-	w.allocs[0].JobVersion = 2
+	// The first waiter takes the slot: nobody new is admitted.
+	holder := first.Groups["g"].Waiting[0].Node
+	w.holdSlot(t, w.take(t, holder)[0])
+	for _, at := range []time.Duration{SummaryEvery / 2, SummaryEvery, SummaryLazy - time.Millisecond} {
+		f = w.facts(t, steward)
+		f.Summary, f.Now = first, t0.Add(at)
+		dec := Decide(f)
+		if dec.Summary != nil || dec.RetryIn != SummaryLazy-at {
+			t.Fatalf("a take, %s after the summary: summary %v, retry in %s", at, dec.Summary, dec.RetryIn)
+		}
+	}
+	f.Now = t0.Add(SummaryLazy)
+	second := Decide(f).Summary
+	if second == nil || len(second.Groups["g"].Slots) != 1 || second.Groups["g"].WaitingTotal != 5 {
+		t.Fatalf("a take, after SummaryLazy: %+v", second)
+	}
+	// The replacement is healthy and the slot released: the next waiter
+	// is admitted. Within the interval: not yet; after it, once settled.
+	second.Time = t0
+	w.slots = nil
+	w.alloc("a-" + holder).JobVersion = 2
 	f = w.facts(t, steward)
-	f.Summary, f.Now = first, t0.Add(SummaryEvery/2)
-	dec := Decide(f)
-	if dec.Summary != nil || dec.RetryIn != SummaryEvery/2 {
-		t.Fatalf("within the interval: summary %v, retry in %s", dec.Summary, dec.RetryIn)
+	f.Summary, f.Now = second, t0.Add(SummaryEvery/2)
+	if dec := Decide(f); dec.Summary != nil || dec.RetryIn != SummaryEvery/2 {
+		t.Fatalf("a release within the interval: summary %v, retry in %s", dec.Summary, dec.RetryIn)
 	}
 	f.Now = t0.Add(SummaryEvery)
-	if dec := Decide(f); dec.Summary == nil || dec.Summary.Groups["g"].WaitingTotal != 5 {
-		t.Fatalf("after the interval: %+v", dec.Summary)
+	dec := Decide(f)
+	if dec.Summary != nil || dec.RetryIn != SummarySettle || len(dec.Due) != 1 || !strings.HasPrefix(dec.Due[0], "settle:") {
+		t.Fatalf("a release, not settled: summary %v, retry in %s, due %v", dec.Summary, dec.RetryIn, dec.Due)
+	}
+	f.Overdue = map[string]time.Duration{dec.Due[0]: SummarySettle}
+	if dec := Decide(f); dec.Summary == nil || len(dec.Summary.Groups["g"].Slots) != 0 || dec.Summary.Groups["g"].WaitingTotal != 5 {
+		t.Fatalf("a release, settled: %+v", dec.Summary)
 	}
 }
 
