@@ -222,6 +222,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 	for _, e := range pending {
 		byGroup[e.Group] = append(byGroup[e.Group], e)
 	}
+	slots := f.admissionSlots(d) // built once: it spans every group
 	for _, name := range slices.Sorted(mapsKeys(byGroup)) {
 		entries := byGroup[name]
 		st := d.TaskGroups[name]
@@ -239,7 +240,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		if maxP <= 0 {
 			maxP = 1
 		}
-		held, holding, holders := groupSlots(f.admissionSlots(d), name)
+		held, holding, holders := groupSlots(slots, name)
 		var free []int
 		for i := 0; i < maxP; i++ {
 			if !held[i] {
