@@ -162,8 +162,10 @@ const lateOOMWait = time.Second
 // lateOOM reports whether the engine records an OOM kill of a container that
 // exited by SIGKILL, looking again for up to lateOOMWait. On cgroup v2 the
 // engine can process the container's exit before its OOM event and set
-// State.OOMKilled only afterwards (seen here as a flaky OOM test; also
-// reported upstream, moby/moby#38352, hashicorp/nomad#13119).
+// State.OOMKilled only afterwards (reported upstream, moby/moby#38352,
+// hashicorp/nomad#13119). No wait helps a kill in the moments after start:
+// the containerd shim registers the cgroup for OOM events only once its start
+// call returned, and such a kill is never recorded (docs/docker-driver.md).
 func (d *Driver) lateOOM(containerID string) bool {
 	deadline := time.Now().Add(lateOOMWait)
 	for time.Now().Before(deadline) {

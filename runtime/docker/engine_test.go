@@ -178,8 +178,9 @@ func TestAnAllocationBeyondTheMemoryLimitIsReportedAsOOMKilled(t *testing.T) {
 	st := waitExit(t, c, oom, 60*time.Second)
 	// On cgroup v2 the engine can process the exit before the OOM event and
 	// set OOMKilled only afterwards (moby/moby#38352): look again for up to
-	// a second, as the docker driver does (plugins/docker lateOOM). Seen
-	// here once in a full-suite run: OOMKilled false, exit 137.
+	// a second, as the docker driver does (plugins/docker lateOOM). A kill
+	// right after start is never recorded (the shim's OOM watch begins once
+	// start returned): the "oom" mode waits a second before it allocates.
 	for deadline := time.Now().Add(time.Second); st.ExitCode == 137 && !st.OOMKilled && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 		var err error

@@ -15,7 +15,12 @@ package dockertest
 //	                  milliseconds to exit (further SIGTERMs ignored), print
 //	                  "bye" and exit CODE
 //	log N             print N lines to stdout and N to stderr, then wait
-//	oom               allocate and touch memory, 1 MiB at a time, forever
+//	oom               wait a second, then allocate and touch memory, 1 MiB
+//	                  at a time, forever. The wait is the engine's: the
+//	                  containerd shim watches a container's cgroup for OOM
+//	                  kills only once the start call returned, so a kill
+//	                  inside that window is never reported as one (exit 137,
+//	                  OOMKilled false: seen once in a loaded CI run)
 //	busy              spin on the CPU until killed
 //	cat PATH...       print each file (or "missing PATH"), then "done", and
 //	                  wait for SIGTERM
@@ -117,6 +122,7 @@ func main() {
 			time.Sleep(time.Hour)
 		}
 	case "oom":
+		time.Sleep(time.Second)
 		var keep [][]byte
 		for {
 			b := make([]byte, 1<<20)
