@@ -330,6 +330,9 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		if !checked {
 			reset, err := s.checkEpoch(ctx, b.kind, kv)
 			if err != nil {
+				if missingStream(err) {
+					kv = nil // re-open it: it may have to be created again
+				}
 				log.Warn("reading bucket status failed; retrying", "err", err)
 				s.setStage(b.kind, err.Error())
 				if !wait.For(ctx, backoff(attempt, 50*time.Millisecond, 2*time.Second)) {
@@ -431,7 +434,12 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			// Resume after the last applied revision: the watch is re-created
 			// at once instead of staying silent after a server restart. A
 			// full pull cut short is redone whole (its absences are unknown).
+			// The server may have come back with an empty store, and
+			// another bucket's goroutine (or a CLI) may have created the
+			// buckets again already: the epoch is read again first, so a
+			// resume never starts past the new bucket's first revisions.
 			full = full && !loaded
+			checked = false
 			s.countRestart(b.kind, "reconnect")
 			log.Info("re-creating watcher after reconnect", "resume_revision", s.revision(b.kind)+1)
 		case endClosed:

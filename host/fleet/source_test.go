@@ -748,6 +748,54 @@ func TestAServerBackWithAnEmptyStoreGetsItsBucketsBackAndIsReadFromRevisionOne(t
 	testutil.Eventually(t, 5*time.Second, "fresh v2", hasJob(src, "fresh", 2))
 }
 
+// A NATS server that comes back with an empty store into which someone else
+// (a CLI, another agent) has already created the buckets and written a job
+// at revision 1 before this source reconnects: the source's resumed watch
+// must not start after its old revision in the new bucket. It reads the
+// bucket's epoch again after a reconnect and pulls the new bucket whole.
+// (Seen in CI, cmd/hivelet TestEndToEndNATSBackWithAnEmptyStore...: the job
+// run by the CLI into the re-created buckets was never placed.) The new
+// store is prepared on another port and then served at the old address, so
+// the buckets exist before the source can reach it, every time.
+func TestAReconnectIntoBucketsSomeoneElseRecreatedReadsThemFromRevisionOne(t *testing.T) {
+	port := testutil.FreePort(t)
+	srv := startServer(t, t.TempDir(), port)
+	log, logs := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	src := runSource(t, st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
+	waitSynced(t, src)
+	writer := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	for v := 1; v <= 3; v++ {
+		putRaw(t, writer, "default.web", jobJSON("web", v, ""))
+	}
+	testutil.Eventually(t, 5*time.Second, "web v3", hasJob(src, "web", 3))
+	defer func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs)
+		}
+	}()
+
+	srv.Shutdown()
+	dir := t.TempDir()
+	prep := startServer(t, dir, -1)
+	pc := connect(t, prep.ClientURL(), log, nil)
+	fresh := mustEnsure(t, pc, BucketOptions{})
+	if rev := putRaw(t, fresh, "default.fresh", jobJSON("fresh", 1, "")); rev != 1 {
+		t.Fatalf("the new bucket's first revision is %d, want 1", rev)
+	}
+	pc.Close()
+	prep.Shutdown()
+	startServer(t, dir, port) // the old address, serving the new buckets
+
+	testutil.Eventually(t, 20*time.Second, "fresh v1, revision 1 of a bucket created by someone else", hasJob(src, "fresh", 1))
+	if !strings.Contains(logs.String(), "bucket was re-created") {
+		t.Fatalf("re-creation not noticed:\n%s", logs)
+	}
+	if st := src.View().Jobs["default.web"]; wanted.OrderFor(st) != wanted.OrderKeep {
+		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
+	}
+}
+
 // A source counts what its watches deliver, by bucket: every entry once,
 // with its key's and value's bytes.
 func TestASourceCountsWhatItsWatchesDeliver(t *testing.T) {
