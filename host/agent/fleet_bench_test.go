@@ -6,11 +6,13 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/mock"
 )
@@ -132,6 +134,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 					}
 				}
 				b.Log(line)
+				if why := f.canaryLag("web", 2); why != "" {
+					b.Log("v2 canaries not running v2: " + why)
+				}
 			}
 		}()
 		defer close(progressDone)
@@ -274,6 +279,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 			g.Update.Canary = 10
 			g.Update.AutoPromote = true
 		}))
+		defer func() { b.Log(f.timeline("web", 2, start)) }()
 		var d *model.Deployment
 		testutil.Eventually(b, 5*time.Minute, "v2 successful", func() bool {
 			d = w.deployment("", "web", 2)
@@ -356,4 +362,112 @@ func putRetrying(b *testing.B, w *world, j *model.Job) {
 		b.Logf("putting job %s version %d (try %d): %v", j.ID, j.Version, try+1, err)
 	}
 	b.Fatal(err)
+}
+
+// canaryLag says where the canaries of the job's deployment of version v
+// that do not run v yet stand, counted by the first of these that holds:
+// the node's view lacks the job at v, lacks the deployment record, or its
+// own allocation of v is placed but not running; else the node's last pass
+// counts (placement made nothing). Empty before the record names canaries.
+func (f *testFleet) canaryLag(job string, v uint64) string {
+	d := f.w.deployment("", job, v)
+	if d == nil || d.TaskGroups["g"] == nil || len(d.TaskGroups["g"].CanaryNodes) == 0 {
+		return ""
+	}
+	canary := map[string]bool{}
+	for _, c := range d.TaskGroups["g"].CanaryNodes {
+		canary[c] = true
+	}
+	jobKey, depKey := wanted.JobKey("", job), wanted.DeploymentKey("", job, v)
+	why := map[string]int{}
+	var examples []string
+	for _, n := range f.nodes {
+		if !canary[n.id] {
+			continue
+		}
+		placed := false
+		for _, a := range n.live(job) {
+			if a.JobVersion != v {
+				continue
+			}
+			placed = true
+			if a.ClientStatus == model.ClientRunning {
+				placed = false
+				canary[n.id] = false
+			}
+		}
+		if !canary[n.id] {
+			continue
+		}
+		view := n.src.View()
+		var reason string
+		switch js := view.Jobs[jobKey]; {
+		case js.Value == nil || js.Value.Version < v:
+			reason = "job not in view"
+		case view.Deployments[depKey].Value == nil:
+			reason = "record not in view"
+		case placed:
+			reason = "placed, not running"
+		default:
+			st := n.agent.Status()
+			reason = "nothing placed"
+			if len(examples) < 3 {
+				sum := "no summary in view"
+				if ss := view.Summaries[wanted.SummaryKey("", job)]; ss.Value != nil && ss.Value.Groups["g"] != nil {
+					g := ss.Value.Groups["g"]
+					rank := slices.IndexFunc(g.Waiting, func(w model.SummaryWaiter) bool { return w.Node == n.id })
+					sum = fmt.Sprintf("summary of v%d from %s ago: rank %d of %d waiting, %d slots held", ss.Value.JobVersion, time.Since(ss.Value.Time).Round(time.Millisecond), rank, g.WaitingTotal, len(g.Slots))
+				}
+				examples = append(examples, fmt.Sprintf("%s: last pass %s ago counts %s errors %q; %s", n.id, time.Since(st.LastPass).Round(time.Millisecond), mustJSON(st.LastCounts), st.Errors, sum))
+			}
+		}
+		why[reason]++
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%v %s", why, strings.Join(examples, "; "))
+}
+
+// timeline is when the deployment of version v went through its steps,
+// from put (this process's clock; the record's times are the server's,
+// the same clock here): the record's creation, the canaries' starts (first,
+// median, 90th percentile, last), the promotion, and the other nodes' starts.
+func (f *testFleet) timeline(job string, v uint64, put time.Time) string {
+	d := f.w.deployment("", job, v)
+	if d == nil || d.TaskGroups["g"] == nil {
+		return fmt.Sprintf("v%d timeline: no record", v)
+	}
+	g := d.TaskGroups["g"]
+	isCanary := map[string]bool{}
+	for _, c := range g.CanaryNodes {
+		isCanary[c] = true
+	}
+	var canaries, others []time.Duration
+	for _, e := range f.rec.all() {
+		if e.op != "start" || e.version != fmt.Sprintf("v%d", v) {
+			continue
+		}
+		if isCanary[e.node] {
+			canaries = append(canaries, e.at.Sub(put))
+		} else {
+			others = append(others, e.at.Sub(put))
+		}
+	}
+	slices.Sort(canaries)
+	slices.Sort(others)
+	q := func(ds []time.Duration, p float64) string {
+		if len(ds) == 0 {
+			return "-"
+		}
+		return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(100 * time.Millisecond).String()
+	}
+	line := fmt.Sprintf("v%d timeline from put: record created %v; %d canary starts first %s median %s p90 %s last %s",
+		v, d.CreateTime.Sub(put).Round(100*time.Millisecond), len(canaries), q(canaries, 0), q(canaries, 0.5), q(canaries, 0.9), q(canaries, 1))
+	if !g.PromotedAt.IsZero() {
+		line += fmt.Sprintf("; promoted %v", g.PromotedAt.Sub(put).Round(100*time.Millisecond))
+	}
+	line += fmt.Sprintf("; %d other starts first %s median %s last %s; status %s at %v",
+		len(others), q(others, 0), q(others, 0.5), q(others, 1), d.Status, d.ModifyTime.Sub(put).Round(100*time.Millisecond))
+	return line
 }
