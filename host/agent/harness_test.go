@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -318,6 +319,9 @@ func (n *node) start() {
 		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err2 = store.ForNode(n.id).PutNode(wctx, rec)
 		wcancel()
+		if try == 6 { // 30 s without an answer: where is everyone waiting?
+			dumpGoroutines(t, n.id+"-register")
+		}
 		if err2 == nil {
 			if try > 0 {
 				t.Logf("%s: node record written at try %d, after %v", n.id, try+1, time.Since(began).Round(time.Second))
@@ -430,4 +434,21 @@ func (n *node) waitPasses(t *testing.T, k uint64) {
 	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("%d more passes of %s", k, n.id), func() bool {
 		return n.agent.Status().Passes >= base+k
 	})
+}
+
+// dumpGoroutines writes the process's goroutines, grouped by stack, to a
+// file in the test's temporary directory's parent (kept after the run), and
+// logs its path: what a stalled fleet run waits on.
+func dumpGoroutines(t testing.TB, what string) {
+	f, err := os.CreateTemp("", "hivelet-goroutines-"+what+"-*.txt")
+	if err != nil {
+		t.Logf("goroutine dump: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 1); err != nil {
+		t.Logf("goroutine dump: %v", err)
+		return
+	}
+	t.Logf("goroutines at %s: %s", what, f.Name())
 }

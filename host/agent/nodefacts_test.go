@@ -78,7 +78,10 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	view := &fleet.View{Nodes: map[string]wanted.NodeState{}, Downs: map[string]wanted.VerdictState{}}
 	job := jobs[0]
 	var allocs []*model.Allocation
-	var c nodeFactsCache
+	var c, p nodeFactsCache // c rebuilt each time, p patched from log
+	log := &testChangeLog{}
+	kinds := []string{fleet.KindJobs, fleet.KindAllocs, fleet.KindRollout, fleet.KindDeployments}
+	var gen uint64
 	base := time.Unix(1_000_000, 0)
 	for step := 0; step < 3000; step++ {
 		// Each step changes a copy of the maps, as the source's snapshots do.
@@ -87,7 +90,9 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			nodes[k] = v
 		}
 		id := fmt.Sprintf("node-%03d", rng.IntN(60))
-		switch op := rng.IntN(10); {
+		op := rng.IntN(10)
+		nodeStep := op <= 5
+		switch {
 		case op < 4:
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id), Revision: uint64(step + 1)}
 		case op == 4:
@@ -122,12 +127,59 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		case op == 9:
 			self = record("node-self")
 		}
-		view = &fleet.View{Nodes: nodes, Downs: view.Downs}
-		got, want := c.nodes(job, self, view, allocs), rolloutNodesRebuilt(job, self, view, allocs)
-		if !reflect.DeepEqual(got, want) {
+		gen++
+		switch {
+		case rng.IntN(100) == 0: // a bucket-wide change: a pull, a filter change
+			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: fleet.KindNodes})
+		case rng.IntN(60) == 0: // the log no longer reaches back
+			log.floor = gen
+			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: fleet.KindNodes, Key: id})
+		default: // the key touched (also when the step changed something else)
+			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: kinds[rng.IntN(len(kinds))], Key: id})
+			if nodeStep {
+				log.entries[len(log.entries)-1].Kind = fleet.KindNodes
+			}
+		}
+		view = &fleet.View{Generation: gen, Nodes: nodes, Downs: view.Downs}
+		if rng.IntN(3) == 0 {
+			continue // the next call patches several changes at once
+		}
+		want := rolloutNodesRebuilt(job, self, view, allocs)
+		if got := c.nodes(job, self, view, allocs, nil); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: the cached node list differs from the one derived afresh:\n got %+v\nwant %+v", step, got, want)
 		}
+		got := p.nodes(job, self, view, allocs, log)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: the node list patched from the change log differs from the one derived afresh:\n got %+v\nwant %+v", step, got, want)
+		}
+		if len(got) > 0 {
+			got[0].ID = "scribbled" // the caller owns the slice: the next call must not see this
+		}
 	}
+	// Control: the patch path was taken, not only rebuilds.
+	if p.patches < 300 {
+		t.Fatalf("the node list was patched %d times in 3,000 steps: the test no longer reaches the patch path", p.patches)
+	}
+	t.Logf("patched %d times", p.patches)
+}
+
+// testChangeLog is a change log over a test's own steps.
+type testChangeLog struct {
+	entries []fleet.Change
+	floor   uint64
+}
+
+func (l *testChangeLog) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
+	if from < l.floor {
+		return nil, false
+	}
+	var out []fleet.Change
+	for _, c := range l.entries {
+		if c.Gen > from && c.Gen <= to {
+			out = append(out, c)
+		}
+	}
+	return out, true
 }
 
 // BenchmarkRolloutFactsNodes: the rollout facts' node list for a job over
@@ -162,9 +214,26 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("node-%04d", i%1000)
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
-			if len(c.nodes(job, self, view, nil)) != 1000 {
+			if len(c.nodes(job, self, view, nil, nil)) != 1000 {
 				b.Fatal("wrong count")
 			}
+		}
+	})
+	// Patched from the change log, which names the one record replaced.
+	b.Run("patched", func(b *testing.B) {
+		var c nodeFactsCache
+		log := &testChangeLog{}
+		for i := 0; b.Loop(); i++ {
+			id := fmt.Sprintf("node-%04d", i%1000)
+			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
+			view.Generation++
+			log.entries = append(log.entries[:0], fleet.Change{Gen: view.Generation, Kind: fleet.KindNodes, Key: id})
+			if len(c.nodes(job, self, view, nil, log)) != 1000 {
+				b.Fatal("wrong count")
+			}
+		}
+		if c.patches == 0 {
+			b.Fatal("never patched")
 		}
 	})
 }

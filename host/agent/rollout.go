@@ -319,7 +319,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		}
 	}
 	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
-	f.Nodes = a.nodeFacts.nodes(job, self, view, f.Allocs)
+	f.Nodes = a.nodeFacts.nodes(job, self, view, f.Allocs, a.changeLog())
 	for _, e := range plan.Place {
 		if a.failedHere(e.PreviousAllocID, job.Version) {
 			f.FailedHere[e.PreviousAllocID] = true
@@ -381,6 +381,34 @@ type nodeFactsCache struct {
 	mu    sync.Mutex
 	facts map[string]nodeDerived
 	order []string
+	// lists are the last node list built per job key, patched from the
+	// source's change log while only node records changed (nodeList).
+	lists map[string]*nodeList
+	// patches counts the lists patched from the log (tests).
+	patches uint64
+}
+
+// nodeList is the last node list built for one job, with what it was built
+// from. While the job, self, the nodes carrying allocations and the loss
+// verdicts are the same, and the change log since gen names only node keys
+// the list already places (pos: a key's index in out, -1 for a key left
+// out), the list is patched at those keys instead of rebuilt: a pass of a
+// thousand-node fleet no longer walks every node record (with a thousand
+// agents on two cores the walk was a sixth of all CPU, most of it memory
+// stalls on other nodes' records: BENCHMARKS.md, "1,000 agents, 2026-12-03").
+type nodeList struct {
+	gen      uint64
+	job      *model.Job
+	self     *model.Node
+	carrying map[string]bool
+	down     map[string]time.Time
+	out      []rollout.Node
+	pos      map[string]int
+}
+
+// changeLog is the part of the view source the node list is patched from.
+type changeLog interface {
+	ChangesSince(from, to uint64) ([]fleet.Change, bool)
 }
 
 func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
@@ -392,26 +420,108 @@ func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
 	return f
 }
 
+// row is the rollout node of the record st under key k, and whether the
+// list includes it (a record in force, not self's, in the job's scope or
+// carrying one of its allocations).
+func (c *nodeFactsCache) row(job *model.Job, self *model.Node, st wanted.NodeState, carrying map[string]bool, downSince map[string]time.Time) (rollout.Node, bool) {
+	n := st.Value
+	if n == nil || n.ID == self.ID {
+		return rollout.Node{}, false
+	}
+	nf := c.fact(job, n)
+	if !nf.scope && !carrying[n.ID] {
+		return rollout.Node{}, false
+	}
+	expired := st.Expired
+	if st.Absent && expired.IsZero() {
+		expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
+	}
+	rn := nf.node(n, !st.Absent, expired)
+	if st.Absent {
+		rn.LostSince = downSince[n.ID] // zero without a verdict
+	}
+	return rn, true
+}
+
 // nodes is the rollout facts' nodes for job, sorted by ID: every node of
 // the view in the job's scope or carrying one of allocs, and self (live).
-func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation) []rollout.Node {
+// With src (nil: always rebuilt) the last list of the job is patched from
+// the change log when it can be (nodeList). The caller owns the slice.
+func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation, src changeLog) []rollout.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.facts == nil || len(c.facts) > 2*len(view.Nodes)+16 {
 		c.facts = make(map[string]nodeDerived, len(view.Nodes)) // forget the nodes gone
 	}
-	var carrying map[string]bool
+	carrying := map[string]bool{}
 	for _, al := range allocs {
-		if carrying == nil {
-			carrying = map[string]bool{}
-		}
 		carrying[al.NodeID] = true
 	}
 	downSince := view.LostSince()
-	out := make([]rollout.Node, 0, len(view.Nodes)+1)
+	jk := wanted.JobKey(job.Namespace, job.ID)
+	if l := c.lists[jk]; l != nil && src != nil && l.job == job && l.self == self && view.Generation >= l.gen &&
+		maps.Equal(l.carrying, carrying) && maps.Equal(l.down, downSince) && c.patch(l, job, self, view, src) {
+		return slices.Clone(l.out)
+	}
+	out, keys := c.build(job, self, view, carrying, downSince)
+	if c.lists == nil {
+		c.lists = map[string]*nodeList{}
+	}
+	delete(c.lists, jk)
+	if keys != nil && src != nil {
+		l := &nodeList{gen: view.Generation, job: job, self: self, carrying: carrying, down: downSince, out: out, pos: keys}
+		if len(c.lists) >= 64 {
+			clear(c.lists) // jobs gone; the next pass of each rebuilds once
+		}
+		c.lists[jk] = l
+		return slices.Clone(out)
+	}
+	return out
+}
+
+// patch brings l to view from the change log: it reports false (rebuild)
+// when the log does not reach back, names a bucket-wide change of the
+// nodes, a key gone or new, or a record that enters or leaves the list or
+// changes its ID.
+func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, self *model.Node, view *fleet.View, src changeLog) bool {
+	if view.Generation == l.gen {
+		return true
+	}
+	changes, ok := src.ChangesSince(l.gen, view.Generation)
+	if !ok {
+		return false
+	}
+	for _, ch := range changes {
+		if ch.Kind != fleet.KindNodes {
+			continue
+		}
+		p, known := l.pos[ch.Key]
+		st, present := view.Nodes[ch.Key]
+		if ch.Key == "" || !known || !present {
+			return false
+		}
+		rn, in := c.row(job, self, st, l.carrying, l.down)
+		if in != (p >= 0) || in && rn.ID != l.out[p].ID {
+			return false
+		}
+		if in {
+			l.out[p] = rn
+		}
+	}
+	l.gen = view.Generation
+	c.patches++
+	return true
+}
+
+// build derives the list afresh (through the per-node facts), and the
+// position of each node key in it; keys is nil when a record's ID is not
+// its key's order (the list is then sorted again and never patched).
+func (c *nodeFactsCache) build(job *model.Job, self *model.Node, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
+	out = make([]rollout.Node, 0, len(view.Nodes)+1)
 	if len(c.order) != len(view.Nodes) {
 		c.order = c.order[:0]
 	}
+	pos := make(map[string]int, len(view.Nodes))
 	for attempt := 0; ; attempt++ {
 		complete := len(c.order) == len(view.Nodes)
 		for _, k := range c.order {
@@ -420,22 +530,12 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 				complete = false
 				break
 			}
-			n := st.Value
-			if n == nil || n.ID == self.ID {
+			rn, in := c.row(job, self, st, carrying, downSince)
+			if !in {
+				pos[k] = -1
 				continue
 			}
-			nf := c.fact(job, n)
-			if !nf.scope && !carrying[n.ID] {
-				continue
-			}
-			expired := st.Expired
-			if st.Absent && expired.IsZero() {
-				expired = downSince[n.ID] // the verdict remembers the expiry this agent did not see
-			}
-			rn := nf.node(n, !st.Absent, expired)
-			if st.Absent {
-				rn.LostSince = downSince[n.ID] // zero without a verdict
-			}
+			pos[k] = len(out)
 			out = append(out, rn)
 		}
 		if complete || attempt > 0 {
@@ -443,15 +543,34 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 		}
 		// The fleet's key set changed since the order was sorted.
 		out = out[:0]
+		clear(pos)
 		c.order = slices.Sorted(maps.Keys(view.Nodes))
 	}
 	sf := derive(job, self).node(self, true, time.Time{})
 	cmp := func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) }
 	if !slices.IsSortedFunc(out, cmp) {
 		slices.SortFunc(out, cmp) // a record whose ID is not its key
+		pos = nil
 	}
 	i, _ := slices.BinarySearchFunc(out, sf, cmp)
-	return slices.Insert(out, i, sf)
+	for k, p := range pos {
+		if p >= i {
+			pos[k] = p + 1 // after self
+		}
+	}
+	if len(pos) != len(view.Nodes) {
+		pos = nil // not every key placed: never patched
+	}
+	return slices.Insert(out, i, sf), pos
+}
+
+// changeLog is the view source's change log, for the rollout facts' node
+// list (nil without a source).
+func (a *Agent) changeLog() changeLog {
+	if a.cfg.Source == nil {
+		return nil
+	}
+	return a.cfg.Source
 }
 
 func (a *Agent) serverNow(t time.Time) time.Time {
