@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,11 +14,20 @@ import (
 // a deployment's steward and deputies, a node's loss steward, the creator's
 // rank and slot admission. Every agent computes the same order.
 func Rendezvous(key, node string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	h.Write([]byte{0})
-	h.Write([]byte(node))
-	x := h.Sum64()
+	// FNV-1a over key, a zero byte and node, written out: hash/fnv's
+	// hasher and the byte slices it takes cost an allocation each, and
+	// every agent hashes the whole fleet for each ranking.
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	x := uint64(offset64)
+	for i := 0; i < len(key); i++ {
+		x ^= uint64(key[i])
+		x *= prime64
+	}
+	x *= prime64 // the zero separator: x ^= 0
+	for i := 0; i < len(node); i++ {
+		x ^= uint64(node[i])
+		x *= prime64
+	}
 	// splitmix64's finaliser: FNV alone orders similar names similarly.
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
@@ -57,7 +65,35 @@ func RankedNodes(key string, ids []string) []string {
 
 // rankOf is id's position in RankedNodes(key, ids), or -1.
 func rankOf(key string, ids []string, id string) int {
-	return slices.Index(RankedNodes(key, ids), id)
+	r, _ := rankAndFirst(key, ids, id)
+	return r
+}
+
+// rankAndFirst returns id's position in RankedNodes(key, ids) (-1 when ids
+// lacks it) and that ranking's first ID ("" for none), in one pass over ids
+// without sorting them: what a pass asks of the steward ranking is only
+// who is first and where it stands itself.
+func rankAndFirst(key string, ids []string, id string) (rank int, first string) {
+	hs := Rendezvous(key, id)
+	var fh uint64
+	found, have := false, false
+	for _, x := range ids {
+		h := Rendezvous(key, x)
+		if !have || h < fh || h == fh && x < first {
+			first, fh, have = x, h, true
+		}
+		if x == id {
+			found = true
+			continue
+		}
+		if h < hs || h == hs && x < id {
+			rank++
+		}
+	}
+	if !found {
+		return -1, first
+	}
+	return rank, first
 }
 
 // LiveEligible returns the IDs of the live eligible nodes, sorted: the

@@ -293,11 +293,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	d := rec.D
 	cands := f.LiveEligible()
-	ranked := RankedNodes(d.ID, cands)
-	if len(ranked) > 0 {
-		dec.Steward = ranked[0]
-	}
-	dec.StewardRank = slices.Index(ranked, f.Self)
+	dec.StewardRank, dec.Steward = rankAndFirst(d.ID, cands, f.Self)
 	if dec.StewardRank < 0 || dec.StewardRank >= StewardDepth || f.Narrow {
 		// Only the first StewardDepth of the ranking act, and only with
 		// the job's allocations in view (they watch them: Watching).
