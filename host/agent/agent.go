@@ -175,6 +175,9 @@ type Agent struct {
 	nodeID string
 
 	nodeFacts nodeFactsCache // the rollout facts' per-node derivations (its own lock)
+	// fleetCountGen is the view generation the fleet was last counted at
+	// (fleetCountStale); written by passes only.
+	fleetCountGen uint64
 
 	mu             sync.Mutex
 	runners        map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID

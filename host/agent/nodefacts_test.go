@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -236,4 +237,61 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 			b.Fatal("never patched")
 		}
 	})
+}
+
+// The fleet count a pass skips after heartbeats alone is the count it would
+// have made: over a random history of heartbeats (flagged HeartbeatOnly,
+// as the source flags them), TTL and protocol changes, expiries, returns
+// and joins, with the log sometimes truncated or naming a whole-bucket
+// change, the kept FleetFacts always equal a fresh count of the view.
+func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	src := &fakeChanges{view: &fleet.View{Nodes: map[string]wanted.NodeState{}}}
+	a := &Agent{nodeID: "node-self", cfg: Config{Source: src}}
+	fresh := &Agent{nodeID: "node-self"}
+	skipped := 0
+	for step := 0; step < 3000; step++ {
+		nodes := maps.Clone(src.view.Nodes)
+		id := fmt.Sprintf("node-%02d", rng.IntN(30))
+		prev, had := nodes[id]
+		ch := fleet.Change{Gen: src.view.Generation + 1, Kind: fleet.KindNodes, Key: id}
+		switch op := rng.IntN(10); {
+		case op < 6 && had && prev.Value != nil && !prev.Absent: // a heartbeat
+			v := *prev.Value
+			v.HeartbeatAt = v.HeartbeatAt.Add(time.Second)
+			prev.Value = &v
+			nodes[id] = prev
+			ch.HeartbeatOnly = true
+		case op < 8:
+			n := &model.Node{ID: id, RolloutProtocol: rng.IntN(3), HeartbeatTTL: model.Duration(time.Duration(1+rng.IntN(3)) * 10 * time.Second),
+				HeartbeatAt: time.Unix(int64(step), 0)}
+			nodes[id] = wanted.NodeState{Key: id, Value: n}
+		case op == 8 && had:
+			prev.Absent = !prev.Absent
+			nodes[id] = prev
+		default:
+			ch.Kind = fleet.KindAllocs // another bucket's change
+		}
+		switch rng.IntN(80) {
+		case 0:
+			src.floor = ch.Gen
+		case 1:
+			ch.Key = ""
+		}
+		src.changes = append(src.changes, ch)
+		src.view = &fleet.View{Generation: ch.Gen, Nodes: nodes}
+		if a.fleetCountStale(src.view) {
+			a.countFleet(src.view)
+		} else {
+			skipped++
+		}
+		fresh.countFleet(src.view)
+		if a.Fleet() != fresh.Fleet() {
+			t.Fatalf("step %d: kept %+v, a fresh count %+v", step, a.Fleet(), fresh.Fleet())
+		}
+	}
+	if skipped < 500 {
+		t.Fatalf("only %d counts skipped in 3,000 steps: the test no longer reaches the skip", skipped)
+	}
+	t.Logf("%d of 3,000 counts skipped", skipped)
 }

@@ -85,8 +85,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// log says which), whose allocations here changed, and those that had
 	// not converged. The others' plans cannot have changed: the reconciler
 	// is pure and the clock-driven rules are the full passes'.
-	a.decideNarrowing(view)
-	a.countFleet(view)
+	if stale := a.fleetCountStale(view); stale || full {
+		a.decideNarrowing(view)
+		a.countFleet(view)
+	}
 	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, nodeSig(self), full)
 	baseSig := a.index.baseSig()
 	ownDirty := a.takeOwnDirty()

@@ -101,6 +101,30 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 	a.narrowNow = !older && (limit < 0 || live > limit)
 }
 
+// fleetCountStale reports whether the fleet must be counted again for
+// decideNarrowing and countFleet: always, unless the change log since the
+// last count names no node change but heartbeats (a record that differs in
+// its heartbeat time alone changes neither count: liveness, protocol and
+// TTL are the same). With a thousand nodes both walks dereference every
+// record each pass, and almost every pass follows heartbeats alone.
+func (a *Agent) fleetCountStale(view *fleet.View) bool {
+	from := a.fleetCountGen
+	a.fleetCountGen = view.Generation
+	if from == 0 || a.cfg.Source == nil || view.Generation < from {
+		return true
+	}
+	changes, ok := a.cfg.Source.ChangesSince(from, view.Generation)
+	if !ok {
+		return true
+	}
+	for _, ch := range changes {
+		if ch.Kind == fleet.KindNodes && (ch.Key == "" || !ch.HeartbeatOnly) {
+			return true
+		}
+	}
+	return false
+}
+
 // countFleet counts the fleet for the heartbeat's liveness plan
 // (node.Liveness): the live nodes, whether each writes a TTL of its own
 // (rollout.BeatProtocol), and the longest TTL a live record says it was
