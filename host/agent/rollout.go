@@ -413,9 +413,9 @@ type nodeFactsCache struct {
 }
 
 // nodeList is the last node list built for one job, with what it was built
-// from. While the job, self, the nodes carrying allocations and the loss
+// from. While the job, self's ID, the nodes carrying allocations and the loss
 // verdicts are the same, and the change log since gen names only node keys
-// the list already places (pos: a key's index in out, -1 for a key left
+// the list already places (pos: a key's index in rows, -1 for a key left
 // out), the list is patched at those keys instead of rebuilt: a pass of a
 // thousand-node fleet no longer walks every node record (with a thousand
 // agents on two cores the walk was a sixth of all CPU, most of it memory
@@ -423,10 +423,10 @@ type nodeFactsCache struct {
 type nodeList struct {
 	gen      uint64
 	job      *model.Job
-	self     *model.Node
+	selfID   string
 	carrying map[string]bool
 	down     map[string]time.Time
-	out      []rollout.Node
+	rows     []rollout.Node // without self (its record is built anew each pass)
 	pos      map[string]int
 }
 
@@ -447,9 +447,9 @@ func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
 // row is the rollout node of the record st under key k, and whether the
 // list includes it (a record in force, not self's, in the job's scope or
 // carrying one of its allocations).
-func (c *nodeFactsCache) row(job *model.Job, self *model.Node, st wanted.NodeState, carrying map[string]bool, downSince map[string]time.Time) (rollout.Node, bool) {
+func (c *nodeFactsCache) row(job *model.Job, selfID string, st wanted.NodeState, carrying map[string]bool, downSince map[string]time.Time) (rollout.Node, bool) {
 	n := st.Value
-	if n == nil || n.ID == self.ID {
+	if n == nil || n.ID == selfID {
 		return rollout.Node{}, false
 	}
 	nf := c.fact(job, n)
@@ -483,31 +483,38 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 	}
 	downSince := view.LostSince()
 	jk := wanted.JobKey(job.Namespace, job.ID)
-	if l := c.lists[jk]; l != nil && src != nil && l.job == job && l.self == self && view.Generation >= l.gen &&
-		maps.Equal(l.carrying, carrying) && maps.Equal(l.down, downSince) && c.patch(l, job, self, view, src) {
-		return slices.Clone(l.out)
-	}
-	out, keys := c.build(job, self, view, carrying, downSince)
-	if c.lists == nil {
-		c.lists = map[string]*nodeList{}
-	}
-	delete(c.lists, jk)
-	if keys != nil && src != nil {
-		l := &nodeList{gen: view.Generation, job: job, self: self, carrying: carrying, down: downSince, out: out, pos: keys}
-		if len(c.lists) >= 64 {
-			clear(c.lists) // jobs gone; the next pass of each rebuilds once
+	var rows []rollout.Node
+	if l := c.lists[jk]; l != nil && src != nil && l.job == job && l.selfID == self.ID && view.Generation >= l.gen &&
+		maps.Equal(l.carrying, carrying) && maps.Equal(l.down, downSince) && c.patch(l, job, view, src) {
+		rows = l.rows
+	} else {
+		var keys map[string]int
+		rows, keys = c.build(job, self.ID, view, carrying, downSince)
+		if c.lists == nil {
+			c.lists = map[string]*nodeList{}
 		}
-		c.lists[jk] = l
-		return slices.Clone(out)
+		delete(c.lists, jk)
+		if keys != nil && src != nil {
+			if len(c.lists) >= 64 {
+				clear(c.lists) // jobs gone; the next pass of each rebuilds once
+			}
+			c.lists[jk] = &nodeList{gen: view.Generation, job: job, selfID: self.ID, carrying: carrying, down: downSince, rows: rows, pos: keys}
+		}
 	}
-	return out
+	// Self, live, in its place by ID: a new slice, the caller's.
+	sf := derive(job, self).node(self, true, time.Time{})
+	i, _ := slices.BinarySearchFunc(rows, sf, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
+	out := make([]rollout.Node, 0, len(rows)+1)
+	out = append(out, rows[:i]...)
+	out = append(out, sf)
+	return append(out, rows[i:]...)
 }
 
 // patch brings l to view from the change log: it reports false (rebuild)
 // when the log does not reach back, names a bucket-wide change of the
 // nodes, a key gone or new, or a record that enters or leaves the list or
 // changes its ID.
-func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, self *model.Node, view *fleet.View, src changeLog) bool {
+func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, src changeLog) bool {
 	if view.Generation == l.gen {
 		return true
 	}
@@ -524,12 +531,12 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, self *model.Node, vi
 		if ch.Key == "" || !known || !present {
 			return false
 		}
-		rn, in := c.row(job, self, st, l.carrying, l.down)
-		if in != (p >= 0) || in && rn.ID != l.out[p].ID {
+		rn, in := c.row(job, l.selfID, st, l.carrying, l.down)
+		if in != (p >= 0) || in && rn.ID != l.rows[p].ID {
 			return false
 		}
 		if in {
-			l.out[p] = rn
+			l.rows[p] = rn
 		}
 	}
 	l.gen = view.Generation
@@ -537,10 +544,10 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, self *model.Node, vi
 	return true
 }
 
-// build derives the list afresh (through the per-node facts), and the
-// position of each node key in it; keys is nil when a record's ID is not
-// its key's order (the list is then sorted again and never patched).
-func (c *nodeFactsCache) build(job *model.Job, self *model.Node, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
+// build derives the list but self afresh (through the per-node facts), and
+// the position of each node key in it; keys is nil when a record's ID is
+// not its key's order (the list is then sorted again and never patched).
+func (c *nodeFactsCache) build(job *model.Job, selfID string, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
 	out = make([]rollout.Node, 0, len(view.Nodes)+1)
 	if len(c.order) != len(view.Nodes) {
 		c.order = c.order[:0]
@@ -554,7 +561,7 @@ func (c *nodeFactsCache) build(job *model.Job, self *model.Node, view *fleet.Vie
 				complete = false
 				break
 			}
-			rn, in := c.row(job, self, st, carrying, downSince)
+			rn, in := c.row(job, selfID, st, carrying, downSince)
 			if !in {
 				pos[k] = -1
 				continue
@@ -570,22 +577,15 @@ func (c *nodeFactsCache) build(job *model.Job, self *model.Node, view *fleet.Vie
 		clear(pos)
 		c.order = slices.Sorted(maps.Keys(view.Nodes))
 	}
-	sf := derive(job, self).node(self, true, time.Time{})
 	cmp := func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) }
 	if !slices.IsSortedFunc(out, cmp) {
 		slices.SortFunc(out, cmp) // a record whose ID is not its key
 		pos = nil
 	}
-	i, _ := slices.BinarySearchFunc(out, sf, cmp)
-	for k, p := range pos {
-		if p >= i {
-			pos[k] = p + 1 // after self
-		}
-	}
 	if len(pos) != len(view.Nodes) {
 		pos = nil // not every key placed: never patched
 	}
-	return slices.Insert(out, i, sf), pos
+	return out, pos
 }
 
 // changeLog is the view source's change log, for the rollout facts' node
