@@ -80,7 +80,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	job := jobs[0]
 	var allocs []*model.Allocation
 	var c, p nodeFactsCache // c rebuilt each time, p patched from log
-	log := &testChangeLog{}
+	log := &fakeChanges{}
 	kinds := []string{fleet.KindJobs, fleet.KindAllocs, fleet.KindRollout, fleet.KindDeployments}
 	var gen uint64
 	base := time.Unix(1_000_000, 0)
@@ -131,14 +131,14 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		gen++
 		switch {
 		case rng.IntN(100) == 0: // a bucket-wide change: a pull, a filter change
-			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: fleet.KindNodes})
+			log.changes = append(log.changes, fleet.Change{Gen: gen, Kind: fleet.KindNodes})
 		case rng.IntN(60) == 0: // the log no longer reaches back
 			log.floor = gen
-			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: fleet.KindNodes, Key: id})
+			log.changes = append(log.changes, fleet.Change{Gen: gen, Kind: fleet.KindNodes, Key: id})
 		default: // the key touched (also when the step changed something else)
-			log.entries = append(log.entries, fleet.Change{Gen: gen, Kind: kinds[rng.IntN(len(kinds))], Key: id})
+			log.changes = append(log.changes, fleet.Change{Gen: gen, Kind: kinds[rng.IntN(len(kinds))], Key: id})
 			if nodeStep {
-				log.entries[len(log.entries)-1].Kind = fleet.KindNodes
+				log.changes[len(log.changes)-1].Kind = fleet.KindNodes
 			}
 		}
 		view = &fleet.View{Generation: gen, Nodes: nodes, Downs: view.Downs}
@@ -164,24 +164,6 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	t.Logf("patched %d times", p.patches)
 }
 
-// testChangeLog is a change log over a test's own steps.
-type testChangeLog struct {
-	entries []fleet.Change
-	floor   uint64
-}
-
-func (l *testChangeLog) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
-	if from < l.floor {
-		return nil, false
-	}
-	var out []fleet.Change
-	for _, c := range l.entries {
-		if c.Gen > from && c.Gen <= to {
-			out = append(out, c)
-		}
-	}
-	return out, true
-}
 
 // BenchmarkRolloutFactsNodes: the rollout facts' node list for a job over
 // 1,000 nodes, derived afresh (the code before the cache) and through the
@@ -223,12 +205,12 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 	// Patched from the change log, which names the one record replaced.
 	b.Run("patched", func(b *testing.B) {
 		var c nodeFactsCache
-		log := &testChangeLog{}
+		log := &fakeChanges{}
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("node-%04d", i%1000)
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
 			view.Generation++
-			log.entries = append(log.entries[:0], fleet.Change{Gen: view.Generation, Kind: fleet.KindNodes, Key: id})
+			log.changes = append(log.changes[:0], fleet.Change{Gen: view.Generation, Kind: fleet.KindNodes, Key: id})
 			if len(c.nodes(job, self, view, nil, log)) != 1000 {
 				b.Fatal("wrong count")
 			}
