@@ -164,7 +164,6 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	t.Logf("patched %d times", p.patches)
 }
 
-
 // BenchmarkRolloutFactsNodes: the rollout facts' node list for a job over
 // 1,000 nodes, derived afresh (the code before the cache) and through the
 // cache with one record replaced between calls (a heartbeat's worth of
