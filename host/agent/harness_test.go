@@ -113,15 +113,20 @@ func (w *world) storeFor() *fleet.Store {
 	return w.stores[int(w.nodes.Add(1))%len(w.stores)]
 }
 
-// ownStore opens the buckets on a new in-process connection, closed when
-// the test ends; a busy server gets half a minute to answer.
+// ownStore opens the buckets on a new in-process connection (loopback TCP
+// with HIVELET_FLEET_CONN=tcp), closed when the test ends; a busy server
+// gets half a minute to answer.
 func (w *world) ownStore() *fleet.Store {
 	w.t.Helper()
 	var st *fleet.Store
 	testutil.Eventually(w.t, 30*time.Second, "a node's own connection and buckets", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		conn, err := fleet.Connect(ctx, fleet.ConnConfig{InProcess: w.emb.Server(), RequestTimeout: 3 * time.Second}, w.log, nil)
+		cfg := fleet.ConnConfig{InProcess: w.emb.Server(), RequestTimeout: 3 * time.Second}
+		if os.Getenv("HIVELET_FLEET_CONN") == "tcp" { // loopback TCP, as a fleet's agents connect
+			cfg = fleet.ConnConfig{URLs: []string{w.emb.ClientURL()}, RequestTimeout: 3 * time.Second}
+		}
+		conn, err := fleet.Connect(ctx, cfg, w.log, nil)
 		if err != nil {
 			return false
 		}
