@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,8 +103,14 @@ func BenchmarkFleetRollout(b *testing.B) {
 		// Every 30 s, how the fleet is doing (a thousand agents take
 		// minutes: a failed wait then has a history).
 		progress := time.NewTicker(30 * time.Second)
-		progressDone := make(chan struct{})
+		progressDone, progressExited := make(chan struct{}), make(chan struct{})
+		var stopProgress sync.Once
+		endProgress := func() { // before the agents stop: it reads them
+			stopProgress.Do(func() { close(progressDone) })
+			<-progressExited
+		}
 		go func() {
+			defer close(progressExited)
 			defer progress.Stop()
 			for {
 				select {
@@ -139,7 +146,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 				}
 			}
 		}()
-		defer close(progressDone)
+		defer endProgress()
 		mod := func(g *model.Group) {
 			g.Update.MaxParallel = maxParallel
 			g.Update.MinHealthyTime = model.Duration(time.Second)
@@ -341,6 +348,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		b.ReportMetric(float64(foreign), "foreign-writes")
 		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
+		endProgress()
 		for _, n := range f.nodes {
 			n.stopOnce(true)
 		}
