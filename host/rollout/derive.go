@@ -28,7 +28,12 @@ func Rendezvous(key, node string) uint64 {
 		x ^= uint64(node[i])
 		x *= prime64
 	}
-	// splitmix64's finaliser: FNV alone orders similar names similarly.
+	return splitmixFinal(x)
+}
+
+// splitmixFinal is splitmix64's finaliser: FNV alone orders similar names
+// similarly.
+func splitmixFinal(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27

@@ -9,19 +9,14 @@ import (
 )
 
 // rendezvousReference is Rendezvous as first written, over hash/fnv: the
-// order every agent of a fleet must agree on, whatever its version.
+// order every agent of a fleet must agree on, whatever its version. What
+// it checks is the written-out FNV-1a.
 func rendezvousReference(key, node string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	h.Write([]byte{0})
 	h.Write([]byte(node))
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return splitmixFinal(h.Sum64()) // the finaliser is shared; pinnedRendezvous guards it
 }
 
 func randomName(rng *rand.Rand) string {
