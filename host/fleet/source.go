@@ -102,11 +102,14 @@ type Source struct {
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
-	gen       uint64
-	snap      *View
-	prev      *View           // the last snapshot taken, kept for its unchanged maps
-	stale     map[string]bool // kinds changed since prev
-	changes   changeLog
+	// nodesAtStart is the nodes bucket's key count read before the first
+	// watches were made (readFleetSize).
+	nodesAtStart int
+	gen          uint64
+	snap         *View
+	prev         *View           // the last snapshot taken, kept for its unchanged maps
+	stale        map[string]bool // kinds changed since prev
+	changes      changeLog
 
 	// minSkew is the smallest (local receipt time − server timestamp)
 	// seen on an entry: local time minus it estimates the server's clock.
@@ -250,6 +253,7 @@ func (s *Source) Synced() <-chan struct{} { return s.syncedCh }
 
 // Run pulls and watches every bucket until ctx ends; it returns ctx's error.
 func (s *Source) Run(ctx context.Context) error {
+	s.readFleetSize(ctx)
 	var wg sync.WaitGroup
 	for _, b := range s.st.buckets() {
 		if !contains(s.kinds, b.kind) {
@@ -263,6 +267,36 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// readFleetSize reads how many keys the nodes bucket holds, once, before
+// the first watches are made: their heartbeats grow with the fleet
+// (watchBeat), and an agent joining a large fleet starts its watches before
+// its own pull of the nodes has counted them. A failed read leaves the
+// count to the pull.
+func (s *Source) readFleetSize(ctx context.Context) {
+	if s.st.Nodes == nil {
+		return
+	}
+	rctx, cancel := s.st.conn.withTimeout(ctx)
+	defer cancel()
+	st, err := s.st.Nodes.Status(rctx)
+	if err != nil {
+		return
+	}
+	if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo() != nil {
+		s.mu.Lock()
+		s.nodesAtStart = int(b.StreamInfo().State.NumSubjects)
+		s.mu.Unlock()
+	}
+}
+
+// fleetSize is the number of nodes the source knows of: those it holds, or
+// the nodes bucket's key count read at its start when that is more.
+func (s *Source) fleetSize() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(len(s.nodes), s.nodesAtStart)
 }
 
 func contains(xs []string, x string) bool {
@@ -772,7 +806,7 @@ func (s *Source) startWatch(ctx context.Context, kv jetstream.KeyValue, resume u
 	timeout := s.st.conn.RequestTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	w, err := watchKV(cctx, s.st.conn.js, kv.Bucket(), filters, resume)
+	w, err := watchKV(cctx, s.st.conn.js, kv.Bucket(), filters, resume, watchBeat(s.fleetSize()))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, nil, fmt.Errorf("creating watcher: no answer within %s", timeout)

@@ -34,6 +34,37 @@ const watchResets = 3
 // watch is recreated by the ordered consumer.
 const watchInactive = 30 * time.Second
 
+// A watch's pull requests carry an idle heartbeat: the server sends one
+// when it has had nothing to deliver for that long, and a watch that hears
+// nothing for two of them takes its pull request for lost and recreates its
+// consumer (the ordered consumer's reset: a deletion and a creation, each a
+// JetStream API request). nats.go's default for an ordered consumer is 5 s
+// (a reset after 10 s of silence). Under a server that a thousand agents
+// keep busy, 10 s without a delivery is load, not loss, and every reset adds
+// two requests to the queue that made it late: at 1,000 agents on two cores
+// the watches ended (three resets failed) 906–1,490 times per bucket in one
+// rollout (BENCHMARKS.md, "1,000 agents, 2026-12-03"). The heartbeat grows
+// with the fleet instead, as the node heartbeats do (node.BeatTTL): 5 s up
+// to 250 nodes, N / 50 s beyond, at most watchBeatMax. The idle heartbeats
+// a fleet's watches cost stay about constant (7 watches × N / (N / 50 s) =
+// 350 / s past 250 nodes), and so do their pull requests (each expires
+// after watchExpiryBeats heartbeats and is re-issued).
+//
+// A lost connection is not left to the heartbeat: the Source re-creates its
+// watches from the connection's reconnect handler, and the server answers a
+// pending pull with a status when its consumer is deleted or changes leader.
+const (
+	watchBeatMin     = 5 * time.Second
+	watchBeatMax     = 30 * time.Second
+	watchBeatPerNode = 20 * time.Millisecond // N / 50 s
+	watchExpiryBeats = 6
+)
+
+// watchBeat is the idle heartbeat of a watch in a fleet of nodes nodes.
+func watchBeat(nodes int) time.Duration {
+	return min(max(time.Duration(nodes)*watchBeatPerNode, watchBeatMin), watchBeatMax)
+}
+
 // kvWatch is one watch of a bucket's keys.
 type kvWatch struct {
 	updates chan jetstream.KeyValueEntry
@@ -47,8 +78,9 @@ type kvWatch struct {
 
 // watchKV starts a watch of bucket's keys matching filters (none: every
 // key): from revision resume on when resume > 0, else the last value of
-// each key. ctx bounds the consumer's creation only.
-func watchKV(ctx context.Context, js jetstream.JetStream, bucket string, filters []string, resume uint64) (*kvWatch, error) {
+// each key; beat is its pull requests' idle heartbeat (watchBeat; 0: the
+// smallest). ctx bounds the consumer's creation only.
+func watchKV(ctx context.Context, js jetstream.JetStream, bucket string, filters []string, resume uint64, beat time.Duration) (*kvWatch, error) {
 	pre := "$KV." + bucket + "."
 	subjects := make([]string, 0, max(len(filters), 1))
 	for _, f := range filters {
@@ -70,7 +102,10 @@ func watchKV(ctx context.Context, js jetstream.JetStream, bucket string, filters
 	if info := cons.CachedInfo(); info != nil {
 		pending = info.NumPending
 	}
-	iter, err := cons.Messages()
+	if beat <= 0 {
+		beat = watchBeatMin
+	}
+	iter, err := cons.Messages(jetstream.PullHeartbeat(beat), jetstream.PullExpiry(watchExpiryBeats*beat))
 	if err != nil {
 		return nil, err
 	}

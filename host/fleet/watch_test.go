@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestAWatchDeliversLastValuesThenAMarkerThenChangesAndStopRemovesItsConsumer
 		}
 		return nil
 	}
-	w, err := watchKV(ctx, c.JetStream(), st.Allocs.Bucket(), []string{"a.>"}, 0)
+	w, err := watchKV(ctx, c.JetStream(), st.Allocs.Bucket(), []string{"a.>"}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestAWatchDeliversLastValuesThenAMarkerThenChangesAndStopRemovesItsConsumer
 	purgedAt := e.Revision()
 
 	// An expiry reaches a watch of the nodes bucket as a purge.
-	nw, err := watchKV(ctx, c.JetStream(), st.Nodes.Bucket(), nil, 0)
+	nw, err := watchKV(ctx, c.JetStream(), st.Nodes.Bucket(), nil, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestAWatchDeliversLastValuesThenAMarkerThenChangesAndStopRemovesItsConsumer
 	if _, err := st.Allocs.Put(ctx, "a.w", []byte("6")); err != nil {
 		t.Fatal(err)
 	}
-	rw, err := watchKV(ctx, c.JetStream(), st.Allocs.Bucket(), []string{"a.>"}, purgedAt+1)
+	rw, err := watchKV(ctx, c.JetStream(), st.Allocs.Bucket(), []string{"a.>"}, purgedAt+1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +123,97 @@ func TestAWatchDeliversLastValuesThenAMarkerThenChangesAndStopRemovesItsConsumer
 		t.Fatalf("%d consumers after one watch stopped, want 1", n)
 	}
 	_ = rw.Stop()
+}
+
+// A watch's idle heartbeat grows with the fleet: 5 s up to 250 nodes,
+// N / 50 s beyond, never past 30 s.
+func TestAWatchHeartbeatGrowsWithTheFleetWithinItsBounds(t *testing.T) {
+	for _, c := range []struct {
+		nodes int
+		want  time.Duration
+	}{{0, 5 * time.Second}, {100, 5 * time.Second}, {250, 5 * time.Second}, {300, 6 * time.Second},
+		{1000, 20 * time.Second}, {1500, 30 * time.Second}, {100000, 30 * time.Second}} {
+		if got := watchBeat(c.nodes); got != c.want {
+			t.Errorf("watchBeat(%d) = %s, want %s", c.nodes, got, c.want)
+		}
+	}
+}
+
+// A watch idle through several of its pull requests' expiries keeps its
+// consumer (no reset: the heartbeats and the re-issued pulls reach it) and
+// still delivers the next change. Control: the consumer's name is read
+// from the server before and after.
+func TestAnIdleWatchOutlivesItsPullExpiriesWithoutAReset(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	c := connect(t, srv.ClientURL(), log, nil)
+	st := mustEnsure(t, c, BucketOptions{NodeTTL: time.Second})
+	ctx := context.Background()
+	beat := 500 * time.Millisecond // the server's smallest; pulls expire every 3 s
+	w, err := watchKV(ctx, c.JetStream(), st.Jobs.Bucket(), nil, 0, beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e := <-w.Updates(); e != nil {
+		t.Fatalf("empty bucket: first entry %v, want the marker", e.Key())
+	}
+	before := w.cons.CachedInfo().Name
+	time.Sleep(3*watchExpiryBeats*beat + beat) // three expiries
+	if _, err := st.Jobs.Put(ctx, "default.web", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e, ok := <-w.Updates():
+		if !ok || e == nil || e.Key() != "default.web" {
+			t.Fatalf("after idling: %v %v, want default.web's put", e, ok)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery after idling through three pull expiries")
+	}
+	if after := w.cons.CachedInfo().Name; after != before {
+		t.Fatalf("consumer %s replaced by %s: the idle watch was reset", before, after)
+	}
+	stream, err := c.JetStream().Stream(ctx, "KV_"+st.Jobs.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	lister := stream.ConsumerNames(ctx)
+	for n := range lister.Name() {
+		names[n] = true
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !names[before] || len(names) != 1 {
+		t.Fatalf("consumers on the server %v, want only %s", names, before)
+	}
+}
+
+// A source reads the nodes bucket's key count before its first watches, so
+// an agent joining a large fleet paces its watches for it from the start.
+func TestASourceKnowsTheFleetSizeBeforeItsPull(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	c := connect(t, srv.ClientURL(), log, nil)
+	st := mustEnsure(t, c, BucketOptions{NodeTTL: time.Minute})
+	ctx := context.Background()
+	for i := range 300 {
+		id := fmt.Sprintf("n%03d", i)
+		if _, err := st.ForNode(id).PutNode(ctx, nodeRecord(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewSource(st, SourceConfig{Log: log})
+	if n := s.fleetSize(); n != 0 {
+		t.Fatalf("before the read: %d nodes", n)
+	}
+	s.readFleetSize(ctx)
+	if n := s.fleetSize(); n != 300 {
+		t.Fatalf("fleet size %d, want 300", n)
+	}
+	if b := watchBeat(s.fleetSize()); b != 6*time.Second {
+		t.Fatalf("beat %s, want 6s", b)
+	}
 }
