@@ -279,6 +279,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 			return
 		}
 		e0, b0, k0 := delivered()
+		trace, err := traceWaves(context.Background(), w.store.Rollout, "", "web")
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		start := time.Now()
 		putRetrying(b, w, fleetJob(2, func(g *model.Group) {
@@ -286,7 +290,13 @@ func BenchmarkFleetRollout(b *testing.B) {
 			g.Update.Canary = 10
 			g.Update.AutoPromote = true
 		}))
-		defer func() { b.Log(f.timeline("web", 2, start)) }()
+		// Reported once the wait ends, before the agents stop (they are
+		// read), or on the way out of a wait that gave up.
+		report := sync.OnceFunc(func() {
+			b.Log(f.timeline("web", 2, start))
+			b.Log(trace.report(2, "g", f.starts(2), f.healthyAt("web", 2)))
+		})
+		defer report()
 		var d *model.Deployment
 		testutil.Eventually(b, 5*time.Minute, "v2 successful", func() bool {
 			d = w.deployment("", "web", 2)
@@ -294,6 +304,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
+		report()
 		after := stats()
 		e1, b1, k1 := delivered()
 		canaries := d.TaskGroups["g"].CanaryNodes
@@ -478,4 +489,31 @@ func (f *testFleet) timeline(job string, v uint64, put time.Time) string {
 	line += fmt.Sprintf("; %d other starts first %s median %s last %s; status %s at %v",
 		len(others), q(others, 0), q(others, 0.5), q(others, 1), d.Status, d.ModifyTime.Sub(put).Round(100*time.Millisecond))
 	return line
+}
+
+// starts is when each node first started a task of version v.
+func (f *testFleet) starts(v uint64) map[string]time.Time {
+	at := map[string]time.Time{}
+	for _, e := range f.rec.all() {
+		if e.op == "start" && e.version == fmt.Sprintf("v%d", v) {
+			if _, ok := at[e.node]; !ok {
+				at[e.node] = e.at
+			}
+		}
+	}
+	return at
+}
+
+// healthyAt is when each node's live allocation of job at version v was
+// marked healthy.
+func (f *testFleet) healthyAt(job string, v uint64) map[string]time.Time {
+	at := map[string]time.Time{}
+	for _, n := range f.nodes {
+		for _, a := range n.live(job) {
+			if a.JobVersion == v && a.DeploymentStatus != nil && a.DeploymentStatus.IsHealthy() {
+				at[n.id] = a.DeploymentStatus.Timestamp
+			}
+		}
+	}
+	return at
 }
