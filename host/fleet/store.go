@@ -22,6 +22,19 @@ const DefaultPrefix = "hivelet"
 // heartbeat period must be well below it (node.DefaultHeartbeat is a third).
 const DefaultNodeTTL = 30 * time.Second
 
+// DefaultMaxWatchers is how many consumers each bucket's stream takes by
+// default (BucketOptions.MaxWatchers). Every agent keeps one watch (one
+// consumer) on each bucket, a CLI following a job one more, and a watch
+// being re-created holds two for a moment, so a bucket's consumers grow
+// with the fleet. nats-server (2.15, as this project embeds it) caps a stream that sets no limit at
+// 1,000 consumers (its jetstream.limits.default_max_consumers); a fleet
+// near 1,000 agents then sees watch creations fail with "maximum consumers
+// limit reached", which is how 1,000 agents in one process stalled at
+// about agent 900 (BENCHMARKS.md, "The server's consumer limit").
+// 100,000 is past where one stream's leader stops being the limit
+// (docs/scale.md).
+const DefaultMaxWatchers = 100_000
+
 // Bucket kinds, as used in logs, metrics and View.Revisions.
 const (
 	KindJobs        = "jobs"
@@ -83,6 +96,12 @@ type BucketOptions struct {
 	Replicas int
 	// NodeTTL is the nodes bucket's bucket-wide TTL; default DefaultNodeTTL.
 	NodeTTL time.Duration
+	// MaxWatchers is the consumer limit set on each bucket's stream, so
+	// that the server's default limit (1,000 per stream) does not bound
+	// the fleet; default DefaultMaxWatchers. A bucket found with a lower
+	// limit (or none, which the server's default fills) is raised to it;
+	// one with a higher limit is left as it is.
+	MaxWatchers int
 }
 
 // Store holds the opened buckets on one Conn and makes every read and write
@@ -139,6 +158,9 @@ func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOpti
 	if o.NodeTTL <= 0 {
 		o.NodeTTL = DefaultNodeTTL
 	}
+	if o.MaxWatchers <= 0 {
+		o.MaxWatchers = DefaultMaxWatchers
+	}
 	st := &Store{conn: c, names: names, nodeTTL: o.NodeTTL, stats: &storeStats{}}
 	cfgs := []struct {
 		dst *jetstream.KeyValue
@@ -158,6 +180,9 @@ func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOpti
 		b.cfg.Replicas = o.Replicas
 		kv, err := ensureBucket(ctx, c, b.cfg)
 		if err != nil {
+			return nil, err
+		}
+		if err := ensureWatchers(ctx, c, b.cfg.Bucket, o.MaxWatchers); err != nil {
 			return nil, err
 		}
 		*b.dst = kv
@@ -186,6 +211,36 @@ func ensureBucket(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (j
 		return nil, fmt.Errorf("creating bucket %s: %w", cfg.Bucket, err)
 	}
 	return kv, nil
+}
+
+// ensureWatchers raises the consumer limit of bucket's stream to want
+// when it is lower (see DefaultMaxWatchers). A limit at or above want is
+// kept (another agent, or the operator, set it). An account whose own
+// consumer limit is lower refuses the raise: that is logged, and the
+// account's limit stays in force.
+func ensureWatchers(ctx context.Context, c *Conn, bucket string, want int) error {
+	rctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	stream, err := c.js.Stream(rctx, "KV_"+bucket)
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", bucket, err)
+	}
+	cfg := stream.CachedInfo().Config
+	if cfg.MaxConsumers >= want {
+		return nil
+	}
+	was := cfg.MaxConsumers
+	cfg.MaxConsumers = want
+	_, err = c.js.UpdateStream(rctx, cfg)
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeMaximumConsumersLimit {
+		c.log.Warn("the account's consumer limit is below the bucket's wanted watcher limit: the account's applies, and a fleet larger than it cannot watch this bucket",
+			"bucket", bucket, "wanted", want, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("setting bucket %s's consumer limit to %d (was %d): %w", bucket, want, was, err)
+	}
+	return nil
 }
 
 // OpenStore opens the buckets that exist and creates none (the CLI's way).
