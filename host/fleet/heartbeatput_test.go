@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,10 +73,15 @@ func TestAHeartbeatPutIsTheRecordADecodeMakesAndNothingElseTakesTheFastPath(t *t
 			t.Errorf("%s: took the fast path", c.name)
 		}
 	}
-	// The decode of "an escaped time" accepts it: the fast path only
-	// declined to read it (control for the case above).
-	if st, ef := wanted.ApplyNode(accepted, cases[4].entry); ef != wanted.EffectAccepted || st.Value.HeartbeatAt.IsZero() {
-		t.Fatalf("the escaped time decoded: %v %+v", ef, st)
+	// The decode of "an escaped time" reads it as a time (Go 1.27's
+	// time.Time.UnmarshalJSON unescapes; 1.26's rejects the record,
+	// naming the field): either way the fast path was right to leave it
+	// to the decode (control for the case above).
+	st, ef := wanted.ApplyNode(accepted, cases[4].entry)
+	decoded := ef == wanted.EffectAccepted && !st.Value.HeartbeatAt.IsZero()
+	refused := ef != wanted.EffectAccepted && st.Rejection != nil && strings.Contains(st.Rejection.Reason, "heartbeat_at")
+	if !decoded && !refused {
+		t.Fatalf("the escaped time: %v %+v %+v", ef, st, st.Rejection)
 	}
 }
 
