@@ -96,7 +96,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 					return true
 				})
 				if agents >= 300 && (k%(4*batch) == 0 || k == agents) {
-					b.Logf("%d agents started and pulled in %v", k, time.Since(began).Round(time.Second))
+					benchLogf("%d agents started and pulled in %v", k, time.Since(began).Round(time.Second))
 				}
 			}
 		}
@@ -140,9 +140,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 						line += fmt.Sprintf("; v%d %s (%s) healthy %d/%d placed %d promoted %v", v, d.Status, d.StatusDescription, g.HealthyAllocs, g.DesiredTotal, g.PlacedAllocs, g.Promoted)
 					}
 				}
-				b.Log(line)
+				benchLog(line)
 				if why := f.canaryLag("web", 2); why != "" {
-					b.Log("v2 canaries not running v2: " + why)
+					benchLog("v2 canaries not running v2: " + why)
 				}
 			}
 		}()
@@ -157,9 +157,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 			if b.Failed() { // what the records say when a wait gave up
 				for _, v := range []uint64{1, 2} {
 					if d := w.deployment("", "web", v); d != nil {
-						b.Logf("deployment of version %d: %s, %s, groups %s", v, d.Status, d.StatusDescription, mustJSON(d.TaskGroups))
+						benchLogf("deployment of version %d: %s, %s, groups %s", v, d.Status, d.StatusDescription, mustJSON(d.TaskGroups))
 					} else {
-						b.Logf("deployment of version %d: none", v)
+						benchLogf("deployment of version %d: none", v)
 					}
 				}
 				// Watch restarts and disruption guards across the fleet
@@ -179,15 +179,15 @@ func BenchmarkFleetRollout(b *testing.B) {
 					}
 					n.agent.mu.Unlock()
 				}
-				b.Logf("watch restarts by bucket and reason %v; within one node TTL, %d agents resumed their nodes watch and %d reconnected (their disruption guard holds)", restarts, resumed, reconnected)
+				benchLogf("watch restarts by bucket and reason %v; within one node TTL, %d agents resumed their nodes watch and %d reconnected (their disruption guard holds)", restarts, resumed, reconnected)
 				srv := w.emb.Server()
-				b.Logf("the server closed %d slow consumers (%d clients) and %d stale connections", srv.NumSlowConsumers(), srv.NumSlowConsumersClients(), srv.NumStaleConnections())
+				benchLogf("the server closed %d slow consumers (%d clients) and %d stale connections", srv.NumSlowConsumers(), srv.NumSlowConsumersClients(), srv.NumStaleConnections())
 				// Why nodes run nothing of the job: the first ten such
 				// nodes' last pass, view and watches.
 				explain := func(n *node, what string) {
 					st, v := n.agent.Status(), n.src.View()
 					_, hasJob := v.Jobs["default.web"]
-					b.Logf("%s %s: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
+					benchLogf("%s %s: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
 						n.id, what, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
 				}
 				shown := 0
@@ -278,7 +278,17 @@ func BenchmarkFleetRollout(b *testing.B) {
 			allocBytes0, allocBytes1 = allocBytes1, ab
 			return
 		}
+		nodeApplies := func() (out fleet.NodeApplies) {
+			for _, n := range f.nodes {
+				a := n.src.NodeApplies()
+				out.Fast += a.Fast
+				out.DecodedBeats += a.DecodedBeats
+				out.Changed += a.Changed
+			}
+			return out
+		}
 		e0, b0, k0 := delivered()
+		na0 := nodeApplies()
 		trace, err := traceWaves(context.Background(), w.store.Rollout, "", "web")
 		if err != nil {
 			b.Fatal(err)
@@ -293,8 +303,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 		// Reported once the wait ends, before the agents stop (they are
 		// read), or on the way out of a wait that gave up.
 		report := sync.OnceFunc(func() {
-			b.Log(f.timeline("web", 2, start))
-			b.Log(trace.report(2, "g", f.starts(2), f.healthyAt("web", 2)))
+			benchLog(f.timeline("web", 2, start))
+			benchLog(trace.report(2, "g", f.starts(2), f.healthyAt("web", 2)))
 		})
 		defer report()
 		var d *model.Deployment
@@ -307,6 +317,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		report()
 		after := stats()
 		e1, b1, k1 := delivered()
+		na1 := nodeApplies()
+		benchLogf("node entries applied during the rollout, per agent: %.1f heartbeats without a decode, %.1f heartbeats decoded, %.1f other (joins, changes, expiries)",
+			float64(na1.Fast-na0.Fast)/float64(agents), float64(na1.DecodedBeats-na0.DecodedBeats)/float64(agents), float64(na1.Changed-na0.Changed)/float64(agents))
 		canaries := d.TaskGroups["g"].CanaryNodes
 		waves := 1 + (agents-len(canaries)+maxParallel-1)/maxParallel
 		asked := time.Duration(waves) * time.Second
@@ -378,7 +391,7 @@ func putRetrying(b *testing.B, w *world, j *model.Job) {
 		if err == nil {
 			return
 		}
-		b.Logf("putting job %s version %d (try %d): %v", j.ID, j.Version, try+1, err)
+		benchLogf("putting job %s version %d (try %d): %v", j.ID, j.Version, try+1, err)
 	}
 	b.Fatal(err)
 }
@@ -517,3 +530,12 @@ func (f *testFleet) healthyAt(job string, v uint64) map[string]time.Time {
 	}
 	return at
 }
+
+// benchLogf writes one line of the fleet benchmark's account to stderr:
+// the testing package keeps ten lines of a benchmark that passed, and the
+// timeline and slot trace come last.
+func benchLogf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "fleet-bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func benchLog(line string) { benchLogf("%s", line) }

@@ -265,9 +265,11 @@ type node struct {
 	driverDown atomic.Bool
 }
 
-// record is the node's current record.
+// record is the node's current record, with the time it is built at as
+// its heartbeat time, as the daemon's (host/node.Record).
 func (n *node) record() *model.Node {
 	r := nodeRecord(n.id)
+	r.HeartbeatAt = time.Now().UTC()
 	if n.driverDown.Load() {
 		r.Drivers["mock"] = model.DriverInfo{Detected: true, Healthy: false, HealthDesc: "plugin exited"}
 	}

@@ -21,24 +21,35 @@ var heartbeatField = []byte(`"heartbeat_at":"`)
 // whatever is not plainly that: any other difference, a heartbeat field not
 // found exactly once in both, an old time that is not the held value's, a
 // record absent or rejected, an entry at or below the applied revision.
+//
+// A put of the very bytes last accepted (a heartbeat of a record that
+// carries no time, or the same record written again) is applied the same
+// way: the decode of the same bytes is the same value.
 func heartbeatPut(prev wanted.NodeState, raw []byte, e wanted.Entry) (wanted.NodeState, bool) {
 	if e.Op != wanted.OpPut || e.Revision == 0 || e.Revision <= prev.Applied || raw == nil ||
-		prev.Value == nil || prev.Absent || prev.Rejection != nil || prev.Value.HeartbeatAt.IsZero() {
+		prev.Value == nil || prev.Absent || prev.Rejection != nil {
 		return prev, false
 	}
-	oldAt, ok := heartbeatTime(raw, e.Value, true)
-	if !ok || !oldAt.Equal(prev.Value.HeartbeatAt) {
-		return prev, false
+	v := prev.Value
+	if !bytes.Equal(raw, e.Value) {
+		if prev.Value.HeartbeatAt.IsZero() {
+			return prev, false
+		}
+		oldAt, ok := heartbeatTime(raw, e.Value, true)
+		if !ok || !oldAt.Equal(prev.Value.HeartbeatAt) {
+			return prev, false
+		}
+		at, ok := heartbeatTime(e.Value, raw, false)
+		if !ok {
+			return prev, false
+		}
+		c := *prev.Value // the maps are shared: a view's values are never modified
+		c.HeartbeatAt = at
+		v = &c
 	}
-	at, ok := heartbeatTime(e.Value, raw, false)
-	if !ok {
-		return prev, false
-	}
-	v := *prev.Value // the maps are shared: a view's values are never modified
-	v.HeartbeatAt = at
 	next := prev
 	next.Key = e.Key
-	next.Value = &v
+	next.Value = v
 	next.Revision = e.Revision
 	next.Applied = e.Revision
 	if !e.Time.IsZero() {

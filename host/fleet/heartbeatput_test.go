@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,33 @@ func TestAHeartbeatPutIsTheRecordADecodeMakesAndNothingElseTakesTheFastPath(t *t
 	}
 	if accepted.Value.HeartbeatAt != t0 {
 		t.Fatal("the fast path modified the record it started from")
+	}
+
+	// The very bytes again (the same record re-put, or a heartbeat of a
+	// record that carries no time): the same value at the new revision,
+	// equal to the full decode.
+	timeless := func() []byte {
+		var n model.Node
+		if err := json.Unmarshal(first, &n); err != nil {
+			t.Fatal(err)
+		}
+		n.HeartbeatAt = time.Time{}
+		b, _ := json.Marshal(n)
+		return b
+	}()
+	for _, raw := range [][]byte{first, timeless} {
+		held, ef := wanted.ApplyNode(wanted.NodeState{}, wanted.Entry{Key: "n1", Value: raw, Revision: 3, Op: wanted.OpPut, Time: t0})
+		if ef != wanted.EffectAccepted {
+			t.Fatalf("the first put: %v", ef)
+		}
+		again := wanted.Entry{Key: "n1", Value: slices.Clone(raw), Revision: 9, Op: wanted.OpPut, Time: t0.Add(time.Minute)}
+		fast, ok := heartbeatPut(held, raw, again)
+		if !ok {
+			t.Fatalf("the same bytes again (%s) did not take the fast path", raw)
+		}
+		if slow, _ := wanted.ApplyNode(held, again); !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("the same bytes again: fast path\n%+v\nfull decode\n%+v", fast, slow)
+		}
 	}
 
 	// What must be decoded.

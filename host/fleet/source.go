@@ -102,6 +102,8 @@ type Source struct {
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
+	// nodeApplies counts the node entries applied, by how (under mu).
+	nodeApplies NodeApplies
 	// nodesAtStart is the nodes bucket's key count read before the first
 	// watches were made (readFleetSize).
 	nodesAtStart int
@@ -267,6 +269,23 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return ctx.Err()
+}
+
+// NodeApplies counts how a source applied the node entries it received:
+// heartbeats taken from the held bytes without a decode (Fast), heartbeats
+// that had to be decoded to be known as such (DecodedBeats: the first
+// after a record's other fields changed, or one whose bytes differ
+// otherwise), and everything else (Changed: joins, changed records,
+// expiries, deletes, rejections).
+type NodeApplies struct {
+	Fast, DecodedBeats, Changed uint64
+}
+
+// NodeApplies returns the counts so far.
+func (s *Source) NodeApplies() NodeApplies {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodeApplies
 }
 
 // readFleetSize reads how many keys the nodes bucket holds, once, before
@@ -996,11 +1015,17 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		if st, ok := heartbeatPut(prev, s.nodeRaw[e.Key], e); ok {
 			s.nodes[e.Key], eff, heartbeat = st, wanted.EffectAccepted, true
 			s.nodeRaw[e.Key] = e.Value
+			s.nodeApplies.Fast++
 			break
 		}
 		st, ef := wanted.ApplyNode(prev, e)
 		s.nodes[e.Key], eff, rej = st, ef, st.Rejection
 		heartbeat = had && heartbeatOnly(prev, st)
+		if heartbeat {
+			s.nodeApplies.DecodedBeats++
+		} else {
+			s.nodeApplies.Changed++
+		}
 		if ef == wanted.EffectAccepted {
 			s.nodeRaw[e.Key] = e.Value
 		}
