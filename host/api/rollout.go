@@ -246,7 +246,10 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		return strings.Compare(a.ID, b.ID)
 	})
 	lost := v.LostSince()
-	for _, st := range v.Nodes {
+	for k, st := range v.Nodes {
+		if b, ok := v.NodeBeats[k]; ok {
+			st = b // its newest heartbeat (fleet.View.Nodes)
+		}
 		n := st.Value
 		if n == nil {
 			continue

@@ -102,6 +102,11 @@ type Source struct {
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
+	// beats are the node states whose newest puts were heartbeats alone
+	// since the nodes were last copied whole into a snapshot (View.NodeBeats);
+	// beatsStale says one was added since the last snapshot.
+	beats      map[string]wanted.NodeState
+	beatsStale bool
 	// nodeApplies counts the node entries applied, by how (under mu).
 	nodeApplies NodeApplies
 	// nodesAtStart is the nodes bucket's key count read before the first
@@ -150,7 +155,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
 		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
-		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
+		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{}, beats: map[string]wanted.NodeState{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
 		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
@@ -1070,12 +1075,25 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			delete(s.slots, e.Key) // released, reclaimed or expired
 		}
 	}
-	s.markStaleLocked(b.kind) // even a write with no effect replaced the record
+	beatOnly := b.kind == KindNodes && heartbeat && eff == wanted.EffectAccepted
+	if beatOnly {
+		// Kept beside the snapshot's node records, not copied into them
+		// (View.NodeBeats).
+		s.beats[e.Key] = s.nodes[e.Key]
+		s.beatsStale = true
+	} else {
+		s.markStaleLocked(b.kind) // even a write with no effect replaced the record
+	}
 	if rej != nil {
 		rej.Bucket = b.name
 	}
-	if eff != wanted.EffectNone {
+	if beatOnly {
+		s.gen++
+		s.snap = nil
+	} else if eff != wanted.EffectNone {
 		s.bumpLocked(b.kind)
+	}
+	if eff != wanted.EffectNone {
 		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision,
 			Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}, HeartbeatOnly: heartbeat})
 	}

@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// A snapshot keeps the nodes' heartbeats beside their records
+// (View.NodeBeats) instead of copying the records after each heartbeat.
+// After each of 4,000 random steps (heartbeats, changed records, joins,
+// expiries, a view taken or not), every key's NodeState is the source's
+// newest state, and its Nodes entry the same but for the heartbeat's own
+// fields. Controls: snapshots share one Nodes map across heartbeats, and
+// the heartbeats are folded in once they pass one record in eight.
+func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t *testing.T) {
+	s := NewSource(&Store{}, SourceConfig{})
+	ref := bucketRef{kind: KindNodes, name: "t_nodes"}
+	discard := slog.New(slog.DiscardHandler)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(7, 9))
+	const keys = 64
+	rev := uint64(0)
+	at := map[string]time.Time{}
+	status := map[string]model.NodeStatus{}
+	put := func(k string) {
+		var n model.Node
+		_ = json.Unmarshal(benchNode(k, at[k]), &n)
+		if status[k] != "" {
+			n.Status = status[k]
+		}
+		b, _ := json.Marshal(n)
+		rev++
+		s.apply(ref, wanted.Entry{Key: k, Value: b, Revision: rev, Op: wanted.OpPut, Time: at[k]}, discard)
+	}
+	for i := range keys {
+		k := fmt.Sprintf("n%02d", i)
+		at[k] = t0
+		put(k)
+	}
+	shared, folded := 0, 0
+	prev := s.View()
+	for step := range 4000 {
+		k := fmt.Sprintf("n%02d", rng.IntN(keys))
+		switch r := rng.IntN(100); {
+		case r < 85: // a heartbeat
+			at[k] = at[k].Add(time.Duration(1+rng.IntN(10)) * time.Second)
+			put(k)
+		case r < 92: // the record changed
+			status[k] = []model.NodeStatus{model.NodeStatusReady, model.NodeStatusInitializing}[rng.IntN(2)]
+			at[k] = at[k].Add(time.Second)
+			put(k)
+		case r < 96: // an expiry (of a live record: a second one changes nothing)
+			if s.nodes[k].Absent {
+				continue
+			}
+			rev++
+			s.apply(ref, wanted.Entry{Key: k, Revision: rev, Op: wanted.OpPurge, Time: at[k]}, discard)
+		default: // back, or a new node
+			at[k] = at[k].Add(time.Second)
+			put(k)
+		}
+		if rng.IntN(3) == 0 {
+			continue // no snapshot this step
+		}
+		v := s.View()
+		if len(v.Nodes) > 0 && reflect.ValueOf(v.Nodes).Pointer() == reflect.ValueOf(prev.Nodes).Pointer() && len(v.NodeBeats) > 0 {
+			shared++
+		}
+		if len(prev.NodeBeats) > len(v.NodeBeats) {
+			folded++
+		}
+		prev = v
+		if len(v.NodeBeats) > keys/nodeBeatsShare+1 {
+			t.Fatalf("step %d: %d heartbeats beside %d records", step, len(v.NodeBeats), len(v.Nodes))
+		}
+		s.mu.Lock()
+		truth := map[string]wanted.NodeState{}
+		for k, st := range s.nodes {
+			truth[k] = st
+		}
+		s.mu.Unlock()
+		if len(v.Nodes) != len(truth) {
+			t.Fatalf("step %d: %d records, the source holds %d", step, len(v.Nodes), len(truth))
+		}
+		for k, want := range truth {
+			got, ok := v.NodeState(k)
+			if !ok || !reflect.DeepEqual(got, want) {
+				t.Fatalf("step %d: NodeState(%s) = %+v, want %+v", step, k, got, want)
+			}
+			base := v.Nodes[k]
+			if want.Value != nil && base.Value != nil {
+				a, b := *base.Value, *want.Value
+				a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
+				if !reflect.DeepEqual(a, b) || base.Absent != want.Absent || base.Expired != want.Expired || !reflect.DeepEqual(base.Rejection, want.Rejection) {
+					t.Fatalf("step %d: Nodes[%s] differs beyond its heartbeat:\n%+v\n%+v", step, k, base, want)
+				}
+			} else if (want.Value == nil) != (base.Value == nil) || base.Absent != want.Absent {
+				t.Fatalf("step %d: Nodes[%s] = %+v, want %+v", step, k, base, want)
+			}
+			if n := v.Node(want.Key); k == want.Key && n == nil && want.Value != nil {
+				t.Fatalf("step %d: Node(%s) nil", step, k)
+			}
+		}
+	}
+	if shared == 0 || folded == 0 {
+		t.Fatalf("snapshots sharing their records across heartbeats %d, folds %d: the path under test was not taken", shared, folded)
+	}
+	t.Logf("%d snapshots shared their records across heartbeats, %d folded the heartbeats in", shared, folded)
+}
