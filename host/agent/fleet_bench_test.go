@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -289,9 +290,29 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		e0, b0, k0 := delivered()
 		na0 := nodeApplies()
+		profileDone := func() {}
 		trace, err := traceWaves(context.Background(), w.store.Rollout, "", "web")
 		if err != nil {
 			b.Fatal(err)
+		}
+		passes0 := map[string]uint64{}
+		for _, n := range f.nodes {
+			passes0[n.id] = n.agent.Status().Passes
+		}
+		// HIVELET_FLEET_PROFILE: a CPU profile of the rollout alone (the
+		// -test.cpuprofile of a run is mostly its start-up).
+		if path := os.Getenv("HIVELET_FLEET_PROFILE"); path != "" {
+			pf, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				b.Fatal(err)
+			}
+			var once sync.Once
+			stopProfile := func() { once.Do(func() { pprof.StopCPUProfile(); _ = pf.Close() }) }
+			defer stopProfile()
+			profileDone = stopProfile
 		}
 		b.StartTimer()
 		start := time.Now()
@@ -303,8 +324,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		// Reported once the wait ends, before the agents stop (they are
 		// read), or on the way out of a wait that gave up.
 		report := sync.OnceFunc(func() {
+			profileDone()
 			benchLog(f.timeline("web", 2, start))
 			benchLog(trace.report(2, "g", f.starts(2), f.healthyAt("web", 2)))
+			benchLog(f.passShares(passes0, trace.stewards(), time.Since(start)))
 		})
 		defer report()
 		var d *model.Deployment
@@ -539,3 +562,26 @@ func benchLogf(format string, args ...any) {
 }
 
 func benchLog(line string) { benchLogf("%s", line) }
+
+// passShares says how often the deployment's stewards passed during the
+// rollout against the other agents (a steward starved of CPU by the
+// agents it shares the machine with is the rollout's pace), with its last
+// pass's time.
+func (f *testFleet) passShares(before map[string]uint64, stewards []string, d time.Duration) string {
+	var others []float64
+	line := ""
+	for _, n := range f.nodes {
+		st := n.agent.Status()
+		rate := float64(st.Passes-before[n.id]) / d.Seconds()
+		if slices.Contains(stewards, n.id) {
+			line += fmt.Sprintf("; steward %s %.1f passes/s, last pass %.1f ms", n.id, rate, st.LastPassMS)
+			continue
+		}
+		others = append(others, rate)
+	}
+	slices.Sort(others)
+	if len(others) == 0 {
+		return "passes: no agents"
+	}
+	return fmt.Sprintf("passes during the rollout: other agents median %.1f/s, p90 %.1f/s", others[len(others)/2], others[len(others)*9/10]) + line
+}

@@ -170,3 +170,17 @@ func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, 
 		q("take→start", toStart), q("start→healthy", toHealthy), q("healthy→release", toRelease),
 		q("between summaries", every), len(takes), len(releases), len(sums))
 }
+
+// stewards are the nodes that wrote the summaries traced, in order of
+// their first summary.
+func (t *waveTrace) stewards() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, e := range t.events {
+		if e.sum != nil && !slices.Contains(out, e.sum.Steward) {
+			out = append(out, e.sum.Steward)
+		}
+	}
+	return out
+}
