@@ -49,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -590,6 +591,18 @@ type Status struct {
 	// LocalPlans counts the plans made from this node's allocations and the
 	// job's record alone, without the fleet view (reconcile.ReconcileLocal).
 	LocalPlans uint64 `json:"local_plans"`
+	// RolloutWrites are the shared rollout writes this agent made, by kind
+	// (transition, create, release, take, verdict, summary, ...): how many,
+	// and how long they took. They are made one after the other, so their
+	// times add up to how late the last of a pass's writes lands.
+	RolloutWrites map[string]WriteTimes `json:"rollout_writes,omitempty"`
+}
+
+// WriteTimes counts one kind of write and its time.
+type WriteTimes struct {
+	Count   uint64  `json:"count"`
+	TotalMS float64 `json:"total_ms"`
+	MaxMS   float64 `json:"max_ms"`
 }
 
 // Counts are a pass's numbers, logged with the same keys every time.
@@ -631,7 +644,23 @@ func (a *Agent) Status() Status {
 	s := a.status
 	s.NodeID = a.nodeID
 	s.Errors = append([]string(nil), s.Errors...)
+	s.RolloutWrites = maps.Clone(s.RolloutWrites)
 	return s
+}
+
+// timeWrite adds one rollout write of kind, begun at start, to the status.
+func (a *Agent) timeWrite(kind string, start time.Time) {
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.status.RolloutWrites == nil {
+		a.status.RolloutWrites = map[string]WriteTimes{}
+	}
+	w := a.status.RolloutWrites[kind]
+	w.Count++
+	w.TotalMS += ms
+	w.MaxMS = max(w.MaxMS, ms)
+	a.status.RolloutWrites[kind] = w
 }
 
 // Allocs returns this node's allocations as it knows them (live runners and

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -574,7 +575,11 @@ func (f *testFleet) passShares(before map[string]uint64, stewards []string, d ti
 		st := n.agent.Status()
 		rate := float64(st.Passes-before[n.id]) / d.Seconds()
 		if slices.Contains(stewards, n.id) {
-			line += fmt.Sprintf("; steward %s %.1f passes/s, last pass %.1f ms", n.id, rate, st.LastPassMS)
+			line += fmt.Sprintf("; steward %s %.1f passes/s, last pass %.1f ms, writes", n.id, rate, st.LastPassMS)
+			for _, k := range slices.Sorted(maps.Keys(st.RolloutWrites)) {
+				w := st.RolloutWrites[k]
+				line += fmt.Sprintf(" %s %d×%.0f ms (max %.0f)", k, w.Count, w.TotalMS/float64(max(w.Count, 1)), w.MaxMS)
+			}
 			continue
 		}
 		others = append(others, rate)

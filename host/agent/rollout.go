@@ -692,7 +692,10 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 	job, dec := w.job, w.dec
 	kick := false
 	for _, t := range dec.Transitions {
-		if err := a.modifyDeployment(ctx, job.Namespace, job.ID, t.Version, t.Apply); err != nil {
+		start := time.Now()
+		err := a.modifyDeployment(ctx, job.Namespace, job.ID, t.Version, t.Apply)
+		a.timeWrite("transition", start)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s on deployment of version %d: %w", t.Kind, t.Version, err))
 		} else {
 			a.log.Info("deployment transition", "job", job.ID, "job_version", t.Version, "kind", t.Kind, "reason", t.Reason)
@@ -700,10 +703,12 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		}
 	}
 	if c := dec.Create; c != nil {
+		start := time.Now()
 		d := rollout.CreateRecord(c, a.chooseCanaries(ctx, c.Canaries))
 		if err := a.createDeployment(ctx, job, d); err != nil {
 			errs = append(errs, err)
 		}
+		a.timeWrite("create", start)
 		kick = true
 	}
 	for _, s := range append(slices.Clone(dec.Releases), dec.Reclaims...) {
@@ -714,7 +719,9 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 			continue // released already (a pass queued it again before the view caught up)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
 		err := a.cfg.Deployments.ReleaseSlot(rctx, s.Key, s.Revision)
+		a.timeWrite("release", start)
 		cancel()
 		a.mu.Lock()
 		delete(a.slotsReleasing, s.Key)
@@ -743,14 +750,20 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		kick = true
 	}
 	for _, t := range dec.Takes {
-		if took, err := a.takeSlot(ctx, t); err != nil {
+		start := time.Now()
+		took, err := a.takeSlot(ctx, t)
+		a.timeWrite("take", start)
+		if err != nil {
 			errs = append(errs, err)
 		} else if took {
 			kick = true
 		}
 	}
 	if dec.Verdict && dec.Record != nil {
-		if changed, err := a.stewardVerdict(ctx, w); err != nil {
+		start := time.Now()
+		changed, err := a.stewardVerdict(ctx, w)
+		a.timeWrite("verdict", start)
+		if err != nil {
 			errs = append(errs, err)
 		} else if changed {
 			kick = true
@@ -776,7 +789,9 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 	}
 	if s := dec.Summary; s != nil {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
 		err := a.cfg.Deployments.PutSummary(sctx, s)
+		a.timeWrite("summary", start)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)

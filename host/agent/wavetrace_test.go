@@ -151,9 +151,12 @@ func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, 
 			}
 		}
 	}
-	var every []time.Duration
-	for i := 1; i < len(sums); i++ {
-		every = append(every, sums[i].at.Sub(sums[i-1].at))
+	var every, writeLag []time.Duration
+	for i, sm := range sums {
+		writeLag = append(writeLag, sm.at.Sub(sm.sum.Time))
+		if i > 0 {
+			every = append(every, sm.at.Sub(sums[i-1].at))
+		}
 	}
 	q := func(name string, ds []time.Duration) string {
 		if len(ds) == 0 {
@@ -168,7 +171,7 @@ func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, 
 	return fmt.Sprintf("v%d slot round trips, median/p90: %s; %s; %s; %s; %s; %s; %s; %d takes, %d releases, %d summaries",
 		v, q("release→summary shows it free", steward), q("→taken", admit), q("release→taken", gaps),
 		q("take→start", toStart), q("start→healthy", toHealthy), q("healthy→release", toRelease),
-		q("between summaries", every), len(takes), len(releases), len(sums))
+		q("between summaries", every), len(takes), len(releases), len(sums)) + "; " + q("summary derived→stored", writeLag)
 }
 
 // stewards are the nodes that wrote the summaries traced, in order of
