@@ -180,17 +180,23 @@ type Agent struct {
 	// (fleetCountStale); written by passes only.
 	fleetCountGen uint64
 
-	mu             sync.Mutex
-	runners        map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
-	terminal       map[string]*model.Allocation   // finished allocations kept for the reconciler
-	stopping       map[string]bool                // stop requested by a pass
-	storedRev      map[string]uint64              // job key → revision of the stored last good job
-	lastGood       map[string]*state.JobRecord    // job key → last good job from the state store
-	jobsToSave     map[string]*state.JobRecord    // queued for the state store
-	saveJobs       chan struct{}
-	drivers        allocrunner.Drivers    // cfg.Drivers with config schemas cached
-	rolloutQueue   map[string]rolloutWork // job key → newest rollout work
-	rolloutWake    chan struct{}
+	mu           sync.Mutex
+	runners      map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID
+	terminal     map[string]*model.Allocation   // finished allocations kept for the reconciler
+	stopping     map[string]bool                // stop requested by a pass
+	storedRev    map[string]uint64              // job key → revision of the stored last good job
+	lastGood     map[string]*state.JobRecord    // job key → last good job from the state store
+	jobsToSave   map[string]*state.JobRecord    // queued for the state store
+	saveJobs     chan struct{}
+	drivers      allocrunner.Drivers    // cfg.Drivers with config schemas cached
+	rolloutQueue map[string]rolloutWork // job key → newest rollout work
+	rolloutWake  chan struct{}
+	// sumQueue holds, per job key, the newest rollout summary to write;
+	// the summary writer (summaryLoop) takes it. sumLast is the last
+	// summary it wrote per job key.
+	sumQueue       map[string]*model.RolloutSummary
+	sumWake        chan struct{}
+	sumLast        map[string]*model.RolloutSummary
 	slotsHeld      map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
 	slotsGone      map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
 	slotsReleasing map[string]uint64               // slot key → revision queued for release (hidden from later passes)
@@ -293,6 +299,9 @@ func New(cfg Config) (*Agent, error) {
 		ownJobs:        map[string]map[string]struct{}{},
 		ownDirty:       map[string]bool{},
 		rolloutWake:    make(chan struct{}, 1),
+		sumQueue:       map[string]*model.RolloutSummary{},
+		sumWake:        make(chan struct{}, 1),
+		sumLast:        map[string]*model.RolloutSummary{},
 		kick:           make(chan struct{}, 1),
 		opCtx:          opCtx,
 		opStop:         opStop,
@@ -480,7 +489,7 @@ func (a *Agent) Restore(ctx context.Context) error {
 // Run runs the loop until ctx ends: it waits for the fleet view's first
 // complete pull, then passes on every change. It returns ctx's error.
 func (a *Agent) Run(ctx context.Context) error {
-	a.bg.Add(3)
+	a.bg.Add(4)
 	go func() {
 		defer a.bg.Done()
 		a.writer.run(a.opCtx)
@@ -488,6 +497,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() {
 		defer a.bg.Done()
 		a.rolloutLoop(a.opCtx)
+	}()
+	go func() {
+		defer a.bg.Done()
+		a.summaryLoop(a.opCtx)
 	}()
 	go func() {
 		defer a.bg.Done()
