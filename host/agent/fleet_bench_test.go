@@ -327,7 +327,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 		report := sync.OnceFunc(func() {
 			profileDone()
 			benchLog(f.timeline("web", 2, start))
-			benchLog(trace.report(2, "g", f.starts(2), f.healthyAt("web", 2)))
+			benchLog(trace.report(2, "g", maxParallel, f.starts(2), f.healthyAt("web", 2)))
 			benchLog(f.passShares(passes0, trace.stewards(), time.Since(start)))
 		})
 		defer report()

@@ -77,7 +77,7 @@ func traceWaves(ctx context.Context, kv jetstream.KeyValue, namespace, job strin
 // report is the legs' medians and 90th percentiles for version v's slots
 // of group, with the starts and health times read from the recorder and
 // the agents' allocations.
-func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, healthy map[string]time.Time) string {
+func (t *waveTrace) report(v uint64, group string, maxParallel int, starts map[string]time.Time, healthy map[string]time.Time) string {
 	t.stop()
 	t.mu.Lock()
 	evs := slices.Clone(t.events)
@@ -152,7 +152,12 @@ func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, 
 		}
 	}
 	var every, writeLag []time.Duration
+	var free, listed []int // per summary: slots it shows free, waiters it lists
 	for i, sm := range sums {
+		if g := sm.sum.Groups[group]; g != nil {
+			free = append(free, maxParallel-len(g.Slots))
+			listed = append(listed, len(g.Waiting))
+		}
 		writeLag = append(writeLag, sm.at.Sub(sm.sum.Time))
 		if i > 0 {
 			every = append(every, sm.at.Sub(sums[i-1].at))
@@ -171,7 +176,8 @@ func (t *waveTrace) report(v uint64, group string, starts map[string]time.Time, 
 	return fmt.Sprintf("v%d slot round trips, median/p90: %s; %s; %s; %s; %s; %s; %s; %d takes, %d releases, %d summaries",
 		v, q("release→summary shows it free", steward), q("→taken", admit), q("release→taken", gaps),
 		q("take→start", toStart), q("start→healthy", toHealthy), q("healthy→release", toRelease),
-		q("between summaries", every), len(takes), len(releases), len(sums)) + "; " + q("summary derived→stored", writeLag)
+		q("between summaries", every), len(takes), len(releases), len(sums)) + "; " + q("summary derived→stored", writeLag) +
+		fmt.Sprintf("; free slots per summary %v, waiters listed %v", free, listed)
 }
 
 // stewards are the nodes that wrote the summaries traced, in order of
