@@ -49,6 +49,12 @@
 //     refuses others with wanted.ErrNotOwner); deployments change only by
 //     compare-and-set, a lost race is reported as ErrLostRace.
 //     TestCASRaceBetweenTwoWritersHasExactlyOneWinner.
+//   - Every bucket's stream takes at least BucketOptions.MaxWatchers
+//     consumers (default 100,000; the server's own default is 1,000 per
+//     stream, one per agent). TestABucketTakesMoreWatchersThanTheServersDefaultConsumerLimit.
+//   - A snapshot's Nodes hold each record as of its last change that was
+//     not a heartbeat; NodeBeats the newer heartbeats (NodeState reads
+//     both). TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState.
 //   - No package-level mutable state; the logger and observer are passed in.
 //
 // The buckets, keys and values it moves are specified in docs/wire-format.md;
