@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -182,11 +183,20 @@ func EnsureBuckets(ctx context.Context, c *Conn, names BucketNames, o BucketOpti
 		if err != nil {
 			return nil, err
 		}
-		if err := ensureWatchers(ctx, c, b.cfg.Bucket, o.MaxWatchers); err != nil {
-			return nil, err
-		}
 		*b.dst = kv
 	}
+	// The consumer limits, all at once: an agent whose permissions do not
+	// cover a stream update gets no answer, and waits out one timeout, not
+	// one per bucket.
+	var wg sync.WaitGroup
+	for _, b := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ensureWatchers(ctx, c, b.cfg.Bucket, o.MaxWatchers)
+		}()
+	}
+	wg.Wait()
 	return st, nil
 }
 
@@ -215,32 +225,36 @@ func ensureBucket(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (j
 
 // ensureWatchers raises the consumer limit of bucket's stream to want
 // when it is lower (see DefaultMaxWatchers). A limit at or above want is
-// kept (another agent, or the operator, set it). An account whose own
-// consumer limit is lower refuses the raise: that is logged, and the
-// account's limit stays in force.
-func ensureWatchers(ctx context.Context, c *Conn, bucket string, want int) error {
+// kept (another agent, or the operator, set it). It never fails the
+// agent's start: an account whose own consumer limit is lower refuses the
+// raise, and an agent whose permissions do not allow stream updates (as
+// examples/fleet/permissions.conf grants none) gets no answer. Either is
+// logged with what the operator can do, and the limit in force stays.
+func ensureWatchers(ctx context.Context, c *Conn, bucket string, want int) {
 	rctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	stream, err := c.js.Stream(rctx, "KV_"+bucket)
 	if err != nil {
-		return fmt.Errorf("reading bucket %s: %w", bucket, err)
+		c.log.Warn("reading the bucket's consumer limit failed", "bucket", bucket, "err", err)
+		return
 	}
 	cfg := stream.CachedInfo().Config
 	if cfg.MaxConsumers >= want {
-		return nil
+		return
 	}
 	was := cfg.MaxConsumers
 	cfg.MaxConsumers = want
 	_, err = c.js.UpdateStream(rctx, cfg)
 	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeMaximumConsumersLimit {
-		c.log.Warn("the account's consumer limit is below the bucket's wanted watcher limit: the account's applies, and a fleet larger than it cannot watch this bucket",
+		c.log.Warn("the account's consumer limit is below the bucket's wanted watcher limit: the account's applies, and a fleet with more agents cannot watch this bucket",
 			"bucket", bucket, "wanted", want, "err", err)
-		return nil
+		return
 	}
 	if err != nil {
-		return fmt.Errorf("setting bucket %s's consumer limit to %d (was %d): %w", bucket, want, was, err)
+		c.log.Warn("could not raise the bucket's consumer limit: with the server's default (1,000 consumers per stream) a fleet of more agents cannot watch it; "+
+			"set max_consumers on the stream, or jetstream { limits { default_max_consumers: -1 } } on the servers, or allow the agent $JS.API.STREAM.UPDATE of it",
+			"bucket", bucket, "stream", "KV_"+bucket, "limit", was, "wanted", want, "err", err)
 	}
-	return nil
 }
 
 // OpenStore opens the buckets that exist and creates none (the CLI's way).
