@@ -676,8 +676,9 @@ func (a *Agent) queueSummary(jobKey string, s *model.RolloutSummary) {
 // the other rollout writes: a summary is a key of its own, derived, with
 // one writer. A summary derived within rollout.SummaryEvery after the last
 // one written here for the same deployment was decided against an older
-// one (its write was still under way): it is dropped, and the next pass, which reads the newer one,
-// decides again when the interval is over (the once-a-second bound holds).
+// one (its write was still under way): it is dropped, and the next pass,
+// which reads the newer one, decides again when the interval is over (the
+// once-a-second bound holds).
 func (a *Agent) summaryLoop(ctx context.Context) {
 	for {
 		select {
@@ -704,10 +705,11 @@ func (a *Agent) summaryLoop(ctx context.Context) {
 			a.timeWrite("summary", start)
 			cancel()
 			if err != nil {
+				// Decided again by the next pass (as before this writer, no
+				// pass is forced: a server that refuses at once would spin).
 				if ctx.Err() == nil {
 					a.log.Error("rollout write", "job", s.JobID, "err", err)
 				}
-				a.Kick() // decided again on the next pass
 				continue
 			}
 			a.mu.Lock()
