@@ -141,8 +141,10 @@ func TestAWatchHeartbeatGrowsWithTheFleetWithinItsBounds(t *testing.T) {
 
 // A watch idle through several of its pull requests' expiries keeps its
 // consumer (no reset: the heartbeats and the re-issued pulls reach it) and
-// still delivers the next change. Control: the consumer's name is read
-// from the server before and after.
+// still delivers the next change. Controls: the consumer's name is read
+// from the server before and after, and the idle heartbeats the connection
+// received show the watch's own beat is in force (at nats.go's default of
+// 5 s there would be one or two).
 func TestAnIdleWatchOutlivesItsPullExpiriesWithoutAReset(t *testing.T) {
 	srv := startServer(t, t.TempDir(), -1)
 	log, _ := testLog(t)
@@ -159,7 +161,11 @@ func TestAnIdleWatchOutlivesItsPullExpiriesWithoutAReset(t *testing.T) {
 		t.Fatalf("empty bucket: first entry %v, want the marker", e.Key())
 	}
 	before := w.cons.CachedInfo().Name
+	in0 := c.nc.Stats().InMsgs
 	time.Sleep(3*watchExpiryBeats*beat + beat) // three expiries
+	if idle := c.nc.Stats().InMsgs - in0; idle < 10 {
+		t.Fatalf("%d messages while idle for %v: the %v heartbeat is not in force", idle, 3*watchExpiryBeats*beat+beat, beat)
+	}
 	if _, err := st.Jobs.Put(ctx, "default.web", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
