@@ -605,9 +605,11 @@ type Status struct {
 	// job's record alone, without the fleet view (reconcile.ReconcileLocal).
 	LocalPlans uint64 `json:"local_plans"`
 	// RolloutWrites are the shared rollout writes this agent made, by kind
-	// (transition, create, release, take, verdict, summary, ...): how many,
-	// and how long they took. They are made one after the other, so their
-	// times add up to how late the last of a pass's writes lands.
+	// (transition, create with its canary choice, release, take, verdict,
+	// summary): how many, and how long they took. All but the summaries
+	// are made one after the other by one worker, so their times add up to
+	// how late the last of a pass's writes lands; summaries have a writer
+	// of their own.
 	RolloutWrites map[string]WriteTimes `json:"rollout_writes,omitempty"`
 }
 

@@ -246,10 +246,7 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 		return strings.Compare(a.ID, b.ID)
 	})
 	lost := v.LostSince()
-	for k, st := range v.Nodes {
-		if b, ok := v.NodeBeats[k]; ok {
-			st = b // its newest heartbeat (fleet.View.Nodes)
-		}
+	for _, st := range v.NodesNewest() {
 		n := st.Value
 		if n == nil {
 			continue

@@ -87,6 +87,13 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 			truth[k] = st
 		}
 		s.mu.Unlock()
+		newest := map[string]wanted.NodeState{}
+		for k, st := range v.NodesNewest() {
+			newest[k] = st
+		}
+		if !reflect.DeepEqual(newest, truth) {
+			t.Fatalf("step %d: NodesNewest differs from the source's states", step)
+		}
 		if len(v.Nodes) != len(truth) {
 			t.Fatalf("step %d: %d records, the source holds %d", step, len(v.Nodes), len(truth))
 		}

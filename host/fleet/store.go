@@ -27,11 +27,11 @@ const DefaultNodeTTL = 30 * time.Second
 // default (BucketOptions.MaxWatchers). Every agent keeps one watch (one
 // consumer) on each bucket, a CLI following a job one more, and a watch
 // being re-created holds two for a moment, so a bucket's consumers grow
-// with the fleet. nats-server (2.15, as this project embeds it) caps a stream that sets no limit at
-// 1,000 consumers (its jetstream.limits.default_max_consumers); a fleet
-// near 1,000 agents then sees watch creations fail with "maximum consumers
-// limit reached", which is how 1,000 agents in one process stalled at
-// about agent 900 (BENCHMARKS.md, "The server's consumer limit").
+// with the fleet. nats-server (2.15, as this project embeds it) caps a
+// stream that sets no limit at 1,000 consumers (its
+// jetstream.limits.default_max_consumers); a fleet near 1,000 agents then
+// sees watch creations fail with "maximum consumers limit reached" (met at
+// 1,000 agents in one process: BENCHMARKS.md, "1,000 agents, 2026-12-04").
 // 100,000 is past where one stream's leader stops being the limit
 // (docs/scale.md).
 const DefaultMaxWatchers = 100_000
