@@ -179,6 +179,10 @@ type Agent struct {
 	// fleetCountGen is the view generation the fleet was last counted at
 	// (fleetCountStale); written by passes only.
 	fleetCountGen uint64
+	// nodeExpiredInView: a node other than self was expired with a loss
+	// revision when the fleet was last counted (anyNodeExpired); written
+	// and read by passes only.
+	nodeExpiredInView bool
 
 	mu           sync.Mutex
 	runners      map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID

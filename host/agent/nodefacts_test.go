@@ -80,6 +80,11 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	job := jobs[0]
 	var allocs []*model.Allocation
 	var c, p nodeFactsCache // c rebuilt each time, p patched from log
+	type handedList struct {
+		step       int
+		list, copy []rollout.Node
+	}
+	var handed []handedList
 	log := &fakeChanges{}
 	kinds := []string{fleet.KindJobs, fleet.KindAllocs, fleet.KindRollout, fleet.KindDeployments}
 	var gen uint64
@@ -91,8 +96,8 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			nodes[k] = v
 		}
 		id := fmt.Sprintf("node-%03d", rng.IntN(60))
-		op := rng.IntN(10)
-		nodeStep := op <= 5
+		op := rng.IntN(11)
+		nodeStep := op <= 5 || op == 10
 		switch {
 		case op < 4:
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id), Revision: uint64(step + 1)}
@@ -127,6 +132,18 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			}
 		case op == 9:
 			self = record("node-self")
+		case op == 10: // a heartbeat folded into the record: a new record, its time alone new
+			if st, ok := nodes[id]; ok && st.Value != nil {
+				v := *st.Value
+				v.HeartbeatAt = base.Add(time.Duration(step) * time.Second)
+				st.Value = &v
+				nodes[id] = st
+			}
+			if rng.IntN(2) == 0 { // the daemon builds self's record anew each pass
+				v := *self
+				v.HeartbeatAt = base.Add(time.Duration(step) * time.Second)
+				self = &v
+			}
 		}
 		gen++
 		switch {
@@ -146,17 +163,47 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			continue // the next call patches several changes at once
 		}
 		want := rolloutNodesRebuilt(job, self, view, allocs)
-		if got := c.nodes(job, self, view, allocs, nil); !reflect.DeepEqual(got, want) {
+		got, idx := c.nodes(job, self, view, allocs, nil)
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: the cached node list differs from the one derived afresh:\n got %+v\nwant %+v", step, got, want)
 		}
-		got := p.nodes(job, self, view, allocs, log)
-		if !reflect.DeepEqual(got, want) {
+		if idx != nil {
+			t.Fatalf("step %d: a list built without a change log came with an index", step)
+		}
+		got, idx = p.nodes(job, self, view, allocs, log)
+		// A list handed out again may hold a record older by its heartbeat
+		// time alone (nothing a decision reads): equal but for that.
+		if !reflect.DeepEqual(withoutBeats(got), withoutBeats(want)) {
 			t.Fatalf("step %d: the node list patched from the change log differs from the one derived afresh:\n got %+v\nwant %+v", step, got, want)
 		}
-		if len(got) > 0 {
-			got[0].ID = "scribbled" // the caller owns the slice: the next call must not see this
+		if idx != nil {
+			if !idx.For(got) {
+				t.Fatalf("step %d: the index came with another list", step)
+			}
+			// The index answers as the list itself does.
+			fresh := rollout.Facts{Nodes: slices.Clone(got)}
+			indexed := rollout.Facts{Nodes: got, Index: idx}
+			if !slices.Equal(indexed.LiveEligible(), fresh.LiveEligible()) {
+				t.Fatalf("step %d: the index's live eligible nodes %v, the list's %v", step, indexed.LiveEligible(), fresh.LiveEligible())
+			}
+		}
+		// Every list handed out is never modified afterwards: the facts
+		// of passes still under way share it.
+		for _, h := range handed {
+			if !reflect.DeepEqual(h.list, h.copy) {
+				t.Fatalf("step %d: a node list handed out at step %d was modified since", step, h.step)
+			}
+		}
+		handed = append(handed, handedList{step: step, list: got, copy: slices.Clone(got)})
+		if len(handed) > 20 {
+			handed = handed[1:]
 		}
 	}
+	// Control: lists were handed out again unchanged, not only built.
+	if p.reused < 50 {
+		t.Fatalf("the node list was handed out again %d times in 3,000 steps: the test no longer reaches the reuse path", p.reused)
+	}
+	t.Logf("reused %d times", p.reused)
 	// Control: the patch path was taken, not only rebuilds.
 	if p.patches < 300 {
 		t.Fatalf("the node list was patched %d times in 3,000 steps: the test no longer reaches the patch path", p.patches)
@@ -196,7 +243,7 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("node-%04d", i%1000)
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
-			if len(c.nodes(job, self, view, nil, nil)) != 1000 {
+			if l, _ := c.nodes(job, self, view, nil, nil); len(l) != 1000 {
 				b.Fatal("wrong count")
 			}
 		}
@@ -210,7 +257,7 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
 			view.Generation++
 			log.changes = append(log.changes[:0], fleet.Change{Gen: view.Generation, Kind: fleet.KindNodes, Key: id})
-			if len(c.nodes(job, self, view, nil, log)) != 1000 {
+			if l, _ := c.nodes(job, self, view, nil, log); len(l) != 1000 {
 				b.Fatal("wrong count")
 			}
 		}
@@ -224,13 +271,14 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 // have made: over a random history of heartbeats (flagged HeartbeatOnly,
 // as the source flags them), TTL and protocol changes, expiries, returns
 // and joins, with the log sometimes truncated or naming a whole-bucket
-// change, the kept FleetFacts always equal a fresh count of the view.
+// change, the kept FleetFacts always equal a fresh count of the view, and
+// the kept "a node expired" (the loss walk's gate) what the view says.
 func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
 	src := &fakeChanges{view: &fleet.View{Nodes: map[string]wanted.NodeState{}}}
 	a := &Agent{nodeID: "node-self", cfg: Config{Source: src}}
 	fresh := &Agent{nodeID: "node-self"}
-	skipped := 0
+	skipped, expiredSeen := 0, false
 	for step := 0; step < 3000; step++ {
 		nodes := maps.Clone(src.view.Nodes)
 		id := fmt.Sprintf("node-%02d", rng.IntN(30))
@@ -249,6 +297,10 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 			nodes[id] = wanted.NodeState{Key: id, Value: n}
 		case op == 8 && had:
 			prev.Absent = !prev.Absent
+			prev.Expired, prev.Applied = time.Time{}, 0
+			if prev.Absent && rng.IntN(2) == 0 { // expired by the server, with its marker's revision
+				prev.Expired, prev.Applied = time.Unix(int64(step), 0), uint64(step+1)
+			}
 			nodes[id] = prev
 		default:
 			ch.Kind = fleet.KindAllocs // another bucket's change
@@ -261,8 +313,9 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 		}
 		src.changes = append(src.changes, ch)
 		src.view = &fleet.View{Generation: ch.Gen, Nodes: nodes}
-		if a.fleetCountStale(src.view) {
+		if a.fleetCountStale(src.view) { // as a pass does
 			a.countFleet(src.view)
+			a.nodeExpiredInView = anyNodeExpired(src.view, a.nodeID)
 		} else {
 			skipped++
 		}
@@ -270,9 +323,29 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 		if a.Fleet() != fresh.Fleet() {
 			t.Fatalf("step %d: kept %+v, a fresh count %+v", step, a.Fleet(), fresh.Fleet())
 		}
+		if want := anyNodeExpired(src.view, a.nodeID); a.nodeExpiredInView != want {
+			t.Fatalf("step %d: kept 'a node expired' %v, the view says %v", step, a.nodeExpiredInView, want)
+		}
+		expiredSeen = expiredSeen || a.nodeExpiredInView
+	}
+	if !expiredSeen {
+		t.Fatal("no step had a node expired: the test no longer reaches the loss walk")
 	}
 	if skipped < 500 {
 		t.Fatalf("only %d counts skipped in 3,000 steps: the test no longer reaches the skip", skipped)
 	}
 	t.Logf("%d of 3,000 counts skipped", skipped)
+}
+
+// withoutBeats is list with each record's heartbeat time cleared (copies).
+func withoutBeats(list []rollout.Node) []rollout.Node {
+	out := slices.Clone(list)
+	for i := range out {
+		if r := out[i].Record; r != nil {
+			v := *r
+			v.HeartbeatAt = time.Time{}
+			out[i].Record = &v
+		}
+	}
+	return out
 }

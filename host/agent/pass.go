@@ -88,6 +88,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	if stale := a.fleetCountStale(view); stale || full {
 		a.decideNarrowing(view)
 		a.countFleet(view)
+		a.nodeExpiredInView = anyNodeExpired(view, a.nodeID)
 	}
 	viewDirty, all := a.index.refresh(a.cfg.Source, view, a.nodeID, nodeSig(self), full)
 	baseSig := a.index.baseSig()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -343,7 +344,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		}
 	}
 	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
-	f.Nodes = a.nodeFacts.nodes(job, self, view, f.Allocs, a.changeLog())
+	f.Nodes, f.Index = a.nodeFacts.nodes(job, self, view, f.Allocs, a.changeLog())
 	for _, e := range plan.Place {
 		if a.failedHere(e.PreviousAllocID, job.Version) {
 			f.FailedHere[e.PreviousAllocID] = true
@@ -408,8 +409,9 @@ type nodeFactsCache struct {
 	// lists are the last node list built per job key, patched from the
 	// source's change log while only node records changed (nodeList).
 	lists map[string]*nodeList
-	// patches counts the lists patched from the log (tests).
-	patches uint64
+	// patches counts the lists patched from the log, reused the lists
+	// handed out again unchanged (tests).
+	patches, reused uint64
 }
 
 // nodeList is the last node list built for one job, with what it was built
@@ -428,6 +430,35 @@ type nodeList struct {
 	down     map[string]time.Time
 	rows     []rollout.Node // without self (its record is built anew each pass)
 	pos      map[string]int
+	// out is the last list handed out (rows with self in its place, never
+	// modified once handed out), its index, and the self row it holds:
+	// handed out again while no row changed and self's row is the same
+	// (sameRow). A pass of a large fleet then copies no list, builds no
+	// index and hashes no node: heartbeats change none of them.
+	out  []rollout.Node
+	idx  *rollout.NodeIndex
+	self rollout.Node
+}
+
+// sameRow reports whether two rollout nodes say the same: every field
+// equal, and their records the same or differing in the heartbeat time
+// alone (what the daemon changes each time it builds self's record, and
+// nothing a decision reads).
+func sameRow(a, b rollout.Node) bool {
+	ra, rb := a.Record, b.Record
+	a.Record, b.Record = nil, nil
+	if a != b {
+		return false
+	}
+	if ra == rb {
+		return true
+	}
+	if ra == nil || rb == nil {
+		return false
+	}
+	x, y := *ra, *rb
+	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
+	return reflect.DeepEqual(x, y)
 }
 
 // changeLog is the part of the view source the node list is patched from.
@@ -469,9 +500,11 @@ func (c *nodeFactsCache) row(job *model.Job, selfID string, st wanted.NodeState,
 
 // nodes is the rollout facts' nodes for job, sorted by ID: every node of
 // the view in the job's scope or carrying one of allocs, and self (live).
-// With src (nil: always rebuilt) the last list of the job is patched from
-// the change log when it can be (nodeList). The caller owns the slice.
-func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation, src changeLog) []rollout.Node {
+// With src (nil: always rebuilt, and no index) the last list of the job is
+// patched from the change log when it can be (nodeList), and handed out
+// again with its index while nothing in it changed. The slice is shared
+// and read-only: neither the caller nor a later call modifies it.
+func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation, src changeLog) ([]rollout.Node, *rollout.NodeIndex) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.facts == nil || len(c.facts) > 2*len(view.Nodes)+16 {
@@ -484,10 +517,12 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 	downSince := view.LostSince()
 	jk := wanted.JobKey(job.Namespace, job.ID)
 	var rows []rollout.Node
-	if l := c.lists[jk]; l != nil && src != nil && l.job == job && l.selfID == self.ID && view.Generation >= l.gen &&
+	l := c.lists[jk]
+	if l != nil && src != nil && l.job == job && l.selfID == self.ID && view.Generation >= l.gen &&
 		maps.Equal(l.carrying, carrying) && maps.Equal(l.down, downSince) && c.patch(l, job, view, src) {
 		rows = l.rows
 	} else {
+		l = nil
 		var keys map[string]int
 		rows, keys = c.build(job, self.ID, view, carrying, downSince)
 		if c.lists == nil {
@@ -498,16 +533,26 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 			if len(c.lists) >= 64 {
 				clear(c.lists) // jobs gone; the next pass of each rebuilds once
 			}
-			c.lists[jk] = &nodeList{gen: view.Generation, job: job, selfID: self.ID, carrying: carrying, down: downSince, rows: rows, pos: keys}
+			l = &nodeList{gen: view.Generation, job: job, selfID: self.ID, carrying: carrying, down: downSince, rows: rows, pos: keys}
+			c.lists[jk] = l
 		}
 	}
-	// Self, live, in its place by ID: a new slice, the caller's.
+	// Self, live, in its place by ID.
 	sf := derive(job, self).node(self, true, time.Time{})
+	if l != nil && l.out != nil && sameRow(l.self, sf) {
+		c.reused++
+		return l.out, l.idx
+	}
 	i, _ := slices.BinarySearchFunc(rows, sf, func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) })
 	out := make([]rollout.Node, 0, len(rows)+1)
 	out = append(out, rows[:i]...)
 	out = append(out, sf)
-	return append(out, rows[i:]...)
+	out = append(out, rows[i:]...)
+	if l == nil {
+		return out, nil
+	}
+	l.out, l.idx, l.self = out, rollout.NewNodeIndex(out), sf
+	return l.out, l.idx
 }
 
 // patch brings l to view from the change log: it reports false (rebuild)
@@ -535,8 +580,9 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 		if in != (p >= 0) || in && rn.ID != l.rows[p].ID {
 			return false
 		}
-		if in {
+		if in && !sameRow(l.rows[p], rn) {
 			l.rows[p] = rn
+			l.out, l.idx = nil, nil // handed out: never modified, built anew
 		}
 	}
 	l.gen = view.Generation
@@ -1092,7 +1138,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 	// revision, and deletes only this node's own verdicts: with neither in
 	// view (a fleet without losses, nearly always) it decides nothing, and
 	// the O(fleet) slices it would be given are not built.
-	if !anyLoss(view, a.nodeID) {
+	if !anyVerdictOf(view, a.nodeID) && !a.nodeExpiredInView {
 		return
 	}
 	var nodes []rollout.Node
@@ -1140,15 +1186,22 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 	}
 }
 
-// anyLoss reports whether view holds what rollout.Losses could act on: a
-// node other than self that is absent with a loss revision and a down time
-// (its verdict may be due), or a verdict about self (to delete).
-func anyLoss(view *fleet.View, self string) bool {
+// anyVerdictOf and anyNodeExpired say whether view holds what
+// rollout.Losses could act on: a loss verdict of self (to delete on its
+// return), or a node other than self expired with a loss revision (a
+// verdict to write). Nearly always neither: the verdicts are few, and the
+// walk over every node record is made only when the fleet is counted
+// again (fleetCountStale: an expiry or a return is never a heartbeat).
+func anyVerdictOf(view *fleet.View, self string) bool {
 	for _, st := range view.Downs {
 		if st.Value != nil && !st.Absent && st.Value.Node == self {
 			return true
 		}
 	}
+	return false
+}
+
+func anyNodeExpired(view *fleet.View, self string) bool {
 	for k, st := range view.Nodes {
 		if st.Value != nil && st.Absent && st.Applied != 0 && !st.Expired.IsZero() && k != wanted.NodeKey(self) {
 			return true

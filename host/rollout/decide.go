@@ -288,11 +288,7 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 		return
 	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
-	cands := f.LiveEligible()
-	if !slices.Contains(cands, f.Self) {
-		cands = append(cands, f.Self)
-	}
-	rank := rankOf(key, cands, f.Self)
+	rank, _ := f.rankLive(key, f.Self, true)
 	delay := min(time.Duration(rank)*CreateStep, CreateMax)
 	if f.SinceSeen < delay {
 		dec.RetryIn = delay - f.SinceSeen

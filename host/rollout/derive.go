@@ -105,6 +105,9 @@ func rankAndFirst(key string, ids []string, id string) (rank int, first string) 
 // steward's candidates (RankedNodes(deployment ID, these)[0] is the
 // steward) and the nodes a group's desired total counts.
 func (f *Facts) LiveEligible() []string {
+	if x := f.index(); x != nil {
+		return x.live // clipped: a caller's append copies
+	}
 	var out []string
 	for _, n := range f.Nodes {
 		if n.Live && n.Eligible {
@@ -116,6 +119,13 @@ func (f *Facts) LiveEligible() []string {
 }
 
 func (f *Facts) node(id string) (Node, bool) {
+	if x := f.index(); x != nil {
+		i, ok := x.pos[id]
+		if !ok {
+			return Node{}, false
+		}
+		return f.Nodes[i], true
+	}
 	if f.nodeIdx == nil {
 		// Built once per decision: lookups by node are on every path.
 		f.nodeIdx = make(map[string]int, len(f.Nodes))
@@ -222,10 +232,7 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 		return out
 	}
 	nodes := f.LiveEligible()
-	isCounted := map[string]bool{}
-	for _, id := range nodes {
-		isCounted[id] = true
-	}
+	isCounted := f.liveEligibleSet()
 	held := map[string]bool{} // old allocations a slot is replacing
 	for _, s := range f.Slots {
 		held[s.Slot.OldAlloc] = true
@@ -254,7 +261,7 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 			}
 			switch {
 			case a.JobVersion == d.JobVersion:
-				if !isCounted[a.NodeID] {
+				if !isCounted(a.NodeID) {
 					continue
 				}
 				c.Placed++

@@ -151,6 +151,11 @@ type Facts struct {
 	// Nonce is a fresh random token for the writes of this decision.
 	Nonce string `json:"nonce,omitempty"`
 
+	// Index, if set, is NewNodeIndex(Nodes) for this very slice, kept
+	// by a caller that decides on one node list for many passes (it is
+	// ignored for any other slice).
+	Index *NodeIndex `json:"-"`
+
 	// Indexes of Nodes and Allocs, built on first use by the decision that
 	// owns this copy of the facts (never shared between goroutines).
 	nodeIdx  map[string]int

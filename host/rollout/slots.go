@@ -292,8 +292,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 // was lost, and write a pending revert.
 func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	d := rec.D
-	cands := f.LiveEligible()
-	dec.StewardRank, dec.Steward = rankAndFirst(d.ID, cands, f.Self)
+	dec.StewardRank, dec.Steward = f.rankLive(d.ID, f.Self, false)
 	if dec.StewardRank < 0 || dec.StewardRank >= StewardDepth || f.Narrow {
 		// Only the first StewardDepth of the ranking act, and only with
 		// the job's allocations in view (they watch them: Watching).

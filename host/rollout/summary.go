@@ -81,17 +81,13 @@ func Watching(f *Facts) bool {
 	if f.Job == nil {
 		return false
 	}
-	cands := f.LiveEligible()
-	if !slices.Contains(cands, f.Self) {
-		cands = append(cands, f.Self)
-	}
 	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
 	for _, r := range f.Records {
 		if r.D != nil && r.D.JobVersion == f.Job.Version {
 			key = r.D.ID
 		}
 	}
-	r := rankOf(key, cands, f.Self)
+	r, _ := f.rankLive(key, f.Self, true)
 	return r >= 0 && r < StewardDepth
 }
 
