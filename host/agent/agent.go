@@ -183,6 +183,10 @@ type Agent struct {
 	// revision when the fleet was last counted (anyNodeExpired); written
 	// and read by passes only.
 	nodeExpiredInView bool
+	// fleetLevel is the lowest rollout protocol level among the live
+	// nodes when the fleet was last counted (countFleet; this agent's own
+	// level with no other node); passes only.
+	fleetLevel int
 
 	mu           sync.Mutex
 	runners      map[string]*allocrunner.Runner // live (and recently finished) runners, by alloc ID

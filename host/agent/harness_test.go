@@ -298,7 +298,7 @@ func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, re
 func nodeRecord(id string) *model.Node {
 	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
 		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
-		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.BeatProtocol}
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.AssignProtocol}
 }
 
 func (n *node) start() {

@@ -98,6 +98,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		id := fmt.Sprintf("node-%03d", rng.IntN(60))
 		op := rng.IntN(11)
 		nodeStep := op <= 5 || op == 10
+		beat := false
 		switch {
 		case op < 4:
 			nodes[id] = wanted.NodeState{Key: id, Value: record(id), Revision: uint64(step + 1)}
@@ -134,6 +135,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			self = record("node-self")
 		case op == 10: // a heartbeat folded into the record: a new record, its time alone new
 			if st, ok := nodes[id]; ok && st.Value != nil {
+				beat = !st.Absent // what the source flags HeartbeatOnly
 				v := *st.Value
 				v.HeartbeatAt = base.Add(time.Duration(step) * time.Second)
 				st.Value = &v
@@ -156,6 +158,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			log.changes = append(log.changes, fleet.Change{Gen: gen, Kind: kinds[rng.IntN(len(kinds))], Key: id})
 			if nodeStep {
 				log.changes[len(log.changes)-1].Kind = fleet.KindNodes
+				log.changes[len(log.changes)-1].HeartbeatOnly = beat
 			}
 		}
 		view = &fleet.View{Generation: gen, Nodes: nodes, Downs: view.Downs}

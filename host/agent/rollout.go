@@ -132,14 +132,19 @@ func (a *Agent) fleetCountStale(view *fleet.View) bool {
 // written with.
 func (a *Agent) countFleet(view *fleet.View) {
 	f := hostnode.FleetFacts{Grow: true, Counted: true}
+	lowest := rollout.AssignProtocol // this agent's own level
 	for k, st := range view.Nodes {
 		if st.Value == nil || st.Absent {
 			continue
+		}
+		if k != a.nodeID {
+			lowest = min(lowest, st.Value.RolloutProtocol)
 		}
 		f.Live++
 		f.MaxTTL = max(f.MaxTTL, st.Value.HeartbeatTTL.D())
 		f.Grow = f.Grow && (st.Value.RolloutProtocol >= rollout.BeatProtocol || k == a.nodeID)
 	}
+	a.fleetLevel = lowest
 	a.mu.Lock()
 	a.fleetFacts = f
 	a.mu.Unlock()
@@ -325,7 +330,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	deps []*model.Deployment, slots []rollout.Slot, plan *reconcile.Plan, now time.Time) rollout.Facts {
 	f := rollout.Facts{
 		Self: a.nodeID, BootID: a.bootID, Job: job, Plan: plan, Slots: slots,
-		Now: a.serverNow(now), NodeTTL: a.nodeTTL(), Nonce: nonce(),
+		Now: a.serverNow(now), NodeTTL: a.nodeTTL(), Nonce: nonce(), FleetProtocol: a.fleetLevel,
 		InPlace: map[string]bool{}, FailedHere: map[string]bool{},
 	}
 	for _, d := range deps {
@@ -568,7 +573,10 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 		return false
 	}
 	for _, ch := range changes {
-		if ch.Kind != fleet.KindNodes {
+		if ch.Kind != fleet.KindNodes || ch.HeartbeatOnly && ch.Key != "" {
+			// A heartbeat changes nothing of a row but the record's
+			// heartbeat time (sameRow): the row stands. A later change of
+			// the key that is not a heartbeat reads the record in view.
 			continue
 		}
 		p, known := l.pos[ch.Key]

@@ -254,6 +254,14 @@ type GroupSummary struct {
 	// most twice max_parallel); WaitingTotal counts them all.
 	Waiting      []SummaryWaiter `json:"waiting,omitempty"`
 	WaitingTotal int             `json:"waiting_total"`
+	// Assigned are the update slot indices the steward assigned to the
+	// first len(Assigned) waiters, the ones admitted: Assigned[i] is
+	// Waiting[i]'s (rollout protocol 4, rollout.AssignProtocol; absent in
+	// an older steward's summary). An admitted waiter keeps its index from
+	// one summary to the next until the steward sees it taken, so a
+	// waiter that acts on an older summary and one that acts on the newer
+	// try different keys.
+	Assigned []int `json:"assigned,omitempty"`
 	// Slots are the group's held update slots (any version), by index:
 	// what a narrowed waiter counts as occupied when it does not watch the
 	// slot keys (docs/rollout.md, "Admission").

@@ -26,6 +26,14 @@ const SummaryProtocol = 2
 // below it lives as long as the bucket's TTL, raised or not.
 const BeatProtocol = 3
 
+// AssignProtocol is the level a node advertises when its agent, besides
+// the above, reads the slot indices a summary assigns to the waiters it
+// admits (model.GroupSummary.Assigned) and, as a steward, writes them: a
+// steward assigns only while every live node of the job is at this level,
+// since an older agent decodes summaries strictly and would refuse one
+// with the field.
+const AssignProtocol = 4
+
 // Defaults of the protocol (docs/rollout.md).
 const (
 	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
@@ -136,6 +144,10 @@ type Facts struct {
 	// Now is the server time (estimated by the loop from the server
 	// timestamps of the entries it receives).
 	Now time.Time `json:"now"`
+	// FleetProtocol is the lowest rollout protocol level among the live
+	// nodes of the whole fleet, also those outside the job's scope, which
+	// read its summary too (0: not known; Nodes then tell).
+	FleetProtocol int `json:"fleet_protocol,omitempty"`
 	// NodeTTL is the nodes bucket's TTL (the disruption guard's window).
 	NodeTTL time.Duration `json:"node_ttl,omitempty"`
 	// ReconnectedAt is the server time of this agent's last reconnect to

@@ -3,10 +3,13 @@ package rollout
 import (
 	"slices"
 	"sync"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // NodeIndex is what the facts derive from their Nodes alone: each node's
-// position by ID, the live eligible IDs, and the rankings over them by key.
+// position by ID, the live eligible IDs, the rankings over them by key, and
+// the waiters a summary lists that those nodes let take part.
 // An agent of a large fleet decides on the same node list pass after pass
 // (heartbeats change nothing a decision reads), and deriving these again
 // each pass was most of a waiting agent's pass with a thousand nodes:
@@ -25,8 +28,16 @@ type NodeIndex struct {
 	live  []string        // LiveEligible: sorted, without duplicates, clipped
 	in    map[string]bool // the IDs in live
 
-	mu    sync.Mutex
-	ranks map[rankQuery]rankAnswer
+	mu     sync.Mutex
+	ranks  map[rankQuery]rankAnswer
+	listed map[listedQuery][]model.SummaryWaiter // summaryListed
+}
+
+// listedQuery names one group of one summary read for one record.
+type listedQuery struct {
+	s     *model.RolloutSummary
+	d     *model.Deployment
+	group string
 }
 
 type rankQuery struct {
@@ -45,7 +56,8 @@ const maxRankMemo = 256
 
 // NewNodeIndex indexes nodes, which the caller must not modify afterwards.
 func NewNodeIndex(nodes []Node) *NodeIndex {
-	x := &NodeIndex{nodes: nodes, pos: make(map[string]int, len(nodes)), ranks: map[rankQuery]rankAnswer{}}
+	x := &NodeIndex{nodes: nodes, pos: make(map[string]int, len(nodes)), ranks: map[rankQuery]rankAnswer{},
+		listed: map[listedQuery][]model.SummaryWaiter{}}
 	for i, n := range nodes {
 		if _, dup := x.pos[n.ID]; !dup {
 			x.pos[n.ID] = i

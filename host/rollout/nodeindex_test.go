@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // An index answers every question the facts ask of their nodes as the
@@ -63,6 +65,34 @@ func TestANodeIndexAnswersAsTheNodesDo(t *testing.T) {
 					}
 				}
 			}
+		}
+		// The waiters a summary lists that the nodes and the record let
+		// take part, canarying or not; the second answer from the memo.
+		sum := &model.RolloutSummary{DeploymentID: "dep", Groups: map[string]*model.GroupSummary{"g": {}}}
+		for range rng.IntN(30) {
+			id := fmt.Sprintf("n-%02d", rng.IntN(34))
+			sum.Groups["g"].Waiting = append(sum.Groups["g"].Waiting, model.SummaryWaiter{Node: id, Alloc: "a-" + id})
+		}
+		st := &model.DeploymentState{DesiredCanaries: rng.IntN(2), Promoted: rng.IntN(2) == 0}
+		for i := range 30 {
+			if rng.IntN(3) == 0 {
+				st.CanaryNodes = append(st.CanaryNodes, fmt.Sprintf("n-%02d", i))
+			}
+		}
+		dep := &model.Deployment{ID: "dep", TaskGroups: map[string]*model.DeploymentState{"g": st}}
+		for range 2 {
+			if got, want := indexed.summaryListed(sum, dep, "g"), plain.summaryListed(sum, dep, "g"); !slices.Equal(got, want) {
+				t.Fatalf("round %d: listed waiters %v, want %v", round, got, want)
+			}
+		}
+		var want []model.SummaryWaiter // written out: the rule itself
+		for _, w := range sum.Groups["g"].Waiting {
+			if plain.mayUpdate(w.Node) && (!canarying(st) || slices.Contains(st.CanaryNodes, w.Node)) {
+				want = append(want, w)
+			}
+		}
+		if got := indexed.summaryListed(sum, dep, "g"); !slices.Equal(got, want) {
+			t.Fatalf("round %d: listed waiters %v, want %v", round, got, want)
 		}
 		// A caller's append to the live eligible IDs (Watching and the
 		// creator add themselves) copies: it never writes into the index.

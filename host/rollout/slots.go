@@ -250,6 +250,13 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		nfree := max(maxP-len(held), 0) // a slot beyond max_parallel (an older version's) still counts
 		nfree = min(nfree, len(free))
 		ws := f.waiters(d, name, holding)
+		var assigned map[string]int
+		if f.Narrow {
+			// The steward's assignment, when its summary makes one: each
+			// admitted waiter tries the index assigned to it (kept from one
+			// summary to the next until the steward sees it taken).
+			assigned = f.assignedSlots(d, name)
+		}
 		for _, e := range entries {
 			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
 				// The summary's order is the steward's: this node's own
@@ -258,7 +265,20 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				continue
 			}
 			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
-			if r < 0 || r >= nfree {
+			idx, ok := -1, r >= 0 && r < nfree
+			if ok {
+				idx = free[r]
+			}
+			if assigned != nil {
+				idx, ok = assigned[e.AllocID]
+				if ok && (held[idx] || idx >= maxP) {
+					// Held by this node's own memory (a take the summary
+					// does not list yet): the next summary says more.
+					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: slot %d assigned by the steward's summary is still held", idx)})
+					continue
+				}
+			}
+			if !ok {
 				why := fmt.Sprintf("waiting for an update slot (%d/%d in flight", len(held), maxP)
 				if len(holders) > 0 {
 					why += ": " + strings.Join(holders, ", ")
@@ -275,7 +295,6 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				dec.Held = append(dec.Held, Held{Entry: e, Reason: why})
 				continue
 			}
-			idx := free[r]
 			dec.Takes = append(dec.Takes, Take{
 				Key: wanted.SlotKey(d.Namespace, d.JobID, name, idx),
 				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,

@@ -141,13 +141,9 @@ func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[str
 	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
 		return nil
 	}
-	st := d.TaskGroups[name]
 	var ws []waiter
-	for _, w := range s.Groups[name].Waiting {
-		if holding[w.Alloc] || !f.mayUpdate(w.Node) {
-			continue
-		}
-		if canarying(st) && !canaryNode(st, w.Node) {
+	for _, w := range f.summaryListed(s, d, name) {
+		if holding[w.Alloc] {
 			continue
 		}
 		if w.Node == f.Self {
@@ -161,10 +157,55 @@ func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[str
 	return ws
 }
 
+// summaryListed are the waiters summary s lists for group name of record
+// d that may take part in admission as far as the nodes and the record
+// say (mayUpdate, the canary set while canarying), in its order: what
+// summaryWaiters filters further by this pass's slots and this node's own
+// allocations. Remembered by the facts' index for the same summary and
+// record (both replaced, never edited, when they change): a waiting node
+// passes on one summary many times.
+func (f *Facts) summaryListed(s *model.RolloutSummary, d *model.Deployment, name string) []model.SummaryWaiter {
+	x := f.index()
+	q := listedQuery{s: s, d: d, group: name}
+	if x != nil {
+		x.mu.Lock()
+		l, ok := x.listed[q]
+		x.mu.Unlock()
+		if ok {
+			return l
+		}
+	}
+	st := d.TaskGroups[name]
+	var canaries map[string]bool
+	if canarying(st) {
+		canaries = make(map[string]bool, len(st.CanaryNodes))
+		for _, id := range st.CanaryNodes {
+			canaries[id] = true
+		}
+	}
+	var out []model.SummaryWaiter
+	for _, w := range s.Groups[name].Waiting {
+		if !f.mayUpdate(w.Node) || canaries != nil && !canaries[w.Node] {
+			continue
+		}
+		out = append(out, w)
+	}
+	if x != nil {
+		x.mu.Lock()
+		if len(x.listed) >= maxRankMemo {
+			clear(x.listed)
+		}
+		x.listed[q] = out
+		x.mu.Unlock()
+	}
+	return out
+}
+
 // Summarize derives the rollout summary of record d from a full view.
 func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.RolloutSummary {
 	s := &model.RolloutSummary{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,
 		Steward: f.Self, Time: f.Now, Groups: map[string]*model.GroupSummary{}}
+	assign := f.allAt(AssignProtocol)
 	for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
 		st := d.TaskGroups[name]
 		if st == nil {
@@ -185,9 +226,103 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 		for _, w := range ws[:min(len(ws), summaryWaiters*maxP)] {
 			g.Waiting = append(g.Waiting, model.SummaryWaiter{Node: w.node, Alloc: w.id})
 		}
+		if assign {
+			var prev *model.GroupSummary
+			if f.Summary != nil && f.Summary.DeploymentID == d.ID {
+				prev = f.Summary.Groups[name]
+			}
+			g.Assigned = assignSlots(f.Slots, name, maxP, g.Waiting, prev)
+		}
 		s.Groups[name] = g
 	}
 	return s
+}
+
+// assignSlots assigns the free update slot indices of group name to the
+// waiters admitted (the first max_parallel less held of waiting, in
+// admission order): a waiter that prev assigned an index still free keeps
+// it, and the others take the remaining free indices in order. The
+// steward's view lags the takes: a waiter admitted by one summary that has
+// not taken its slot when the next is derived is still listed, and keeps
+// its index there, so the waiter the newer summary admits next is given
+// another key (with the index a waiter's rank names in the free list, the
+// two tried the same key, and one of them waited an interval for nothing).
+func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) []int {
+	held, _, _ := groupSlots(slots, name)
+	var free []int
+	isFree := map[int]bool{}
+	for i := 0; i < maxP; i++ {
+		if !held[i] {
+			free = append(free, i)
+			isFree[i] = true
+		}
+	}
+	n := min(max(maxP-len(held), 0), len(free), len(waiting))
+	if n == 0 {
+		return nil
+	}
+	was := map[string]int{}
+	if prev != nil {
+		for i, idx := range prev.Assigned {
+			if i < len(prev.Waiting) {
+				was[prev.Waiting[i].Alloc] = idx
+			}
+		}
+	}
+	out := make([]int, n)
+	taken := map[int]bool{}
+	for i := range out {
+		out[i] = -1
+		if idx, ok := was[waiting[i].Alloc]; ok && isFree[idx] && !taken[idx] {
+			out[i] = idx
+			taken[idx] = true
+		}
+	}
+	next := 0
+	for i := range out {
+		if out[i] >= 0 {
+			continue
+		}
+		for taken[free[next]] {
+			next++
+		}
+		out[i] = free[next]
+		taken[free[next]] = true
+	}
+	return out
+}
+
+// allAt reports whether every live node advertises rollout protocol
+// level at least: of the whole fleet (FleetProtocol) and of the facts'
+// nodes (self included).
+func (f *Facts) allAt(level int) bool {
+	if f.FleetProtocol != 0 && f.FleetProtocol < level {
+		return false
+	}
+	for _, n := range f.Nodes {
+		if n.Live && n.Protocol < level {
+			return false
+		}
+	}
+	return true
+}
+
+// assignedSlots are the slot indices the summary of record d assigns in
+// group name, by allocation ID (nil when it assigns none: an older
+// steward's summary, or none admitted).
+func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil || len(s.Groups[name].Assigned) == 0 {
+		return nil
+	}
+	g := s.Groups[name]
+	out := make(map[string]int, len(g.Assigned))
+	for i, idx := range g.Assigned {
+		if i < len(g.Waiting) {
+			out[g.Waiting[i].Alloc] = idx
+		}
+	}
+	return out
 }
 
 // sameSummary reports whether two summaries say the same (their writer
@@ -203,7 +338,8 @@ func sameSummary(a, b *model.RolloutSummary) bool {
 		gb := b.Groups[name]
 		if gb == nil || ga.WaitingTotal != gb.WaitingTotal || ga.Desired != gb.Desired || ga.Placed != gb.Placed ||
 			ga.Healthy != gb.Healthy || ga.Unhealthy != gb.Unhealthy || ga.Pending != gb.Pending || ga.Outdated != gb.Outdated ||
-			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) || !slices.Equal(ga.Slots, gb.Slots) {
+			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) || !slices.Equal(ga.Slots, gb.Slots) ||
+			!slices.Equal(ga.Assigned, gb.Assigned) {
 			return false
 		}
 	}
@@ -277,7 +413,13 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 	for _, sl := range f.Slots {
 		mine[sl.Slot.Group+"\x00"+strconv.Itoa(sl.Slot.Index)] = true
 	}
-	out := slices.Clone(f.Slots)
+	n := len(f.Slots)
+	for _, g := range s.Groups {
+		if g != nil {
+			n += len(g.Slots)
+		}
+	}
+	out := append(make([]Slot, 0, n), f.Slots...)
 	for _, name := range slices.Sorted(mapsKeys(s.Groups)) {
 		g := s.Groups[name]
 		if g == nil {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -313,6 +314,85 @@ func TestANarrowedNodeWithoutTheSlotKeysAdmitsFromTheSummarysSlots(t *testing.T)
 	for _, n := range w.nodes {
 		if got := Decide(w.ownOnly(t, n.ID, &full)).Takes; len(got) != 0 {
 			t.Fatalf("%s takes %+v with max_parallel slots held", n.ID, got)
+		}
+	}
+}
+
+// The steward assigns each waiter it admits a slot index, and keeps a
+// waiter's index from one summary to the next until it sees the take: a
+// waiter that acts late, on the older summary, and the waiter the newer
+// one admits next try different keys. The run: four slots, S1 admits
+// W0..W3 (indices 0..3); W0..W2 take, W3 lags; W0's replacement finishes
+// and releases index 0; S2 admits W3 and W4. Each tries its own index (W3
+// 3 on either summary, W4 0). Control: the same history with a node below
+// protocol 4 in the fleet (no assignment, the index a rank names in the
+// free list): W3 on S1 and W4 on S2 both try index 3, one Create refused
+// and one waiter held an interval for nothing.
+func TestASummaryAssignsSlotsAndAWaiterKeepsItsIndexUntilItTakes(t *testing.T) {
+	for _, assign := range []bool{true, false} {
+		w := newWorld(12, 4, 0)
+		for i := range w.nodes {
+			w.nodes[i].Protocol = AssignProtocol
+		}
+		if !assign {
+			w.nodes[len(w.nodes)-1].Protocol = BeatProtocol
+		}
+		w.record(nil)
+		steward := w.stewardOf(t)
+		s1 := Decide(w.facts(t, steward)).Summary
+		g1 := s1.Groups["g"]
+		if assign && !slices.Equal(g1.Assigned, []int{0, 1, 2, 3}) {
+			t.Fatalf("S1 assigns %v to %v, want 0..3", g1.Assigned, g1.Waiting)
+		}
+		if !assign && g1.Assigned != nil {
+			t.Fatalf("control: S1 assigns %v with a node below protocol %d live", g1.Assigned, AssignProtocol)
+		}
+		ws := g1.Waiting
+		var tk0 Take
+		for i := range 3 { // W0..W2 take on S1, and the steward sees it
+			got := Decide(w.ownOnly(t, ws[i].Node, s1)).Takes
+			if len(got) != 1 || !strings.HasSuffix(got[0].Key, "."+itoa(i)) {
+				t.Fatalf("assign %v: W%d on S1 takes %+v, want index %d", assign, i, got, i)
+			}
+			w.holdSlot(t, got[0])
+			if i == 0 {
+				tk0 = got[0]
+			}
+		}
+		// W0's replacement finishes: its slot released, its allocation new.
+		w.slots = slices.DeleteFunc(w.slots, func(s Slot) bool { return s.Key == tk0.Key })
+		w.alloc(ws[0].Alloc).JobVersion = 2
+		w.alloc(ws[0].Alloc).DeploymentStatus = &model.AllocDeploymentStatus{Healthy: new(true)}
+		// The steward reads S1 as stored, two seconds on, the change
+		// settled.
+		f := w.facts(t, steward)
+		f.Summary, f.Now = s1, s1.Time.Add(2*time.Second)
+		f.Overdue = map[string]time.Duration{"settle:summary:" + strconv.FormatInt(s1.Time.UnixNano(), 10): time.Second}
+		s2 := Decide(f).Summary
+		if s2 == nil {
+			t.Fatalf("assign %v: no second summary", assign)
+		}
+		g2 := s2.Groups["g"]
+		if g2.Waiting[0] != ws[3] {
+			t.Fatalf("assign %v: S2 lists %v first, want the lagging W3 %v", assign, g2.Waiting[0], ws[3])
+		}
+		late := Decide(w.ownOnly(t, ws[3].Node, s1)).Takes
+		next := Decide(w.ownOnly(t, g2.Waiting[1].Node, s2)).Takes
+		if len(late) != 1 || len(next) != 1 {
+			t.Fatalf("assign %v: W3 on S1 takes %+v, the next on S2 %+v", assign, late, next)
+		}
+		if assign {
+			if !slices.Equal(g2.Assigned, []int{3, 0}) {
+				t.Fatalf("S2 assigns %v to %v, want W3 its 3 kept and the next 0", g2.Assigned, g2.Waiting[:2])
+			}
+			if onS2 := Decide(w.ownOnly(t, ws[3].Node, s2)).Takes; len(onS2) != 1 || onS2[0].Key != late[0].Key {
+				t.Fatalf("W3 takes %+v on S2 and %+v on S1: not the same key", onS2, late)
+			}
+			if late[0].Key == next[0].Key {
+				t.Fatalf("W3 on S1 and the next waiter on S2 both try %s", late[0].Key)
+			}
+		} else if late[0].Key != next[0].Key {
+			t.Fatalf("control: without assignment W3 on S1 tries %s and the next on S2 %s: the conflict this test guards is gone", late[0].Key, next[0].Key)
 		}
 	}
 }
