@@ -129,6 +129,12 @@ type Config struct {
 	// Resync is the period of a backstop pass when nothing changed
 	// (deadlines, retries); default 5s.
 	Resync time.Duration
+	// PassCPU measures each pass's CPU time on its own OS thread (Linux:
+	// the thread's CPU clock; elsewhere nothing is measured), into
+	// Status.PassCPUMS. A pass then holds its thread while it runs. For
+	// agents sharing one process (the fleet benchmark's per-agent share
+	// of the CPU), where the process's CPU time says nothing of one agent.
+	PassCPU bool
 	// PolicyPending, when set, reports that a policy the job names is not
 	// loaded yet (and not known to have failed). Such a job is held: a pass
 	// plans and changes nothing for it, so no canary set and no completion
@@ -205,9 +211,16 @@ type Agent struct {
 	sumQueue       map[string]*model.RolloutSummary
 	sumWake        chan struct{}
 	sumLast        map[string]*model.RolloutSummary
-	slotsHeld      map[string]heldSlot             // slot key → a slot this agent took that the view may not show yet
-	slotsGone      map[string]uint64               // slot key → revision this agent released (hidden until the view catches up)
-	slotsReleasing map[string]uint64               // slot key → revision queued for release (hidden from later passes)
+	slotsHeld      map[string]heldSlot // slot key → a slot this agent took that the view may not show yet
+	slotsGone      map[string]uint64   // slot key → revision this agent released (hidden until the view catches up)
+	slotsReleasing map[string]uint64   // slot key → revision queued for release (hidden from later passes)
+	// slotsToCheck are slot keys a summary lists as held by this node
+	// that its memory does not hold (a take whose answer was lost): the
+	// rollout writer reads each and adopts one this boot took
+	// (checkOwnSlots); ownSlotsSeen remembers the summary each was last
+	// checked for, so that one summary asks once.
+	slotsToCheck   map[string]bool
+	ownSlotsSeen   map[string]time.Time
 	firstSeen      map[string]time.Time            // "<job key>@<version>" → when first planned (the creator's rank delay)
 	dueSince       map[string]map[string]time.Time // job key → steward duty → when first due here (deputies)
 	versions       map[string]*model.Job           // job_versions key → recorded version (immutable, cached)
@@ -292,6 +305,8 @@ func New(cfg Config) (*Agent, error) {
 		slotsHeld:      map[string]heldSlot{},
 		slotsGone:      map[string]uint64{},
 		slotsReleasing: map[string]uint64{},
+		slotsToCheck:   map[string]bool{},
+		ownSlotsSeen:   map[string]time.Time{},
 		firstSeen:      map[string]time.Time{},
 		dueSince:       map[string]map[string]time.Time{},
 		versions:       map[string]*model.Job{},
@@ -526,7 +541,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		began := time.Now()
 		a.pass(ctx, full)
 		full = false
-		var batch <-chan time.Time // other nodes' changes wait for it (nodeChangeEvery)
+		// Changes that wait for a batch (nodeChangeEvery, passEvery)
+		// wake the loop at the earliest time one of them asked for.
+		var batch <-chan time.Time
+		var batchAt time.Time
+		wakeAt := func(at time.Time) {
+			if batch == nil || at.Before(batchAt) {
+				batch, batchAt = time.After(time.Until(at)), at
+			}
+		}
 	wait:
 		for {
 			select {
@@ -538,13 +561,13 @@ func (a *Agent) Run(ctx context.Context) error {
 				if a.echoes.onlyEchoes(a.cfg.Source) {
 					continue // only this agent's own writes came back
 				}
-				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) {
-					if d := nodeChangeEvery - time.Since(began); d > 0 {
-						if batch == nil {
-							batch = time.After(d)
-						}
-						continue // applied with the next batch
-					}
+				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) && time.Since(began) < nodeChangeEvery {
+					wakeAt(began.Add(nodeChangeEvery))
+					continue // applied with the next batch
+				}
+				if time.Since(began) < passEvery {
+					wakeAt(began.Add(passEvery))
+					continue
 				}
 				break wait
 			case <-batch:
@@ -598,7 +621,11 @@ type Status struct {
 	LastPass     time.Time `json:"last_pass,omitzero"`
 	LastPassMS   float64   `json:"last_pass_ms"`
 	Passes       uint64    `json:"passes"`
-	LastCounts   Counts    `json:"last_counts"`
+	// PassMS is the wall time of every pass so far, in all; PassCPUMS
+	// their CPU time on their thread (measured with Config.PassCPU only).
+	PassMS     float64 `json:"pass_ms_total"`
+	PassCPUMS  float64 `json:"pass_cpu_ms_total,omitempty"`
+	LastCounts Counts  `json:"last_counts"`
 	// Errors are the per-allocation errors of the last pass.
 	Errors []string `json:"errors,omitempty"`
 	// DeploymentErrors are the errors of the last deployment writes.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 			w = newWorldTTL(b, ttl)
 		}
 		w.watchAll = os.Getenv("HIVELET_FLEET_WATCH") == "all"
+		w.passCPU = true // each agent's share of the CPU (passShares)
 		// Each agent its own connection, as in a fleet (HIVELET_FLEET_CONN=shared:
 		// all on the world's one, as the figures before 2026-12-02 were taken).
 		w.connPerNode = os.Getenv("HIVELET_FLEET_CONN") != "shared"
@@ -121,10 +123,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 				case <-progress.C:
 				}
 				var restarts uint64
+				why := map[string]uint64{}
 				v1, v2 := 0, 0
 				for _, n := range f.nodes {
-					for _, c := range n.src.Restarts() {
+					for k, c := range n.src.RestartReasons() {
 						restarts += c
+						why[k] += c
 					}
 					for _, a := range n.live("web") {
 						switch a.JobVersion {
@@ -135,7 +139,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 						}
 					}
 				}
-				line := fmt.Sprintf("%v: %d running v1, %d v2; %d watch restarts", time.Since(began).Round(time.Second), v1, v2, restarts)
+				line := fmt.Sprintf("%v: %d running v1, %d v2; %d watch restarts %v", time.Since(began).Round(time.Second), v1, v2, restarts, why)
 				for _, v := range []uint64{1, 2} {
 					if d := w.deployment("", "web", v); d != nil && d.TaskGroups["g"] != nil {
 						g := d.TaskGroups["g"]
@@ -257,6 +261,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 				sum.RolloutOps += s.RolloutOps
 				sum.CASConflicts += s.CASConflicts
 				sum.SlotConflicts += s.SlotConflicts
+				sum.SlotAdopted += s.SlotAdopted
+				sum.SlotAmbiguous += s.SlotAmbiguous
 				sum.NodeWrites += s.NodeWrites
 				sum.NodeBytes += s.NodeBytes
 			}
@@ -297,9 +303,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 			b.Fatal(err)
 		}
 		passes0 := map[string]uint64{}
+		cpu0 := map[string]float64{}
 		for _, n := range f.nodes {
-			passes0[n.id] = n.agent.Status().Passes
+			st := n.agent.Status()
+			passes0[n.id], cpu0[n.id] = st.Passes, st.PassCPUMS
 		}
+		proc0 := processCPU()
 		// HIVELET_FLEET_PROFILE: a CPU profile of the rollout alone (the
 		// -test.cpuprofile of a run is mostly its start-up).
 		if path := os.Getenv("HIVELET_FLEET_PROFILE"); path != "" {
@@ -324,11 +333,14 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}))
 		// Reported once the wait ends, before the agents stop (they are
 		// read), or on the way out of a wait that gave up.
+		var shares cpuShares
 		report := sync.OnceFunc(func() {
 			profileDone()
 			benchLog(f.timeline("web", 2, start))
 			benchLog(trace.report(2, "g", maxParallel, f.starts(2), f.healthyAt("web", 2)))
 			benchLog(f.passShares(passes0, trace.stewards(), time.Since(start)))
+			shares = f.cpuShares(cpu0, trace.stewards(), time.Since(start), processCPU()-proc0)
+			benchLog(shares.String())
 		})
 		defer report()
 		var d *model.Deployment
@@ -369,6 +381,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(ops)/float64(agents), "kv-ops/agent")
 		b.ReportMetric(float64(after.CASConflicts-before.CASConflicts), "cas-conflicts/deployment")
 		b.ReportMetric(float64(after.SlotConflicts-before.SlotConflicts), "slot-conflicts/deployment")
+		b.ReportMetric(float64(after.SlotAdopted-before.SlotAdopted), "slot-takes-adopted/deployment")
+		b.ReportMetric(float64(after.SlotAmbiguous-before.SlotAmbiguous), "slot-takes-ambiguous/deployment")
 		// Heartbeats (and any other node record writes) fleet-wide.
 		b.ReportMetric(float64(after.NodeWrites-before.NodeWrites)/elapsed.Seconds(), "node-writes/s")
 		// What the agents' watches delivered during the rollout, by
@@ -396,6 +410,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		b.ReportMetric(float64(foreign), "foreign-writes")
 		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
+		b.ReportMetric(shares.max*100, "max-agent-pass-cpu-%")
+		b.ReportMetric(shares.median*100, "median-agent-pass-cpu-%")
+		b.ReportMetric(shares.process, "process-cpu-s/rollout")
 		endProgress()
 		for _, n := range f.nodes {
 			n.stopOnce(true)
@@ -563,6 +580,58 @@ func benchLogf(format string, args ...any) {
 }
 
 func benchLog(line string) { benchLogf("%s", line) }
+
+// cpuShares are the agents' passes' CPU during the rollout, each as a
+// share of one core (its passes' thread CPU time over the rollout's wall
+// time, Config.PassCPU), against the whole process's CPU.
+type cpuShares struct {
+	median, p90, p99, max float64
+	maxNode               string
+	stewards              map[string]float64
+	passes                float64 // all agents' passes, CPU-seconds
+	process               float64 // the process, CPU-seconds
+}
+
+func (f *testFleet) cpuShares(before map[string]float64, stewards []string, d time.Duration, process time.Duration) cpuShares {
+	c := cpuShares{stewards: map[string]float64{}, process: process.Seconds()}
+	var all []float64
+	for _, n := range f.nodes {
+		ms := n.agent.Status().PassCPUMS - before[n.id]
+		c.passes += ms / 1000
+		share := ms / 1000 / d.Seconds()
+		all = append(all, share)
+		if share > c.max {
+			c.max, c.maxNode = share, n.id
+		}
+		if slices.Contains(stewards, n.id) {
+			c.stewards[n.id] = share
+		}
+	}
+	if len(all) == 0 {
+		return c
+	}
+	slices.Sort(all)
+	c.median, c.p90, c.p99 = all[len(all)/2], all[len(all)*9/10], all[len(all)*99/100]
+	return c
+}
+
+func (c cpuShares) String() string {
+	line := fmt.Sprintf("passes' CPU per agent during the rollout, share of one core: median %.3f%%, p90 %.3f%%, p99 %.3f%%, max %.3f%% (%s)",
+		c.median*100, c.p90*100, c.p99*100, c.max*100, c.maxNode)
+	for _, id := range slices.Sorted(maps.Keys(c.stewards)) {
+		line += fmt.Sprintf("; steward %s %.3f%%", id, c.stewards[id]*100)
+	}
+	return line + fmt.Sprintf("; all passes %.1f CPU-s of the process's %.1f", c.passes, c.process)
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // passShares says how often the deployment's stewards passed during the
 // rollout against the other agents (a steward starved of CPU by the

@@ -88,6 +88,8 @@ type world struct {
 	// watchAll: the agents watch every allocation (Config.WatchAllAllocs),
 	// for a comparison with the narrowed watches.
 	watchAll bool
+	// passCPU: the agents measure their passes' CPU (Config.PassCPU).
+	passCPU bool
 	// stores, on a cluster (newClusterWorld), are one store per server's
 	// connection: node k talks to server k mod 3. Empty: every node uses
 	// store.
@@ -373,6 +375,7 @@ func (n *node) start() {
 		// only the first nodes of each ranking see every allocation.
 		NarrowAbove:    -1,
 		WatchAllAllocs: n.w.watchAll,
+		PassCPU:        n.w.passCPU,
 	})
 	if err != nil {
 		t.Fatal(err)

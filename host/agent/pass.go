@@ -46,6 +46,24 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	start := time.Now()
+	if a.cfg.PassCPU {
+		runtime.LockOSThread()
+		cpu0, ok := threadCPU()
+		defer func() {
+			if cpu1, ok1 := threadCPU(); ok && ok1 {
+				a.mu.Lock()
+				a.status.PassCPUMS += float64((cpu1 - cpu0).Microseconds()) / 1000
+				a.mu.Unlock()
+			}
+			runtime.UnlockOSThread()
+		}()
+	}
+	defer func() {
+		el := time.Since(start)
+		a.mu.Lock()
+		a.status.PassMS += float64(el.Microseconds()) / 1000
+		a.mu.Unlock()
+	}()
 	now := a.cfg.Now()
 	a.passSeq++
 	a.mu.Lock()

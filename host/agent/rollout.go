@@ -41,6 +41,8 @@ type DeploymentWriter interface {
 	GetDeploymentFromLeader(ctx context.Context, namespace, jobID string, version uint64) (*model.Deployment, error)
 	TakeSlot(ctx context.Context, key string, s model.Slot, ttl time.Duration) (uint64, error)
 	ReleaseSlot(ctx context.Context, key string, rev uint64) error
+	// GetSlot reads one slot (an own take whose answer was lost).
+	GetSlot(ctx context.Context, key string) (*model.Slot, uint64, error)
 	GetJobVersion(ctx context.Context, namespace, jobID string, version uint64) (*model.Job, error)
 	UpdateJob(ctx context.Context, j *model.Job, rev uint64) (uint64, error)
 	CreateVerdict(ctx context.Context, key string, v model.LossVerdict) error
@@ -349,6 +351,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 		}
 	}
 	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
+	a.noticeOwnSummarySlots(f.Summary)
 	f.Nodes, f.Index = a.nodeFacts.nodes(job, self, view, f.Allocs, a.changeLog())
 	for _, e := range plan.Place {
 		if a.failedHere(e.PreviousAllocID, job.Version) {
@@ -774,6 +777,94 @@ func (a *Agent) summaryLoop(ctx context.Context) {
 	}
 }
 
+// noticeOwnSummarySlots asks the rollout writer to check the slots that
+// summary s lists as held by this node and its memory does not hold, once
+// per summary: a take whose answer was lost (a timeout under load, the
+// read that should have told also lost) left a slot this node holds and
+// does not know of, which the steward then counts as in flight and whose
+// holder never acts on it; its waiter, no longer listed, would wait out
+// the slot's TTL.
+func (a *Agent) noticeOwnSummarySlots(s *model.RolloutSummary) {
+	if s == nil {
+		return
+	}
+	wake := false
+	a.mu.Lock()
+	for _, name := range slices.Sorted(maps.Keys(s.Groups)) {
+		g := s.Groups[name]
+		if g == nil {
+			continue
+		}
+		for _, sl := range g.Slots {
+			if sl.Holder != a.nodeID {
+				continue
+			}
+			k := wanted.SlotKey(s.Namespace, s.JobID, name, sl.Index)
+			if _, held := a.slotsHeld[k]; held {
+				continue
+			}
+			if _, going := a.slotsReleasing[k]; going {
+				continue
+			}
+			if _, gone := a.slotsGone[k]; gone {
+				continue
+			}
+			if t, ok := a.ownSlotsSeen[k]; ok && !s.Time.After(t) {
+				continue
+			}
+			a.ownSlotsSeen[k] = s.Time
+			a.slotsToCheck[k] = true
+			wake = true
+		}
+	}
+	if len(a.ownSlotsSeen) > 4096 {
+		clear(a.ownSlotsSeen) // slots long gone; a summary asks again at worst
+	}
+	a.mu.Unlock()
+	if wake {
+		select {
+		case a.rolloutWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// checkOwnSlots reads the slots noticeOwnSummarySlots queued and adopts
+// each that this boot of this node took (its holder and boot ID): the
+// next pass acts on it as on a take it remembers. One of another boot is
+// left to the restart path (a restarted node watches its jobs' slots).
+func (a *Agent) checkOwnSlots(ctx context.Context) {
+	a.mu.Lock()
+	keys := slices.Sorted(maps.Keys(a.slotsToCheck))
+	clear(a.slotsToCheck)
+	a.mu.Unlock()
+	adopted := false
+	for _, k := range keys {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sl, rev, err := a.cfg.Deployments.GetSlot(gctx, k)
+		cancel()
+		if err != nil || sl == nil || sl.Holder != a.nodeID || sl.BootID != a.bootID || a.bootID == "" {
+			continue
+		}
+		a.mu.Lock()
+		_, held := a.slotsHeld[k]
+		_, going := a.slotsReleasing[k]
+		_, gone := a.slotsGone[k]
+		adopt := !held && !going && !gone
+		if adopt {
+			a.slotsHeld[k] = heldSlot{s: rollout.Slot{Key: k, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: *sl}}
+			adopted = true
+		}
+		a.mu.Unlock()
+		if adopt {
+			a.log.Warn("update slot found held by this node through the rollout summary: adopted (its take's answer was lost)", "slot", k, "old_alloc", sl.OldAlloc)
+		}
+	}
+	if adopted {
+		a.Kick()
+	}
+}
+
 // rolloutLoop carries out queued rollout work until ctx ends.
 func (a *Agent) rolloutLoop(ctx context.Context) {
 	for {
@@ -786,6 +877,7 @@ func (a *Agent) rolloutLoop(ctx context.Context) {
 		batch := a.rolloutQueue
 		a.rolloutQueue = map[string]rolloutWork{}
 		a.mu.Unlock()
+		a.checkOwnSlots(ctx)
 		a.carryOutLosses(ctx)
 		var msgs []string
 		for _, k := range slices.Sorted(maps.Keys(batch)) {

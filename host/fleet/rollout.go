@@ -52,15 +52,39 @@ func (s *Store) TakeSlot(ctx context.Context, key string, sl model.Slot, ttl tim
 	if err == nil {
 		return rev, nil
 	}
+	// What the key holds now, read with a deadline of its own: the
+	// caller's may have run out with the Create's (a loaded server).
+	stored := func() (*model.Slot, uint64, error) {
+		gctx, gcancel := s.conn.withTimeout(context.WithoutCancel(ctx))
+		defer gcancel()
+		return s.GetSlot(gctx, key)
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// This node's own take of the same replacement, made by an
+		// earlier attempt whose answer was lost (a timeout): it is
+		// this node's slot, and refusing it would leave it held with
+		// nobody acting on it until its TTL ran out.
+		if got, grev, gerr := stored(); gerr == nil && sameTake(got, &sl) {
+			s.stats.slotAdopted.Add(1)
+			return grev, nil
+		}
 		s.stats.slotConflicts.Add(1)
 		return 0, fmt.Errorf("taking slot %s: %w", key, ErrSlotTaken)
 	}
 	// Ambiguous: did it land?
-	if got, grev, gerr := s.GetSlot(ctx, key); gerr == nil && got.Nonce == sl.Nonce {
+	s.stats.slotAmbiguous.Add(1)
+	if got, grev, gerr := stored(); gerr == nil && (got.Nonce == sl.Nonce || sameTake(got, &sl)) {
 		return grev, nil
 	}
 	return 0, fmt.Errorf("taking slot %s: %w", key, err)
+}
+
+// sameTake reports whether stored slot a is a take of the same replacement
+// by the same boot of the same holder as b (whatever its nonce: the
+// decision that made it may be an earlier one).
+func sameTake(a, b *model.Slot) bool {
+	return a.Holder == b.Holder && a.BootID == b.BootID && b.BootID != "" && a.OldAlloc == b.OldAlloc && a.NewAlloc == b.NewAlloc &&
+		a.DeploymentID == b.DeploymentID && a.Group == b.Group && a.Index == b.Index
 }
 
 // GetSlot reads one slot.

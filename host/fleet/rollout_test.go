@@ -69,3 +69,46 @@ func TestTheServerClockIsTheLeadersStampOfAFreshWrite(t *testing.T) {
 		t.Fatalf("a sequence never written: want (nil, nil), got (%+v, %v)", m, err)
 	}
 }
+
+// A take whose answer was lost lands all the same: the same boot of the
+// same holder taking the same replacement again is answered with the slot
+// (adopted, at its revision), not refused as if another node held it,
+// which left the slot held with nobody acting on it until its TTL. Another
+// holder, another boot of this one, or another replacement is refused.
+func TestASlotTakenByAnEarlierAttemptOfTheSameTakeIsAdopted(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{})
+	ctx := context.Background()
+	sl := model.Slot{JobID: "web", JobVersion: 2, DeploymentID: "d2", Group: "g", Index: 3, Holder: "n1", BootID: "boot-1",
+		OldAlloc: "a-old", NewAlloc: "a-new", Nonce: "first"}
+	key := wanted.SlotKey("", "web", "g", 3)
+	rev, err := st.TakeSlot(ctx, key, sl, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := sl
+	again.Nonce = "second" // a later decision's
+	got, err := st.TakeSlot(ctx, key, again, time.Minute)
+	if err != nil || got != rev {
+		t.Fatalf("the same take again: revision %d, %v; want the first take's %d", got, err, rev)
+	}
+	if s := st.Stats(); s.SlotAdopted != 1 || s.SlotConflicts != 0 {
+		t.Fatalf("stats %+v: want one adopted, no conflict", s)
+	}
+	for name, other := range map[string]func(*model.Slot){
+		"another holder":      func(s *model.Slot) { s.Holder = "n2" },
+		"another boot":        func(s *model.Slot) { s.BootID = "boot-2" },
+		"another replacement": func(s *model.Slot) { s.OldAlloc = "a-other" },
+		"another deployment":  func(s *model.Slot) { s.DeploymentID = "d3"; s.JobVersion = 3 },
+	} {
+		o := sl
+		other(&o)
+		if _, err := st.TakeSlot(ctx, key, o, time.Minute); !errors.Is(err, ErrSlotTaken) {
+			t.Fatalf("%s: %v, want ErrSlotTaken", name, err)
+		}
+	}
+	if s := st.Stats(); s.SlotAdopted != 1 || s.SlotConflicts != 4 {
+		t.Fatalf("stats %+v: want one adopted, four conflicts", s)
+	}
+}

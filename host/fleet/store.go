@@ -123,6 +123,7 @@ type Store struct {
 // of BENCHMARKS.md and the metrics).
 type storeStats struct {
 	rolloutOps, casConflicts, slotConflicts atomic.Int64
+	slotAdopted, slotAmbiguous              atomic.Int64
 	nodeWrites, nodeBytes                   atomic.Int64
 }
 
@@ -133,6 +134,11 @@ type Stats struct {
 	// CASConflicts counts record compare-and-sets lost to another writer;
 	// SlotConflicts slot takes lost to another taker.
 	CASConflicts, SlotConflicts int64
+	// SlotAdopted counts takes refused by a slot this holder's same boot
+	// had already taken for the same replacement (an earlier attempt
+	// whose answer was lost), adopted as taken; SlotAmbiguous takes that
+	// ended in an error that was neither (a timeout: the key is read).
+	SlotAdopted, SlotAmbiguous int64
 	// NodeWrites counts node records written (registrations and
 	// heartbeats), NodeBytes their values' bytes.
 	NodeWrites, NodeBytes int64
@@ -144,6 +150,7 @@ func (s *Store) Stats() Stats {
 		return Stats{}
 	}
 	return Stats{RolloutOps: s.stats.rolloutOps.Load(), CASConflicts: s.stats.casConflicts.Load(), SlotConflicts: s.stats.slotConflicts.Load(),
+		SlotAdopted: s.stats.slotAdopted.Load(), SlotAmbiguous: s.stats.slotAmbiguous.Load(),
 		NodeWrites: s.stats.nodeWrites.Load(), NodeBytes: s.stats.nodeBytes.Load()}
 }
 
