@@ -621,12 +621,21 @@ const (
 )
 
 // stallPace is the check interval and window for a watcher created after
-// stalls watchers of its bucket stalled in a row.
-func stallPace(stalls int) (every, window time.Duration) {
+// stalls watchers of its bucket stalled in a row, in a fleet of nodes
+// nodes. The first interval grows with the fleet as the watch's idle
+// heartbeat does (a fifth of watchBeat, at least stallCheck: 1 s up to
+// 250 nodes, 4 s at 1,000, 6 s from 1,500): a server that serves a
+// thousand agents' watchers on two cores may not deliver to one of them
+// for a few seconds while it still delivers to all, and re-creating those
+// watchers is work it then cannot spare (a 1,000-agent start-up here
+// re-created 1,095 nodes watchers as stalled, and a burst of ended
+// watches of every bucket followed).
+func stallPace(stalls, nodes int) (every, window time.Duration) {
 	shift := min(stalls, stallMaxShift)
-	every = stallCheck << shift
+	base := max(stallCheck, watchBeat(nodes)/5)
+	every = base << shift
 	every = every*3/4 + time.Duration(rand.Int64N(int64(every/2)+1))
-	return every, stallWindow << shift
+	return every, stallWindow * (base / stallCheck) << shift
 }
 
 // consume applies a watcher's entries until it ends. On a full pull it
@@ -641,7 +650,7 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 		seen = map[string]bool{}
 	}
 	initial := true
-	every, window := stallPace(stalls)
+	every, window := stallPace(stalls, s.fleetSize())
 	check := time.NewTicker(every)
 	defer check.Stop()
 	checkUntil := time.Now().Add(window)

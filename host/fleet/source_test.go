@@ -1181,3 +1181,25 @@ func (m *mutedWatch) Stop() error {
 	m.once.Do(func() { close(m.stop) })
 	return m.KeyWatcher.Stop()
 }
+
+// The span without progress that counts as a stall grows with the fleet
+// as the watch's idle heartbeat does: a second up to 250 nodes (as before),
+// four at 1,000, six from 1,500, each doubled by the stalls in a row, with
+// its window alike.
+func TestTheStallCheckPaceGrowsWithTheFleet(t *testing.T) {
+	for _, c := range []struct {
+		nodes, stalls int
+		base          time.Duration
+	}{{0, 0, time.Second}, {250, 0, time.Second}, {1000, 0, 4 * time.Second}, {1000, 2, 16 * time.Second},
+		{10_000, 0, 6 * time.Second}, {10_000, 9, 6 * time.Second << stallMaxShift}} {
+		for range 50 {
+			every, window := stallPace(c.stalls, c.nodes)
+			if every < c.base*3/4 || every > c.base*5/4 {
+				t.Fatalf("%d nodes, %d stalls: a check every %v, want %v ± 25 %%", c.nodes, c.stalls, every, c.base)
+			}
+			if want := stallWindow * (c.base / stallCheck); window != want {
+				t.Fatalf("%d nodes, %d stalls: window %v, want %v", c.nodes, c.stalls, window, want)
+			}
+		}
+	}
+}
