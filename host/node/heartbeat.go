@@ -169,7 +169,16 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 				h.log.Debug("heartbeat still failing", "node_id", n.ID, "err", err, "failures", failures+1)
 			}
 			failures++
-			next = min(next, jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax))
+			// Sooner than the period, but not at once: the record lives
+			// its TTL (three periods by default) past its last write, so a
+			// quarter of the period still leaves several tries before it
+			// expires; and a write that timed out on a loaded server may
+			// well have landed. Retried within a few hundred milliseconds,
+			// every node's beat reached the server again while it was
+			// slowest, each one delivered to every watcher (a 1,000-agent
+			// rollout here saw 10 to 30 node writes a second at a planned
+			// 10).
+			next = min(next, max(jitter(failures, h.cfg.RetryMin, h.cfg.RetryMax), next/4))
 		case failures > 0:
 			h.log.Info("heartbeat recovered", "node_id", n.ID, "failures", failures)
 			failures = 0

@@ -387,3 +387,50 @@ func TestAConfiguredNodeIDIsKeptAndCannotChange(t *testing.T) {
 		t.Fatalf("unconfigured: %q %v", id, err)
 	}
 }
+
+// failingAfter is a Writer that accepts its first ok writes and refuses
+// every one after, noting when each was made.
+type failingAfter struct {
+	mu    sync.Mutex
+	ok    int
+	times []time.Time
+}
+
+func (f *failingAfter) PutNode(_ context.Context, _ *model.Node) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.times = append(f.times, time.Now())
+	if len(f.times) <= f.ok {
+		return uint64(len(f.times)), nil
+	}
+	return 0, context.DeadlineExceeded // what a loaded server's timeout looks like
+}
+
+// A heartbeat that fails is retried sooner than the period, but no sooner
+// than a quarter of it, however small the retry backoff is set: the
+// record outlives several such tries, and a timed-out write may have
+// landed. Control: retries do come, before the period is out.
+func TestAFailedHeartbeatIsRetriedAtAQuarterOfThePeriodNotAtOnce(t *testing.T) {
+	w := &failingAfter{ok: 1}
+	const period = 400 * time.Millisecond
+	hb := NewHeartbeater(HeartbeatConfig{Period: period, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, w,
+		func() *model.Node { return &model.Node{ID: "n1"} }, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hb.Run(ctx) }()
+	time.Sleep(2 * time.Second)
+	cancel()
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.times) < 4 {
+		t.Fatalf("%d writes in 2 s: the failed heartbeat was not retried", len(w.times))
+	}
+	// From the first failed beat on (the registration, then a beat within
+	// a period), every retry comes at least a quarter period after the last.
+	for i := 3; i < len(w.times); i++ {
+		if gap := w.times[i].Sub(w.times[i-1]); gap < period/4-10*time.Millisecond || gap > period+50*time.Millisecond {
+			t.Fatalf("retry %d came %v after the last try, want between a quarter period (%v) and the period (%v); all: %v", i, gap, period/4, period, w.times)
+		}
+	}
+}

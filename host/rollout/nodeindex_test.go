@@ -106,3 +106,39 @@ func TestANodeIndexAnswersAsTheNodesDo(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNarrowedWaiterDecide: one waiting node's decision in a fleet of
+// 1,000 nodes (max_parallel 100, the steward's summary listing 200
+// waiters, this node among them), as a pass makes it: with the facts
+// deriving everything from their nodes afresh, and with a NodeIndex the
+// agent keeps for its node list across passes (built once, outside the
+// loop, as for a pass that follows heartbeats alone).
+//
+//	go test -run '^$' -bench NarrowedWaiterDecide -benchmem ./host/rollout/
+func BenchmarkNarrowedWaiterDecide(b *testing.B) {
+	w := newWorld(1000, 100, 0)
+	for i := range w.nodes {
+		w.nodes[i].Protocol = AssignProtocol
+	}
+	w.record(nil)
+	steward := w.stewardOf(b)
+	sum := Decide(w.facts(b, steward)).Summary
+	self := sum.Groups["g"].Waiting[150].Node // listed, not admitted
+	base := w.ownOnly(b, self, sum)
+	for _, indexed := range []bool{false, true} {
+		name := "afresh"
+		f := base
+		if indexed {
+			name = "indexed"
+			f.Index = NewNodeIndex(f.Nodes)
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				g := f // a pass's own copy of the facts
+				if d := Decide(g); len(d.Takes) != 0 {
+					b.Fatal("a waiter ranked past the free slots took one")
+				}
+			}
+		})
+	}
+}

@@ -63,7 +63,7 @@ func (w *world) alloc(id string) *model.Allocation {
 
 // facts are node self's facts, with the plan a reconcile round for it
 // would make (from the same fleet facts).
-func (w *world) facts(t *testing.T, self string) Facts {
+func (w *world) facts(t testing.TB, self string) Facts {
 	t.Helper()
 	in := reconcile.Input{Job: w.job, TaintedNodes: map[string]*model.Node{}, Now: t0}
 	for _, n := range w.nodes {

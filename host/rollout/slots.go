@@ -270,7 +270,10 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				idx = free[r]
 			}
 			if assigned != nil {
+				// Only a waiter its own view still counts (r >= 0: live,
+				// ready, eligible, not already holding for it) tries.
 				idx, ok = assigned[e.AllocID]
+				ok = ok && r >= 0
 				if ok && (held[idx] || idx >= maxP) {
 					// Held by this node's own memory (a take the summary
 					// does not list yet): the next summary says more.

@@ -141,8 +141,9 @@ func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[str
 	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
 		return nil
 	}
-	var ws []waiter
-	for _, w := range f.summaryListed(s, d, name) {
+	listed := f.summaryListed(s, d, name)
+	ws := make([]waiter, 0, len(listed))
+	for _, w := range listed {
 		if holding[w.Alloc] {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 
 // narrow is node self's facts as a node that does not watch the job's
 // allocations holds them: its own allocations only, and the summary.
-func (w *world) narrow(t *testing.T, self string, sum *model.RolloutSummary) Facts {
+func (w *world) narrow(t testing.TB, self string, sum *model.RolloutSummary) Facts {
 	t.Helper()
 	f := w.facts(t, self)
 	f.Allocs = slices.DeleteFunc(slices.Clone(f.Allocs), func(a *model.Allocation) bool { return a.NodeID != self })
@@ -21,7 +21,7 @@ func (w *world) narrow(t *testing.T, self string, sum *model.RolloutSummary) Fac
 }
 
 // stewardOf is the node that steward()s the world's record.
-func (w *world) stewardOf(t *testing.T) string {
+func (w *world) stewardOf(t testing.TB) string {
 	t.Helper()
 	d := w.recs[len(w.recs)-1].D
 	f := w.facts(t, "n1")
@@ -247,7 +247,7 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 
 // ownOnly is node self's narrowed facts when it watches no slot key: of
 // the slots, only those it holds (its memory).
-func (w *world) ownOnly(t *testing.T, self string, sum *model.RolloutSummary) Facts {
+func (w *world) ownOnly(t testing.TB, self string, sum *model.RolloutSummary) Facts {
 	t.Helper()
 	f := w.narrow(t, self, sum)
 	f.Slots = slices.DeleteFunc(slices.Clone(f.Slots), func(s Slot) bool { return s.Slot.Holder != self })
