@@ -541,15 +541,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		began := time.Now()
 		a.pass(ctx, full)
 		full = false
-		// Changes that wait for a batch (nodeChangeEvery, passEvery)
-		// wake the loop at the earliest time one of them asked for.
-		var batch <-chan time.Time
-		var batchAt time.Time
-		wakeAt := func(at time.Time) {
-			if batch == nil || at.Before(batchAt) {
-				batch, batchAt = time.After(time.Until(at)), at
-			}
-		}
+		var batch <-chan time.Time // other nodes' changes wait for it (nodeChangeEvery)
 	wait:
 		for {
 			select {
@@ -561,13 +553,13 @@ func (a *Agent) Run(ctx context.Context) error {
 				if a.echoes.onlyEchoes(a.cfg.Source) {
 					continue // only this agent's own writes came back
 				}
-				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) && time.Since(began) < nodeChangeEvery {
-					wakeAt(began.Add(nodeChangeEvery))
-					continue // applied with the next batch
-				}
-				if time.Since(began) < passEvery {
-					wakeAt(began.Add(passEvery))
-					continue
+				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) {
+					if d := nodeChangeEvery - time.Since(began); d > 0 {
+						if batch == nil {
+							batch = time.After(d)
+						}
+						continue // applied with the next batch
+					}
 				}
 				break wait
 			case <-batch:

@@ -199,18 +199,6 @@ func (e *ownEchoes) onlyEchoes(src echoSource) bool {
 // node visits in all.
 const nodeChangeEvery = time.Second
 
-// passEvery is the shortest time between the starts of two passes made for
-// changes others wrote (a kick — this agent's own work done, a timer it
-// set — and the resync pass still come at once). A node that watches a
-// job's allocations on every node, its steward and deputies, would
-// otherwise pass once per change of any of them: twenty times a second in
-// a 1,000-node rollout on two cores, each pass O(fleet), where the waiting
-// nodes passed about once a second (BENCHMARKS.md, "1,000 agents,
-// 2026-12-05"). Batched, it passes at most ten times a second and still
-// decides on every change; its summary is written at most once a second
-// anyway.
-const passEvery = 100 * time.Millisecond
-
 // onlyOtherNodes reports whether every change src applied since the last
 // pass read the view is a record of a node other than self (see
 // nodeChangeEvery). Unlike onlyEchoes it marks nothing read: the pass that
