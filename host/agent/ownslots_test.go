@@ -34,6 +34,12 @@ func TestASlotTheSummaryListsAsOwnAndMemoryLacksIsReadAndAdopted(t *testing.T) {
 		return k
 	}
 	mine, older := take(0, "boot-now"), take(1, "boot-before")
+	// A summary listing only other nodes' slots asks about nothing.
+	a.noticeOwnSummarySlots(&model.RolloutSummary{JobID: "web", DeploymentID: "d2", Time: time.Unix(99, 0),
+		Groups: map[string]*model.GroupSummary{"g": {Slots: []model.SummarySlot{{Index: 2, Holder: "n2"}}}}})
+	if len(a.slotsToCheck) != 0 || len(a.rolloutWake) != 0 {
+		t.Fatalf("another node's slots queued %v", a.slotsToCheck)
+	}
 	sum := &model.RolloutSummary{JobID: "web", JobVersion: 2, DeploymentID: "d2", Time: time.Unix(100, 0),
 		Groups: map[string]*model.GroupSummary{"g": {Slots: []model.SummarySlot{{Index: 0, Holder: "n1"}, {Index: 1, Holder: "n1"}, {Index: 2, Holder: "n2"}}}}}
 	a.noticeOwnSummarySlots(sum)

@@ -785,8 +785,8 @@ func (a *Agent) summaryLoop(ctx context.Context) {
 // holder never acts on it; its waiter, no longer listed, would wait out
 // the slot's TTL.
 func (a *Agent) noticeOwnSummarySlots(s *model.RolloutSummary) {
-	if s == nil {
-		return
+	if s == nil || !listsHolder(s, a.nodeID) {
+		return // nearly always: every pass of every job reads a summary
 	}
 	wake := false
 	a.mu.Lock()
@@ -827,6 +827,21 @@ func (a *Agent) noticeOwnSummarySlots(s *model.RolloutSummary) {
 		default:
 		}
 	}
+}
+
+// listsHolder reports whether summary s lists a slot held by node.
+func listsHolder(s *model.RolloutSummary, node string) bool {
+	for _, g := range s.Groups {
+		if g == nil {
+			continue
+		}
+		for _, sl := range g.Slots {
+			if sl.Holder == node {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkOwnSlots reads the slots noticeOwnSummarySlots queued and adopts

@@ -68,12 +68,6 @@ func RankedNodes(key string, ids []string) []string {
 	return out
 }
 
-// rankOf is id's position in RankedNodes(key, ids), or -1.
-func rankOf(key string, ids []string, id string) int {
-	r, _ := rankAndFirst(key, ids, id)
-	return r
-}
-
 // rankAndFirst returns id's position in RankedNodes(key, ids) (-1 when ids
 // lacks it) and that ranking's first ID ("" for none), in one pass over ids
 // without sorting them: what a pass asks of the steward ranking is only

@@ -241,14 +241,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 			maxP = 1
 		}
 		held, holding, holders := groupSlots(slots, name)
-		var free []int
-		for i := 0; i < maxP; i++ {
-			if !held[i] {
-				free = append(free, i)
-			}
-		}
-		nfree := max(maxP-len(held), 0) // a slot beyond max_parallel (an older version's) still counts
-		nfree = min(nfree, len(free))
+		free, nfree := freeIndices(held, maxP)
 		ws := f.waiters(d, name, holding)
 		var assigned map[string]int
 		if f.Narrow {

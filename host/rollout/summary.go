@@ -250,31 +250,17 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 // two tried the same key, and one of them waited an interval for nothing).
 func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) []int {
 	held, _, _ := groupSlots(slots, name)
-	var free []int
-	isFree := map[int]bool{}
-	for i := 0; i < maxP; i++ {
-		if !held[i] {
-			free = append(free, i)
-			isFree[i] = true
-		}
-	}
-	n := min(max(maxP-len(held), 0), len(free), len(waiting))
+	free, n := freeIndices(held, maxP)
+	n = min(n, len(waiting))
 	if n == 0 {
 		return nil
 	}
-	was := map[string]int{}
-	if prev != nil {
-		for i, idx := range prev.Assigned {
-			if i < len(prev.Waiting) {
-				was[prev.Waiting[i].Alloc] = idx
-			}
-		}
-	}
+	was := assignedByAlloc(prev)
 	out := make([]int, n)
 	taken := map[int]bool{}
 	for i := range out {
 		out[i] = -1
-		if idx, ok := was[waiting[i].Alloc]; ok && isFree[idx] && !taken[idx] {
+		if idx, ok := was[waiting[i].Alloc]; ok && idx >= 0 && idx < maxP && !held[idx] && !taken[idx] {
 			out[i] = idx
 			taken[idx] = true
 		}
@@ -313,10 +299,18 @@ func (f *Facts) allAt(level int) bool {
 // steward's summary, or none admitted).
 func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
 	s := f.Summary
-	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil || len(s.Groups[name].Assigned) == 0 {
+	if s == nil || s.DeploymentID != d.ID {
 		return nil
 	}
-	g := s.Groups[name]
+	return assignedByAlloc(s.Groups[name])
+}
+
+// assignedByAlloc maps each waiter g assigns a slot index to that index
+// (nil when g assigns none).
+func assignedByAlloc(g *model.GroupSummary) map[string]int {
+	if g == nil || len(g.Assigned) == 0 {
+		return nil
+	}
 	out := make(map[string]int, len(g.Assigned))
 	for i, idx := range g.Assigned {
 		if i < len(g.Waiting) {
@@ -324,6 +318,19 @@ func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
 		}
 	}
 	return out
+}
+
+// freeIndices are a group's slot indices below maxP that held does not
+// name, in order, and how many of them may be taken now: maxP less every
+// held slot (one beyond maxP, an older version's, still counts: I5), at
+// most the free ones.
+func freeIndices(held map[int]bool, maxP int) (free []int, n int) {
+	for i := 0; i < maxP; i++ {
+		if !held[i] {
+			free = append(free, i)
+		}
+	}
+	return free, min(max(maxP-len(held), 0), len(free))
 }
 
 // sameSummary reports whether two summaries say the same (their writer
