@@ -559,3 +559,7 @@ func newBootID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// The heartbeater reads a write whose answer was lost back before it
+// writes again (node.Reader); the fleet's node writer is that reader.
+var _ node.Reader = (*fleet.NodeWriter)(nil)

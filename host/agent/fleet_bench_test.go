@@ -288,6 +288,18 @@ func BenchmarkFleetRollout(b *testing.B) {
 			return 0
 		}
 		nodesSeq0 := nodesSeq()
+		// The heartbeaters' own account: writes answered, writes whose
+		// answer failed, and of those the ones found landed on read-back.
+		beats := func() (ok, failed, landed uint64) {
+			for _, n := range f.nodes {
+				st := n.hb.Status()
+				ok += st.Heartbeats
+				failed += st.Failures
+				landed += st.FoundLanded
+			}
+			return
+		}
+		beatsOK0, beatsFailed0, beatsLanded0 := beats()
 		var allocBytes0, allocBytes1 uint64 // the allocations' share of the bytes
 		delivered := func() (entries, bytes uint64, byKind map[string]uint64) {
 			byKind = map[string]uint64{}
@@ -406,6 +418,10 @@ func BenchmarkFleetRollout(b *testing.B) {
 		// nodes stream counts them (the stores count only their own).
 		nodeWrites := nodesSeq() - nodesSeq0
 		b.ReportMetric(float64(nodeWrites)/elapsed.Seconds(), "node-writes/s")
+		beatsOK1, beatsFailed1, beatsLanded1 := beats()
+		b.ReportMetric(float64(beatsOK1-beatsOK0)/elapsed.Seconds(), "heartbeats-answered/s")
+		b.ReportMetric(float64(beatsFailed1-beatsFailed0), "heartbeats-failed/rollout")
+		b.ReportMetric(float64(beatsLanded1-beatsLanded0), "heartbeats-found-landed/rollout")
 		// What the agents' watches delivered during the rollout, by
 		// bucket: the allocations' share grows with the fleet only for
 		// the few agents that watch the job on every node.

@@ -265,6 +265,8 @@ type node struct {
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
+	// hb is the node's heartbeater (its status counts lost answers).
+	hb *hostnode.Heartbeater
 }
 
 // record is the node's current record, with the time it is built at as
@@ -354,6 +356,7 @@ func (n *node) start() {
 	}}
 	hb := hostnode.NewHeartbeater(hostnode.HeartbeatConfig{Period: store.NodeTTL() / 3, Plan: live.Plan},
 		store.ForNode(n.id), n.record, nil)
+	n.hb = hb
 	go func() { _ = hb.Run(ctx) }()
 	a, err := New(Config{
 		Node:          n.record,

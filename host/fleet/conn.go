@@ -230,6 +230,17 @@ func (c *Conn) withTimeout(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, c.timeout)
 }
 
+// withLongerTimeout is withTimeout, except that a caller's deadline later
+// than the request timeout is kept: a heartbeat waits for its answer as
+// long as its period allows (node.HeartbeatConfig.WriteTimeout), since one
+// written again lands twice and reaches every watcher twice.
+func (c *Conn) withLongerTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) > c.timeout {
+		return context.WithCancel(ctx)
+	}
+	return c.withTimeout(ctx)
+}
+
 // backoff is a capped exponential backoff with full jitter.
 func backoff(attempt int, base, max time.Duration) time.Duration {
 	if attempt < 0 {

@@ -77,3 +77,38 @@ func TestTheNodesBucketsTTLIsRaisedAndLowered(t *testing.T) {
 		t.Fatalf("reading back: %v", err)
 	}
 }
+
+// A node record's write keeps a caller's deadline when it is longer than
+// the request timeout (a heartbeat waits up to a quarter of its period),
+// and ReadNode reads back what was written. Control: without a deadline
+// of its own, the same write gets the request timeout, here too short to
+// be answered.
+func TestANodeRecordsWriteKeepsTheCallersLongerDeadline(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, _ := testLog(t)
+	st := mustEnsure(t, connect(t, srv.ClientURL(), log, nil), BucketOptions{NodeTTL: time.Minute})
+	st.conn.timeout = time.Microsecond // no answer comes this fast
+	w := st.ForNode("n1")
+	rec := nodeRecord("n1")
+	rec.HeartbeatAt = time.Now().UTC()
+	if _, err := w.PutNodeTTL(context.Background(), rec, 30*time.Second); err == nil {
+		t.Fatal("control: a write with the microsecond request timeout was answered")
+	}
+	if _, err := w.PutNode(context.Background(), rec); err == nil {
+		t.Fatal("control: a plain put with the microsecond request timeout was answered")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := w.PutNodeTTL(ctx, rec, 30*time.Second); err != nil {
+		t.Fatalf("a write with the caller's 10 s deadline: %v", err)
+	}
+	rec2 := *rec
+	rec2.HeartbeatAt = rec.HeartbeatAt.Add(time.Second)
+	if _, err := w.PutNode(ctx, &rec2); err != nil {
+		t.Fatalf("a plain put with the caller's 10 s deadline: %v", err)
+	}
+	got, err := w.ReadNode(ctx)
+	if err != nil || got == nil || !got.HeartbeatAt.Equal(rec2.HeartbeatAt) {
+		t.Fatalf("read back %+v, %v; want the heartbeat at %v", got, err, rec2.HeartbeatAt)
+	}
+}

@@ -365,6 +365,24 @@ func (s *Store) put(ctx context.Context, kv jetstream.KeyValue, key string, v an
 	return kv.Put(rctx, key, b)
 }
 
+// putNodeRecord is put for a node record: the caller's deadline is kept
+// when it is the longer (Conn.withLongerTimeout).
+func (s *Store) putNodeRecord(ctx context.Context, n *model.Node) (uint64, error) {
+	if s.Nodes == nil {
+		return 0, ErrNoBucket
+	}
+	b, err := json.Marshal(n)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > wanted.MaxValueSize {
+		return 0, fmt.Errorf("%w: %d bytes", wanted.ErrOversize, len(b))
+	}
+	rctx, cancel := s.conn.withLongerTimeout(ctx)
+	defer cancel()
+	return s.Nodes.Put(rctx, wanted.NodeKey(n.ID), b)
+}
+
 // PutJob writes a job under wanted.JobKey (the CLI's `job run`). It returns
 // the new revision.
 func (s *Store) PutJob(ctx context.Context, j *model.Job) (uint64, error) {
@@ -677,12 +695,32 @@ func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error)
 	if !wanted.OwnsNodeKey(w.nodeID, wanted.NodeKey(n.ID)) {
 		return 0, fmt.Errorf("writing node record %s as node %s: %w", n.ID, w.nodeID, wanted.ErrNotOwner)
 	}
-	rev, err := w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n)
+	rev, err := w.s.putNodeRecord(ctx, n)
 	if err != nil {
 		return 0, fmt.Errorf("writing node record %s: %w", n.ID, err)
 	}
 	w.s.countNodeWrite(n)
 	return rev, nil
+}
+
+// ReadNode reads this node's record back as the bucket holds it
+// (node.Reader: a heartbeat whose answer was lost is looked for before it
+// is written again), keeping the caller's deadline when it is the longer.
+func (w *NodeWriter) ReadNode(ctx context.Context) (*model.Node, error) {
+	if w.s.Nodes == nil {
+		return nil, ErrNoBucket
+	}
+	key := wanted.NodeKey(w.nodeID)
+	rctx, cancel := w.s.conn.withLongerTimeout(ctx)
+	defer cancel()
+	e, err := w.s.Nodes.Get(rctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading node %s: %w", w.nodeID, err)
+	}
+	return wanted.DecodeNode(key, e.Value())
 }
 
 // countNodeWrite counts one node record written (Stats.NodeWrites).
@@ -716,11 +754,11 @@ func (w *NodeWriter) PutNodeTTL(ctx context.Context, n *model.Node, ttl time.Dur
 		return 0, fmt.Errorf("writing node record %s: %w: %d bytes", n.ID, wanted.ErrOversize, len(b))
 	}
 	ttl = ttl.Round(time.Second)
-	rctx, cancel := w.s.conn.withTimeout(ctx)
+	rctx, cancel := w.s.conn.withLongerTimeout(ctx)
 	defer cancel()
 	ack, err := w.s.conn.js.Publish(rctx, "$KV."+w.s.names.Nodes+"."+wanted.NodeKey(n.ID), b, jetstream.WithMsgTTL(max(ttl, time.Second)))
 	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMsgTTLDisabled {
-		rev, err := w.s.put(ctx, w.s.Nodes, wanted.NodeKey(n.ID), n) // the bucket cannot: its TTL applies
+		rev, err := w.s.putNodeRecord(ctx, n) // the bucket cannot: its TTL applies
 		if err == nil {
 			w.s.countNodeWrite(n)
 		}

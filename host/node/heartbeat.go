@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -15,6 +16,15 @@ import (
 // Writer writes this node's record (fleet.NodeWriter implements it).
 type Writer interface {
 	PutNode(ctx context.Context, n *model.Node) (uint64, error)
+}
+
+// Reader reads this node's record back as the bucket holds it
+// (fleet.NodeWriter implements it). A heartbeat whose answer did not come
+// is looked for before it is written again: a write that timed out on a
+// loaded server has often landed, and every write, landed twice or not,
+// reaches every watcher of the nodes bucket.
+type Reader interface {
+	ReadNode(ctx context.Context) (*model.Node, error)
 }
 
 // TTLWriter is a Writer that can write the record with a TTL of its own
@@ -41,12 +51,22 @@ type HeartbeatConfig struct {
 	// record's HeartbeatTTL) and the next one comes after its period,
 	// instead of Period's.
 	Plan func(ctx context.Context) Beat
+	// WriteTimeout is the shortest deadline of one write
+	// (DefaultWriteTimeout). A write waits a quarter of the planned period
+	// when that is longer: at a thousand nodes a beat comes every 100 s,
+	// and an answer later than a few seconds is no reason to write again.
+	// The writer must keep a deadline the caller set (fleet.NodeWriter
+	// does).
+	WriteTimeout time.Duration
 }
 
 // Default heartbeat settings.
 const (
 	DefaultPeriod = 10 * time.Second
 	DefaultGrace  = 10 * time.Second
+	// DefaultWriteTimeout is fleet.DefaultRequestTimeout: a short period's
+	// write waits as any other request.
+	DefaultWriteTimeout = 5 * time.Second
 )
 
 // Heartbeater registers the node and keeps its record alive.
@@ -57,11 +77,23 @@ type Heartbeater struct {
 	log   *slog.Logger
 	poke  chan struct{}
 
+	// unanswered is the last write when it failed: the record sent and
+	// when (Run's goroutine only).
+	unanswered *sent
+
 	mu         sync.Mutex
 	registered bool
 	last       time.Time
 	lastErr    error
 	beats      uint64
+	failures   uint64
+	landed     uint64
+}
+
+// sent is one write of the record.
+type sent struct {
+	rec *model.Node
+	at  time.Time
 }
 
 // NewHeartbeater returns a heartbeater that writes build()'s record through
@@ -79,6 +111,9 @@ func NewHeartbeater(cfg HeartbeatConfig, w Writer, build func() *model.Node, log
 	}
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = 5 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -100,13 +135,18 @@ type Status struct {
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	LastError     string    `json:"last_error,omitempty"`
 	Heartbeats    uint64    `json:"heartbeats"`
+	// Failures counts writes that failed or whose answer did not come in
+	// time; FoundLanded those of them that the read-back found in the
+	// bucket (so not written again).
+	Failures    uint64 `json:"failures,omitempty"`
+	FoundLanded uint64 `json:"found_landed,omitempty"`
 }
 
 // Status returns the current state.
 func (h *Heartbeater) Status() Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := Status{Registered: h.registered, LastHeartbeat: h.last, Heartbeats: h.beats}
+	s := Status{Registered: h.registered, LastHeartbeat: h.last, Heartbeats: h.beats, Failures: h.failures, FoundLanded: h.landed}
 	if h.lastErr != nil {
 		s.LastError = h.lastErr.Error()
 	}
@@ -188,7 +228,10 @@ func (h *Heartbeater) Run(ctx context.Context) error {
 }
 
 // write writes the record as planned and returns the wait before the
-// next write.
+// next write. After a write that failed, the record is read back first: if
+// that write landed after all and nothing but the heartbeat time changed
+// since, it stands for this one (no write), and the next comes a period
+// after it was sent.
 func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next time.Duration, err error) {
 	next = h.cfg.Period
 	var ttl time.Duration
@@ -202,13 +245,63 @@ func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next time.Durat
 			ttl = b.TTL
 		}
 	}
-	if ttl == 0 {
-		_, err = h.w.PutNode(ctx, n)
-		return next, err
+	if ttl > 0 {
+		n.HeartbeatTTL = model.Duration(ttl)
 	}
-	n.HeartbeatTTL = model.Duration(ttl)
-	_, err = tw.PutNodeTTL(ctx, n, ttl)
+	if prev := h.unanswered; prev != nil {
+		h.unanswered = nil
+		if wait, ok := h.landedAfterAll(ctx, prev, n, next); ok {
+			return wait, nil
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, max(h.cfg.WriteTimeout, next/4))
+	defer cancel()
+	at := time.Now()
+	if ttl == 0 {
+		_, err = h.w.PutNode(wctx, n)
+	} else {
+		_, err = tw.PutNodeTTL(wctx, n, ttl)
+	}
+	if err != nil && ctx.Err() == nil {
+		h.unanswered = &sent{rec: n, at: at}
+	}
 	return next, err
+}
+
+// landedAfterAll reports whether prev, a write that failed, is the record
+// the bucket holds and n says nothing else (so writing n would only move
+// the heartbeat time); if so, the wait before the next write: the period
+// from when prev was sent (it landed no earlier), unless that is already
+// (nearly) out.
+func (h *Heartbeater) landedAfterAll(ctx context.Context, prev *sent, n *model.Node, period time.Duration) (time.Duration, bool) {
+	r, ok := h.w.(Reader)
+	if !ok || prev.rec.HeartbeatAt.IsZero() || !sameButBeat(prev.rec, n) {
+		return 0, false
+	}
+	wait := period - time.Since(prev.at)
+	if wait < h.cfg.RetryMax {
+		return 0, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.WriteTimeout)
+	defer cancel()
+	got, err := r.ReadNode(rctx)
+	if err != nil || got == nil || !got.HeartbeatAt.Equal(prev.rec.HeartbeatAt) {
+		return 0, false
+	}
+	h.mu.Lock()
+	h.landed++
+	h.mu.Unlock()
+	return wait, true
+}
+
+// sameButBeat reports whether two records say the same but for their
+// heartbeat time.
+func sameButBeat(a, b *model.Node) bool {
+	x, y := *a, *b
+	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
+	bx, err1 := json.Marshal(&x)
+	by, err2 := json.Marshal(&y)
+	return err1 == nil && err2 == nil && string(bx) == string(by)
 }
 
 func (h *Heartbeater) record(err error) {
@@ -222,6 +315,8 @@ func (h *Heartbeater) record(err error) {
 		h.registered = true
 		h.last = time.Now()
 		h.beats++
+	} else {
+		h.failures++
 	}
 }
 

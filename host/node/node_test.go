@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -431,6 +432,137 @@ func TestAFailedHeartbeatIsRetriedAtAQuarterOfThePeriodNotAtOnce(t *testing.T) {
 	for i := 3; i < len(w.times); i++ {
 		if gap := w.times[i].Sub(w.times[i-1]); gap < period/4-10*time.Millisecond || gap > period+50*time.Millisecond {
 			t.Fatalf("retry %d came %v after the last try, want between a quarter period (%v) and the period (%v); all: %v", i, gap, period/4, period, w.times)
+		}
+	}
+}
+
+// lostAnswers is a Writer and Reader over one stored record: writes number
+// lose (their answer fails, with the record stored or not, as landing
+// says) and every other write is answered; each write's deadline is noted.
+type lostAnswers struct {
+	mu        sync.Mutex
+	lose      func(i int) bool
+	landing   bool
+	stored    *model.Node
+	times     []time.Time
+	deadlines []time.Duration
+	reads     int
+}
+
+func (f *lostAnswers) PutNode(ctx context.Context, n *model.Node) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := len(f.times)
+	f.times = append(f.times, time.Now())
+	dl, _ := ctx.Deadline()
+	f.deadlines = append(f.deadlines, time.Until(dl))
+	c := *n
+	if !f.lose(i) {
+		f.stored = &c
+		return uint64(i + 1), nil
+	}
+	if f.landing {
+		f.stored = &c
+	}
+	return 0, context.DeadlineExceeded
+}
+
+func (f *lostAnswers) ReadNode(context.Context) (*model.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if f.stored == nil {
+		return nil, errors.New("not found")
+	}
+	c := *f.stored
+	return &c, nil
+}
+
+// A heartbeat whose answer was lost but which landed is not written again:
+// the retry reads the record back, finds that very write, and waits out
+// the period from it. Controls: a lost write that did not land is written
+// again at the retry; one that landed is written again when the record
+// changed meanwhile (a drain), since the landed one does not say it.
+func TestAHeartbeatWhoseAnswerWasLostButLandedIsNotWrittenAgain(t *testing.T) {
+	const period = 800 * time.Millisecond
+	run := func(t *testing.T, landing bool, build func() *model.Node) *lostAnswers {
+		// The registration is answered; the first beat's answer is lost.
+		w := &lostAnswers{lose: func(i int) bool { return i == 1 }, landing: landing}
+		hb := NewHeartbeater(HeartbeatConfig{Period: period, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, w, build, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- hb.Run(ctx) }()
+		// The first beat comes within a period; the retry a quarter period
+		// after it; the period after the lost beat is then nearly out.
+		time.Sleep(period + period/4 + period/2)
+		cancel()
+		<-done
+		st := hb.Status()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.times) < 2 {
+			t.Fatalf("%d writes: no beat after the registration", len(w.times))
+		}
+		if st.Failures != 1 {
+			t.Fatalf("failures %d, want 1", st.Failures)
+		}
+		t.Logf("landing %v: writes at %v, %d reads, status %+v", landing, w.times, w.reads, st)
+		return w
+	}
+	beat := func() *model.Node { return &model.Node{ID: "n1", HeartbeatAt: time.Now()} }
+	t.Run("landed", func(t *testing.T) {
+		w := run(t, true, beat)
+		if w.reads != 1 {
+			t.Fatalf("%d read-backs, want 1", w.reads)
+		}
+		// The next write is the next period's beat, not the retry.
+		if len(w.times) > 2 {
+			if gap := w.times[2].Sub(w.times[1]); gap < period-50*time.Millisecond {
+				t.Fatalf("written again %v after the lost beat that landed, within its period (%v)", gap, period)
+			}
+		}
+	})
+	t.Run("control: not landed", func(t *testing.T) {
+		w := run(t, false, beat)
+		if len(w.times) < 3 || w.reads != 1 {
+			t.Fatalf("%d writes and %d read-backs, want the lost beat written again after 1 read-back", len(w.times), w.reads)
+		}
+		if gap := w.times[2].Sub(w.times[1]); gap < period/4-10*time.Millisecond {
+			t.Fatalf("written again %v after the lost beat, before a quarter period", gap)
+		}
+	})
+	t.Run("control: landed, then the record changed", func(t *testing.T) {
+		var writes atomic.Int32
+		drained := func() *model.Node {
+			n := beat()
+			if writes.Add(1) > 2 { // the record built after the lost beat says drain
+				n.Drain = &model.DrainStrategy{}
+			}
+			return n
+		}
+		w := run(t, true, drained)
+		if len(w.times) < 3 || w.stored.Drain == nil {
+			t.Fatalf("%d writes, stored drain %v: the changed record was not written", len(w.times), w.stored.Drain)
+		}
+	})
+}
+
+// A write waits a quarter of the planned period for its answer when that
+// is longer than WriteTimeout, and WriteTimeout otherwise.
+func TestAHeartbeatWritesDeadlineFitsItsPeriod(t *testing.T) {
+	for _, c := range []struct {
+		period, writeTimeout, want time.Duration
+	}{
+		{period: 40 * time.Second, writeTimeout: time.Second, want: 10 * time.Second},
+		{period: 2 * time.Second, writeTimeout: time.Second, want: time.Second},
+	} {
+		w := &lostAnswers{lose: func(int) bool { return false }}
+		hb := NewHeartbeater(HeartbeatConfig{Period: c.period, WriteTimeout: c.writeTimeout}, w, func() *model.Node { return &model.Node{ID: "n1"} }, nil)
+		if _, err := hb.write(context.Background(), &model.Node{ID: "n1"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.deadlines[0]; got > c.want || got < c.want-time.Second/2 {
+			t.Fatalf("period %v, write timeout %v: the write's deadline was %v away, want %v", c.period, c.writeTimeout, got, c.want)
 		}
 	}
 }
