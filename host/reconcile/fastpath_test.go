@@ -26,12 +26,10 @@ func TestABatchDerivesExactlyAllocIDsIDs(t *testing.T) {
 		{"prod", "api", 1 << 40, "n2", "api.api[3]", "a"},
 	}
 	for _, c := range calls {
-		b := newIDBatch(3, c.ns, c.job, c.version)
-		var got, other, again string
-		b.alloc(&got, c.node, c.name, c.prev)
-		b.alloc(&other, c.node+"x", c.name, "") // control: another text, another ID
-		b.alloc(&again, c.node, c.name, c.prev)
-		b.done()
+		b := newIDBatch(1, c.ns, c.job, c.version) // sized for one: the buffer grows under the first ID
+		got := b.alloc(c.node, c.name, c.prev)
+		other := b.alloc(c.node+"x", c.name, "") // control: another text, another ID
+		again := b.alloc(c.node, c.name, c.prev)
 		if want := AllocID(c.ns, c.job, c.version, c.node, c.name, c.prev); got != want || again != want {
 			t.Errorf("%+v: batch %q and %q, AllocID %q", c, got, again, want)
 		}

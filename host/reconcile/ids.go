@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
+	"slices"
 	"unsafe"
 )
 
@@ -34,50 +36,46 @@ func AllocID(namespace, jobID string, version uint64, nodeID, name, previous str
 }
 
 // idBatch derives a round's new allocation IDs (AllocID's, for one job and
-// version) into one buffer and turns them into strings at once: one string
-// for the round, each ID a slice of it, instead of one allocation per ID.
-// The hashed text's head (kind, namespace, job, version) is encoded once.
+// version) into one buffer: each ID is a string over its 36 bytes of the
+// buffer, not an allocation of its own. The hashed text's head (kind,
+// namespace, job, version) is encoded once, and one digest serves every ID.
 type idBatch struct {
-	buf         []byte
-	targets     []*string // where each ID of buf goes, in order
-	next, first []byte    // the heads of AllocID's two kinds of text
+	buf         []byte // the IDs, 36 bytes each; a byte once written is never written again
+	h           hash.Hash
+	sum         [sha256.Size]byte
+	next, first []byte // the texts of AllocID's two kinds, holding their heads
 }
 
 func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
 	if n == 0 {
 		return idBatch{} // alloc is never called
 	}
-	return idBatch{buf: make([]byte, 0, n*36), targets: make([]*string, 0, n),
-		next: appendHead(nil, "next", namespace, jobID, version), first: appendHead(nil, "first", namespace, jobID, version)}
+	return idBatch{buf: make([]byte, 0, n*36), h: sha256.New(),
+		next:  appendHead(make([]byte, 0, 128), "next", namespace, jobID, version),
+		first: appendHead(make([]byte, 0, 128), "first", namespace, jobID, version)}
 }
 
-// alloc derives AllocID(namespace, jobID, version, nodeID, name, previous)
-// of the batch's job and version for *target, set by done.
-func (b *idBatch) alloc(target *string, nodeID, name, previous string) {
-	var stack [256]byte
-	m := stack[:0]
+// alloc returns AllocID(namespace, jobID, version, nodeID, name, previous)
+// of the batch's job and version.
+func (b *idBatch) alloc(nodeID, name, previous string) string {
+	// The text is built after its head, in place: b.next and b.first
+	// keep their lengths (the head), whatever follows is overwritten.
+	var m []byte
 	if previous != "" {
-		m = appendPart(append(m, b.next...), previous)
+		m = appendPart(b.next, previous)
+		b.next = m[:len(b.next)]
 	} else {
-		m = appendPart(appendPart(append(m, b.first...), nodeID), name)
+		m = appendPart(appendPart(b.first, nodeID), name)
+		b.first = m[:len(b.first)]
 	}
-	b.buf = appendSum(b.buf, m)
-	b.targets = append(b.targets, target)
-}
-
-// done sets every target. The targets must not have moved since alloc.
-// The IDs share buf's memory: buf is never written again (the batch is
-// done with), so the string is immutable as a string must be, and copying
-// it would cost as much as the IDs' own allocations did.
-func (b *idBatch) done() {
-	if len(b.buf) == 0 {
-		return
-	}
-	s := unsafe.String(&b.buf[0], len(b.buf))
-	b.buf = nil
-	for i, t := range b.targets {
-		*t = s[i*36 : (i+1)*36]
-	}
+	b.h.Reset()
+	b.h.Write(m)
+	at := len(b.buf)
+	b.buf = appendUUID(b.buf, b.h.Sum(b.sum[:0]))
+	// These 36 bytes are never written again (the buffer only grows past
+	// them, and a grown buffer is a copy): the string is immutable, as a
+	// string must be.
+	return unsafe.String(&b.buf[at], 36)
 }
 
 // DeploymentID returns the ID of the deployment of one job version.
@@ -94,8 +92,9 @@ func derive(kind, namespace, jobID string, version uint64, parts ...string) stri
 	for _, p := range parts {
 		b = appendPart(b, p)
 	}
+	sum := sha256.Sum256(b)
 	var out [36]byte
-	return string(appendSum(out[:0], b))
+	return string(appendUUID(out[:0], sum[:]))
 }
 
 // appendHead appends the head every derived ID's text starts with.
@@ -106,11 +105,12 @@ func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte 
 	return binary.AppendUvarint(b, version)
 }
 
-// appendSum appends the first 16 bytes of text's SHA-256, formatted as a
-// UUID-shaped string.
-func appendSum(dst, text []byte) []byte {
-	sum := sha256.Sum256(text)
-	var out [36]byte
+// appendUUID appends the first 16 bytes of sum, formatted as a UUID-shaped
+// string.
+func appendUUID(dst, sum []byte) []byte {
+	at := len(dst)
+	dst = slices.Grow(dst, 36)[:at+36]
+	out := dst[at : at+36]
 	hex.Encode(out[0:8], sum[0:4])
 	out[8] = '-'
 	hex.Encode(out[9:13], sum[4:6])
@@ -120,7 +120,7 @@ func appendSum(dst, text []byte) []byte {
 	hex.Encode(out[19:23], sum[8:10])
 	out[23] = '-'
 	hex.Encode(out[24:36], sum[10:16])
-	return append(dst, out[:]...)
+	return dst
 }
 
 func appendPart(b []byte, p string) []byte {

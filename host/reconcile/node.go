@@ -304,8 +304,7 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 
 // entry fills e (a zero entry) with a decision's plan entry. It writes in
 // place: an entry is big, and a round builds thousands. New IDs are derived
-// into ids, which sets the entry's field once the round's IDs are all
-// derived (one string for all of them, not one per ID).
+// by ids (one buffer for the round's IDs, not one allocation per ID).
 func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 	ni, a := &f.nodes[d.pos], f.allocOf(d)
 	if d.rule == ruleName3 {
@@ -315,7 +314,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		if a != nil {
 			e.PreviousAllocID = a.ID
 		}
-		ids.alloc(&e.AllocID, ni.id, name, e.PreviousAllocID)
+		e.AllocID = ids.alloc(ni.id, name, e.PreviousAllocID)
 		return
 	}
 	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
@@ -347,7 +346,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			ids.alloc(&e.NewAllocID, ni.id, a.Name, a.ID)
+			e.NewAllocID = ids.alloc(ni.id, a.Name, a.ID)
 		}
 	}
 }

@@ -470,10 +470,6 @@ func (c *collector) plan(f *fleet) *Plan {
 		last[b] = d.pos
 		next[b]++
 	}
-	// Before any sort moves the entries. (The order checks above never
-	// read a new ID: entries of one node and bucket differ by name, or
-	// are updates, whose AllocID is the live one.)
-	ids.done()
 	for b, l := range lists {
 		if unsorted[b] {
 			slices.SortFunc(*l, func(a, b Entry) int { return compareEntries(&a, &b) })
