@@ -29,19 +29,14 @@ type nodeInfo struct {
 // liveOf returns the node's live allocations, sorted by name, then ID.
 func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
 
-// checkLive validates the live allocations and reports whether they are
-// sorted by node, name and ID, in one pass.
-func checkLive(live []*model.Allocation) (sorted bool, err error) {
-	sorted = true
-	for i, a := range live {
+// checkLive validates the live allocations.
+func checkLive(live []*model.Allocation) error {
+	for _, a := range live {
 		if a == nil || a.ID == "" {
-			return false, errors.New("reconciling: a live allocation has no ID")
-		}
-		if sorted && i > 0 && byNodeNameID(live[i-1], a) > 0 {
-			sorted = false
+			return errors.New("reconciling: a live allocation has no ID")
 		}
 	}
-	return sorted, nil
+	return nil
 }
 
 // sortedReady validates the ready nodes and returns them sorted by ID, in
@@ -87,6 +82,11 @@ func byNodeNameID(a, b *model.Allocation) int {
 	if c := strings.Compare(a.NodeID, b.NodeID); c != 0 {
 		return c
 	}
+	return byNameID(a, b)
+}
+
+// byNameID orders one node's live allocations.
+func byNameID(a, b *model.Allocation) int {
 	if c := strings.Compare(a.Name, b.Name); c != 0 {
 		return c
 	}
@@ -113,17 +113,16 @@ func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
 //
 // Inputs that arrive sorted (the agent lists nodes and keys in order) are
 // merged as they are: no node ID is hashed and nothing is sorted. Live
-// allocations out of order are grouped by node through a map from node ID
-// to position and ordered within each node, which costs a hash per
-// allocation instead of a sort of the whole list.
+// allocations out of order (the merge finds out) are grouped by node
+// through a map from node ID to position and ordered within each node,
+// which costs a hash per allocation instead of a sort of the whole list.
 func (f *fleet) indexNodes() error {
 	in := f.in
 	ready, err := sortedReady(in.ReadyNodes)
 	if err != nil {
 		return err
 	}
-	sorted, err := checkLive(in.LiveAllocs)
-	if err != nil {
+	if err := checkLive(in.LiveAllocs); err != nil {
 		return err
 	}
 	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
@@ -131,9 +130,7 @@ func (f *fleet) indexNodes() error {
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
 	}
-	if sorted {
-		f.merge(ready, notReady, tainted, in.LiveAllocs)
-	} else if !f.groupLive(ready, notReady, tainted) {
+	if !f.merge(ready, notReady, tainted, in.LiveAllocs) && !f.groupLive(ready, notReady, tainted) {
 		// Some allocation is on a node no set lists: merge a sorted copy.
 		live := slices.Clone(in.LiveAllocs)
 		slices.SortFunc(live, byNodeNameID)
@@ -148,33 +145,49 @@ func (f *fleet) indexNodes() error {
 	return nil
 }
 
-// merge builds f.nodes from the sets and the live allocations, all sorted
-// by node ID, in one merge of the four lists.
-func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) {
+// merge builds f.nodes from the sets, sorted by node ID, and the live
+// allocations, in one merge of the four lists. It reports false, having
+// built nothing to keep, when the live allocations are not sorted by node,
+// name and ID: their order is checked as they are merged, which costs no
+// comparison of node IDs beyond the merge's own.
+//
+// Node IDs are compared for equality first: the live allocations of a
+// ready node follow that node's head of the list, so a fleet whose
+// allocations are on its ready nodes costs one equality test per node,
+// not an ordering comparison of IDs that share a long prefix.
+func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) bool {
 	f.live = live
 	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
 	f.readyList = make([]*model.Node, 0, len(ready))
 	r, nr, t, l := 0, 0, 0, 0
-	for r < len(ready) || nr < len(notReady) || t < len(tainted) || l < len(live) {
-		// The smallest node ID at the head of any of the four lists.
+	prev := ""
+	for {
+		// The smallest node ID at the head of any of the sorted sets.
 		var id string
 		have := false
-		next := func(c string) {
-			if !have || c < id {
+		if r < len(ready) {
+			id, have = ready[r].ID, true
+		}
+		if nr < len(notReady) && (!have || (notReady[nr] != id && notReady[nr] < id)) {
+			id, have = notReady[nr], true
+		}
+		if t < len(tainted) && (!have || (tainted[t] != id && tainted[t] < id)) {
+			id, have = tainted[t], true
+		}
+		if l < len(live) {
+			// The sets' heads all follow the last node merged (each set
+			// is sorted and was advanced past it): a node of live that
+			// is not one of them must follow it too, or live is out of
+			// order.
+			if c := live[l].NodeID; !have || (c != id && c < id) {
+				if len(f.nodes) > 0 && c <= prev {
+					return false
+				}
 				id, have = c, true
 			}
 		}
-		if r < len(ready) {
-			next(ready[r].ID)
-		}
-		if nr < len(notReady) {
-			next(notReady[nr])
-		}
-		if t < len(tainted) {
-			next(tainted[t])
-		}
-		if l < len(live) {
-			next(live[l].NodeID)
+		if !have {
+			return true
 		}
 		ni := nodeInfo{id: id, pos: int32(len(f.nodes))}
 		for nr < len(notReady) && notReady[nr] == id {
@@ -194,10 +207,14 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 		}
 		from := l
 		for l < len(live) && live[l].NodeID == id {
+			if l > from && byNameID(live[l-1], live[l]) > 0 {
+				return false
+			}
 			l++
 		}
 		ni.lo, ni.hi = int32(from), int32(l)
 		f.nodes = append(f.nodes, ni)
+		prev = id
 	}
 }
 
