@@ -20,19 +20,13 @@ func (DefaultCanaryChooser) ChooseCanaries(_ context.Context, req CanaryRequest)
 
 // DefaultCanaries is the built-in canary choice, as a pure function.
 func DefaultCanaries(req CanaryRequest) CanaryChoice {
-	if n := min(max(req.Count, 0), len(req.Eligible)); slices.IsSortedFunc(req.Eligible, func(a, b *model.Node) int {
+	if slices.IsSortedFunc(req.Eligible, func(a, b *model.Node) int {
 		if a.ID <= b.ID { // a follows b: a repeat counts as out of order
 			return -1
 		}
 		return 1
 	}) {
-		// The reconciler's requests list each node once, sorted: the
-		// first n are the answer, with no copy of every ID to sort.
-		ids := make([]string, 0, n)
-		for _, e := range req.Eligible[:n] {
-			ids = append(ids, e.ID)
-		}
-		return CanaryChoice{NodeIDs: ids}
+		return firstEligible(req)
 	}
 	ids := make([]string, 0, len(req.Eligible))
 	for _, n := range req.Eligible {
@@ -42,6 +36,18 @@ func DefaultCanaries(req CanaryRequest) CanaryChoice {
 	ids = slices.Compact(ids)
 	if req.Count < len(ids) {
 		ids = ids[:max(req.Count, 0)]
+	}
+	return CanaryChoice{NodeIDs: ids}
+}
+
+// firstEligible is DefaultCanaries for a request whose eligible nodes are
+// sorted by ID, each listed once (the reconciler's requests): the first
+// Count are the answer, with no copy of every ID to sort.
+func firstEligible(req CanaryRequest) CanaryChoice {
+	n := min(max(req.Count, 0), len(req.Eligible))
+	ids := make([]string, 0, n)
+	for _, e := range req.Eligible[:n] {
+		ids = append(ids, e.ID)
 	}
 	return CanaryChoice{NodeIDs: ids}
 }
@@ -88,9 +94,18 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 		// The reconciler runs in memory: the chooser it is given (the
 		// built-in default, or a fixture's) is asked without a deadline;
 		// the agent asks real policies itself, with one (host/rollout).
-		c, err := chooser.ChooseCanaries(context.Background(), req)
+		var c CanaryChoice
+		var err error
+		_, builtin := chooser.(DefaultCanaryChooser)
+		if builtin {
+			// The reconciler's eligible nodes are its ready nodes, sorted
+			// and each once: DefaultCanaries need not check them.
+			c = firstEligible(req)
+		} else {
+			c, err = chooser.ChooseCanaries(context.Background(), req)
+		}
 		why := ""
-		if _, builtin := chooser.(DefaultCanaryChooser); builtin {
+		if builtin {
 			// the built-in answer is valid by construction
 		} else if err != nil {
 			why = fmt.Sprintf("canary policy failed: %v", err)
@@ -112,10 +127,39 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 			d.Reason = c.Reason
 		}
 	}
-	d.Nodes = slices.Concat(d.Existing, d.Chosen)
-	slices.Sort(d.Nodes)
-	d.Nodes = slices.Compact(d.Nodes)
+	d.Nodes = union(d.Existing, d.Chosen)
 	return d
+}
+
+// union returns the sorted union of a and b, both sorted, without repeats;
+// nil when both are empty.
+func union(a, b []string) []string {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(a)+len(b))
+	add := func(s string) {
+		if len(out) == 0 || out[len(out)-1] != s {
+			out = append(out, s)
+		}
+	}
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] == b[j] || a[i] < b[j] {
+			add(a[i])
+			i++
+		} else {
+			add(b[j])
+			j++
+		}
+	}
+	for ; i < len(a); i++ {
+		add(a[i])
+	}
+	for ; j < len(b); j++ {
+		add(b[j])
+	}
+	return out
 }
 
 // canaryTarget is ceil(percent × ready / 100).

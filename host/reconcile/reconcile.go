@@ -267,16 +267,25 @@ func (f *fleet) settleCanaries() {
 	if !slices.ContainsFunc(f.groups, func(gr *group) bool { return gr.hasCanaries }) {
 		return
 	}
-	// Groups with an outdated allocation on a ready node.
-	for i := range f.nodes {
+	// Groups with canaries and an outdated allocation on a ready node
+	// (the only groups it is read of): the search ends when every such
+	// group has one, as in a rollout, at its first allocation.
+	left := 0
+	for _, gr := range f.groups {
+		if gr.hasCanaries {
+			left++
+		}
+	}
+	for i := 0; i < len(f.nodes) && left > 0; i++ {
 		ni := &f.nodes[i]
 		if !ni.ready {
 			continue
 		}
 		for _, a := range f.liveOf(ni) {
 			if a.JobVersion != f.version {
-				if gr, _ := f.required(a.Name); gr != nil {
+				if gr, _ := f.required(a.Name); gr != nil && gr.hasCanaries && !gr.outdated {
 					gr.outdated = true
+					left--
 				}
 			}
 		}
@@ -307,7 +316,8 @@ func (f *fleet) settleCanaries() {
 		}
 		if f.dep != nil {
 			mark := func(a *model.Allocation) {
-				if a.TaskGroup == gr.name && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary() {
+				// The cheapest test first: most allocations are no canary.
+				if a.DeploymentStatus.IsCanary() && a.DeploymentID == f.dep.ID && a.TaskGroup == gr.name {
 					ex = append(ex, a.NodeID)
 				}
 			}
@@ -354,11 +364,15 @@ func (f *fleet) mark(ids []string) []bool {
 	at := make([]bool, len(f.nodes))
 	i := 0
 	for _, id := range ids {
-		for i < len(f.nodes) && f.nodes[i].id < id {
+		// Equality first: canary nodes are often consecutive nodes (the
+		// default choice takes the first eligible ones), and an equality
+		// test of IDs sharing a long prefix costs less than an ordering.
+		for i < len(f.nodes) && f.nodes[i].id != id && f.nodes[i].id < id {
 			i++
 		}
 		if i < len(f.nodes) && f.nodes[i].id == id {
 			at[i] = true
+			i++
 		}
 	}
 	return at
