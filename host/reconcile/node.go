@@ -260,7 +260,7 @@ func (f *fleet) countKept(gr *group, a *model.Allocation) {
 // depCanary reports whether a is a canary of the deployment in force (a
 // canary of an older rollout is not).
 func (f *fleet) depCanary(a *model.Allocation) bool {
-	return f.dep != nil && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary()
+	return a.DeploymentStatus.IsCanary() && f.dep != nil && a.DeploymentID == f.dep.ID
 }
 
 // place applies the rules for a required name (group gr, index idx) with
@@ -305,10 +305,14 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 // entry fills e (a zero entry) with a decision's plan entry. It writes in
 // place: an entry is big, and a round builds thousands. New IDs are derived
 // by ids (one buffer for the round's IDs, not one allocation per ID).
+//
+// An allocation's entry takes its node ID from the allocation (the same
+// ID as its node's, as every allocation of a node's window, or terminal
+// allocation carried on it, has): the pass reads no node.
 func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
-	ni, a := &f.nodes[d.pos], f.allocOf(d)
+	a := f.allocOf(d)
 	if d.rule == ruleName3 {
-		gr := f.groups[d.gr]
+		ni, gr := &f.nodes[d.pos], f.groups[d.gr]
 		name := f.allocName(gr, int(d.idx))
 		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, gr.name, ni.id, d.canary, d.rule.String(), f.version
 		if a != nil {
@@ -317,11 +321,12 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		e.AllocID = ids.alloc(ni.id, name, e.PreviousAllocID)
 		return
 	}
-	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
-		a.Name, a.TaskGroup, ni.id, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
+	group := a.TaskGroup
 	if d.gr != noGroup {
-		e.Group = f.groups[d.gr].name
+		group = f.groups[d.gr].name
 	}
+	e.Name, e.Group, e.NodeID, e.AllocID, e.Rule, e.JobVersion, e.Canary =
+		a.Name, group, a.NodeID, a.ID, d.rule.String(), a.JobVersion, f.depCanary(a)
 	switch d.rule {
 	case ruleAlloc3, ruleAlloc8:
 		e.ClientStatus = model.ClientLost
@@ -346,7 +351,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 		}
 		if d.kind == bUpdate {
 			e.JobVersion = f.version
-			e.NewAllocID = ids.alloc(ni.id, a.Name, a.ID)
+			e.NewAllocID = ids.alloc(a.NodeID, a.Name, a.ID)
 		}
 	}
 }
