@@ -29,6 +29,19 @@ type nodeInfo struct {
 // liveOf returns the node's live allocations, sorted by name, then ID.
 func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
 
+// likelySorted reports whether the live allocations' first few are in
+// order: a list out of order is mostly found out here, before a merge
+// that would find it out only at the first allocation out of order (the
+// merge still checks every one).
+func likelySorted(live []*model.Allocation) bool {
+	for i := 1; i < min(len(live), 9); i++ {
+		if byNodeNameID(live[i-1], live[i]) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // checkLive validates the live allocations.
 func checkLive(live []*model.Allocation) error {
 	for _, a := range live {
@@ -52,29 +65,28 @@ func sortedReady(ready []*model.Node) ([]*model.Node, error) {
 			sorted = false
 		}
 	}
-	if !sorted {
-		// Sorted by (ID, node) pairs: comparing IDs held in the array does
-		// not load every node's record, as sorting the records would.
-		type idNode struct {
-			id string
-			n  *model.Node
-		}
-		pairs := make([]idNode, len(ready))
-		for i, n := range ready {
-			pairs[i] = idNode{n.ID, n}
-		}
-		slices.SortFunc(pairs, func(a, b idNode) int { return strings.Compare(a.id, b.id) })
-		ready = make([]*model.Node, len(pairs))
-		for i, p := range pairs {
-			ready[i] = p.n
-		}
+	if sorted {
+		return ready, nil // strictly increasing: no node is listed twice
 	}
-	for i := 1; i < len(ready); i++ {
-		if ready[i].ID == ready[i-1].ID {
-			return nil, fmt.Errorf("reconciling: ready node %q is listed twice", ready[i].ID)
-		}
+	// Sorted by (ID, node) pairs: comparing IDs held in the array does not
+	// load every node's record, as sorting the records would.
+	type idNode struct {
+		id string
+		n  *model.Node
 	}
-	return ready, nil
+	pairs := make([]idNode, len(ready))
+	for i, n := range ready {
+		pairs[i] = idNode{n.ID, n}
+	}
+	slices.SortFunc(pairs, func(a, b idNode) int { return strings.Compare(a.id, b.id) })
+	out := make([]*model.Node, len(pairs))
+	for i, p := range pairs {
+		if i > 0 && p.id == pairs[i-1].id {
+			return nil, fmt.Errorf("reconciling: ready node %q is listed twice", p.id)
+		}
+		out[i] = p.n
+	}
+	return out, nil
 }
 
 // byNodeNameID orders live allocations as the node pass reads them.
@@ -130,7 +142,7 @@ func (f *fleet) indexNodes() error {
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
 	}
-	if !f.merge(ready, notReady, tainted, in.LiveAllocs) && !f.groupLive(ready, notReady, tainted) {
+	if !(likelySorted(in.LiveAllocs) && f.merge(ready, notReady, tainted, in.LiveAllocs)) && !f.groupLive(ready, notReady, tainted) {
 		// Some allocation is on a node no set lists: merge a sorted copy.
 		live := slices.Clone(in.LiveAllocs)
 		slices.SortFunc(live, byNodeNameID)
@@ -157,8 +169,12 @@ func (f *fleet) indexNodes() error {
 // not an ordering comparison of IDs that share a long prefix.
 func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) bool {
 	f.live = live
-	f.nodes = make([]nodeInfo, 0, len(ready)+len(notReady)+len(tainted))
-	f.readyList = make([]*model.Node, 0, len(ready))
+	// A merge that found live out of order leaves its lists to the next.
+	if n := len(ready) + len(notReady) + len(tainted); cap(f.nodes) >= n {
+		f.nodes, f.readyList = f.nodes[:0], f.readyList[:0]
+	} else {
+		f.nodes, f.readyList = make([]nodeInfo, 0, n), make([]*model.Node, 0, len(ready))
+	}
 	r, nr, t, l := 0, 0, 0, 0
 	prev := ""
 	for {

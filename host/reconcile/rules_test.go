@@ -438,6 +438,10 @@ func TestInputsThatWouldMakeThePlanOrderDependentAreRefused(t *testing.T) {
 	if _, err := ReconcileFleet(in); err == nil || !strings.Contains(err.Error(), `"n1" is listed twice`) {
 		t.Errorf("duplicate ready node: %v", err)
 	}
+	in.ReadyNodes = []*model.Node{rnode("n1"), rnode("n1"), rnode("n2")} // in order otherwise
+	if _, err := ReconcileFleet(in); err == nil || !strings.Contains(err.Error(), `"n1" is listed twice`) {
+		t.Errorf("duplicate ready node, in order: %v", err)
+	}
 	in = fleetOf(sysJob(1, grp("web", 1), grp("web", 2)), rnode("n1"))
 	if _, err := ReconcileFleet(in); err == nil {
 		t.Error("a group declared twice was accepted")
