@@ -322,9 +322,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.status.Errors = msgs
 	a.status.Orphaned = orphaned
 	a.status.LocalPlans = a.localPlans.Load()
-	if view.Generation != a.rejectionsGen {
+	if view.ChangeGeneration != a.rejectionsGen || a.rejectionsGen == 0 {
+		// Heartbeats reject nothing: only another change walks the records.
 		a.status.Rejections = view.Rejections()
-		a.rejectionsGen = view.Generation
+		a.rejectionsGen = view.ChangeGeneration
 	}
 	a.mu.Unlock()
 	outcome := "ok"

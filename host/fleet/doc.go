@@ -53,7 +53,8 @@
 //     consumers (default 100,000; the server's own default is 1,000 per
 //     stream, one per agent). TestABucketTakesMoreWatchersThanTheServersDefaultConsumerLimit.
 //   - A snapshot's Nodes hold each record as of its last change that was
-//     not a heartbeat; NodeBeats the newer heartbeats (NodeState reads
+//     not a heartbeat; NodeBeats the newer heartbeats, a prefix of a log
+//     the source only appends to and snapshots share (NodeState reads
 //     both). TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState.
 //   - No package-level mutable state; the logger and observer are passed in.
 //

@@ -73,6 +73,11 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 		v := s.View()
 		if len(v.Nodes) > 0 && reflect.ValueOf(v.Nodes).Pointer() == reflect.ValueOf(prev.Nodes).Pointer() && len(v.NodeBeats) > 0 {
 			shared++
+			// The heartbeats are the previous snapshot's and the ones
+			// applied since: prev's log, untouched, is a prefix of v's.
+			if len(prev.NodeBeats) > len(v.NodeBeats) || (len(prev.NodeBeats) > 0 && !reflect.DeepEqual(prev.NodeBeats, v.NodeBeats[:len(prev.NodeBeats)])) {
+				t.Fatalf("step %d: the previous snapshot's heartbeats are not a prefix of this one's: %d then %d", step, len(prev.NodeBeats), len(v.NodeBeats))
+			}
 		}
 		if len(prev.NodeBeats) > len(v.NodeBeats) {
 			folded++
@@ -121,4 +126,41 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 		t.Fatalf("snapshots sharing their records across heartbeats %d, folds %d: the path under test was not taken", shared, folded)
 	}
 	t.Logf("%d snapshots shared their records across heartbeats, %d folded the heartbeats in", shared, folded)
+}
+
+// A heartbeat moves a snapshot's Generation but not its ChangeGeneration;
+// a changed record (the control) and a rejected one move both, and the
+// rejection is then in the view's Rejections.
+func TestAHeartbeatMovesTheGenerationButNotTheChangeGeneration(t *testing.T) {
+	s := NewSource(&Store{}, SourceConfig{})
+	ref := bucketRef{kind: KindNodes, name: "t_nodes"}
+	discard := slog.New(slog.DiscardHandler)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rev := uint64(0)
+	put := func(k string, b []byte) {
+		rev++
+		s.apply(ref, wanted.Entry{Key: k, Value: b, Revision: rev, Op: wanted.OpPut, Time: t0}, discard)
+	}
+	put("n1", benchNode("n1", t0))
+	v0 := s.View()
+	put("n1", benchNode("n1", t0.Add(time.Second))) // a heartbeat
+	v1 := s.View()
+	if v1.Generation == v0.Generation || v1.ChangeGeneration != v0.ChangeGeneration {
+		t.Fatalf("after a heartbeat: generation %d → %d, change generation %d → %d; want the first moved, the second not",
+			v0.Generation, v1.Generation, v0.ChangeGeneration, v1.ChangeGeneration)
+	}
+	var n model.Node
+	_ = json.Unmarshal(benchNode("n1", t0.Add(2*time.Second)), &n)
+	n.Status = model.NodeStatusInitializing
+	b, _ := json.Marshal(n)
+	put("n1", b) // the record changed
+	v2 := s.View()
+	if v2.ChangeGeneration == v1.ChangeGeneration || v2.ChangeGeneration != v2.Generation {
+		t.Fatalf("control, a changed record: change generation %d → %d (generation %d)", v1.ChangeGeneration, v2.ChangeGeneration, v2.Generation)
+	}
+	put("n2", []byte(`{"id":"n2","ID":"n2"}`)) // rejected: a key repeated in another case
+	v3 := s.View()
+	if v3.ChangeGeneration == v2.ChangeGeneration || len(v3.Rejections()) != 1 {
+		t.Fatalf("control, a rejected record: change generation %d → %d, rejections %v", v2.ChangeGeneration, v3.ChangeGeneration, v3.Rejections())
+	}
 }

@@ -102,10 +102,12 @@ type Source struct {
 	// resumedAt is, per kind, the local time its watcher was last
 	// re-created to resume after an interruption.
 	resumedAt map[string]time.Time
-	// beats are the node states whose newest puts were heartbeats alone
-	// since the nodes were last copied whole into a snapshot (View.NodeBeats);
-	// beatsStale says one was added since the last snapshot.
-	beats      map[string]wanted.NodeState
+	// beats are the node states whose puts were heartbeats alone since
+	// the nodes were last copied whole into a snapshot, in the order
+	// applied (View.NodeBeats). Only appended to: a snapshot holds a
+	// prefix of it, and a fold starts a new one. beatsStale says one was
+	// added since the last snapshot.
+	beats      []NodeBeat
 	beatsStale bool
 	// nodeApplies counts the node entries applied, by how (under mu).
 	nodeApplies NodeApplies
@@ -113,6 +115,7 @@ type Source struct {
 	// watches were made (readFleetSize).
 	nodesAtStart int
 	gen          uint64
+	changeGen    uint64 // gen as of the last change that was not a heartbeat alone (View.ChangeGeneration)
 	snap         *View
 	prev         *View           // the last snapshot taken, kept for its unchanged maps
 	stale        map[string]bool // kinds changed since prev
@@ -155,7 +158,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
 		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
-		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{}, beats: map[string]wanted.NodeState{},
+		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
 		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
 		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
 		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
@@ -1088,7 +1091,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	if beatOnly {
 		// Kept beside the snapshot's node records, not copied into them
 		// (View.NodeBeats).
-		s.beats[e.Key] = s.nodes[e.Key]
+		s.beats = append(s.beats, NodeBeat{Key: e.Key, State: s.nodes[e.Key]})
 		s.beatsStale = true
 	} else {
 		s.markStaleLocked(b.kind) // even a write with no effect replaced the record
@@ -1132,6 +1135,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 
 func (s *Source) bumpLocked(kind string) {
 	s.gen++
+	s.changeGen = s.gen
 	s.snap = nil
 	s.markStaleLocked(kind)
 }

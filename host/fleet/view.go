@@ -17,21 +17,28 @@ import (
 type View struct {
 	// Generation increases with every change applied.
 	Generation uint64
+	// ChangeGeneration is the Generation of the last change that was not
+	// a node's heartbeat alone: what a reader of anything but heartbeat
+	// times (Rejections, for one) compares instead of Generation, which a
+	// fleet's heartbeats move many times a second.
+	ChangeGeneration uint64
 	// Synced reports that every bucket has been pulled whole at least once.
 	Synced bool
 	Jobs   map[string]wanted.JobState
 	// Nodes are the node records, each as of its last change that was not
 	// a heartbeat: every field is current except the heartbeat's own
 	// (HeartbeatAt, and the state's Revision, Applied and Time), which
-	// NodeBeats holds for the records whose newest puts were heartbeats
-	// alone. NodeState, NodesNewest, Node and NodeList read both. (A fleet's heartbeats
-	// would otherwise copy the whole map into every snapshot taken after
-	// one: 12 % of a 1,000-agent run's CPU.)
+	// NodeBeats holds for the records whose newer puts were heartbeats
+	// alone. NodeState, NodesNewest, Node and NodeList read both. (A fleet's
+	// heartbeats would otherwise copy the whole map into every snapshot
+	// taken after one: 12 % of a 1,000-agent run's CPU.)
 	Nodes map[string]wanted.NodeState
-	// NodeBeats are, by key, the records whose newest puts changed their
-	// heartbeat time alone, at their newest revision; small, and folded
-	// into Nodes from time to time.
-	NodeBeats   map[string]wanted.NodeState
+	// NodeBeats are the heartbeats applied since Nodes was copied, in the
+	// order applied (a key may appear more than once: the last one is its
+	// newest state). Snapshots share it (each holds a prefix of one log the
+	// source only appends to), so a snapshot after a heartbeat costs no
+	// copy; it is folded into Nodes once it is as long as Nodes.
+	NodeBeats []NodeBeat
 	Intents     map[string]wanted.IntentState
 	Allocs      map[string]wanted.AllocState
 	Deployments map[string]wanted.DeploymentState
@@ -65,7 +72,7 @@ func (s *Source) View() *View {
 	// snapshot shares that snapshot's map instead of being copied again
 	// (most changes touch one bucket, and an allocation status echo no
 	// longer copies the jobs and deployments).
-	v := &View{Generation: s.gen, Synced: synced, Revisions: maps.Clone(s.revs)}
+	v := &View{Generation: s.gen, ChangeGeneration: s.changeGen, Synced: synced, Revisions: maps.Clone(s.revs)}
 	p := s.prev
 	if p == nil {
 		p = &View{}
@@ -74,11 +81,14 @@ func (s *Source) View() *View {
 	switch {
 	case s.stale[KindNodes] || s.prev == nil || len(s.beats) > len(s.nodes)/nodeBeatsShare:
 		// A change that is not a heartbeat, or heartbeats enough to be
-		// worth folding in: the records are copied whole, at their newest.
+		// worth folding in: the records are copied whole, at their newest,
+		// and a new log begins (the snapshots taken keep the old one).
 		v.Nodes = maps.Clone(s.nodes)
-		clear(s.beats)
+		s.beats = nil
 	case s.beatsStale:
-		v.Nodes, v.NodeBeats = p.Nodes, maps.Clone(s.beats)
+		// The log as it stands, capped: the source's later appends land
+		// past this snapshot's end.
+		v.Nodes, v.NodeBeats = p.Nodes, s.beats[:len(s.beats):len(s.beats)]
 	default:
 		v.Nodes, v.NodeBeats = p.Nodes, p.NodeBeats
 	}
@@ -96,16 +106,30 @@ func (s *Source) View() *View {
 }
 
 // nodeBeatsShare bounds the heartbeats a snapshot holds beside its node
-// records: past one record in nodeBeatsShare they are folded in (the
-// records copied whole once, instead of the heartbeats at every snapshot).
-const nodeBeatsShare = 8
+// records: past len(Nodes)/nodeBeatsShare they are folded in (the records
+// copied whole once). A snapshot shares the log, so a longer one costs
+// only the readers of heartbeat times (NodeState scans it).
+const nodeBeatsShare = 1
+
+// NodeBeat is one heartbeat applied: the node key and its state after it.
+type NodeBeat struct {
+	Key   string
+	State wanted.NodeState
+}
 
 // NodesNewest yields every node key with its state at its newest revision
 // (Nodes with NodeBeats laid over it).
 func (v *View) NodesNewest() iter.Seq2[string, wanted.NodeState] {
 	return func(yield func(string, wanted.NodeState) bool) {
+		var newest map[string]wanted.NodeState
+		if len(v.NodeBeats) > 0 {
+			newest = make(map[string]wanted.NodeState, len(v.NodeBeats))
+			for _, b := range v.NodeBeats {
+				newest[b.Key] = b.State
+			}
+		}
 		for k, st := range v.Nodes {
-			if b, ok := v.NodeBeats[k]; ok {
+			if b, ok := newest[k]; ok {
 				st = b
 			}
 			if !yield(k, st) {
@@ -118,8 +142,10 @@ func (v *View) NodesNewest() iter.Seq2[string, wanted.NodeState] {
 // NodeState returns the state of one node key, at its newest revision
 // (heartbeats included).
 func (v *View) NodeState(key string) (wanted.NodeState, bool) {
-	if st, ok := v.NodeBeats[key]; ok {
-		return st, true
+	for i := len(v.NodeBeats) - 1; i >= 0; i-- {
+		if v.NodeBeats[i].Key == key {
+			return v.NodeBeats[i].State, true
+		}
 	}
 	st, ok := v.Nodes[key]
 	return st, ok
