@@ -35,7 +35,7 @@ func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:n
 // merge still checks every one).
 func likelySorted(live []*model.Allocation) bool {
 	for i := 1; i < min(len(live), 9); i++ {
-		if byNodeNameID(live[i-1], live[i]) > 0 {
+		if live[i-1] == nil || live[i] == nil || byNodeNameID(live[i-1], live[i]) > 0 {
 			return false
 		}
 	}
@@ -130,23 +130,28 @@ func sortedCopy[T any](s []T, cmp func(a, b T) int) []T {
 // which costs a hash per allocation instead of a sort of the whole list.
 func (f *fleet) indexNodes() error {
 	in := f.in
-	ready, err := sortedReady(in.ReadyNodes)
-	if err != nil {
-		return err
-	}
-	if err := checkLive(in.LiveAllocs); err != nil {
-		return err
-	}
 	notReady := sortedCopy(in.NotReadyNodes, strings.Compare)
 	var tainted []string
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
 	}
-	if !(likelySorted(in.LiveAllocs) && f.merge(ready, notReady, tainted, in.LiveAllocs)) && !f.groupLive(ready, notReady, tainted) {
-		// Some allocation is on a node no set lists: merge a sorted copy.
-		live := slices.Clone(in.LiveAllocs)
-		slices.SortFunc(live, byNodeNameID)
-		f.merge(ready, notReady, tainted, live)
+	// Valid inputs in order are checked by the merge itself, each node
+	// and allocation read once; anything else takes the checks one by one
+	// (which also find the error to report, in their order).
+	if !likelySorted(in.LiveAllocs) || !f.merge(in.ReadyNodes, notReady, tainted, in.LiveAllocs) {
+		ready, err := sortedReady(in.ReadyNodes)
+		if err != nil {
+			return err
+		}
+		if err := checkLive(in.LiveAllocs); err != nil {
+			return err
+		}
+		if !(likelySorted(in.LiveAllocs) && f.merge(ready, notReady, tainted, in.LiveAllocs)) && !f.groupLive(ready, notReady, tainted) {
+			// Some allocation is on a node no set lists: merge a sorted copy.
+			live := slices.Clone(in.LiveAllocs)
+			slices.SortFunc(live, byNodeNameID)
+			f.merge(ready, notReady, tainted, live)
+		}
 	}
 	for _, a := range in.TerminalAllocs {
 		if a == nil || a.ID == "" {
@@ -159,21 +164,32 @@ func (f *fleet) indexNodes() error {
 
 // merge builds f.nodes from the sets, sorted by node ID, and the live
 // allocations, in one merge of the four lists. It reports false, having
-// built nothing to keep, when the live allocations are not sorted by node,
-// name and ID: their order is checked as they are merged, which costs no
-// comparison of node IDs beyond the merge's own.
+// built nothing to keep, when a ready node or live allocation is invalid
+// (nil, no ID), the ready nodes are not in strictly increasing order, or
+// the live allocations are not sorted by node, name and ID: each is checked
+// as it is merged, its record read once.
 //
 // Node IDs are compared for equality first: the live allocations of a
 // ready node follow that node's head of the list, so a fleet whose
-// allocations are on its ready nodes costs one equality test per node,
-// not an ordering comparison of IDs that share a long prefix.
+// allocations are on its ready nodes costs one equality test per node
+// besides the ready list's own order, not an ordering comparison of IDs
+// that share a long prefix.
 func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) bool {
 	f.live = live
-	// A merge that found live out of order leaves its lists to the next.
+	// A merge that found its input out of order leaves its lists to the next.
 	if n := len(ready) + len(notReady) + len(tainted); cap(f.nodes) >= n {
 		f.nodes, f.readyList = f.nodes[:0], f.readyList[:0]
 	} else {
 		f.nodes, f.readyList = make([]nodeInfo, 0, n), make([]*model.Node, 0, len(ready))
+	}
+	// readyAt reports whether ready[r] is valid and follows ready[r-1].
+	readyAt := func(r int) bool {
+		n := ready[r]
+		return n != nil && n.ID != "" && (r == 0 || ready[r-1].ID < n.ID)
+	}
+	validAt := func(l int) bool { return live[l] != nil && live[l].ID != "" }
+	if len(ready) > 0 && !readyAt(0) {
+		return false
 	}
 	r, nr, t, l := 0, 0, 0, 0
 	prev := ""
@@ -191,6 +207,9 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 			id, have = tainted[t], true
 		}
 		if l < len(live) {
+			if !validAt(l) {
+				return false
+			}
 			// The sets' heads all follow the last node merged (each set
 			// is sorted and was advanced past it): a node of live that
 			// is not one of them must follow it too, or live is out of
@@ -220,9 +239,18 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 				f.readyList = append(f.readyList, ready[r])
 			}
 			r++
+			if r < len(ready) && !readyAt(r) {
+				return false
+			}
 		}
 		from := l
-		for l < len(live) && live[l].NodeID == id {
+		for l < len(live) {
+			if l > from && !validAt(l) {
+				return false
+			}
+			if live[l].NodeID != id {
+				break
+			}
 			if l > from && byNameID(live[l-1], live[l]) > 0 {
 				return false
 			}

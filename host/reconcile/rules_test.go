@@ -453,3 +453,55 @@ func TestInputsThatWouldMakeThePlanOrderDependentAreRefused(t *testing.T) {
 		t.Error("another job's deployment was accepted")
 	}
 }
+
+// A nil or ID-less ready node, live or terminal allocation is refused,
+// whether the lists arrive in order (checked by the merge itself) or not
+// (checked one by one), and the error names the first list at fault in
+// the order ready nodes, live allocations, terminal allocations.
+func TestInvalidNodesAndAllocationsAreRefusedInOrderOrNot(t *testing.T) {
+	const noReady, noLive, noTerminal = "a ready node has no ID", "a live allocation has no ID", "a terminal allocation has no ID"
+	n := func(ids ...string) []*model.Node {
+		var out []*model.Node
+		for _, id := range ids {
+			if id == "nil" {
+				out = append(out, nil)
+				continue
+			}
+			out = append(out, rnode(id))
+		}
+		return out
+	}
+	a := func(id, node string) *model.Allocation { return al(id, node, "web", 0, 1) }
+	cases := []struct {
+		name     string
+		ready    []*model.Node
+		live     []*model.Allocation
+		terminal []*model.Allocation
+		want     string // "" for a valid input (the control)
+	}{
+		{"valid, in order", n("n1", "n2"), []*model.Allocation{a("a1", "n1"), a("a2", "n2")}, nil, ""},
+		{"valid, out of order", n("n2", "n1"), []*model.Allocation{a("a2", "n2"), a("a1", "n1")}, nil, ""},
+		{"nil ready node last", n("n1", "nil"), []*model.Allocation{a("a1", "n1")}, nil, noReady},
+		{"ID-less ready node", n("n1", ""), []*model.Allocation{a("a1", "n1")}, nil, noReady},
+		{"nil ready node first", n("nil", "n1"), nil, nil, noReady},
+		{"nil live allocation last", n("n1", "n2"), []*model.Allocation{a("a1", "n1"), nil}, nil, noLive},
+		{"nil live allocation first", n("n1", "n2"), []*model.Allocation{nil, a("a1", "n1")}, nil, noLive},
+		{"ID-less live allocation", n("n1"), []*model.Allocation{a("a1", "n1"), a("", "n1")}, nil, noLive},
+		{"nil live allocation, out of order", n("n1", "n2"), []*model.Allocation{a("a2", "n2"), a("a1", "n1"), nil}, nil, noLive},
+		{"both: the ready node's is reported", n("n1", "nil"), []*model.Allocation{nil}, nil, noReady},
+		{"both, the live one first in merge order", n("n1", "n2", "nil"), []*model.Allocation{nil}, nil, noReady},
+		{"nil terminal allocation", n("n1"), []*model.Allocation{a("a1", "n1")}, []*model.Allocation{nil}, noTerminal},
+		{"live and terminal: the live one's is reported", n("n1"), []*model.Allocation{a("", "n1")}, []*model.Allocation{nil}, noLive},
+	}
+	for _, c := range cases {
+		in := fleetOf(sysJob(1, grp("web", 1)), c.ready...)
+		in.LiveAllocs, in.TerminalAllocs = c.live, c.terminal
+		_, err := ReconcileFleet(in)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+}
