@@ -182,9 +182,9 @@ type Agent struct {
 	nodeID string
 
 	nodeFacts nodeFactsCache // the rollout facts' per-node derivations (its own lock)
-	// fleetCountGen is the view generation the fleet was last counted at
+	// fleetCountCopy is the View.NodesCopy the fleet was last counted at
 	// (fleetCountStale); written by passes only.
-	fleetCountGen uint64
+	fleetCountCopy uint64
 	// nodeExpiredInView: a node other than self was expired with a loss
 	// revision when the fleet was last counted (anyNodeExpired); written
 	// and read by passes only.

@@ -300,6 +300,8 @@ func BenchmarkFleetRollout(b *testing.B) {
 			return
 		}
 		beatsOK0, beatsFailed0, beatsLanded0 := beats()
+		beatWrites0, beatSlow0 := w.beatTimes.writes.Load(), w.beatTimes.overRequest.Load()
+		w.beatTimes.maxNanos.Store(0)
 		var allocBytes0, allocBytes1 uint64 // the allocations' share of the bytes
 		delivered := func() (entries, bytes uint64, byKind map[string]uint64) {
 			byKind = map[string]uint64{}
@@ -422,6 +424,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		b.ReportMetric(float64(beatsOK1-beatsOK0)/elapsed.Seconds(), "heartbeats-answered/s")
 		b.ReportMetric(float64(beatsFailed1-beatsFailed0), "heartbeats-failed/rollout")
 		b.ReportMetric(float64(beatsLanded1-beatsLanded0), "heartbeats-found-landed/rollout")
+		b.ReportMetric(float64(w.beatTimes.writes.Load()-beatWrites0), "heartbeat-writes/rollout")
+		b.ReportMetric(float64(w.beatTimes.overRequest.Load()-beatSlow0), "heartbeat-writes-over-3s/rollout")
+		b.ReportMetric(time.Duration(w.beatTimes.maxNanos.Load()).Seconds(), "heartbeat-write-max-s")
 		// What the agents' watches delivered during the rollout, by
 		// bucket: the allocations' share grows with the fleet only for
 		// the few agents that watch the job on every node.

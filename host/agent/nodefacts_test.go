@@ -271,51 +271,49 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 }
 
 // The fleet count a pass skips after heartbeats alone is the count it would
-// have made: over a random history of heartbeats (flagged HeartbeatOnly,
-// as the source flags them), TTL and protocol changes, expiries, returns
-// and joins, with the log sometimes truncated or naming a whole-bucket
-// change, the kept FleetFacts always equal a fresh count of the view, and
-// the kept "a node expired" (the loss walk's gate) what the view says.
+// have made: over a random history of heartbeats (kept beside the node
+// records, as the source keeps them: the records' map and its NodesCopy
+// unchanged), TTL and protocol changes, expiries, returns, joins, other
+// buckets' changes and folds (the same records copied anew), the kept
+// FleetFacts always equal a fresh count of the view, and the kept "a node
+// expired" (the loss walk's gate) what the view says.
 func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
-	src := &fakeChanges{view: &fleet.View{Nodes: map[string]wanted.NodeState{}}}
+	src := &fakeChanges{view: &fleet.View{Nodes: map[string]wanted.NodeState{}, NodesCopy: 1}}
 	a := &Agent{nodeID: "node-self", cfg: Config{Source: src}}
 	fresh := &Agent{nodeID: "node-self"}
 	skipped, expiredSeen := 0, false
+	copies := uint64(1)
 	for step := 0; step < 3000; step++ {
-		nodes := maps.Clone(src.view.Nodes)
+		nodes := src.view.Nodes
 		id := fmt.Sprintf("node-%02d", rng.IntN(30))
 		prev, had := nodes[id]
-		ch := fleet.Change{Gen: src.view.Generation + 1, Kind: fleet.KindNodes, Key: id}
+		changed := func(st wanted.NodeState) {
+			nodes = maps.Clone(nodes)
+			nodes[id] = st
+			copies++
+		}
 		switch op := rng.IntN(10); {
-		case op < 6 && had && prev.Value != nil && !prev.Absent: // a heartbeat
-			v := *prev.Value
-			v.HeartbeatAt = v.HeartbeatAt.Add(time.Second)
-			prev.Value = &v
-			nodes[id] = prev
-			ch.HeartbeatOnly = true
+		case op < 6 && had && prev.Value != nil && !prev.Absent:
+			// A heartbeat: beside the records, which stay as they are.
 		case op < 8:
 			n := &model.Node{ID: id, RolloutProtocol: rng.IntN(3), HeartbeatTTL: model.Duration(time.Duration(1+rng.IntN(3)) * 10 * time.Second),
 				HeartbeatAt: time.Unix(int64(step), 0)}
-			nodes[id] = wanted.NodeState{Key: id, Value: n}
+			changed(wanted.NodeState{Key: id, Value: n})
 		case op == 8 && had:
 			prev.Absent = !prev.Absent
 			prev.Expired, prev.Applied = time.Time{}, 0
 			if prev.Absent && rng.IntN(2) == 0 { // expired by the server, with its marker's revision
 				prev.Expired, prev.Applied = time.Unix(int64(step), 0), uint64(step+1)
 			}
-			nodes[id] = prev
+			changed(prev)
+		case op == 9 && rng.IntN(4) == 0: // a fold: the same records, copied anew
+			nodes = maps.Clone(nodes)
+			copies++
 		default:
-			ch.Kind = fleet.KindAllocs // another bucket's change
+			// Another bucket's change.
 		}
-		switch rng.IntN(80) {
-		case 0:
-			src.floor = ch.Gen
-		case 1:
-			ch.Key = ""
-		}
-		src.changes = append(src.changes, ch)
-		src.view = &fleet.View{Generation: ch.Gen, Nodes: nodes}
+		src.view = &fleet.View{Generation: src.view.Generation + 1, Nodes: nodes, NodesCopy: copies}
 		if a.fleetCountStale(src.view) { // as a pass does
 			a.countFleet(src.view)
 			a.nodeExpiredInView = anyNodeExpired(src.view, a.nodeID)
@@ -338,6 +336,10 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 		t.Fatalf("only %d counts skipped in 3,000 steps: the test no longer reaches the skip", skipped)
 	}
 	t.Logf("%d of 3,000 counts skipped", skipped)
+	// A View not made by a Source is always counted.
+	if !a.fleetCountStale(&fleet.View{Nodes: src.view.Nodes}) || !a.fleetCountStale(&fleet.View{Nodes: src.view.Nodes}) {
+		t.Fatal("a view without NodesCopy was not counted")
+	}
 }
 
 // withoutBeats is list with each record's heartbeat time cleared (copies).

@@ -105,27 +105,16 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 }
 
 // fleetCountStale reports whether the fleet must be counted again for
-// decideNarrowing and countFleet: always, unless the change log since the
-// last count names no node change but heartbeats (a record that differs in
-// its heartbeat time alone changes neither count: liveness, protocol and
-// TTL are the same). With a thousand nodes both walks dereference every
-// record each pass, and almost every pass follows heartbeats alone.
+// decideNarrowing, countFleet and anyNodeExpired: whether the view's node
+// records are another map than at the last count (View.NodesCopy). Each
+// of the three reads view.Nodes alone, which a heartbeat does not change
+// (heartbeats are kept beside it); with a thousand nodes each walk
+// dereferences every record, and almost every pass follows heartbeats
+// alone. A View not made by a Source (NodesCopy 0) is always counted.
 func (a *Agent) fleetCountStale(view *fleet.View) bool {
-	from := a.fleetCountGen
-	a.fleetCountGen = view.Generation
-	if from == 0 || a.cfg.Source == nil || view.Generation < from {
-		return true
-	}
-	changes, ok := a.cfg.Source.ChangesSince(from, view.Generation)
-	if !ok {
-		return true
-	}
-	for _, ch := range changes {
-		if ch.Kind == fleet.KindNodes && (ch.Key == "" || !ch.HeartbeatOnly) {
-			return true
-		}
-	}
-	return false
+	stale := view.NodesCopy == 0 || view.NodesCopy != a.fleetCountCopy
+	a.fleetCountCopy = view.NodesCopy
+	return stale
 }
 
 // countFleet counts the fleet for the heartbeat's liveness plan

@@ -145,6 +145,9 @@ func TestAHeartbeatMovesTheGenerationButNotTheChangeGeneration(t *testing.T) {
 	v0 := s.View()
 	put("n1", benchNode("n1", t0.Add(time.Second))) // a heartbeat
 	v1 := s.View()
+	if v1.NodesCopy != v0.NodesCopy || v0.NodesCopy == 0 {
+		t.Fatalf("after a heartbeat: nodes copy %d → %d; want the records' map kept", v0.NodesCopy, v1.NodesCopy)
+	}
 	if v1.Generation == v0.Generation || v1.ChangeGeneration != v0.ChangeGeneration {
 		t.Fatalf("after a heartbeat: generation %d → %d, change generation %d → %d; want the first moved, the second not",
 			v0.Generation, v1.Generation, v0.ChangeGeneration, v1.ChangeGeneration)
@@ -155,6 +158,9 @@ func TestAHeartbeatMovesTheGenerationButNotTheChangeGeneration(t *testing.T) {
 	b, _ := json.Marshal(n)
 	put("n1", b) // the record changed
 	v2 := s.View()
+	if v2.NodesCopy == v1.NodesCopy {
+		t.Fatalf("control, a changed record: the records' map was kept (nodes copy %d)", v2.NodesCopy)
+	}
 	if v2.ChangeGeneration == v1.ChangeGeneration || v2.ChangeGeneration != v2.Generation {
 		t.Fatalf("control, a changed record: change generation %d → %d (generation %d)", v1.ChangeGeneration, v2.ChangeGeneration, v2.Generation)
 	}

@@ -115,6 +115,7 @@ type Source struct {
 	// watches were made (readFleetSize).
 	nodesAtStart int
 	gen          uint64
+	nodesCopy    uint64 // the copies of nodes made into snapshots (View.NodesCopy)
 	changeGen    uint64 // gen as of the last change that was not a heartbeat alone (View.ChangeGeneration)
 	snap         *View
 	prev         *View           // the last snapshot taken, kept for its unchanged maps

@@ -39,6 +39,11 @@ type View struct {
 	// source only appends to), so a snapshot after a heartbeat costs no
 	// copy; it is folded into Nodes once it is as long as Nodes.
 	NodeBeats []NodeBeat
+	// NodesCopy numbers the copies of Nodes a Source made: two snapshots
+	// with the same NodesCopy share one Nodes map, so what is derived from
+	// Nodes alone need not be derived again (0: a View not made by a
+	// Source).
+	NodesCopy uint64
 	Intents     map[string]wanted.IntentState
 	Allocs      map[string]wanted.AllocState
 	Deployments map[string]wanted.DeploymentState
@@ -84,13 +89,15 @@ func (s *Source) View() *View {
 		// worth folding in: the records are copied whole, at their newest,
 		// and a new log begins (the snapshots taken keep the old one).
 		v.Nodes = maps.Clone(s.nodes)
+		s.nodesCopy++
+		v.NodesCopy = s.nodesCopy
 		s.beats = nil
 	case s.beatsStale:
 		// The log as it stands, capped: the source's later appends land
 		// past this snapshot's end.
-		v.Nodes, v.NodeBeats = p.Nodes, s.beats[:len(s.beats):len(s.beats)]
+		v.Nodes, v.NodeBeats, v.NodesCopy = p.Nodes, s.beats[:len(s.beats):len(s.beats)], p.NodesCopy
 	default:
-		v.Nodes, v.NodeBeats = p.Nodes, p.NodeBeats
+		v.Nodes, v.NodeBeats, v.NodesCopy = p.Nodes, p.NodeBeats, p.NodesCopy
 	}
 	s.beatsStale = false
 	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, s.intents, p.Intents)
