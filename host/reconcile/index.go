@@ -138,7 +138,7 @@ func (f *fleet) indexNodes() error {
 	// Valid inputs in order are checked by the merge itself, each node
 	// and allocation read once; anything else takes the checks one by one
 	// (which also find the error to report, in their order).
-	if !likelySorted(in.LiveAllocs) || !f.merge(in.ReadyNodes, notReady, tainted, in.LiveAllocs) {
+	if !likelySorted(in.LiveAllocs) || !f.merge(in.ReadyNodes, notReady, tainted, in.LiveAllocs, false) {
 		ready, err := sortedReady(in.ReadyNodes)
 		if err != nil {
 			return err
@@ -146,11 +146,11 @@ func (f *fleet) indexNodes() error {
 		if err := checkLive(in.LiveAllocs); err != nil {
 			return err
 		}
-		if !(likelySorted(in.LiveAllocs) && f.merge(ready, notReady, tainted, in.LiveAllocs)) && !f.groupLive(ready, notReady, tainted) {
+		if !(likelySorted(in.LiveAllocs) && f.merge(ready, notReady, tainted, in.LiveAllocs, true)) && !f.groupLive(ready, notReady, tainted) {
 			// Some allocation is on a node no set lists: merge a sorted copy.
 			live := slices.Clone(in.LiveAllocs)
 			slices.SortFunc(live, byNodeNameID)
-			f.merge(ready, notReady, tainted, live)
+			f.merge(ready, notReady, tainted, live, true)
 		}
 	}
 	for _, a := range in.TerminalAllocs {
@@ -174,7 +174,9 @@ func (f *fleet) indexNodes() error {
 // allocations are on its ready nodes costs one equality test per node
 // besides the ready list's own order, not an ordering comparison of IDs
 // that share a long prefix.
-func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation) bool {
+//
+// ready is checked unless checked says it already was (sortedReady).
+func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation, checked bool) bool {
 	f.live = live
 	// A merge that found its input out of order leaves its lists to the next.
 	if n := len(ready) + len(notReady) + len(tainted); cap(f.nodes) >= n {
@@ -184,6 +186,9 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 	}
 	// readyAt reports whether ready[r] is valid and follows ready[r-1].
 	readyAt := func(r int) bool {
+		if checked {
+			return true
+		}
 		n := ready[r]
 		return n != nil && n.ID != "" && (r == 0 || ready[r-1].ID < n.ID)
 	}
@@ -268,7 +273,7 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 // nothing to keep, when an allocation is on a node no set lists.
 func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool {
 	in := f.in
-	f.merge(ready, notReady, tainted, nil)
+	f.merge(ready, notReady, tainted, nil, true)
 	pos := make(map[string]int32, len(f.nodes))
 	for i := range f.nodes {
 		pos[f.nodes[i].id] = int32(i)
