@@ -117,7 +117,11 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 			c = DefaultCanaries(req)
 		}
 		d.Chosen = nil // an empty answer is recorded as none (null), as ever
-		if len(c.NodeIDs) > 0 {
+		switch {
+		case len(c.NodeIDs) == 0:
+		case builtin && why == "":
+			d.Chosen = c.NodeIDs // a list of its own, in order
+		default:
 			d.Chosen = slices.Clone(c.NodeIDs)
 			if !slices.IsSorted(d.Chosen) {
 				slices.Sort(d.Chosen)
@@ -131,11 +135,16 @@ func settleCanaries(chooser CanaryChooser, req CanaryRequest, target int, choose
 	return d
 }
 
-// union returns the sorted union of a and b, both sorted, without repeats;
-// nil when both are empty.
+// union returns the sorted union of a and b, both sorted, each without
+// repeats (existing and chosen canary nodes); nil when both are empty.
 func union(a, b []string) []string {
-	if len(a)+len(b) == 0 {
+	switch {
+	case len(a)+len(b) == 0:
 		return nil
+	case len(a) == 0:
+		return slices.Clone(b)
+	case len(b) == 0:
+		return slices.Clone(a)
 	}
 	out := make([]string, 0, len(a)+len(b))
 	add := func(s string) {
@@ -171,11 +180,18 @@ func canaryTarget(percent, ready int) int {
 }
 
 // eligibleFor returns the ready nodes (sorted by ID) that are not in
-// existing (sorted), in order.
-func eligibleFor(ready []*model.Node, existing []string) []*model.Node {
-	out := make([]*model.Node, 0, len(ready))
+// existing (sorted), in order: the first limit of them, or all for a
+// negative limit.
+func eligibleFor(ready []*model.Node, existing []string, limit int) []*model.Node {
+	if limit < 0 || limit > len(ready) {
+		limit = len(ready)
+	}
+	out := make([]*model.Node, 0, limit)
 	j := 0
 	for _, n := range ready {
+		if len(out) == limit {
+			break
+		}
 		for j < len(existing) && existing[j] < n.ID {
 			j++
 		}

@@ -336,14 +336,20 @@ func (f *fleet) settleCanaries() {
 			ex = nil // as ever: no existing canary nodes is a nil list
 		}
 		target := canaryTarget(gr.update.Canary, len(f.readyList))
+		count, limit := max(target-len(ex), 0), -1
+		if _, builtin := chooser.(DefaultCanaryChooser); builtin {
+			// Only the first Count eligible nodes matter to the built-in
+			// choice, and no other chooser sees this request.
+			limit = count
+		}
 		req := CanaryRequest{
 			JobID:        f.job.ID,
 			JobVersion:   f.version,
 			DeploymentID: DeploymentID(f.job.Namespace, f.job.ID, f.version),
 			Group:        gr.name,
 			Percent:      gr.update.Canary,
-			Count:        max(target-len(ex), 0),
-			Eligible:     eligibleFor(f.readyList, ex),
+			Count:        count,
+			Eligible:     eligibleFor(f.readyList, ex, limit),
 			Existing:     ex,
 			Policy:       gr.update.CanaryPolicy,
 		}
