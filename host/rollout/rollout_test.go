@@ -938,3 +938,76 @@ func TestAHolderThatStillOwesTheReplacementKeepsItsSlotThroughAnEmptyPlan(t *tes
 		t.Fatalf("the name no longer in the job: not released: %+v", dec.Releases)
 	}
 }
+
+// Progress above the watermark (T9) is recorded once the record has been
+// unchanged for ProgressEvery, not at every newly healthy allocation (each
+// write reaches every node of the fleet), and at once when the progress
+// deadline is within two such intervals; until then the steward is told
+// when to look again, and its deputy finds nothing overdue. A group
+// without a progress deadline waits ProgressEveryMax.
+func TestProgressIsRecordedCoalescedAndAtOnceNearTheDeadline(t *testing.T) {
+	healthy := true
+	build := func(modifiedAgo, deadlineIn, progressDeadline time.Duration) *world {
+		w := newWorld(4, 4, 0)
+		for _, id := range []string{"n1", "n2"} {
+			a := w.alloc("a-" + id)
+			a.ID, a.JobVersion, a.DeploymentID = "b-"+id, 2, reconcile.DeploymentID("", "web", 2)
+			a.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &healthy}
+		}
+		w.record(func(d *model.Deployment) {
+			d.ModifyTime = t0.Add(-modifiedAgo)
+			st := d.TaskGroups["g"]
+			st.ProgressDeadline = model.Duration(progressDeadline)
+			if deadlineIn != 0 {
+				st.RequireProgressBy = t0.Add(deadlineIn)
+			}
+		})
+		return w
+	}
+	decide := func(w *world, rank int) Decision {
+		for _, n := range w.nodes {
+			if dec := Decide(w.facts(t, n.ID)); dec.StewardRank == rank {
+				return dec
+			}
+		}
+		t.Fatalf("no node of steward rank %d", rank)
+		return Decision{}
+	}
+	progress := func(dec Decision) bool {
+		return slices.ContainsFunc(dec.Transitions, func(tr Transition) bool { return tr.Kind == "progress" })
+	}
+	for _, c := range []struct {
+		name                                      string
+		modifiedAgo, deadlineIn, progressDeadline time.Duration
+		wantNow                                   bool
+		wantRetryAtMost                           time.Duration
+	}{
+		{"recorded 2 s ago, deadline far", 2 * time.Second, 5 * time.Minute, 10 * time.Minute, false, 8 * time.Second},
+		{"recorded 11 s ago", 11 * time.Second, 5 * time.Minute, 10 * time.Minute, true, 0},
+		{"deadline within two intervals", 2 * time.Second, 15 * time.Second, 10 * time.Minute, true, 0},
+		{"clock not started", 2 * time.Second, 0, 10 * time.Minute, false, 8 * time.Second},
+		{"a short deadline: every second", 1500 * time.Millisecond, 9 * time.Second, 5 * time.Second, true, 0},
+		{"no deadline", 2 * time.Second, 0, 0, false, 8 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := build(c.modifiedAgo, c.deadlineIn, c.progressDeadline)
+			dec := decide(w, 0)
+			if got := progress(dec); got != c.wantNow {
+				t.Fatalf("progress recorded now: %v, want %v (transitions %+v)", got, c.wantNow, dec.Transitions)
+			}
+			if !c.wantNow && (dec.RetryIn <= 0 || dec.RetryIn > c.wantRetryAtMost) {
+				t.Fatalf("retry in %v, want within (0, %v]", dec.RetryIn, c.wantRetryAtMost)
+			}
+			deputy := decide(w, 1)
+			if progress(deputy) || !c.wantNow && slices.ContainsFunc(deputy.Due, func(k string) bool { return strings.HasPrefix(k, "progress:") }) {
+				t.Fatalf("the deputy: transitions %+v, due %v", deputy.Transitions, deputy.Due)
+			}
+		})
+	}
+	if got := ProgressEvery(2 * time.Minute); got != 10*time.Second {
+		t.Fatalf("ProgressEvery(2 min) = %v", got)
+	}
+	if got := ProgressEvery(30 * time.Second); got != 3*time.Second {
+		t.Fatalf("ProgressEvery(30 s) = %v", got)
+	}
+}

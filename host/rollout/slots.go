@@ -366,9 +366,20 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 			break
 		}
 	}
-	// T9: progress above the watermark.
-	for name, st := range d.TaskGroups {
-		if counts[name].Healthy > st.HealthyAllocs && act("progress:"+at) {
+	// T9: progress above the watermark, coalesced (ProgressDue): every
+	// write of the record reaches every node of the fleet.
+	for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
+		st := d.TaskGroups[name]
+		if counts[name].Healthy <= st.HealthyAllocs {
+			continue
+		}
+		if wait := ProgressDue(st, d.ModifyTime, now); wait > 0 {
+			if dec.RetryIn == 0 || wait < dec.RetryIn {
+				dec.RetryIn = wait
+			}
+			continue
+		}
+		if act("progress:" + at) {
 			dec.Transitions = append(dec.Transitions, Transition{Kind: "progress", Version: d.JobVersion,
 				Apply: func(cur model.Deployment) (*model.Deployment, error) { return Progress(cur, counts, now, nonce) }})
 			break
@@ -403,6 +414,41 @@ func (f *Facts) steward(dec *Decision, rec *Record, counts map[string]Counts) {
 	if act("verdict:" + at) {
 		dec.Verdict = true
 	}
+}
+
+// ProgressEvery is how often a group's progress (T9) is recorded at most
+// while its progress deadline is not near: a tenth of the deadline, within
+// [ProgressEveryMin, ProgressEveryMax]. A 1,000-node rollout wrote its
+// record 55 times, nearly all of them progress, and each write reached
+// every node (a decode and a pass each).
+func ProgressEvery(deadline time.Duration) time.Duration {
+	return min(max(deadline/10, ProgressEveryMin), ProgressEveryMax)
+}
+
+// The bounds of ProgressEvery.
+const (
+	ProgressEveryMin = time.Second
+	ProgressEveryMax = 10 * time.Second
+)
+
+// ProgressDue says how long the progress of group st, above its watermark,
+// may wait before it is recorded (0: now). It is recorded once the record
+// has been unchanged for ProgressEvery (any write of the record counts:
+// the watermark is then at most that late), and at once when the group's
+// deadline is within two such intervals, so that progress made is never
+// failed as none. A deadline recorded late is later by as much, never
+// earlier: the group is judged no stricter than "each newly healthy
+// allocation extends it". Every steward candidate computes the same from
+// the record, so a deputy does not take the wait for a steward's silence.
+func ProgressDue(st *model.DeploymentState, modified, now time.Time) time.Duration {
+	every := ProgressEveryMax // no deadline: the watermark is only shown
+	if st.ProgressDeadline > 0 {
+		every = ProgressEvery(st.ProgressDeadline.D())
+		if !st.RequireProgressBy.IsZero() && st.RequireProgressBy.Sub(now) <= 2*every {
+			return 0
+		}
+	}
+	return max(0, every-now.Sub(modified))
 }
 
 // DeputyStepFor is how long a decision must be overdue before deputy k acts.
