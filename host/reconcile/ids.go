@@ -40,19 +40,23 @@ func AllocID(namespace, jobID string, version uint64, nodeID, name, previous str
 // buffer, not an allocation of its own. The hashed text's head (kind,
 // namespace, job, version) is encoded once, and one digest serves every ID.
 type idBatch struct {
-	buf         []byte // the IDs, 36 bytes each; a byte once written is never written again
-	h           hash.Hash
-	sum         [sha256.Size]byte
-	next, first []byte // the texts of AllocID's two kinds, holding their heads
+	buf []byte // the IDs, 36 bytes each; a byte once written is never written again
+	h   hash.Hash
+	// sum receives each digest, next and first are the texts of AllocID's
+	// two kinds, holding their heads: three parts of one small array (a
+	// batch that held its digest's array would be moved to the heap,
+	// since h.Sum is a call through an interface).
+	sum, next, first []byte
 }
 
 func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
 	if n == 0 {
 		return idBatch{} // alloc is never called
 	}
-	return idBatch{buf: make([]byte, 0, n*36), h: sha256.New(),
-		next:  appendHead(make([]byte, 0, 128), "next", namespace, jobID, version),
-		first: appendHead(make([]byte, 0, 128), "first", namespace, jobID, version)}
+	scratch := make([]byte, 288)
+	return idBatch{buf: make([]byte, 0, n*36), h: sha256.New(), sum: scratch[0:0:32],
+		next:  appendHead(scratch[32:32:160], "next", namespace, jobID, version),
+		first: appendHead(scratch[160:160:288], "first", namespace, jobID, version)}
 }
 
 // alloc returns AllocID(namespace, jobID, version, nodeID, name, previous)
@@ -71,7 +75,7 @@ func (b *idBatch) alloc(nodeID, name, previous string) string {
 	b.h.Reset()
 	b.h.Write(m)
 	at := len(b.buf)
-	b.buf = appendUUID(b.buf, b.h.Sum(b.sum[:0]))
+	b.buf = appendUUID(b.buf, b.h.Sum(b.sum))
 	// These 36 bytes are never written again (the buffer only grows past
 	// them, and a grown buffer is a copy): the string is immutable, as a
 	// string must be.
