@@ -5,6 +5,7 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -24,6 +25,9 @@ func TestABatchDerivesExactlyAllocIDsIDs(t *testing.T) {
 		{"", "web", 2, "n1", "web.web[0]", "f47ac10b-58cc-4372-0000-000000005000"},
 		{"prod", "api", 7, "7c9e6679-7425-40de-944b-000000005000", "api.api[12]", ""},
 		{"prod", "api", 1 << 40, "n2", "api.api[3]", "a"},
+		// Texts longer than the batch's scratch for them.
+		{strings.Repeat("ns", 100), "api", 3, strings.Repeat("n", 300), "api.api[0]", ""},
+		{"", strings.Repeat("job", 50), 3, "n3", "api.api[0]", strings.Repeat("p", 200)},
 	}
 	for _, c := range calls {
 		b := newIDBatch(1, c.ns, c.job, c.version) // sized for one: the buffer grows under the first ID
