@@ -182,6 +182,9 @@ type Agent struct {
 	nodeID string
 
 	nodeFacts nodeFactsCache // the rollout facts' per-node derivations (its own lock)
+	// fleetNodes is, by job key, the node part of the job's last
+	// whole-fleet plan input (fleetNodesOf; under passMu).
+	fleetNodes map[string]*fleetNodesMemo
 	// fleetCountCopy is the View.NodesCopy the fleet was last counted at
 	// (fleetCountStale); written by passes only.
 	fleetCountCopy uint64

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"maps"
 	"reflect"
 	"sort"
 	"time"
@@ -29,15 +30,25 @@ type fleetFacts struct {
 // fleet's copy: a node that is running is never "down" to itself, so its own
 // allocations are never lost or disconnecting because the view lags.
 func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts fleetFacts, now time.Time, canaries reconcile.CanaryChooser) reconcile.Input {
-	in := reconcile.Input{
-		Job:                job,
-		TaintedNodes:       map[string]*model.Node{},
-		Now:                now,
-		DisconnectHandling: true,
-		Canaries:           canaries,
-	}
-	nodes := make([]*model.Node, 0, len(facts.Nodes)+1)
-	for _, n := range facts.Nodes {
+	return inputFrom(job, self, own, classifyNodes(job, self, facts.Nodes), facts.OtherAllocs, facts.Deployments, now, canaries)
+}
+
+// fleetNodes is the node part of a whole-fleet plan's input for one job:
+// every node classified, self by its own record. It is read-only once
+// made (a pass keeps it while it cannot differ: Agent.fleetInput).
+type fleetNodes struct {
+	ready    []*model.Node
+	notReady []string
+	tainted  map[string]*model.Node
+	known    map[string]bool
+}
+
+// classifyNodes classifies nodes (and self, in place of the fleet's copy
+// of it) for job.
+func classifyNodes(job *model.Job, self *model.Node, all []*model.Node) *fleetNodes {
+	fn := &fleetNodes{tainted: map[string]*model.Node{}, known: make(map[string]bool, len(all)+1)}
+	nodes := make([]*model.Node, 0, len(all)+1)
+	for _, n := range all {
 		if n.ID != self.ID {
 			nodes = append(nodes, n)
 		}
@@ -47,18 +58,32 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 	for _, n := range nodes {
 		switch nodeClass(job, n) {
 		case reconcile.NodeTainted:
-			in.TaintedNodes[n.ID] = n
+			fn.tainted[n.ID] = n
 		case reconcile.NodeNotReady:
-			in.NotReadyNodes = append(in.NotReadyNodes, n.ID)
+			fn.notReady = append(fn.notReady, n.ID)
 		case reconcile.NodeReady:
-			in.ReadyNodes = append(in.ReadyNodes, n)
+			fn.ready = append(fn.ready, n)
 		}
+		fn.known[n.ID] = true
+	}
+	return fn
+}
+
+// inputFrom is the reconciler input for one job from its classified nodes
+// (never modified: the input gets its own tainted map), this node's own
+// allocations and the other nodes'.
+func inputFrom(job *model.Job, self *model.Node, own []*model.Allocation, fn *fleetNodes, others []*model.Allocation, deps []*model.Deployment, now time.Time, canaries reconcile.CanaryChooser) reconcile.Input {
+	in := reconcile.Input{
+		Job:                job,
+		TaintedNodes:       maps.Clone(fn.tainted),
+		ReadyNodes:         fn.ready,
+		NotReadyNodes:      fn.notReady,
+		Now:                now,
+		DisconnectHandling: true,
+		Canaries:           canaries,
 	}
 	// Allocations on nodes no longer known at all count as on a gone node.
-	known := map[string]bool{}
-	for _, n := range nodes {
-		known[n.ID] = true
-	}
+	known := fn.known
 	add := func(a *model.Allocation) {
 		if a.JobID != job.ID || a.Namespace != job.Namespace {
 			return
@@ -75,12 +100,12 @@ func buildInput(job *model.Job, self *model.Node, own []*model.Allocation, facts
 	for _, a := range ownForPlan(self, own, now) {
 		add(a)
 	}
-	for _, a := range facts.OtherAllocs {
+	for _, a := range others {
 		if a.NodeID != self.ID {
 			add(a)
 		}
 	}
-	in.Deployment = recordOf(job, facts.Deployments)
+	in.Deployment = recordOf(job, deps)
 	return in
 }
 

@@ -354,3 +354,126 @@ func withoutBeats(list []rollout.Node) []rollout.Node {
 	}
 	return out
 }
+
+// A whole-fleet plan's classified nodes, kept across passes
+// (fleetNodesOf), are what a fresh classification of the view's newest
+// records makes: over a random history of heartbeats (the records' map and
+// NodesCopy kept, self's record rebuilt with a new heartbeat time), node
+// changes (status, eligibility, drain, datacenter, drivers, joins and
+// expiries: a new map), folds (the same records copied anew), job changes
+// (datacenters, driver) and changes of self's own record, the inputs agree
+// on every ready node (but for heartbeat times), the not-ready and the
+// tainted ones, and the known set. Controls: the memo is used (most
+// heartbeat steps hit it), and a memo that ignored the job would differ.
+func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 3))
+	a := &Agent{nodeID: "node-00"}
+	mkJob := func() *model.Job {
+		j := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 1, Groups: []*model.Group{{Name: "g", Count: 1,
+			Tasks: []*model.Task{{Name: "t", Driver: []string{"mock", "exec"}[rng.IntN(2)]}}}}}
+		if rng.IntN(2) == 0 {
+			j.Datacenters = []string{"dc1"}
+		}
+		return j
+	}
+	mkNode := func(id string, at time.Time) *model.Node {
+		n := &model.Node{ID: id, Name: id, Datacenter: []string{"dc1", "dc2"}[rng.IntN(2)], NodePool: "default",
+			Status:      []model.NodeStatus{model.NodeStatusReady, model.NodeStatusReady, model.NodeStatusInitializing}[rng.IntN(3)],
+			Eligibility: []model.Eligibility{model.Eligible, model.Eligible, model.Ineligible}[rng.IntN(3)],
+			Attributes:  map[string]string{"kernel.name": "linux"}, Meta: map[string]string{},
+			Drivers:     map[string]model.DriverInfo{"mock": {Detected: true, Healthy: rng.IntN(4) > 0}, "exec": {Detected: rng.IntN(2) == 0, Healthy: true}},
+			HeartbeatAt: at}
+		if rng.IntN(8) == 0 {
+			n.Drain = &model.DrainStrategy{}
+		}
+		return n
+	}
+	job := mkJob()
+	nodes := map[string]wanted.NodeState{}
+	for i := range 20 {
+		id := fmt.Sprintf("node-%02d", i)
+		nodes[id] = wanted.NodeState{Key: id, Value: mkNode(id, time.Unix(0, 0))}
+	}
+	copies := uint64(1)
+	self := mkNode("node-00", time.Unix(0, 0))
+	view := &fleet.View{Nodes: nodes, NodesCopy: copies}
+	hits, differsWithoutJob := 0, false
+	for step := 0; step < 3000; step++ {
+		at := time.Unix(int64(step), 0)
+		id := fmt.Sprintf("node-%02d", 1+rng.IntN(24))
+		switch op := rng.IntN(20); {
+		case op < 12: // heartbeats: self's record rebuilt, the others beside the map
+			c := *self
+			c.HeartbeatAt = at
+			self = &c
+		case op < 16: // a node changed, joined or expired
+			nodes = maps.Clone(nodes)
+			st := wanted.NodeState{Key: id, Value: mkNode(id, at)}
+			if rng.IntN(5) == 0 {
+				st.Absent = true
+			}
+			nodes[id] = st
+			copies++
+		case op == 16: // a fold
+			nodes = maps.Clone(nodes)
+			copies++
+		case op == 17:
+			job = mkJob()
+		case op == 18:
+			self = mkNode("node-00", at)
+		default:
+		}
+		view = &fleet.View{Nodes: nodes, NodesCopy: copies}
+		prevMemo := a.fleetNodes[wanted.JobKey(job.Namespace, job.ID)]
+		kept := a.fleetNodesOf(job, self, view)
+		if prevMemo != nil && prevMemo.nodes == kept {
+			hits++
+		}
+		var all []*model.Node
+		for _, st := range nodes {
+			if n := wanted.NodeView(st); n != nil {
+				all = append(all, n)
+			}
+		}
+		fresh := classifyNodes(job, self, all)
+		if !sameClasses(kept, fresh) {
+			t.Fatalf("step %d: kept %s\nfresh %s", step, classesString(kept), classesString(fresh))
+		}
+		if other := mkJob(); !sameClasses(classifyNodes(other, self, all), fresh) {
+			differsWithoutJob = true
+		}
+	}
+	if hits < 1000 {
+		t.Fatalf("the kept classification was used %d times in 3,000 steps: the test no longer reaches the memo", hits)
+	}
+	if !differsWithoutJob {
+		t.Fatal("no other job classified the nodes differently: the job control proves nothing")
+	}
+	t.Logf("kept classification used at %d of 3,000 steps", hits)
+}
+
+func sameClasses(x, y *fleetNodes) bool {
+	if len(x.ready) != len(y.ready) || !slices.Equal(x.notReady, y.notReady) || !maps.Equal(x.known, y.known) || len(x.tainted) != len(y.tainted) {
+		return false
+	}
+	for i := range x.ready {
+		if !sameButBeat(x.ready[i], y.ready[i]) {
+			return false
+		}
+	}
+	for k, n := range x.tainted {
+		m, ok := y.tainted[k]
+		if !ok || !sameButBeat(n, m) {
+			return false
+		}
+	}
+	return true
+}
+
+func classesString(f *fleetNodes) string {
+	var ready []string
+	for _, n := range f.ready {
+		ready = append(ready, n.ID)
+	}
+	return fmt.Sprintf("ready %v not ready %v tainted %d known %d", ready, f.notReady, len(f.tainted), len(f.known))
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"sort"
 	"time"
@@ -115,17 +116,6 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		a.lastSig = map[string]uint64{}
 	}
 	look := func(k string) bool { return full || all || viewDirty[k] || ownDirty[k] }
-	// The fleet's node list is built only for a plan that needs the
-	// fleet's facts (ReconcileLocal does not): O(fleet) per pass is what a
-	// node joining costs every agent otherwise.
-	var nodeList []*model.Node
-	nodes := func() []*model.Node {
-		if nodeList == nil {
-			nodeList = view.NodeList()
-		}
-		return nodeList
-	}
-
 	// Jobs with work come first: their starts must not wait for the
 	// reconciles of jobs in flight or the signature checks of every
 	// converged job. First the jobs this node runs nothing of and that did
@@ -217,7 +207,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		plan, err := a.plan(job, self, own, nodes, others, deps, now)
+		plan, err := a.plan(job, self, own, view, others, deps, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
 			continue
@@ -495,7 +485,7 @@ func (a *Agent) flushJobs() {
 // fleet); before the record exists (its creation round needs the fleet's
 // canary facts and proposes the record), or when the record does not yet
 // settle a canary question, from the whole fleet view.
-func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, nodes func() []*model.Node, others []*model.Allocation, deps []*model.Deployment, now time.Time) (*reconcile.Plan, error) {
+func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, view *fleet.View, others []*model.Allocation, deps []*model.Deployment, now time.Time) (*reconcile.Plan, error) {
 	if d := recordOf(job, deps); d != nil {
 		p, err := reconcile.ReconcileLocal(localInput(job, self, own, d, now))
 		if err == nil {
@@ -506,8 +496,58 @@ func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, 
 			return nil, err
 		}
 	}
-	in := buildInput(job, self, own, fleetFacts{Nodes: nodes(), OtherAllocs: others, Deployments: deps}, now, nil)
+	in := inputFrom(job, self, own, a.fleetNodesOf(job, self, view), others, deps, now, nil)
 	return reconcile.ReconcileNode(in, a.nodeID)
+}
+
+// fleetNodesMemo is the node part of the last whole-fleet plan's input of
+// one job, with what it was made from.
+type fleetNodesMemo struct {
+	copy  uint64 // View.NodesCopy
+	job   *model.Job
+	self  *model.Node
+	nodes *fleetNodes
+}
+
+// fleetNodesOf classifies the fleet's nodes for a whole-fleet plan of job
+// (a job without a record yet, or whose record names no canary set). The
+// classification of the job's last such plan is kept while the view's node
+// records are the same map (View.NodesCopy: a heartbeat is kept beside
+// them, and neither the classification nor the reconciler reads heartbeat
+// times), the job is the same and this node's record says the same but
+// for its heartbeat: with a thousand nodes, listing, sorting and
+// classifying them took a whole-fleet pass's time again (under passMu).
+func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View) *fleetNodes {
+	k := wanted.JobKey(job.Namespace, job.ID)
+	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.job == job && sameButBeat(m.self, self) {
+		return m.nodes
+	}
+	all := make([]*model.Node, 0, len(view.Nodes))
+	for _, st := range view.Nodes {
+		if n := wanted.NodeView(st); n != nil {
+			all = append(all, n)
+		}
+	}
+	fn := classifyNodes(job, self, all)
+	if view.NodesCopy == 0 {
+		return fn
+	}
+	if a.fleetNodes == nil || len(a.fleetNodes) >= 64 {
+		a.fleetNodes = map[string]*fleetNodesMemo{} // jobs gone: each rebuilds once
+	}
+	a.fleetNodes[k] = &fleetNodesMemo{copy: view.NodesCopy, job: job, self: self, nodes: fn}
+	return fn
+}
+
+// sameButBeat reports whether two node records say the same but for their
+// heartbeat time.
+func sameButBeat(x, y *model.Node) bool {
+	if x == y {
+		return true
+	}
+	a, b := *x, *y
+	a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }
 
 // collectFinished moves runners whose allocation is terminal and whose

@@ -43,7 +43,7 @@ type View struct {
 	// with the same NodesCopy share one Nodes map, so what is derived from
 	// Nodes alone need not be derived again (0: a View not made by a
 	// Source).
-	NodesCopy uint64
+	NodesCopy   uint64
 	Intents     map[string]wanted.IntentState
 	Allocs      map[string]wanted.AllocState
 	Deployments map[string]wanted.DeploymentState
