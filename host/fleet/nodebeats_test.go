@@ -170,3 +170,44 @@ func TestAHeartbeatMovesTheGenerationButNotTheChangeGeneration(t *testing.T) {
 		t.Fatalf("control, a rejected record: change generation %d → %d, rejections %v", v2.ChangeGeneration, v3.ChangeGeneration, v3.Rejections())
 	}
 }
+
+// A snapshot's rejections are walked again only for a kind whose map is
+// another: heartbeats and other kinds' changes answer from the memo, and a
+// rejection that ends (the record put right) is gone at once.
+func TestASnapshotsRejectionsFollowTheRecordsThroughTheMemo(t *testing.T) {
+	s := NewSource(&Store{}, SourceConfig{})
+	nodes := bucketRef{kind: KindNodes, name: "t_nodes"}
+	allocs := bucketRef{kind: KindAllocs, name: "t_allocs"}
+	discard := slog.New(slog.DiscardHandler)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	rev := uint64(0)
+	put := func(ref bucketRef, k string, b []byte) {
+		rev++
+		s.apply(ref, wanted.Entry{Key: k, Value: b, Revision: rev, Op: wanted.OpPut, Time: t0}, discard)
+	}
+	put(nodes, "n1", benchNode("n1", t0))
+	put(nodes, "n2", []byte(`{"id":"n2","ID":"n2"}`)) // rejected
+	v1 := s.View()
+	if r := v1.Rejections(); len(r) != 1 || r[0].Key != "n2" {
+		t.Fatalf("rejections %v, want n2's", r)
+	}
+	put(nodes, "n1", benchNode("n1", t0.Add(time.Second)))            // a heartbeat
+	put(allocs, "n1.default.web.a1", []byte(`{"id":"a1","ID":"a1"}`)) // another kind, rejected too
+	v2 := s.View()
+	if reflect.ValueOf(v2.Nodes).Pointer() != reflect.ValueOf(v1.Nodes).Pointer() {
+		t.Fatal("the heartbeat copied the node records: the memo is not reached")
+	}
+	if r := v2.Rejections(); len(r) != 2 {
+		t.Fatalf("after a heartbeat and a rejected allocation: %v", r)
+	}
+	var n model.Node
+	_ = json.Unmarshal(benchNode("n2", t0), &n)
+	b, _ := json.Marshal(n)
+	put(nodes, "n2", b) // put right
+	if r := s.View().Rejections(); len(r) != 1 || r[0].Key != "n1.default.web.a1" {
+		t.Fatalf("after n2 was put right: %v", r)
+	}
+	if r := v1.Rejections(); len(r) != 1 || r[0].Key != "n2" {
+		t.Fatalf("an older snapshot's rejections changed: %v", r)
+	}
+}

@@ -115,8 +115,9 @@ type Source struct {
 	// watches were made (readFleetSize).
 	nodesAtStart int
 	gen          uint64
-	nodesCopy    uint64 // the copies of nodes made into snapshots (View.NodesCopy)
-	changeGen    uint64 // gen as of the last change that was not a heartbeat alone (View.ChangeGeneration)
+	rejected     rejectionsMemo // the snapshots' rejections, by kind (View.Rejections)
+	nodesCopy    uint64         // the copies of nodes made into snapshots (View.NodesCopy)
+	changeGen    uint64         // gen as of the last change that was not a heartbeat alone (View.ChangeGeneration)
 	snap         *View
 	prev         *View           // the last snapshot taken, kept for its unchanged maps
 	stale        map[string]bool // kinds changed since prev

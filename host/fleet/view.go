@@ -1,11 +1,15 @@
 package fleet
 
 import (
+	"fmt"
 	"iter"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -59,6 +63,8 @@ type View struct {
 	Watched map[string][]string
 	// Revisions is the last revision applied per bucket kind.
 	Revisions map[string]uint64
+
+	rejected *rejectionsMemo // the Source's, shared by its snapshots
 }
 
 // View returns the current snapshot. It is cheap when nothing changed since
@@ -77,7 +83,7 @@ func (s *Source) View() *View {
 	// snapshot shares that snapshot's map instead of being copied again
 	// (most changes touch one bucket, and an allocation status echo no
 	// longer copies the jobs and deployments).
-	v := &View{Generation: s.gen, ChangeGeneration: s.changeGen, Synced: synced, Revisions: maps.Clone(s.revs)}
+	v := &View{Generation: s.gen, ChangeGeneration: s.changeGen, Synced: synced, Revisions: maps.Clone(s.revs), rejected: &s.rejected}
 	p := s.prev
 	if p == nil {
 		p = &View{}
@@ -238,12 +244,12 @@ func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deplo
 // and key.
 func (v *View) Rejections() []wanted.Rejection {
 	var out []wanted.Rejection
-	out = appendRejections(out, v.Jobs)
-	out = appendRejections(out, v.Nodes)
-	out = appendRejections(out, v.Intents)
-	out = appendRejections(out, v.Allocs)
-	out = appendRejections(out, v.Deployments)
-	out = appendRejections(out, v.Slots)
+	out = append(out, v.rejected.of(KindJobs, v.Jobs)...)
+	out = append(out, v.rejected.of(KindNodes, v.Nodes)...)
+	out = append(out, v.rejected.of(KindIntents, v.Intents)...)
+	out = append(out, v.rejected.of(KindAllocs, v.Allocs)...)
+	out = append(out, v.rejected.of(KindDeployments, v.Deployments)...)
+	out = append(out, v.rejected.of(KindRollout+"/slots", v.Slots)...)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Bucket != out[j].Bucket {
 			return out[i].Bucket < out[j].Bucket
@@ -260,6 +266,59 @@ func appendRejections[T any](out []wanted.Rejection, m map[string]wanted.Record[
 			out = append(out, *st.Rejection)
 		}
 	}
+	return out
+}
+
+// rejectionsMemo keeps, per kind, the rejections found in the last map
+// walked: a snapshot shares an unchanged kind's map with the one before
+// (and a heartbeat does not change the nodes'), so a kind is walked again
+// only once its map is another. One Source's snapshots share one memo.
+type rejectionsMemo struct {
+	mu   sync.Mutex
+	last map[string]rejectionsOf
+}
+
+type rejectionsOf struct {
+	// m is the map walked: a pointer, not an address, so the map stays
+	// alive while it is remembered and no later map can take its address.
+	m   unsafe.Pointer
+	out []wanted.Rejection
+}
+
+// of is appendRejections(nil, m), from the memo when m is the map last
+// walked for kind (a nil memo walks every time).
+func (r *rejectionsMemo) of(kind string, m any) []wanted.Rejection {
+	walk := func() []wanted.Rejection {
+		switch m := m.(type) {
+		case map[string]wanted.JobState:
+			return appendRejections(nil, m)
+		case map[string]wanted.NodeState:
+			return appendRejections(nil, m)
+		case map[string]wanted.IntentState:
+			return appendRejections(nil, m)
+		case map[string]wanted.AllocState:
+			return appendRejections(nil, m)
+		case map[string]wanted.DeploymentState:
+			return appendRejections(nil, m)
+		case map[string]wanted.SlotState:
+			return appendRejections(nil, m)
+		}
+		panic(fmt.Sprintf("fleet: rejections of a %T", m))
+	}
+	if r == nil {
+		return walk()
+	}
+	id := reflect.ValueOf(m).UnsafePointer()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.last[kind]; ok && l.m == id && id != nil {
+		return l.out
+	}
+	out := walk()
+	if r.last == nil {
+		r.last = map[string]rejectionsOf{}
+	}
+	r.last[kind] = rejectionsOf{m: id, out: out}
 	return out
 }
 
