@@ -18,7 +18,6 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
-	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
@@ -392,8 +391,9 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 				}
 			}
 			// The watches are narrowed: only the steward and its deputies
-			// hold other nodes' allocations; the others rolled out from
-			// the steward's summary.
+			// (and the first nodes of the next version's ranking, who
+			// watch ahead) hold other nodes' allocations; the others
+			// rolled out from the steward's summary.
 			var watching []string
 			for _, n := range f.nodes {
 				for k, st := range n.src.View().Allocs {
@@ -403,22 +403,22 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 					}
 				}
 			}
-			if len(watching) == 0 || len(watching) > rollout.StewardDepth {
-				t.Fatalf("nodes holding other nodes' allocations: %v, want 1 to %d", watching, rollout.StewardDepth)
+			if len(watching) == 0 || len(watching) > 2*rollout.StewardDepth {
+				t.Fatalf("nodes holding other nodes' allocations: %v, want 1 to %d", watching, 2*rollout.StewardDepth)
 			}
 			// The others took and released their slots without watching
 			// a slot key (the summary's slots, their own memory): their
 			// rollout watch was never re-filtered for v2. Control: at
 			// least one such node took a slot (every node updated).
-			// Watching ranks nodes by v1's record, by v2's creation key
-			// until v2's record exists, then by that record: a node first
-			// in any of these watched the job for a while.
+			// Watching ranks nodes by the record of the version in force
+			// and of the next one (v1's and v2's, then v2's and v3's): a
+			// node first in any of these watched the job for a while.
 			var ids []string
 			for _, n := range f.nodes {
 				ids = append(ids, n.id)
 			}
 			ranked := map[string]bool{}
-			for _, key := range []string{reconcile.DeploymentID("", "web", 1), wanted.DeploymentKey("", "web", 2), reconcile.DeploymentID("", "web", 2)} {
+			for _, key := range []string{rollout.RankingKey("", "web", 1), rollout.RankingKey("", "web", 2), rollout.RankingKey("", "web", 3)} {
 				for _, id := range rollout.RankedNodes(key, ids)[:rollout.StewardDepth] {
 					ranked[id] = true
 				}
@@ -436,16 +436,17 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			if others == 0 {
 				t.Fatal("control: every node watches the job; no node rolled out from the summary")
 			}
-			// And once done, only they watch the job's update slots.
+			// And once done, only they watch the job's update slots (the
+			// steward, its deputies, and the next version's first nodes).
 			var slotWatchers []string
-			testutil.Eventually(t, 10*time.Second, "the slots watched by the steward and its deputies only", func() bool {
+			testutil.Eventually(t, 10*time.Second, "the slots watched by the steward, its deputies and the next version's first nodes only", func() bool {
 				slotWatchers = slotWatchers[:0]
 				for _, n := range f.nodes {
 					if n.src.View().Watches(fleet.KindRollout, wanted.SlotFilter("", "web")) {
 						slotWatchers = append(slotWatchers, n.id)
 					}
 				}
-				return len(slotWatchers) > 0 && len(slotWatchers) <= rollout.StewardDepth
+				return len(slotWatchers) > 0 && len(slotWatchers) <= 2*rollout.StewardDepth
 			})
 		})
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
-	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // Transition is one compare-and-set on a deployment record: Apply is the
@@ -287,8 +286,7 @@ func (f *Facts) create(dec *Decision, proposal *model.Deployment) {
 		// version has anything to canary: the nodes that watch create.
 		return
 	}
-	key := wanted.DeploymentKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
-	rank, _ := f.rankLive(key, f.Self, true)
+	rank, _ := f.rankLive(RankingKey(f.Job.Namespace, f.Job.ID, f.Job.Version), f.Self, true)
 	delay := min(time.Duration(rank)*CreateStep, CreateMax)
 	if f.SinceSeen < delay {
 		dec.RetryIn = delay - f.SinceSeen

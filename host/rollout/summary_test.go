@@ -143,9 +143,10 @@ func TestANarrowedNodeNeitherCreatesNorStewards(t *testing.T) {
 	}
 }
 
-// Watching names the first StewardDepth nodes of the record's steward
-// ranking (or, before the record, of the creation ranking), and no more;
-// only they act as steward or deputy.
+// Watching names the first StewardDepth nodes of the record's ranking
+// (the same before the record exists: its ID is known) and of the next
+// version's, and no more; only the first act as steward or deputy, and the
+// record's creator is the first of that same ranking.
 func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 	w := newWorld(9, 1, 0)
 	count := func() (watching []string) {
@@ -157,15 +158,29 @@ func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 		}
 		return watching
 	}
-	if got := count(); len(got) != StewardDepth {
-		t.Fatalf("before the record: %v watch, want %d", got, StewardDepth)
+	f0 := w.facts(t, "n1")
+	ranked := RankedNodes(RankingKey("", "web", 2), f0.LiveEligible())
+	next := RankedNodes(RankingKey("", "web", 3), f0.LiveEligible())
+	want := slices.Sorted(slices.Values(slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(ranked[:StewardDepth]), next[:StewardDepth]...))))))
+	if got := count(); !slices.Equal(got, want) {
+		t.Fatalf("before the record: %v watch, want the first %d of this version's ranking %v and of the next's %v", got, StewardDepth, ranked, next)
+	}
+	creator := ""
+	for _, n := range w.nodes {
+		f := w.facts(t, n.ID)
+		if dec := Decide(f); dec.Create != nil && dec.Create.Rank == 0 {
+			creator = n.ID
+		}
+	}
+	if creator != ranked[0] {
+		t.Fatalf("the record's creator is %q, want the first of its steward ranking %q", creator, ranked[0])
 	}
 	d := w.record(nil)
-	got := count()
-	f0 := w.facts(t, "n1")
-	ranked := RankedNodes(d.ID, f0.LiveEligible())
-	if !slices.Equal(got, slices.Sorted(slices.Values(ranked[:StewardDepth]))) {
-		t.Fatalf("watching %v, ranking %v", got, ranked)
+	if d.ID != RankingKey("", "web", 2) {
+		t.Fatalf("the record's ID %q is not its ranking key", d.ID)
+	}
+	if got := count(); !slices.Equal(got, want) {
+		t.Fatalf("after the record: watching %v, want %v", got, want)
 	}
 	// Deputy 1 has the duties due (and acts once they are overdue); a
 	// deputy beyond the depth has none, however overdue they are.
