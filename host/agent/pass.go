@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -197,6 +198,9 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		deps, overlaySig := a.withWritten(k, viewDeps)
 		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
 		_, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
+		if !a.summaryMatters(k, job, own, slots) {
+			sumSig = 0
+		}
 		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17 ^ sumSig*19
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
 			sig ^= mix(23) // watched on every node, or not: a different decision
@@ -502,6 +506,27 @@ func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, 
 	}
 	in := inputFrom(job, self, own, a.fleetNodesOf(job, self, view), others, deps, now, nil)
 	return reconcile.ReconcileNode(in, a.nodeID)
+}
+
+// summaryMatters reports whether the job's rollout summary can change this
+// node's decisions, so that a new summary makes a pass of the job: on a
+// node that may steward it (or watches every allocation), that has an
+// allocation of the job at an older version (a waiter: the summary ranks
+// it and assigns its slot, and lists a slot whose take's answer was
+// lost), or that holds one of its slots. A node whose allocations are all
+// at the job's version has nothing the summary decides (it only paces
+// updates): at 1,000 agents every summary made a pass on every node, most
+// of them done or not yet admitted (under passMu).
+func (a *Agent) summaryMatters(k string, job *model.Job, own []*model.Allocation, slots []rollout.Slot) bool {
+	if !a.narrowing() || a.watchJobs[k] {
+		return true
+	}
+	for _, al := range own {
+		if !al.Terminal() && al.JobVersion < job.Version {
+			return true
+		}
+	}
+	return slices.ContainsFunc(slots, func(s rollout.Slot) bool { return s.Slot.Holder == a.nodeID })
 }
 
 // fleetNodesMemo is the node part of the last whole-fleet plan's input of
