@@ -350,6 +350,17 @@ func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jet
 }
 
 func (s *Store) put(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+	return s.putWithin(ctx, kv, key, v, s.conn.withTimeout)
+}
+
+// putNodeRecord is put for a node record: the caller's deadline is kept
+// when it is the longer (Conn.withLongerTimeout).
+func (s *Store) putNodeRecord(ctx context.Context, n *model.Node) (uint64, error) {
+	return s.putWithin(ctx, s.Nodes, wanted.NodeKey(n.ID), n, s.conn.withLongerTimeout)
+}
+
+// putWithin puts v's JSON under key, with the deadline within gives.
+func (s *Store) putWithin(ctx context.Context, kv jetstream.KeyValue, key string, v any, within func(context.Context) (context.Context, context.CancelFunc)) (uint64, error) {
 	if kv == nil {
 		return 0, ErrNoBucket
 	}
@@ -360,27 +371,9 @@ func (s *Store) put(ctx context.Context, kv jetstream.KeyValue, key string, v an
 	if len(b) > wanted.MaxValueSize {
 		return 0, fmt.Errorf("%w: %d bytes", wanted.ErrOversize, len(b))
 	}
-	rctx, cancel := s.conn.withTimeout(ctx)
+	rctx, cancel := within(ctx)
 	defer cancel()
 	return kv.Put(rctx, key, b)
-}
-
-// putNodeRecord is put for a node record: the caller's deadline is kept
-// when it is the longer (Conn.withLongerTimeout).
-func (s *Store) putNodeRecord(ctx context.Context, n *model.Node) (uint64, error) {
-	if s.Nodes == nil {
-		return 0, ErrNoBucket
-	}
-	b, err := json.Marshal(n)
-	if err != nil {
-		return 0, err
-	}
-	if len(b) > wanted.MaxValueSize {
-		return 0, fmt.Errorf("%w: %d bytes", wanted.ErrOversize, len(b))
-	}
-	rctx, cancel := s.conn.withLongerTimeout(ctx)
-	defer cancel()
-	return s.Nodes.Put(rctx, wanted.NodeKey(n.ID), b)
 }
 
 // PutJob writes a job under wanted.JobKey (the CLI's `job run`). It returns

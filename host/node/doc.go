@@ -25,6 +25,11 @@
 //     eligibility arrive as an Intent (wanted.MergeIntent).
 //   - Registration errors are not logged during the grace period; the first
 //     heartbeat is staggered within one period.
+//   - A write waits for its answer a quarter of the planned period (at least
+//     WriteTimeout); after a failed one the record is read back, and a write
+//     that landed after all is not made again while the record would change
+//     only its heartbeat time. TestAHeartbeatWhoseAnswerWasLostButLandedIsNotWrittenAgain,
+//     TestAHeartbeatWritesDeadlineFitsItsPeriod.
 //   - With a Liveness plan, the record's TTL is node_ttl until the fleet is
 //     counted and while any live node writes no TTL of its own; past that it
 //     doubles with the fleet (BeatTTL: at most BeatWritesPerSecond heartbeats
