@@ -228,25 +228,14 @@ func (s *keyScanner) object(kt *keyType) bool {
 			return false
 		}
 		s.pos++
-		if !s.value(elem) {
-			if s.err != nil {
-				s.trail = append(s.trail, pathStep{key: at})
-			}
+		if !s.member(elem, pathStep{key: at}) {
 			return false
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
+		if more, ok := s.after('}'); !ok {
 			return false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
+		} else if !more {
 			s.seen.n = base
 			return true
-		default:
-			return false
 		}
 	}
 }
@@ -263,26 +252,43 @@ func (s *keyScanner) array(kt *keyType) bool {
 		elem = kt.elem
 	}
 	for i := 0; ; i++ {
-		if !s.value(elem) {
-			if s.err != nil {
-				s.trail = append(s.trail, pathStep{key: -1, index: i})
-			}
+		if !s.member(elem, pathStep{key: -1, index: i}) {
 			return false
 		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return true
-		default:
-			return false
+		if more, ok := s.after(']'); !ok || !more {
+			return ok
 		}
 	}
+}
+
+// member scans one value of an object or array; a key refused inside it
+// gets step on its path.
+func (s *keyScanner) member(elem *typeRef, step pathStep) bool {
+	if s.value(elem) {
+		return true
+	}
+	if s.err != nil {
+		s.trail = append(s.trail, step)
+	}
+	return false
+}
+
+// after consumes what follows a member: a comma (more true) or the
+// closing byte (more false); anything else is bad syntax (ok false).
+func (s *keyScanner) after(closing byte) (more, ok bool) {
+	s.skipSpace()
+	if s.pos >= len(s.data) {
+		return false, false
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return true, true
+	case closing:
+		s.pos++
+		return false, true
+	}
+	return false, false
 }
 
 func (s *keyScanner) skipSpace() {
