@@ -459,13 +459,13 @@ func sameClasses(x, y *fleetNodes) bool {
 		return false
 	}
 	for i := range x.ready {
-		if !sameButBeat(x.ready[i], y.ready[i]) {
+		if !model.SameButHeartbeat(x.ready[i], y.ready[i]) {
 			return false
 		}
 	}
 	for k, n := range x.tainted {
 		m, ok := y.tainted[k]
-		if !ok || !sameButBeat(n, m) {
+		if !ok || !model.SameButHeartbeat(n, m) {
 			return false
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -548,7 +547,7 @@ type fleetNodesMemo struct {
 // classifying them took a whole-fleet pass's time again (under passMu).
 func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View) *fleetNodes {
 	k := wanted.JobKey(job.Namespace, job.ID)
-	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.job == job && sameButBeat(m.self, self) {
+	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.job == job && model.SameButHeartbeat(m.self, self) {
 		return m.nodes
 	}
 	all := make([]*model.Node, 0, len(view.Nodes))
@@ -566,17 +565,6 @@ func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View)
 	}
 	a.fleetNodes[k] = &fleetNodesMemo{copy: view.NodesCopy, job: job, self: self, nodes: fn}
 	return fn
-}
-
-// sameButBeat reports whether two node records say the same but for their
-// heartbeat time.
-func sameButBeat(x, y *model.Node) bool {
-	if x == y {
-		return true
-	}
-	a, b := *x, *y
-	a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
-	return reflect.DeepEqual(a, b)
 }
 
 // collectFinished moves runners whose allocation is terminal and whose

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -447,15 +446,10 @@ func sameRow(a, b rollout.Node) bool {
 	if a != b {
 		return false
 	}
-	if ra == rb {
-		return true
-	}
 	if ra == nil || rb == nil {
-		return false
+		return ra == rb
 	}
-	x, y := *ra, *rb
-	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
-	return reflect.DeepEqual(x, y)
+	return model.SameButHeartbeat(ra, rb)
 }
 
 // changeLog is the part of the view source the node list is patched from.

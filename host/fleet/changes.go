@@ -1,9 +1,7 @@
 package fleet
 
 import (
-	"reflect"
-	"time"
-
+	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
 )
 
@@ -44,9 +42,7 @@ func heartbeatOnly(prev, cur wanted.NodeState) bool {
 	if prev.Value == nil || cur.Value == nil || prev.Absent || cur.Absent || prev.Rejection != nil || cur.Rejection != nil {
 		return false
 	}
-	a, b := *prev.Value, *cur.Value
-	a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
-	return reflect.DeepEqual(a, b)
+	return model.SameButHeartbeat(prev.Value, cur.Value)
 }
 
 // changeLog keeps the newest changes, oldest first.

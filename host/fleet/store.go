@@ -337,10 +337,15 @@ var ErrLostRace = fmt.Errorf("lost a compare-and-set race: %w", jetstream.ErrKey
 var ErrNotFound = errors.New(wanted.QuietNoKey.Message())
 
 func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	return s.getWithin(ctx, kv, key, s.conn.withTimeout)
+}
+
+// getWithin is get with the deadline within gives.
+func (s *Store) getWithin(ctx context.Context, kv jetstream.KeyValue, key string, within func(context.Context) (context.Context, context.CancelFunc)) (jetstream.KeyValueEntry, error) {
 	if kv == nil {
 		return nil, ErrNoBucket
 	}
-	rctx, cancel := s.conn.withTimeout(ctx)
+	rctx, cancel := within(ctx)
 	defer cancel()
 	e, err := kv.Get(rctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -700,16 +705,8 @@ func (w *NodeWriter) PutNode(ctx context.Context, n *model.Node) (uint64, error)
 // (node.Reader: a heartbeat whose answer was lost is looked for before it
 // is written again), keeping the caller's deadline when it is the longer.
 func (w *NodeWriter) ReadNode(ctx context.Context) (*model.Node, error) {
-	if w.s.Nodes == nil {
-		return nil, ErrNoBucket
-	}
 	key := wanted.NodeKey(w.nodeID)
-	rctx, cancel := w.s.conn.withLongerTimeout(ctx)
-	defer cancel()
-	e, err := w.s.Nodes.Get(rctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		err = ErrNotFound
-	}
+	e, err := w.s.getWithin(ctx, w.s.Nodes, key, w.s.conn.withLongerTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("reading node %s: %w", w.nodeID, err)
 	}

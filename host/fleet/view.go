@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"fmt"
 	"iter"
 	"maps"
 	"reflect"
@@ -244,12 +243,12 @@ func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deplo
 // and key.
 func (v *View) Rejections() []wanted.Rejection {
 	var out []wanted.Rejection
-	out = append(out, v.rejected.of(KindJobs, v.Jobs)...)
-	out = append(out, v.rejected.of(KindNodes, v.Nodes)...)
-	out = append(out, v.rejected.of(KindIntents, v.Intents)...)
-	out = append(out, v.rejected.of(KindAllocs, v.Allocs)...)
-	out = append(out, v.rejected.of(KindDeployments, v.Deployments)...)
-	out = append(out, v.rejected.of(KindRollout+"/slots", v.Slots)...)
+	out = append(out, memoRejections(v.rejected, KindJobs, v.Jobs)...)
+	out = append(out, memoRejections(v.rejected, KindNodes, v.Nodes)...)
+	out = append(out, memoRejections(v.rejected, KindIntents, v.Intents)...)
+	out = append(out, memoRejections(v.rejected, KindAllocs, v.Allocs)...)
+	out = append(out, memoRejections(v.rejected, KindDeployments, v.Deployments)...)
+	out = append(out, memoRejections(v.rejected, KindRollout+"/slots", v.Slots)...)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Bucket != out[j].Bucket {
 			return out[i].Bucket < out[j].Bucket
@@ -285,28 +284,11 @@ type rejectionsOf struct {
 	out []wanted.Rejection
 }
 
-// of is appendRejections(nil, m), from the memo when m is the map last
-// walked for kind (a nil memo walks every time).
-func (r *rejectionsMemo) of(kind string, m any) []wanted.Rejection {
-	walk := func() []wanted.Rejection {
-		switch m := m.(type) {
-		case map[string]wanted.JobState:
-			return appendRejections(nil, m)
-		case map[string]wanted.NodeState:
-			return appendRejections(nil, m)
-		case map[string]wanted.IntentState:
-			return appendRejections(nil, m)
-		case map[string]wanted.AllocState:
-			return appendRejections(nil, m)
-		case map[string]wanted.DeploymentState:
-			return appendRejections(nil, m)
-		case map[string]wanted.SlotState:
-			return appendRejections(nil, m)
-		}
-		panic(fmt.Sprintf("fleet: rejections of a %T", m))
-	}
+// memoRejections is appendRejections(nil, m), from r when m is the map
+// last walked for kind (a nil r walks every time).
+func memoRejections[T any](r *rejectionsMemo, kind string, m map[string]wanted.Record[T]) []wanted.Rejection {
 	if r == nil {
-		return walk()
+		return appendRejections(nil, m)
 	}
 	id := reflect.ValueOf(m).UnsafePointer()
 	r.mu.Lock()
@@ -314,7 +296,7 @@ func (r *rejectionsMemo) of(kind string, m any) []wanted.Rejection {
 	if l, ok := r.last[kind]; ok && l.m == id && id != nil {
 		return l.out
 	}
-	out := walk()
+	out := appendRejections(nil, m)
 	if r.last == nil {
 		r.last = map[string]rejectionsOf{}
 	}

@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"reflect"
+	"time"
+)
 
 // Node is one machine running a hivelet agent, as registered in the nodes
 // bucket. Attributes and Meta are never nil on a registered node.
@@ -74,6 +77,17 @@ func (d *DriverInfo) UnmarshalJSON(data []byte) error {
 	}
 	*d = DriverInfo{Detected: w.Detected, Healthy: w.Healthy, HealthDesc: w.Description + w.OldName, Attributes: w.Attributes}
 	return nil
+}
+
+// SameButHeartbeat reports whether two records (neither nil) say the same
+// but for their heartbeat time: what a heartbeat alone changes.
+func SameButHeartbeat(a, b *Node) bool {
+	if a == b {
+		return true
+	}
+	x, y := *a, *b
+	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
+	return reflect.DeepEqual(x, y)
 }
 
 // Ready reports whether the node may receive placements: status ready,

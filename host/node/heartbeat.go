@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -275,7 +274,7 @@ func (h *Heartbeater) write(ctx context.Context, n *model.Node) (next time.Durat
 // (nearly) out.
 func (h *Heartbeater) landedAfterAll(ctx context.Context, prev *sent, n *model.Node, period time.Duration) (time.Duration, bool) {
 	r, ok := h.w.(Reader)
-	if !ok || prev.rec.HeartbeatAt.IsZero() || !sameButBeat(prev.rec, n) {
+	if !ok || prev.rec.HeartbeatAt.IsZero() || !model.SameButHeartbeat(prev.rec, n) {
 		return 0, false
 	}
 	wait := period - time.Since(prev.at)
@@ -292,16 +291,6 @@ func (h *Heartbeater) landedAfterAll(ctx context.Context, prev *sent, n *model.N
 	h.landed++
 	h.mu.Unlock()
 	return wait, true
-}
-
-// sameButBeat reports whether two records say the same but for their
-// heartbeat time.
-func sameButBeat(a, b *model.Node) bool {
-	x, y := *a, *b
-	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
-	bx, err1 := json.Marshal(&x)
-	by, err2 := json.Marshal(&y)
-	return err1 == nil && err2 == nil && string(bx) == string(by)
 }
 
 func (h *Heartbeater) record(err error) {
