@@ -122,7 +122,9 @@ func TestEndToEndAnExecPluginKilledDuringAStopStillStopsTheTaskOnce(t *testing.T
 	p.start()
 	dir := t.TempDir()
 	const job = "fault-exec-stop"
-	script := `echo $$ >> ${NOMAD_ALLOC_DIR}/pids; trap 'trap "" TERM; echo term >> ${NOMAD_ALLOC_DIR}/mark; sleep 2; echo bye >> ${NOMAD_ALLOC_DIR}/mark; exit 0' TERM; while :; do sleep 0.05; done`
+	// The trap is set before the PID is written: once the test sees the PID,
+	// a SIGTERM runs the trap (it cannot kill the shell before it is set).
+	script := `trap 'trap "" TERM; echo term >> ${NOMAD_ALLOC_DIR}/mark; sleep 2; echo bye >> ${NOMAD_ALLOC_DIR}/mark; exit 0' TERM; echo $$ >> ${NOMAD_ALLOC_DIR}/pids; while :; do sleep 0.05; done`
 	cfg := fmt.Sprintf("        command = \"/bin/sh\"\n        args    = [\"-c\", %q]", script)
 	if code, out := p.cli("job", "run", e2eFile(t, dir, "j.hcl", slowStopJobHCL(job, "exec", cfg))); code != 0 {
 		t.Fatalf("job run: exit %d\n%s", code, out)

@@ -38,14 +38,14 @@ import (
 	"github.com/hivelet/hivelet/policies/build"
 )
 
-// taskScript is the task: one "start" line, then, when the driver stops it
+// taskScript is the task: its trap set, one "start" line, then, when the driver stops it
 // with SIGTERM, a "stopping" line, its fifth argument's seconds of
 // lingering (0 unless given), and a "stop" line (the test reads them with
 // their wall-clock times in nanoseconds).
 const taskScript = `#!/bin/sh
 ev=$1; node=$2; alloc=$3; tag=$4; linger=${5:-0}
-echo "start $(date +%s%N) $node $alloc $tag $$" >> "$ev"
 trap 'echo "stopping $(date +%s%N) $node $alloc $tag $$" >> "$ev"; sleep $linger; echo "stop $(date +%s%N) $node $alloc $tag $$" >> "$ev"; kill $! 2>/dev/null; exit 0' TERM
+echo "start $(date +%s%N) $node $alloc $tag $$" >> "$ev"
 sleep 600 &
 wait
 `

@@ -109,7 +109,12 @@ func (r *rig) kill() time.Duration {
 // task is a shell that appends its PID to <dir>/<id>.pids each time it
 // starts, runs script, then loops. It runs as the test's user (root is
 // allowed by the rig): its files are in a directory private to that user.
-func (r *rig) task(id, script string) *driver.TaskConfig {
+func (r *rig) task(id, script string) *driver.TaskConfig { return r.taskTrapping(id, "", script) }
+
+// taskTrapping is task with trap set before the PID is written: a test
+// that signals the task once started finds its trap in place (a signal
+// between the PID line and the trap would kill the shell instead).
+func (r *rig) taskTrapping(id, trap, script string) *driver.TaskConfig {
 	user := ""
 	if os.Geteuid() == 0 {
 		user = "root"
@@ -118,7 +123,7 @@ func (r *rig) task(id, script string) *driver.TaskConfig {
 	tc := &driver.TaskConfig{ID: "alloc-" + id + "/app", AllocID: "alloc-" + id, TaskName: "app", User: user,
 		AllocDir: r.dir, StdoutPath: filepath.Join(r.dir, id+".out"), StderrPath: filepath.Join(r.dir, id+".err"),
 		Config: map[string]any{"command": "/bin/sh", "args": []any{"-c",
-			`echo $$ >> "$PIDS"; ` + script + `; while :; do sleep 0.05; done`}},
+			lines(trap, `echo $$ >> "$PIDS"`, script, `while :; do sleep 0.05; done`)}},
 		Env: map[string]string{"PIDS": pids, "MARK": filepath.Join(r.dir, id+".mark")}}
 	r.t.Cleanup(func() {
 		_ = r.d.DestroyTask(context.Background(), tc.ID, true)
@@ -129,6 +134,17 @@ func (r *rig) task(id, script string) *driver.TaskConfig {
 		}
 	})
 	return tc
+}
+
+// lines joins the non-empty parts of a shell script with "; ".
+func lines(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // pids are the PIDs the task's starts wrote, in order.
@@ -298,7 +314,7 @@ func TestAStopInterruptedByAPluginSIGKILLStillEndsTheTaskOnce(t *testing.T) {
 	r := newRig(t, ctx)
 	// The trap ignores further SIGTERMs (and so do its sleeps): the stop
 	// the relaunched plugin sends again does not cut the slow exit short.
-	tc := r.task("stop", `trap 'trap "" TERM; echo term >> "$MARK"; i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; echo bye >> "$MARK"; exit 0' TERM`)
+	tc := r.taskTrapping("stop", `trap 'trap "" TERM; echo term >> "$MARK"; i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; echo bye >> "$MARK"; exit 0' TERM`, "")
 	if _, err := r.d.StartTask(ctx, tc); err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +423,7 @@ func TestARecoveredTaskExitsWithItsOwnStatus(t *testing.T) {
 	r := newRig(t, ctx)
 	cases := []struct {
 		name   string
+		trap   string // set before the PID is written
 		script string
 		end    func(tc *driver.TaskConfig, pid int)
 		want   driver.ExitResult
@@ -415,10 +432,10 @@ func TestARecoveredTaskExitsWithItsOwnStatus(t *testing.T) {
 		{name: "exit0", script: `while [ ! -e "$MARK" ]; do sleep 0.05; done; exit 0`,
 			end:  func(tc *driver.TaskConfig, _ int) { _ = os.WriteFile(tc.Env["MARK"], nil, 0o600) },
 			want: driver.ExitResult{ExitCode: 0}},
-		{name: "signalled", script: `trap - TERM`,
+		{name: "signalled", trap: `trap - TERM`,
 			end:  func(_ *driver.TaskConfig, pid int) { _ = syscall.Kill(pid, syscall.SIGTERM) },
 			want: driver.ExitResult{ExitCode: 143, Signal: 15}},
-		{name: "stopped", script: `trap 'exit 5' TERM`,
+		{name: "stopped", trap: `trap 'exit 5' TERM`,
 			end: func(tc *driver.TaskConfig, _ int) {
 				if err := r.d.StopTask(ctx, tc.ID, 10*time.Second, "SIGTERM"); err != nil {
 					t.Errorf("stop through the relaunched plugin: %v", err)
@@ -436,7 +453,7 @@ func TestARecoveredTaskExitsWithItsOwnStatus(t *testing.T) {
 	}
 	var all []running
 	for _, c := range cases {
-		tc := r.task(c.name, c.script)
+		tc := r.taskTrapping(c.name, c.trap, c.script)
 		if c.noDir {
 			tc.AllocDir = ""
 		}
