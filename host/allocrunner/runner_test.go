@@ -602,3 +602,75 @@ func TestAnAllocationRestoredMidStopWithoutAHandleStartsNothing(t *testing.T) {
 		cancel()
 	}
 }
+
+// An allocation whose stop reaches its restored runner before the task's
+// loop reattached (an agent killed mid-stop restores it and stops it at
+// once) stops its task as any running one: through StopTask with its
+// kill_signal and kill_timeout, not a forced destroy that kills it at once
+// and cuts its graceful stop short. The fault is made certain by a driver
+// that cannot be reached at the first attempt: the stop lands during the
+// pause, and the pause is not cut short by it (the task can only be
+// stopped through its driver). Second case: no driver error, Stop right
+// after Run. Control: a task that was never started (no handle) is not
+// stopped through the driver.
+func TestAStopBeforeTheRestoredTaskReattachedStillStopsItGracefully(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		driverErrs int
+	}{{"driver unreachable first", 1}, {"stop right after Run", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, map[string]any{}, nil, nil)
+			r := f.runner(nil)
+			r.Run()
+			testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+			r.Detach()
+			f.drv.mu.Lock()
+			f.drv.driverErrs = c.driverErrs
+			f.drv.mu.Unlock()
+			f.alloc = f.store.allocs["a1"].Alloc
+			r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+			r2.Run()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := r2.Stop(ctx, "new version"); err != nil {
+				t.Fatal(err)
+			}
+			f.drv.mu.Lock()
+			stops, destroys, errsLeft := append([]fakeStop(nil), f.drv.stops...), f.drv.destroys, f.drv.driverErrs
+			f.drv.mu.Unlock()
+			if errsLeft != 0 {
+				t.Fatalf("%d driver errors left unused: the fault did not happen", errsLeft)
+			}
+			if len(stops) != 1 || stops[0].TaskID != "a1/t" || stops[0].Signal != "SIGINT" || stops[0].Timeout != 150*time.Millisecond {
+				t.Fatalf("stops %+v, want one StopTask of a1/t with SIGINT and 150ms (the task's kill_signal and kill_timeout)", stops)
+			}
+			if n := f.drv.startCount("a1/t"); n != 1 {
+				t.Fatalf("%d starts, want 1", n)
+			}
+			if f.drv.live() != 0 || destroys == 0 {
+				t.Fatalf("after the stop: %d live, %d destroys", f.drv.live(), destroys)
+			}
+			if a := r2.Alloc(); a.ClientStatus != model.ClientComplete || a.TaskStates["t"].Failed {
+				t.Fatalf("allocation %s (task failed %v), want complete", a.ClientStatus, a.TaskStates["t"].Failed)
+			}
+		})
+	}
+	t.Run("control: no handle", func(t *testing.T) {
+		f := newFixture(t, map[string]any{}, nil, nil)
+		f.alloc.ClientStatus = model.ClientRunning
+		f.alloc.DesiredStatus = model.DesiredStop
+		f.alloc.TaskStates = map[string]*model.TaskState{"t": {State: "dead"}}
+		r := f.runner(nil)
+		r.Run()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx, "x"); err != nil {
+			t.Fatal(err)
+		}
+		f.drv.mu.Lock()
+		defer f.drv.mu.Unlock()
+		if len(f.drv.stops) != 0 || f.drv.starts["a1/t"] != 0 {
+			t.Fatalf("a task with no handle: stops %+v, %d starts; want none", f.drv.stops, f.drv.starts["a1/t"])
+		}
+	})
+}

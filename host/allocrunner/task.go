@@ -283,6 +283,22 @@ func (tr *taskRun) resume(drv driver.Driver, o waitOutcome) {
 	tr.run()
 }
 
+// retryReattach pauses before the next attempt to reach a restored task
+// (recoverWait, growing) and says what comes next. The allocation's stop
+// cuts the pause short only while it has not happened yet: a task already
+// to be stopped can only be stopped through its driver, so the pause is
+// kept (a stop that has happened would otherwise end every pause at once).
+func (tr *taskRun) retryReattach() int {
+	stopping := tr.stopping
+	if tr.isStopping() {
+		stopping = nil
+	}
+	if !tr.r.pause(tr.ctx, stopping, &tr.recoverWait) {
+		return stepOver
+	}
+	return stepAgain
+}
+
 // What attempt says comes next.
 const (
 	stepWait  = iota // wait for the task (or count exitErr as its exit)
@@ -295,24 +311,29 @@ const (
 // policy counts.
 func (tr *taskRun) attempt() (drv driver.Driver, exitErr string, next int) {
 	r, t, ctx := tr.r, tr.t, tr.ctx
-	if tr.isStopping() {
+	reattaching := tr.h != nil && tr.h == tr.restored
+	if tr.isStopping() && !reattaching {
 		failed, why := r.stopVerdict()
 		tr.finish(tr.h, failed, why)
 		return nil, "", stepOver
 	}
+	// A restored task is reattached even when its allocation is already
+	// stopping (an agent killed mid-stop, or a stop that reached the runner
+	// before this loop did): the wait then stops it with its kill_signal
+	// and kill_timeout, as any running task. Destroying it here would kill
+	// it at once and cut its graceful stop short.
 	drv, err := r.cfg.Drivers.Driver(ctx, t.Driver)
 	if ctx.Err() != nil {
 		return nil, "", stepOver
 	}
-	if tr.h != nil && tr.h == tr.restored && err != nil {
+	if reattaching && err != nil {
 		// Fail closed: a task we hold a handle for may still be running.
 		// Without its driver nothing can be known, so nothing is
-		// destroyed, replaced or counted against the restart policy.
+		// destroyed, replaced or counted against the restart policy; a
+		// stop does not end the wait for the driver either (the task can
+		// only be stopped through it).
 		r.event(t.Name, EventDriverFailure, fmt.Sprintf("driver %s unavailable: %v; keeping the task's handle, retrying in %s", t.Driver, err, tr.recoverWait))
-		if !r.pause(ctx, tr.stopping, &tr.recoverWait) {
-			return nil, "", stepOver
-		}
-		return nil, "", stepAgain
+		return nil, "", tr.retryReattach()
 	}
 	if err != nil {
 		exitErr = fmt.Sprintf("driver %s unavailable: %v", t.Driver, err)
@@ -330,14 +351,17 @@ func (tr *taskRun) attempt() (drv driver.Driver, exitErr string, next int) {
 				// handle; any other error may hide a running task, and
 				// starting another would run it twice.
 				r.event(t.Name, EventRecoverFailed, fmt.Sprintf("recovering task: %v; retrying in %s", err, tr.recoverWait))
-				if !r.pause(ctx, tr.stopping, &tr.recoverWait) {
-					return nil, "", stepOver
-				}
-				return nil, "", stepAgain
+				return nil, "", tr.retryReattach()
 			}
 			exitErr = fmt.Sprintf("recovering task: %v", err)
 			r.event(t.Name, EventRecoverFailed, exitErr)
 			tr.h = nil
+			if tr.isStopping() {
+				// Gone already, and to stop anyway: nothing to restart.
+				failed, why := r.stopVerdict()
+				tr.finish(nil, failed, why)
+				return nil, "", stepOver
+			}
 			return drv, exitErr, stepWait
 		}
 		r.event(t.Name, EventReattached, "reattached to the running task")
