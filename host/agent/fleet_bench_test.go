@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/plugins/mock"
@@ -630,6 +632,7 @@ type cpuShares struct {
 	median, p90, p99, max float64
 	maxNode               string
 	stewards              map[string]float64
+	top                   string  // the five largest, with each node's place in the rankings
 	passes                float64 // all agents' passes, seconds
 	process               float64 // the process, CPU-seconds
 	cpu                   bool    // thread CPU time (Config.PassCPU), else wall time
@@ -648,11 +651,19 @@ func passTime(st Status, cpu bool) float64 {
 func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []string, d time.Duration, process time.Duration) cpuShares {
 	c := cpuShares{stewards: map[string]float64{}, process: process.Seconds(), cpu: cpu}
 	var all []float64
+	type agentShare struct {
+		id    string
+		share float64
+	}
+	var each []agentShare
+	var ids []string
 	for _, n := range f.nodes {
 		ms := passTime(n.agent.Status(), cpu) - before[n.id]
 		c.passes += ms / 1000
 		share := ms / 1000 / d.Seconds()
 		all = append(all, share)
+		each = append(each, agentShare{n.id, share})
+		ids = append(ids, n.id)
 		if share > c.max {
 			c.max, c.maxNode = share, n.id
 		}
@@ -662,6 +673,18 @@ func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []st
 	}
 	if len(all) == 0 {
 		return c
+	}
+	// Which roles cost most: each of the five largest with its place in
+	// the ranking (rollout.RankingKey) of v1, v2 (this rollout) and v3
+	// (watched ahead), the first StewardDepth of each watching the job.
+	slices.SortFunc(each, func(a, b agentShare) int { return cmp.Compare(b.share, a.share) })
+	var rankings [][]string
+	for v := uint64(1); v <= 3; v++ {
+		rankings = append(rankings, rollout.RankedNodes(rollout.RankingKey(fleetJob(v, nil).Namespace, "web", v), ids))
+	}
+	for _, e := range each[:min(5, len(each))] {
+		c.top += fmt.Sprintf(" %s %.2f%% (v1/v2/v3 rank %d/%d/%d)", e.id, e.share*100,
+			slices.Index(rankings[0], e.id), slices.Index(rankings[1], e.id), slices.Index(rankings[2], e.id))
 	}
 	slices.Sort(all)
 	c.median, c.p90, c.p99 = all[len(all)/2], all[len(all)*9/10], all[len(all)*99/100]
@@ -678,7 +701,7 @@ func (c cpuShares) String() string {
 	for _, id := range slices.Sorted(maps.Keys(c.stewards)) {
 		line += fmt.Sprintf("; steward %s %.3f%%", id, c.stewards[id]*100)
 	}
-	return line + fmt.Sprintf("; all passes %.1f s, the process's CPU %.1f s", c.passes, c.process)
+	return line + fmt.Sprintf("; all passes %.1f s, the process's CPU %.1f s; the largest:%s", c.passes, c.process, c.top)
 }
 
 // processCPU is this process's user and system CPU time so far.

@@ -199,6 +199,9 @@ func newClusterWorld(t testing.TB, ttl time.Duration) *world {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	w := &world{t: t, log: log}
+	// All three servers first: an R3 bucket needs three servers up, so
+	// none can be made while the first waits alone.
+	servers := make([]*fleet.Embedded, len(ports))
 	for i, p := range ports {
 		e, err := fleet.StartEmbedded(ctx, fleet.EmbeddedConfig{StoreDir: t.TempDir(), Port: -1, ServerName: fmt.Sprintf("c%d", i),
 			Cluster: &fleet.ClusterConfig{Name: "hivelet-bench", Port: p, Routes: routes}, Log: log})
@@ -206,6 +209,9 @@ func newClusterWorld(t testing.TB, ttl time.Duration) *world {
 			t.Fatal(err)
 		}
 		t.Cleanup(e.Shutdown)
+		servers[i] = e
+	}
+	for i, e := range servers {
 		conn, err := fleet.Connect(ctx, fleet.ConnConfig{URLs: []string{e.ClientURL()}, RequestTimeout: 5 * time.Second}, log, nil)
 		if err != nil {
 			t.Fatal(err)
