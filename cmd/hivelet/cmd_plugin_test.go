@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,16 +88,14 @@ func TestPluginListShowsBuiltinsAndExternalsWithTheirSHA256(t *testing.T) {
 	}
 }
 
-// TestBuiltinsAreServedByTheHiveletBinaryReexecuted builds the real binary
-// and lets the manager run `hivelet plugin serve NAME` for each built-in.
+// TestBuiltinsAreServedByTheHiveletBinaryReexecuted lets the manager run
+// the real binary (the package's one build of it, sharedBinary) as
+// `hivelet plugin serve NAME` for each built-in.
 func TestBuiltinsAreServedByTheHiveletBinaryReexecuted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := testutil.ShortTempDir(t, "hvc")
-	bin := filepath.Join(dir, "hivelet")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building hivelet: %v\n%s", err, out)
-	}
+	bin := sharedBinary(t)
 	m, err := manager.New(manager.Config{SelfExe: bin, Builtins: []string{"exec", "mock"}, StateDir: filepath.Join(dir, "s")})
 	if err != nil {
 		t.Fatal(err)

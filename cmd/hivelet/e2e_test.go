@@ -36,12 +36,21 @@ var (
 	binErr  error
 )
 
-// hiveletBinary builds the binary once per test process.
+// hiveletBinary is the binary the end-to-end tests run (sharedBinary); it
+// skips the test with -short.
 func hiveletBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
+	return sharedBinary(t)
+}
+
+// sharedBinary builds the hivelet binary once per test process and returns
+// its path: every test that runs the real binary (an agent, the CLI, the
+// plugin manager re-executing it) shares this one build.
+func sharedBinary(t *testing.T) string {
+	t.Helper()
 	binOnce.Do(func() {
 		// One path per source tree, replaced atomically by each test
 		// process of that tree: no binary is left behind per run, a binary
