@@ -114,6 +114,11 @@ func volumeJobHCL(id, image, source string) string {
 // placement filter is the volume, not anything else). Under
 // HIVELET_REQUIRE_DOCKER=1 an unreachable engine fails the test.
 func TestEndToEndAHostVolumeIsMountedAndAHostNetworkPortServes(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): most of
+	// its time is job run's wait for a node before it says none runs the
+	// control job (noNodeGrace, 15 s); its agent, NATS, ports, directories,
+	// image and containers (labelled with its own job ID) are its own.
+	t.Parallel()
 	hiveletBinary(t)
 	env := dockertest.NewEnv("e2e-volume", e2eVolumeSrc)
 	defer env.Close()

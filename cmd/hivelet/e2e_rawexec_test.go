@@ -33,6 +33,11 @@ const rawExecJob = `job "prune" {
 // such driver (control), as Nomad's does, and job run there says raw_exec
 // is off on the node and how to turn it on.
 func TestEndToEndRawExecRunsOnlyWhereTheAgentEnablesIt(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): most of
+	// its time is job run's wait for a node before it says none runs the
+	// job (noNodeGrace, 15 s); its agents, NATS, ports and directories are
+	// its own, and nothing it checks depends on how fast it went.
+	t.Parallel()
 	off := newAgent(t, "")
 	off.start()
 	if plugins := off.pluginNames(); len(plugins) == 0 || strings.Contains(plugins, "raw_exec") {

@@ -45,6 +45,11 @@ const constrainedJob = `job "nowhere" {
 // and suggests the driver the node has; job status of a job whose
 // constraint no node meets names the constraint and the node's value.
 func TestEndToEndAJobThatPlacesNowhereSaysWhy(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): most of
+	// its time is job run's wait for a node before it says none runs the
+	// job (noNodeGrace, 15 s); its agent, NATS, ports and directories are
+	// its own, and nothing it checks depends on how fast it went.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	dir := t.TempDir()

@@ -93,6 +93,11 @@ func runningVersion(p *agentProc, job string, v uint64) bool {
 }
 
 func TestTheMultihostExampleFleetPlacesOnEveryNodeAndSurvivesLosingOne(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): most of
+	// its time is the cluster forming and the killed node's heartbeat TTL
+	// running out (30 s); its three agents, their NATS cluster, ports and
+	// directories are its own.
+	t.Parallel()
 	bin := hiveletBinary(t)
 	ports := map[int]int{}
 	for _, old := range examplePorts {
