@@ -482,10 +482,11 @@ func classesString(f *fleetNodes) string {
 
 // A rollout summary counts in a job's signature (a new one makes a pass)
 // only where it can change the node's decisions: a node that may steward
-// the job or watches every allocation, one with an allocation of the job
-// at an older version, one holding a slot of the job. A node whose
-// allocations are all at the job's version (done, or placing) is not
-// woken by it.
+// the job or watches every allocation for the version in force, one with
+// an allocation of the job at an older version, one holding a slot of the
+// job. A node whose allocations are all at the job's version (done, or
+// placing) is not woken by it, nor is one that watches only for the next
+// version's sake.
 func TestASummaryWakesOnlyTheNodesItCanDecideFor(t *testing.T) {
 	job := &model.Job{ID: "web", Version: 3}
 	at := func(v uint64, status model.ClientStatus) *model.Allocation {
@@ -508,8 +509,11 @@ func TestASummaryWakesOnlyTheNodesItCanDecideFor(t *testing.T) {
 		{"a holder: its replacement in flight", true, false, []*model.Allocation{at(3, model.ClientPending)}, mine, true},
 		{"a steward candidate", true, true, []*model.Allocation{at(3, model.ClientRunning)}, nil, true},
 		{"not narrowed: every node watches everything", false, false, []*model.Allocation{at(3, model.ClientRunning)}, nil, true},
+		{"watching only for the next version, done", true, true, []*model.Allocation{at(3, model.ClientRunning)}, other, false},
+		{"watching only for the next version, a waiter", true, true, []*model.Allocation{at(2, model.ClientRunning)}, nil, true},
 	} {
-		a := &Agent{nodeID: "self", narrowNow: c.narrowed, watchJobs: map[string]bool{"default.web": c.watching}}
+		ahead := strings.HasPrefix(c.name, "watching only for the next version")
+		a := &Agent{nodeID: "self", narrowNow: c.narrowed, watchJobs: map[string]bool{"default.web": c.watching}, aheadJobs: map[string]bool{"default.web": ahead}}
 		if got := a.summaryMatters("default.web", job, c.own, c.slots); got != c.wantWoken {
 			t.Errorf("%s: woken %v, want %v", c.name, got, c.wantWoken)
 		}

@@ -83,8 +83,27 @@ const summaryWaiters = 2
 // rollout's start waited for it). Its inputs are the job, the records and
 // the nodes; the allocations are not read.
 func Watching(f *Facts) bool {
+	now, ahead := watching(f)
+	return now || ahead
+}
+
+// WatchingAheadOnly reports whether this node watches the job's
+// allocations only for the next version's sake (Watching, through the next
+// version's ranking alone): it has no duty for the version in force, so
+// other nodes' allocations and slots changing decide nothing of its own
+// until the next version is put (its own allocations, the job, the records
+// and the nodes still do).
+func WatchingAheadOnly(f *Facts) bool {
+	now, ahead := watching(f)
+	return ahead && !now
+}
+
+// watching says whether this node is among the first StewardDepth nodes
+// of the version in force's ranking (now) and of the next version's
+// (ahead).
+func watching(f *Facts) (now, ahead bool) {
 	if f.Job == nil {
-		return false
+		return false, false
 	}
 	key := RankingKey(f.Job.Namespace, f.Job.ID, f.Job.Version)
 	for _, r := range f.Records {
@@ -92,11 +111,9 @@ func Watching(f *Facts) bool {
 			key = r.D.ID
 		}
 	}
-	if r, _ := f.rankLive(key, f.Self, true); r >= 0 && r < StewardDepth {
-		return true
-	}
-	r, _ := f.rankLive(RankingKey(f.Job.Namespace, f.Job.ID, f.Job.Version+1), f.Self, true)
-	return r >= 0 && r < StewardDepth
+	r, _ := f.rankLive(key, f.Self, true)
+	next, _ := f.rankLive(RankingKey(f.Job.Namespace, f.Job.ID, f.Job.Version+1), f.Self, true)
+	return r >= 0 && r < StewardDepth, next >= 0 && next < StewardDepth
 }
 
 // RankingKey is the key of the rendezvous ranking that creates and

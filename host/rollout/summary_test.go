@@ -182,6 +182,15 @@ func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 	if got := count(); !slices.Equal(got, want) {
 		t.Fatalf("after the record: watching %v, want %v", got, want)
 	}
+	// Of those, the ones only the next version's ranking names watch
+	// ahead only (no duty now); a node of both rankings does not.
+	for _, n := range w.nodes {
+		f := w.facts(t, n.ID)
+		now, ahead := slices.Contains(ranked[:StewardDepth], n.ID), slices.Contains(next[:StewardDepth], n.ID)
+		if got := WatchingAheadOnly(&f); got != (ahead && !now) {
+			t.Fatalf("%s (first nodes now %v, of the next version %v): watching ahead only %v", n.ID, now, ahead, got)
+		}
+	}
 	// Deputy 1 has the duties due (and acts once they are overdue); a
 	// deputy beyond the depth has none, however overdue they are.
 	dep1 := Decide(w.facts(t, ranked[1]))
