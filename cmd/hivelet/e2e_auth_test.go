@@ -57,6 +57,11 @@ func (p *agentProc) cliAs(uid, gid uint32, env []string, args ...string) (int, s
 // cannot read it is refused with a message saying why. Control: the
 // explicit insecure_no_auth option serves without credentials, warned.
 func TestEndToEndTheEmbeddedNATSIsAuthenticatedByDefault(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): its time
+	// is three starts and graceful stops of its agent; the agent, its NATS,
+	// ports, directories and published token (keyed by its own port) are
+	// its own, and nothing it checks depends on how fast it went.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	tokPath := filepath.Join(p.dir, "state", fleet.TokenFile)

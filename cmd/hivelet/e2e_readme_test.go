@@ -28,6 +28,12 @@ import (
 // logs prints the server's own output (its start and the requests just
 // made), and stop -purge removes the job.
 func TestEndToEndTheREADMEsFirstSessionWorksAsWritten(t *testing.T) {
+	// Parallel (with the other end-to-end tests that mostly wait): its time
+	// is mostly the engine's and the deployment's; its agent, NATS, ports
+	// (the job's static one included), directories, image and job-labelled
+	// containers are its own, and nothing it checks depends on how fast it
+	// went.
+	t.Parallel()
 	src, err := os.ReadFile("../../examples/web/main.go")
 	if err != nil {
 		t.Fatal(err)
