@@ -98,6 +98,23 @@ func (f *fixture) runner(handles map[string]*driver.TaskHandle) *Runner {
 		Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root, Handles: handles})
 }
 
+// restored runs the fixture's allocation until its task runs, detaches
+// its runner (the agent's restart) and returns the runner a restarted
+// agent makes from what was stored, not yet run; the fake driver's next
+// driverErrs lookups and recoverErrs recoveries fail (transiently).
+func (f *fixture) restored(t *testing.T, driverErrs, recoverErrs int) *Runner {
+	t.Helper()
+	r := f.runner(nil)
+	r.Run()
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	r.Detach()
+	f.drv.mu.Lock()
+	f.drv.driverErrs, f.drv.recoverErrs = driverErrs, recoverErrs
+	f.drv.mu.Unlock()
+	f.alloc = f.store.allocs["a1"].Alloc
+	return f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+}
+
 func fastUpdate(minHealthy, deadline time.Duration) *model.UpdateStrategy {
 	return &model.UpdateStrategy{MaxParallel: 1, MinHealthyTime: model.Duration(minHealthy), HealthyDeadline: model.Duration(deadline)}
 }
@@ -415,15 +432,7 @@ func TestARestoredTaskIsNeitherDestroyedNorStartedAgainWhileItsDriverIsUnreachab
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, map[string]any{}, nil, nil)
-			r := f.runner(nil)
-			r.Run()
-			testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
-			r.Detach()
-			f.drv.mu.Lock()
-			f.drv.driverErrs, f.drv.recoverErrs = c.driverErrs, c.recoverErrs
-			f.drv.mu.Unlock()
-			f.alloc = f.store.allocs["a1"].Alloc
-			r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+			r2 := f.restored(t, c.driverErrs, c.recoverErrs)
 			r2.Run()
 			t.Cleanup(r2.Detach)
 			testutil.Eventually(t, 10*time.Second, "reattached", func() bool {
@@ -620,15 +629,7 @@ func TestAStopBeforeTheRestoredTaskReattachedStillStopsItGracefully(t *testing.T
 	}{{"driver unreachable first", 1}, {"stop right after Run", 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, map[string]any{}, nil, nil)
-			r := f.runner(nil)
-			r.Run()
-			testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
-			r.Detach()
-			f.drv.mu.Lock()
-			f.drv.driverErrs = c.driverErrs
-			f.drv.mu.Unlock()
-			f.alloc = f.store.allocs["a1"].Alloc
-			r2 := f.runner(map[string]*driver.TaskHandle{"t": f.store.handles["a1/t"]})
+			r2 := f.restored(t, c.driverErrs, 0)
 			r2.Run()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
