@@ -267,6 +267,34 @@ type runProgress struct {
 // perNodeMax: above this many nodes `job run` prints the aggregate alone.
 const perNodeMax = 20
 
+// recordGrace is how long after a version's last placement `job run` waits
+// for the deployment record the version's update strategy asks for before
+// it takes the version for one without a record (a re-placement of a
+// version that already ran).
+const recordGrace = 10 * time.Second
+
+// expectsRecord reports whether a version of job gets a deployment record:
+// a service or system job with a group whose update strategy (the group's,
+// else the job's, else the default) has a max_parallel above zero.
+func expectsRecord(job *model.Job) bool {
+	if job.Stop || job.Type == model.JobTypeSysbatch {
+		return false
+	}
+	for _, g := range job.Groups {
+		u := g.Update
+		if u == nil {
+			u = job.Update
+		}
+		if u == nil {
+			u = model.DefaultUpdateStrategy()
+		}
+		if u.MaxParallel > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // progressOf is the rollout of job's version in view v at server time now.
 func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, nodeTTL time.Duration) runProgress {
 	var r runProgress
@@ -288,6 +316,7 @@ func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, no
 	}
 	r.Target = target
 	anyFailed := ""
+	var newest time.Time // the version's last placement
 	for _, st := range v.Allocs {
 		a := st.Value
 		if a == nil || st.Absent || a.JobID != job.ID || a.Namespace != job.Namespace {
@@ -304,6 +333,9 @@ func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, no
 			continue
 		}
 		p.Placed++
+		if a.CreateTime.After(newest) {
+			newest = a.CreateTime
+		}
 		switch a.ClientStatus {
 		case model.ClientRunning:
 			p.Running++
@@ -344,6 +376,13 @@ func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, no
 	// No deployment (max_parallel 0, sysbatch, or a version that already ran):
 	// done when every target node runs (or, sysbatch, finished) the version.
 	if target == 0 {
+		return r
+	}
+	if expectsRecord(job) && (newest.IsZero() || now.Sub(newest) < recordGrace) {
+		// A version with an update strategy gets a deployment record, a
+		// first version too, but it is placed at once, before the record
+		// exists: every node may run it before the record is seen, and
+		// the rollout is not over then (its health is not yet decided).
 		return r
 	}
 	reached := 0

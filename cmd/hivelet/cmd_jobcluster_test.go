@@ -22,7 +22,7 @@ func progressAlloc(id, node string, version uint64, st model.ClientStatus) wante
 
 func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 	job := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 2, Groups: []*model.Group{{Name: "g", Count: 1,
-		Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}}
+		Update: &model.UpdateStrategy{MaxParallel: 0}, Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}}
 	dep := func(s model.DeploymentStatus) map[string]wanted.DeploymentState {
 		k := wanted.DeploymentKey("", "web", 2)
 		return map[string]wanted.DeploymentState{k: {Key: k, Value: &model.Deployment{ID: "d", JobID: "web", JobVersion: 2, Status: s}}}
@@ -75,6 +75,51 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 			}
 			if r.Target != 2 {
 				t.Fatalf("target %d, want 2", r.Target)
+			}
+		})
+	}
+}
+
+// A version whose update strategy asks for a deployment record is placed
+// before its record exists (a first version at once): `job run` does not
+// take every node running it for the end of a rollout without a record
+// until recordGrace has passed since the last placement. Controls: the
+// record, once there, decides; the same view with max_parallel 0 is done
+// at once.
+func TestJobRunWaitsForTheRecordAVersionsUpdateStrategyAsksFor(t *testing.T) {
+	nodes := map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")}
+	now := time.Now()
+	placedAt := func(at time.Time) map[string]wanted.AllocState {
+		out := map[string]wanted.AllocState{}
+		for _, n := range []string{"n1", "n2"} {
+			st := progressAlloc("a-"+n, n, 0, model.ClientRunning)
+			st.Value.CreateTime = at
+			out["a-"+n] = st
+		}
+		return out
+	}
+	withUpdate := func(maxParallel int) *model.Job {
+		return &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 0, Groups: []*model.Group{{Name: "g", Count: 1,
+			Update: &model.UpdateStrategy{MaxParallel: maxParallel}, Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}}
+	}
+	d := &model.Deployment{ID: "d0", JobID: "web", JobVersion: 0, Status: model.DeploymentSuccessful,
+		TaskGroups: map[string]*model.DeploymentState{"g": {}}}
+	for _, c := range []struct {
+		name     string
+		job      *model.Job
+		view     fleet.View
+		done, ok bool
+	}{
+		{"every node running, no record yet", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second))}, false, false},
+		{"every node running, no record a grace after the last placement", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-recordGrace - time.Second))}, true, true},
+		{"the record, successful", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second)),
+			Deployments: map[string]wanted.DeploymentState{wanted.DeploymentKey("", "web", 0): {Key: wanted.DeploymentKey("", "web", 0), Value: d}}}, true, true},
+		{"control: max_parallel 0, no record asked", withUpdate(0), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second))}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := progressOf(c.job, 0, &c.view, now, 30*time.Second)
+			if r.Done != c.done || r.OK != c.ok {
+				t.Fatalf("done=%v ok=%v (%s), want done=%v ok=%v", r.Done, r.OK, r.Reason, c.done, c.ok)
 			}
 		})
 	}

@@ -23,13 +23,16 @@ func TestAPersistedAllocationIsSharedUntilItChanges(t *testing.T) {
 		a := r.Alloc()
 		return a.ClientStatus == model.ClientRunning && a.DeploymentStatus != nil && a.DeploymentStatus.Healthy != nil
 	})
-	snap := r.Snapshot()
-	r.mu.Lock()
-	same := r.alloc == snap
-	r.mu.Unlock()
-	if !same {
-		t.Fatal("the runner holds a copy of its allocation besides the one it persisted")
-	}
+	// The health verdict's write may still be on its way when it is seen:
+	// the runner is unchanged once its last change was persisted, and
+	// from then on it must hold that one copy.
+	var snap *model.Allocation
+	testutil.Eventually(t, 5*time.Second, "the runner's allocation the one it persisted (it holds a copy besides it)", func() bool {
+		snap = r.Snapshot()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.alloc == snap
+	})
 	before, err := json.Marshal(snap)
 	if err != nil {
 		t.Fatal(err)
