@@ -200,7 +200,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if !a.summaryMatters(k, job, own, slots) {
 			sumSig = 0
 		}
-		if a.aheadJobs[k] {
+		if a.narrowing() && a.aheadJobs[k] {
 			// Watching only for the next version (its record's first
 			// nodes): the other nodes' allocations and the slots change
 			// nothing this node decides for the version in force; its
