@@ -274,21 +274,14 @@ const perNodeMax = 20
 const recordGrace = 10 * time.Second
 
 // expectsRecord reports whether a version of job gets a deployment record:
-// a service or system job with a group whose update strategy (the group's,
-// else the job's, else the default) has a max_parallel above zero.
+// a job with a group whose update strategy (model.EffectiveUpdate; a
+// sysbatch job has none) has a max_parallel above zero.
 func expectsRecord(job *model.Job) bool {
-	if job.Stop || job.Type == model.JobTypeSysbatch {
+	if job.Stop {
 		return false
 	}
 	for _, g := range job.Groups {
-		u := g.Update
-		if u == nil {
-			u = job.Update
-		}
-		if u == nil {
-			u = model.DefaultUpdateStrategy()
-		}
-		if u.MaxParallel > 0 {
+		if u := model.EffectiveUpdate(job, g); u != nil && u.MaxParallel > 0 {
 			return true
 		}
 	}

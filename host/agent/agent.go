@@ -233,7 +233,7 @@ type Agent struct {
 	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
 	sumWritten     map[string]*model.RolloutSummary        // job key → the rollout summary this agent last wrote (until the view shows it)
 	watchJobs      map[string]bool                         // job key → this node watches the job's allocations on every node (under passMu)
-	aheadJobs      map[string]bool                         // job key → it does so only for the next version's ranking (rollout.WatchingAheadOnly; under passMu)
+	aheadJobs      map[string]bool                         // job key → it does so only for the next version's ranking (rollout.WatchRoles; under passMu)
 	watchFilters   []string                                // the allocation filters last set, nil: the whole bucket (under passMu)
 	slotJobs       map[string]bool                         // job key → this narrowed node watches the job's update slots (under passMu)
 	slotsChecked   map[string]bool                         // job key → a pass has seen the job's slots whole since the start (under passMu)

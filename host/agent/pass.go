@@ -235,9 +235,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			w, slotsIn := true, view.Watches(fleet.KindRollout, wanted.SlotFilter(job.Namespace, job.ID))
 			needSlots := true // both buckets whole (or being pulled again)
 			if a.narrowing() {
-				w = rollout.Watching(&rf) && !job.Stop
+				inForce, ahead := rollout.WatchRoles(&rf)
+				w = (inForce || ahead) && !job.Stop
 				a.watchJobs[k] = w
-				a.aheadJobs[k] = w && rollout.WatchingAheadOnly(&rf)
+				a.aheadJobs[k] = w && !inForce
 				// Until a pass has seen the job's slots whole since the
 				// start, a node with allocations of the job may hold one
 				// it does not know of (a take just before a restart). A

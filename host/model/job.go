@@ -188,6 +188,22 @@ const (
 	DefaultProgressDeadline = Duration(10 * time.Minute)
 )
 
+// EffectiveUpdate is group g's update strategy: the group's, else the
+// job's, else DefaultUpdateStrategy (the job parser stores the effective
+// strategy on each group; a hand-written job may not). A sysbatch job has
+// none.
+func EffectiveUpdate(job *Job, g *Group) *UpdateStrategy {
+	switch {
+	case job.Type == JobTypeSysbatch:
+		return nil
+	case g.Update != nil:
+		return g.Update
+	case job.Update != nil:
+		return job.Update
+	}
+	return DefaultUpdateStrategy()
+}
+
 // DefaultUpdateStrategy returns the strategy a system job gets when neither
 // the job nor the group has an update block.
 func DefaultUpdateStrategy() *UpdateStrategy {

@@ -146,7 +146,7 @@ func (f *fleet) indexGroups() error {
 		if g.Count < 0 {
 			return fmt.Errorf("reconciling job %q: group %q has negative count %d", f.job.ID, g.Name, g.Count)
 		}
-		gr := &group{name: g.Name, g: g, update: effectiveUpdate(f.job, g)}
+		gr := &group{name: g.Name, g: g, update: model.EffectiveUpdate(f.job, g)}
 		gr.hasCanaries = gr.update.Rolling() && gr.update.Canary > 0
 		if g.Disconnect != nil && g.Disconnect.LostAfter > 0 {
 			gr.lostAfter = g.Disconnect.LostAfter.D()
@@ -230,22 +230,6 @@ func (f *fleet) allocName(gr *group, idx int) string {
 	b = append(b, '[')
 	b = strconv.AppendInt(b, int64(idx), 10)
 	return string(append(b, ']'))
-}
-
-// effectiveUpdate is the group's update strategy. The job parser stores the
-// effective (inherited, overridden, defaulted) strategy on each group; for a
-// hand-written job that did not, the job-level block, then the system
-// defaults, apply. sysbatch jobs take no update block.
-func effectiveUpdate(job *model.Job, g *model.Group) *model.UpdateStrategy {
-	switch {
-	case job.Type == model.JobTypeSysbatch:
-		return nil
-	case g.Update != nil:
-		return g.Update
-	case job.Update != nil:
-		return job.Update
-	}
-	return model.DefaultUpdateStrategy()
 }
 
 func newerTerminal(a, b *model.Allocation) bool {

@@ -83,25 +83,17 @@ const summaryWaiters = 2
 // rollout's start waited for it). Its inputs are the job, the records and
 // the nodes; the allocations are not read.
 func Watching(f *Facts) bool {
-	now, ahead := watching(f)
+	now, ahead := WatchRoles(f)
 	return now || ahead
 }
 
-// WatchingAheadOnly reports whether this node watches the job's
-// allocations only for the next version's sake (Watching, through the next
-// version's ranking alone): it has no duty for the version in force, so
-// other nodes' allocations and slots changing decide nothing of its own
-// until the next version is put (its own allocations, the job, the records
-// and the nodes still do).
-func WatchingAheadOnly(f *Facts) bool {
-	now, ahead := watching(f)
-	return ahead && !now
-}
-
-// watching says whether this node is among the first StewardDepth nodes
-// of the version in force's ranking (now) and of the next version's
-// (ahead).
-func watching(f *Facts) (now, ahead bool) {
+// WatchRoles says why this node watches (Watching): now, it is among the
+// first StewardDepth nodes of the ranking of the version in force; ahead,
+// of the next version's. A node that watches ahead only has no duty for
+// the version in force, so other nodes' allocations and slots changing
+// decide nothing of its own until the next version is put (its own
+// allocations, the job, the records and the nodes still do).
+func WatchRoles(f *Facts) (now, ahead bool) {
 	if f.Job == nil {
 		return false, false
 	}

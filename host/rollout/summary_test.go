@@ -187,8 +187,8 @@ func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 	for _, n := range w.nodes {
 		f := w.facts(t, n.ID)
 		now, ahead := slices.Contains(ranked[:StewardDepth], n.ID), slices.Contains(next[:StewardDepth], n.ID)
-		if got := WatchingAheadOnly(&f); got != (ahead && !now) {
-			t.Fatalf("%s (first nodes now %v, of the next version %v): watching ahead only %v", n.ID, now, ahead, got)
+		if gotNow, gotAhead := WatchRoles(&f); gotNow != now || gotAhead != ahead {
+			t.Fatalf("%s: roles now %v, ahead %v; want %v, %v (first nodes of this version's and the next's rankings)", n.ID, gotNow, gotAhead, now, ahead)
 		}
 	}
 	// Deputy 1 has the duties due (and acts once they are overdue); a
