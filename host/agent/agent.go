@@ -251,6 +251,10 @@ type Agent struct {
 	restoreErr     error
 	status         Status
 
+	// allocsWide, rolloutWide: narrowed, but the kind is watched whole
+	// for its many per-job filters (manyJobFilters; under passMu).
+	allocsWide, rolloutWide bool
+
 	passMu  sync.Mutex
 	kick    chan struct{}
 	writer  *statusWriter
@@ -259,6 +263,11 @@ type Agent struct {
 	opStop  context.CancelFunc
 	passSeq uint64
 	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
+	// retryAt: a job whose only work left is a wait (Decision.RetryIn: a
+	// summary held back, a creator's delay) keeps its signature in
+	// lastSig until then; the first pass at or after it plans it again
+	// (passMu).
+	retryAt map[string]time.Time
 
 	echoes ownEchoes // this agent's own writes, to recognise their echo
 	// ownKeysGen is the view generation checkOwnKeys last read (0: none:
@@ -316,6 +325,7 @@ func New(cfg Config) (*Agent, error) {
 		versions:       map[string]*model.Job{},
 		bootID:         cfg.BootID,
 		lastSig:        map[string]uint64{},
+		retryAt:        map[string]time.Time{},
 		depWritten:     map[string]map[string]*model.Deployment{},
 		sumWritten:     map[string]*model.RolloutSummary{},
 		watchJobs:      map[string]bool{},

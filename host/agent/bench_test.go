@@ -67,9 +67,14 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // last one is placed on a node already running b.N-1 jobs. It runs with the
 // agent's GC setting (hivelet agent sets GOGC 50), and also reports the
 // StartTask call alone (call-µs: the plugin RPC when via the plugin).
-func benchPutToStart(b *testing.B, viaPlugin, deployments bool) {
+// The node narrows its watches as an agent does by default (a one-node
+// fleet does not), unless narrowed: then always, as on a fleet of more
+// than DefaultNarrowAbove nodes, where this node, the only one running the
+// jobs, is the steward of every one.
+func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	w := newWorld(b)
+	w.narrowDefault = !narrowed
 	defer w.emb.Shutdown()
 	defer w.conn.Close()
 	var base driver.Driver = mock.New()
@@ -99,6 +104,7 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments bool) {
 		if !deployments {
 			j.Groups[0].Update.MaxParallel = 0 // no deployment: nothing to write but the allocation
 		}
+		w.log.Debug("bench put", "job", j.ID) // HIVELET_TEST_LOG: where a job's trace starts
 		t0 := time.Now()
 		w.putJob(j)
 		select {
@@ -117,13 +123,19 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments bool) {
 	td.mu.Unlock()
 }
 
-func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false, true) }
-func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true, true) }
+func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false, true, false) }
+func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true, true, false) }
+
+// BenchmarkKVPutToDriverStartNarrowedViaPlugin is the plugin case on a
+// node that narrows its watches and stewards every job: each new job is
+// held until its allocations are watched (watch_held), and past
+// maxJobFilters jobs the allocation and rollout buckets are watched whole.
+func BenchmarkKVPutToDriverStartNarrowedViaPlugin(b *testing.B) { benchPutToStart(b, true, true, true) }
 
 // BenchmarkKVPutToDriverStartNoDeployment is the in-process case with jobs
 // that create no deployment (max_parallel = 0), to weigh the deployments'
 // background work in the same run.
-func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) { benchPutToStart(b, false, false) }
+func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) { benchPutToStart(b, false, false, false) }
 
 // BenchmarkPassWith1000Allocations times one reconcile pass (nothing to do)
 // over a node running one job with 1,000 mock allocations.

@@ -90,6 +90,9 @@ type world struct {
 	watchAll bool
 	// passCPU: the agents measure their passes' CPU (Config.PassCPU).
 	passCPU bool
+	// narrowDefault: the agents narrow their watches by the agent's
+	// default rule (above DefaultNarrowAbove live nodes), not always.
+	narrowDefault bool
 	// stores, on a cluster (newClusterWorld), are one store per server's
 	// connection: node k talks to server k mod 3. Empty: every node uses
 	// store.
@@ -233,7 +236,14 @@ func newClusterWorld(t testing.TB, ttl time.Duration) *world {
 
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("HIVELET_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		// Microseconds: a trace of one job's way from put to start.
+		micro := func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.String(slog.TimeKey, a.Value.Time().Format("15:04:05.000000"))
+			}
+			return a
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: micro}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
@@ -406,6 +416,10 @@ func (n *node) start() {
 		timedNodeWriter{store.ForNode(n.id), &n.w.beatTimes}, n.record, nil)
 	n.hb = hb
 	go func() { _ = hb.Run(ctx) }()
+	narrowAbove := -1 // the fleet tests run the narrowed watches whatever their size
+	if n.w.narrowDefault {
+		narrowAbove = 0
+	}
 	a, err := New(Config{
 		Node:          n.record,
 		Source:        n.src,
@@ -422,9 +436,8 @@ func (n *node) start() {
 		NodeTTL:       store.NodeTTL(),
 		LiveTTL:       live.TTL,
 		BootID:        fmt.Sprintf("%s-%d", n.id, time.Now().UnixNano()),
-		// The fleet tests run the narrowed watches whatever their size:
-		// only the first nodes of each ranking see every allocation.
-		NarrowAbove:    -1,
+		// Only the first nodes of each ranking see every allocation.
+		NarrowAbove:    narrowAbove,
 		WatchAllAllocs: n.w.watchAll,
 		PassCPU:        n.w.passCPU,
 	})

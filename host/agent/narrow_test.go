@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	hostnode "github.com/hivelet/hivelet/host/node"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // filterOnly is a ViewSource that can change its filters (nothing else of
@@ -140,5 +142,98 @@ func TestTheFleetIsCountedForTheHeartbeatsTTL(t *testing.T) {
 	a.countFleet(v)
 	if f := a.Fleet(); f.Grow || f.Live != 4 {
 		t.Fatalf("with a live node below level 3: %+v", f)
+	}
+}
+
+// A job whose only work left is a wait (its steward's summary held back
+// for rollout.SummaryLazy after the deployment succeeded) is not decided
+// again on every pass meanwhile: passes skip it. The pass at the end of the
+// wait decides it and the summary is written. Full passes are off (a
+// resync of an hour), so the wait's own deadline must bring the job back.
+func TestAJobWaitingOnlyOnAClockIsSkippedUntilItsWaitEnds(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNodeResync("n1", nil, "", time.Hour)
+	defer n.stop(true)
+	w.putJob(mockJob("web", 0, nil))
+	testutil.Eventually(t, 10*time.Second, "deployment successful", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	parked := func() (time.Time, bool) {
+		n.agent.passMu.Lock()
+		defer n.agent.passMu.Unlock()
+		at, ok := n.agent.retryAt["default.web"]
+		return at, ok
+	}
+	var until time.Time
+	testutil.Eventually(t, 10*time.Second, "the job waiting on its summary's clock", func() bool {
+		var ok bool
+		until, ok = parked()
+		return ok
+	})
+	sumTime := func() time.Time {
+		if s := n.src.View().Summaries[wanted.SummaryKey("", "web")]; s.Value != nil && !s.Absent {
+			return s.Value.Time
+		}
+		return time.Time{}
+	}
+	before := sumTime()
+	// Passes while it waits skip it (nothing else runs on the node).
+	checked := 0
+	for time.Until(until) > 500*time.Millisecond && checked < 3 {
+		p := n.agent.Status().Passes
+		n.agent.Kick()
+		testutil.Eventually(t, 5*time.Second, "a pass", func() bool { return n.agent.Status().Passes > p })
+		if _, still := parked(); !still {
+			break
+		}
+		if c := n.agent.Status().LastCounts; c.Skipped != 1 || c.Ignore != 0 {
+			t.Fatalf("a pass during the wait decided the job again: %+v", c)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatalf("no pass ran while the job waited (its wait ends %s)", time.Until(until))
+	}
+	testutil.Eventually(t, rollout.SummaryLazy+5*time.Second, "the summary written after the wait", func() bool {
+		_, still := parked()
+		return !still && sumTime().After(before)
+	})
+}
+
+// A narrowed kind with more per-job filters than maxJobFilters is watched
+// whole, and filtered again only at reJobFilters or fewer (no flapping
+// around one number).
+func TestManyJobFiltersWidenAKindWithHysteresis(t *testing.T) {
+	src := &filterLog{set: map[string][][]string{}}
+	a := &Agent{cfg: Config{Source: src}, nodeID: "n1", narrowNow: true, watchJobs: map[string]bool{}, slotJobs: map[string]bool{}}
+	setJobs := func(n int) {
+		clear(a.watchJobs)
+		for i := range n {
+			a.watchJobs[fmt.Sprintf("default.j%03d", i)] = true
+		}
+		a.setFilters()
+	}
+	last := func() []string { l := src.set[fleet.KindAllocs]; return l[len(l)-1] }
+	for _, c := range []struct {
+		jobs  int
+		whole bool
+	}{{10, false}, {maxJobFilters, false}, {maxJobFilters + 1, true}, {reJobFilters + 1, true}, {reJobFilters, false}, {maxJobFilters, false}} {
+		setJobs(c.jobs)
+		if got := last() == nil; got != c.whole {
+			t.Fatalf("%d jobs: watched whole %v, want %v (%d filters)", c.jobs, got, c.whole, len(last()))
+		}
+		if !c.whole && len(last()) != c.jobs+1 {
+			t.Fatalf("%d jobs: %d filters, want the node's own and one per job", c.jobs, len(last()))
+		}
+	}
+	// The rollout bucket's count is its slot filters (the verdicts and
+	// summaries always watched).
+	for i := range maxJobFilters + 1 {
+		a.slotJobs[fmt.Sprintf("default.j%03d", i)] = true
+	}
+	a.setFilters()
+	if l := src.set[fleet.KindRollout]; l[len(l)-1] != nil {
+		t.Fatalf("%d slot filters still filtered", maxJobFilters+1)
 	}
 }

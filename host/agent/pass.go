@@ -119,6 +119,12 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	if full {
 		a.lastSig = map[string]uint64{}
 	}
+	for k, t := range a.retryAt {
+		if _, ok := a.lastSig[k]; !ok || !now.Before(t) {
+			delete(a.lastSig, k) // its wait is over: plan it again
+			delete(a.retryAt, k)
+		}
+	}
 	look := func(k string) bool { return full || all || viewDirty[k] || ownDirty[k] }
 	// Jobs with work come first: their starts must not wait for the
 	// reconciles of jobs in flight or the signature checks of every
@@ -285,15 +291,27 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			runtime.Gosched()
 		}
 		work := rolloutWork{job: job, jobRev: st.Revision, dec: dec, facts: rf}
-		// A job with steward duties waiting on a deputy's timer, or a
-		// creator's delay, is not converged: the kick that ends the wait
-		// must find it looked at again.
-		converged := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
-			len(dec.Held) == 0 && work.empty() && len(dec.Due) == 0 && dec.RetryIn == 0 && dec.Disruption == ""
-		if converged {
+		// A job with steward duties waiting on a deputy's timer is not
+		// converged: the kick that ends the wait must find it looked at
+		// again. One whose only work left is a wait (a summary held back
+		// for SummaryLazy, a creator's delay: RetryIn) is converged until
+		// the wait ends, or until its inputs change: deciding it on every
+		// pass meanwhile decides the same (the decision reads the clock
+		// only through the waits it reports), and with a few hundred jobs
+		// finishing their rollouts on a node those re-decisions were most
+		// of every pass.
+		settled := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
+			len(dec.Held) == 0 && work.empty() && len(dec.Due) == 0 && dec.Disruption == ""
+		switch {
+		case settled && dec.RetryIn == 0:
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
-		} else {
+			delete(a.retryAt, k)
+		case settled:
+			a.lastSig[k] = sig
+			a.retryAt[k] = now.Add(dec.RetryIn) // noteDecision's kick comes then
+		default:
 			delete(a.lastSig, k)
+			delete(a.retryAt, k)
 		}
 		if st.Value != nil && st.Revision > 0 {
 			a.rememberJob(k, st.Value, st.Revision) // after the starts: an fsync

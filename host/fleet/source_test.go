@@ -932,6 +932,105 @@ func TestAFilterChangePullsTheNewKeysAndDropsTheOld(t *testing.T) {
 	}
 }
 
+// A filter added to a watch whose pull is complete costs the keys of that
+// filter, not another pull of every key watched: the new watcher resumes
+// after the last revision applied. No change is missed or undone on the
+// way: a key of the new filter written before that revision, one written
+// after it, one deleted before and one deleted after all end as the
+// bucket holds them. Control: the keys kept were not delivered again (a
+// whole pull would deliver each of the 30 once more).
+func TestAFilterAddedPullsItsOwnKeysAndResumesTheRest(t *testing.T) {
+	st, put := allocStore(t)
+	ctx := context.Background()
+	del := func(node, job, id string) {
+		t.Helper()
+		if err := st.ForNode(node).DeleteAlloc(ctx, "default", job, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		put("n2", "web", fmt.Sprintf("w%02d", i))
+	}
+	put("n2", "db", "d-early")      // before the last revision the watch applies
+	put("n3", "db", "d-gone-early") // deleted before it
+	del("n3", "db", "d-gone-early")
+	put("n3", "db", "d-gone-late") // deleted after it
+	web, db := wanted.AllocJobFilter("default", "web"), wanted.AllocJobFilter("default", "db")
+	own := wanted.AllocKeyPrefix("n1")
+	src := runSource(t, st, SourceConfig{Kinds: []string{KindAllocs}, Filters: map[string][]string{KindAllocs: {own, web}}})
+	waitSynced(t, src)
+	put("n2", "web", "w-last") // the last revision the watch applies before the change
+	testutil.Eventually(t, 5*time.Second, "w-last seen", func() bool { _, ok := src.View().Allocs["n2.default.web.w-last"]; return ok })
+	put("n4", "db", "d-late") // after it, before the change
+	del("n3", "db", "d-gone-late")
+	before := src.Delivered()[KindAllocs].Entries
+	src.SetFilters(KindAllocs, []string{db, own, web})
+	testutil.Eventually(t, 5*time.Second, "db watched", func() bool { return src.View().Watches(KindAllocs, db) })
+	put("n5", "db", "d-after") // after the change
+	testutil.Eventually(t, 5*time.Second, "d-after seen", func() bool { _, ok := src.View().Allocs["n5.default.db.d-after"]; return ok })
+	var dbKeys []string
+	for k, a := range src.View().Allocs {
+		if strings.Contains(k, ".db.") && !a.Absent {
+			dbKeys = append(dbKeys, k)
+		}
+	}
+	sort.Strings(dbKeys)
+	if got := strings.Join(dbKeys, " "); got != "n2.default.db.d-early n4.default.db.d-late n5.default.db.d-after" {
+		t.Fatalf("db's allocations in view: %q", got)
+	}
+	if !src.View().Watches(KindAllocs, web) {
+		t.Fatalf("web no longer watched: %v", src.View().Watched)
+	}
+	// db's pull: its four keys' last entries; the resumed watch: d-late,
+	// d-gone-late's delete and d-after. The 31 web keys are not resent.
+	if got := src.Delivered()[KindAllocs].Entries - before; got > 10 {
+		t.Fatalf("%d entries delivered for the added filter: the kept keys were pulled again", got)
+	}
+	if got := src.RestartReasons()[KindAllocs+"/filters"]; got != 1 {
+		t.Fatalf("restarts for filters: %d, want 1 (%v)", got, src.RestartReasons())
+	}
+	// Removing a filter drops its keys at once and pulls nothing.
+	before = src.Delivered()[KindAllocs].Entries
+	src.SetFilters(KindAllocs, []string{db, own})
+	testutil.Eventually(t, 5*time.Second, "web's keys dropped", func() bool {
+		for k, a := range src.View().Allocs {
+			if strings.Contains(k, ".web.") && !a.Absent {
+				return false
+			}
+		}
+		return src.View().Watches(KindAllocs, db)
+	})
+	if got := src.Delivered()[KindAllocs].Entries - before; got != 0 {
+		t.Fatalf("%d entries delivered for a removed filter", got)
+	}
+}
+
+// matchFilter is the KV key wildcards' meaning: "*" one token, ">" one
+// or more at the end.
+func TestFilterMatchingFollowsTheKeyWildcards(t *testing.T) {
+	for _, c := range []struct {
+		filter, key string
+		want        bool
+	}{
+		{"n1.>", "n1.default.web.a", true},
+		{"n1.>", "n1", false},
+		{"n1.>", "n10.default.web.a", false},
+		{"*.default.web.*", "n1.default.web.a", true},
+		{"*.default.web.*", "n1.default.web.a.b", false},
+		{"*.default.web.*", "n1.default.web", false},
+		{"*.default.web.*", "n1.default.web2.a", false},
+		{"slot.default.web.>", "slot.default.web.g.0", true},
+		{"sum.>", "sum.default.web", true},
+		{"sum.>", "slot.default.web.g.0", false},
+		{"exact", "exact", true},
+		{"exact", "exact.more", false},
+	} {
+		if got := matchFilter(c.filter, c.key); got != c.want {
+			t.Errorf("matchFilter(%q, %q) = %v, want %v", c.filter, c.key, got, c.want)
+		}
+	}
+}
+
 // JobView reads one job's allocations on every node with a source of its
 // own (what a narrowed agent's promote reads), and no other job's.
 func TestAJobViewHoldsTheJobsAllocationsOnEveryNode(t *testing.T) {

@@ -153,3 +153,53 @@ func BenchmarkCrashToRecovered(b *testing.B) {
 	}
 	reportLatencies(b, ds)
 }
+
+// benchStarts starts b.N mock tasks, each with a task configuration of the
+// size the agent sends (environment, directories, log paths, the driver's
+// config), and reports the StartTask calls' median and p99.
+func benchStarts(b *testing.B, d driver.Driver) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	env := map[string]string{}
+	for i := range 20 {
+		env["HIVELET_VAR_"+strconv.Itoa(i)] = "value-" + strconv.Itoa(i)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := "bench-" + strconv.Itoa(i) + "/t"
+		cfg := &driver.TaskConfig{ID: id, AllocID: "bench-" + strconv.Itoa(i), TaskName: "t", JobID: "j", Group: "g", NodeID: "n1",
+			Env: env, AllocDir: dir, StdoutPath: dir + "/out", StderrPath: dir + "/err",
+			Config: map[string]any{"run_for": "1h"}}
+		start := time.Now()
+		if _, err := d.StartTask(ctx, cfg); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	b.StopTimer()
+	reportLatencies(b, ds)
+}
+
+// BenchmarkStartTaskRoundTrip is BenchmarkInspectTaskRoundTrip's
+// comparison for StartTask: the call the KV put → driver start path makes.
+func BenchmarkStartTaskRoundTrip(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) { benchStarts(b, mock.New()) })
+	b.Run("go-plugin", func(b *testing.B) {
+		dir, err := os.MkdirTemp("", "hvb")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Kill()
+		d, err := m.Driver(context.Background(), "mock")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchStarts(b, d)
+	})
+}
