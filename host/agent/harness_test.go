@@ -16,6 +16,7 @@ import (
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	hostnode "github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/state"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -320,6 +321,8 @@ type node struct {
 	resync  time.Duration
 	// pending, when set before start, is the agent's PolicyPending.
 	pending func(*model.Job) (bool, string)
+	// completion, when set before start, is the agent's Completion.
+	completion reconcile.CompletionDecider
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
@@ -346,6 +349,13 @@ func (w *world) newNode(id string, mockDrv *countingDriver, dir string) *node {
 // use a short one; benchmarks the agent's default, 0).
 func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, resync time.Duration) *node {
 	w.t.Helper()
+	return w.newNodeWith(id, mockDrv, dir, resync, nil)
+}
+
+// newNodeWith is newNodeResync with a hook that sets the node up before
+// its agent starts (its completion policy, say).
+func (w *world) newNodeWith(id string, mockDrv *countingDriver, dir string, resync time.Duration, setup func(*node)) *node {
+	w.t.Helper()
 	if mockDrv == nil {
 		mockDrv = &countingDriver{Driver: mock.New()}
 	}
@@ -353,6 +363,9 @@ func (w *world) newNodeResync(id string, mockDrv *countingDriver, dir string, re
 		dir = w.t.TempDir()
 	}
 	n := &node{w: w, id: id, dir: dir, mock: mockDrv, resync: resync, drivers: &drivers{m: map[string]driver.Driver{"mock": mockDrv}, down: map[string]error{}}}
+	if setup != nil {
+		setup(n)
+	}
 	n.start()
 	return n
 }
@@ -432,6 +445,7 @@ func (n *node) start() {
 		Logger:        n.w.log,
 		Resync:        n.resync,
 		PolicyPending: n.pending,
+		Completion:    n.completion,
 		ServerNow:     n.src.ServerNow,
 		NodeTTL:       store.NodeTTL(),
 		LiveTTL:       live.TTL,

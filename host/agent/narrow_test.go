@@ -1,14 +1,17 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	hostnode "github.com/hivelet/hivelet/host/node"
+	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
@@ -236,4 +239,62 @@ func TestManyJobFiltersWidenAKindWithHysteresis(t *testing.T) {
 	if l := src.set[fleet.KindRollout]; l[len(l)-1] != nil {
 		t.Fatalf("%d slot filters still filtered", maxJobFilters+1)
 	}
+}
+
+// countingCompletion is the default completion policy, counting its calls.
+type countingCompletion struct{ calls atomic.Int64 }
+
+func (c *countingCompletion) DecideCompletion(ctx context.Context, in reconcile.CompletionInput) (reconcile.CompletionDecision, error) {
+	c.calls.Add(1)
+	return reconcile.DefaultCompletion{}.DecideCompletion(ctx, in)
+}
+
+// A steward whose running deployment asks nothing of it but the completion
+// verdict asks the policy once for what it reads, not on every pass: passes
+// caused by nothing of the job's ask nothing. The policy reads the clock
+// (its deadlines), so with nothing changing it is asked again each
+// verdictEvery; and the deployment still ends when its allocation turns
+// healthy. Full passes are off (a resync of an hour).
+func TestAStewardAsksTheCompletionVerdictOnChangesAndOnItsClockNotPerPass(t *testing.T) {
+	w := newWorld(t)
+	policy := &countingCompletion{}
+	n := w.newNodeWith("n1", nil, "", time.Hour, func(n *node) { n.completion = policy })
+	defer n.stop(true)
+	j := mockJob("web", 0, nil)
+	j.Groups[0].Update.MinHealthyTime = model.Duration(4 * time.Second)
+	w.putJob(j)
+	testutil.Eventually(t, 10*time.Second, "the deployment running and its verdict asked", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentRunning && policy.calls.Load() > 0
+	})
+	testutil.Eventually(t, 5*time.Second, "the job waiting on its verdict's clock", func() bool {
+		n.agent.passMu.Lock()
+		defer n.agent.passMu.Unlock()
+		_, ok := n.agent.retryAt["default.web"]
+		return ok
+	})
+	// Ten passes within ~0.5 s: at most one verdictEvery ends among them.
+	before := policy.calls.Load()
+	for range 10 {
+		p := n.agent.Status().Passes
+		n.agent.Kick()
+		testutil.Eventually(t, 5*time.Second, "a pass", func() bool { return n.agent.Status().Passes > p })
+		time.Sleep(50 * time.Millisecond)
+	}
+	if asked := policy.calls.Load() - before; asked > 2 {
+		t.Fatalf("the verdict was asked %d times in ten passes that changed nothing of the job", asked)
+	}
+	// Nothing changes for 2.5 s: the clock alone asks again.
+	if d := w.deployment("", "web", 0); d == nil || d.Status != model.DeploymentRunning {
+		t.Fatalf("the deployment ended early: %+v", d)
+	}
+	before = policy.calls.Load()
+	time.Sleep(2500 * time.Millisecond)
+	if asked := policy.calls.Load() - before; asked < 2 {
+		t.Fatalf("the verdict was asked %d times in 2.5 s of nothing changing (every %s expected)", asked, verdictEvery)
+	}
+	testutil.Eventually(t, 10*time.Second, "the deployment successful", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
 }

@@ -300,15 +300,28 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// only through the waits it reports), and with a few hundred jobs
 		// finishing their rollouts on a node those re-decisions were most
 		// of every pass.
+		//
+		// So is a running deployment whose steward has nothing to do but
+		// ask the completion policy (Decision.Verdict): the verdict is
+		// asked once, by the work queued below, and again when the job's
+		// inputs change or verdictEvery later, whichever is first (the
+		// policy reads the clock: its deadlines). Asked on every pass, a
+		// node stewarding twenty rollouts asked twenty verdicts per pass.
+		retry := dec.RetryIn
+		verdictOnly := dec.Verdict && verdictAlone(work)
+		if verdictOnly && (retry == 0 || retry > verdictEvery) {
+			retry = verdictEvery
+			time.AfterFunc(retry, a.Kick) // noteDecision kicks for RetryIn only
+		}
 		settled := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
-			len(dec.Held) == 0 && work.empty() && len(dec.Due) == 0 && dec.Disruption == ""
+			len(dec.Held) == 0 && (work.empty() || verdictOnly) && len(dec.Due) == 0 && dec.Disruption == ""
 		switch {
-		case settled && dec.RetryIn == 0:
+		case settled && retry == 0:
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
 			delete(a.retryAt, k)
 		case settled:
 			a.lastSig[k] = sig
-			a.retryAt[k] = now.Add(dec.RetryIn) // noteDecision's kick comes then
+			a.retryAt[k] = now.Add(retry) // a kick comes then
 		default:
 			delete(a.lastSig, k)
 			delete(a.retryAt, k)

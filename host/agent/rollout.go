@@ -62,6 +62,18 @@ type rolloutWork struct {
 	facts  rollout.Facts
 }
 
+// verdictEvery is how long a steward whose only work is the completion
+// verdict waits before asking it again when nothing the job reads has
+// changed (a change asks at once): how late a deadline the policy reads
+// the clock for may be found.
+const verdictEvery = time.Second
+
+// verdictAlone reports whether w's only write is the completion verdict.
+func verdictAlone(w rolloutWork) bool {
+	w.dec.Verdict = false
+	return w.empty()
+}
+
 func (w rolloutWork) empty() bool {
 	d := w.dec
 	return d.Create == nil && len(d.Transitions) == 0 && !d.Verdict && len(d.Takes) == 0 &&
