@@ -254,6 +254,10 @@ type Agent struct {
 	// allocsWide, rolloutWide: narrowed, but the kind is watched whole
 	// for its many per-job filters (manyJobFilters; under passMu).
 	allocsWide, rolloutWide bool
+	// deputyLast: the jobs this node is an idle deputy of, as last
+	// decided, with that decision (other nodes' changes wait for its next
+	// timed one; under passMu).
+	deputyLast map[string]deputyDecision
 
 	passMu  sync.Mutex
 	kick    chan struct{}
@@ -330,6 +334,7 @@ func New(cfg Config) (*Agent, error) {
 		sumWritten:     map[string]*model.RolloutSummary{},
 		watchJobs:      map[string]bool{},
 		aheadJobs:      map[string]bool{},
+		deputyLast:     map[string]deputyDecision{},
 		slotJobs:       map[string]bool{},
 		slotsChecked:   map[string]bool{},
 		allocKick:      map[string]uint64{},

@@ -298,3 +298,76 @@ func TestAStewardAsksTheCompletionVerdictOnChangesAndOnItsClockNotPerPass(t *tes
 		return d != nil && d.Status == model.DeploymentSuccessful
 	})
 }
+
+// An idle deputy of a job's steward decides the job again at most each
+// deputyEvery when only other nodes' allocations changed, and then does
+// decide it: twenty changes of another node's allocation 25 ms apart cost
+// it at most a few decisions. Control: the steward, which acts on such
+// changes, decides on (nearly) every one of them.
+func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T) {
+	w := newWorld(t)
+	var nodes []*node
+	for _, id := range []string{"n1", "n2", "n3"} {
+		n := w.newNodeResync(id, nil, "", time.Hour)
+		defer n.stop(true)
+		nodes = append(nodes, n)
+	}
+	w.putJob(mockJob("web", 0, nil))
+	testutil.Eventually(t, 15*time.Second, "deployment successful", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	idleDeputy := func(n *node) bool {
+		n.agent.passMu.Lock()
+		defer n.agent.passMu.Unlock()
+		_, ok := n.agent.deputyLast["default.web"]
+		return ok
+	}
+	var deputy, steward *node
+	testutil.Eventually(t, 10*time.Second, "two idle deputies and a steward", func() bool {
+		deputy, steward = nil, nil
+		deputies := 0
+		for _, n := range nodes {
+			if idleDeputy(n) {
+				deputies++
+				deputy = n
+			} else {
+				steward = n
+			}
+		}
+		return deputies == 2
+	})
+	// A finished allocation of the job on a node that left the fleet,
+	// written again and again: a change of another node's allocation,
+	// which asks nothing of anyone.
+	other := w.store.ForNode("gone")
+	start := time.Now()
+	dBefore, sBefore := deputy.agent.Status().LocalPlans, steward.agent.Status().LocalPlans
+	for i := range 20 {
+		a := &model.Allocation{ID: "old-alloc", NodeID: "gone", Namespace: "default", JobID: "web", TaskGroup: "g",
+			DesiredStatus: model.DesiredStop, ClientStatus: model.ClientComplete, ModifyTime: time.Now().Add(time.Duration(i))}
+		if _, err := other.PutAlloc(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	lastPut := time.Now().Add(-25 * time.Millisecond)
+	took := time.Since(start)
+	testutil.Eventually(t, 5*time.Second, "the steward's passes", func() bool {
+		return steward.agent.Status().LocalPlans-sBefore >= 10
+	})
+	dAfter := deputy.agent.Status().LocalPlans
+	if most := uint64(took/deputyEvery) + 2; dAfter-dBefore > most {
+		t.Fatalf("the idle deputy decided the job %d times in %s of other nodes' changes (at most %d)", dAfter-dBefore, took.Round(time.Millisecond), most)
+	}
+	testutil.Eventually(t, 3*deputyEvery, "the deputy's decision after the last change", func() bool {
+		return deputyDecidedSince(deputy, lastPut)
+	})
+}
+
+func deputyDecidedSince(n *node, t time.Time) bool {
+	n.agent.passMu.Lock()
+	defer n.agent.passMu.Unlock()
+	d, ok := n.agent.deputyLast["default.web"]
+	return ok && !d.at.Before(t)
+}

@@ -228,6 +228,18 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
+		if d, ok := a.deputyLast[k]; ok && d.quiet == sig^othersSig*5^slotsSig*17 && now.Before(d.at.Add(deputyEvery)) {
+			// An idle deputy (below) whose job moved only in other nodes'
+			// allocations or slots since it last decided, less than
+			// deputyEvery ago: it decides again then.
+			at := d.at.Add(deputyEvery)
+			if t, set := a.retryAt[k]; !set || at.Before(t) {
+				a.retryAt[k] = at
+				time.AfterFunc(at.Sub(now), a.Kick)
+			}
+			counts.Skipped++
+			continue
+		}
 		plan, err := a.plan(job, self, own, view, others, deps, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
@@ -313,7 +325,26 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			retry = verdictEvery
 			time.AfterFunc(retry, a.Kick) // noteDecision kicks for RetryIn only
 		}
-		settled := len(jobErrs) == 0 && len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0 &&
+		//
+		// A deputy of the job's steward with nothing to do derives what
+		// the steward should have done, to take over a duty left undone
+		// for its rank's share of DeputyStep (Decision.Due). On every
+		// change of the job's allocations, that derivation cost each of
+		// the two deputies more than the steward's own work (a tenth of a
+		// core and more at 1,000 nodes). Such a deputy decides again at
+		// once when anything but the other nodes' allocations and slots
+		// changes (its own allocations, the job, the records, the
+		// summary, the node set: a dead steward's record expiring), and
+		// otherwise at most each deputyEvery (above): a duty is seen
+		// overdue at most that much later.
+		planEmpty := len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0
+		if dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && len(jobErrs) == 0 && planEmpty &&
+			len(dec.Held) == 0 && work.empty() && dec.Disruption == "" {
+			a.deputyLast[k] = deputyDecision{quiet: sig ^ othersSig*5 ^ slotsSig*17, at: now}
+		} else {
+			delete(a.deputyLast, k)
+		}
+		settled := len(jobErrs) == 0 && planEmpty &&
 			len(dec.Held) == 0 && (work.empty() || verdictOnly) && len(dec.Due) == 0 && dec.Disruption == ""
 		switch {
 		case settled && retry == 0:
@@ -335,6 +366,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if _, ok := view.Jobs[k]; !ok {
 			delete(a.watchJobs, k) // the job key is gone: nothing to steward
 			delete(a.aheadJobs, k)
+		}
+	}
+	for k := range a.deputyLast {
+		if _, ok := view.Jobs[k]; !ok {
+			delete(a.deputyLast, k)
 		}
 	}
 	for k := range a.slotJobs {

@@ -68,6 +68,18 @@ type rolloutWork struct {
 // the clock for may be found.
 const verdictEvery = time.Second
 
+// deputyEvery is how often at most a deputy with nothing to do derives
+// its steward's duties again when only other nodes' allocations or slots
+// changed (pass).
+const deputyEvery = rollout.DeputyStep / 4
+
+// deputyDecision is an idle deputy's last decision of a job: its
+// signature without the other nodes' allocations and slots, and when.
+type deputyDecision struct {
+	quiet uint64
+	at    time.Time
+}
+
 // verdictAlone reports whether w's only write is the completion verdict.
 func verdictAlone(w rolloutWork) bool {
 	w.dec.Verdict = false
