@@ -634,38 +634,8 @@ func (s *Source) narrowTo(ctx context.Context, kv jetstream.KeyValue, b bucketRe
 		}
 		log.Debug("added filters pulled", "filters", len(added), "keys", n, "revision", rev)
 	}
-	s.mu.Lock()
-	var gone []string
-	switch b.kind {
-	case KindJobs:
-		gone = unmatched(s.jobs, to)
-	case KindNodes:
-		gone = unmatched(s.nodes, to)
-	case KindIntents:
-		gone = unmatched(s.intents, to)
-	case KindAllocs:
-		gone = unmatched(s.allocs, to)
-	case KindDeployments:
-		gone = unmatched(s.deps, to)
-	case KindRollout:
-		gone = append(append(unmatched(s.slots, to), unmatched(s.downs, to)...), unmatched(s.sums, to)...)
-	}
-	s.mu.Unlock()
-	for _, k := range gone {
-		s.apply(b, wanted.Entry{Key: k, Op: wanted.OpPurge}, log)
-	}
+	s.purgeHeld(b, func(key string) bool { return !matchesAny(to, key) }, log)
 	return narrowedOK
-}
-
-// unmatched are the keys held (not absent) that no filter matches.
-func unmatched[T any](m map[string]wanted.Record[T], filters []string) []string {
-	var out []string
-	for k, r := range m {
-		if !r.Absent && !matchesAny(filters, k) {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // matchesAny reports whether a filter matches key (KV key wildcards: "*"
@@ -1127,21 +1097,27 @@ func (s *Source) markSynced(kind string) {
 }
 
 func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.Logger) {
+	s.purgeHeld(b, func(key string) bool { return !seen[key] }, log)
+}
+
+// purgeHeld applies a purge to each key of the kind held (not absent)
+// that drop selects.
+func (s *Source) purgeHeld(b bucketRef, drop func(key string) bool, log *slog.Logger) {
 	var keys []string
 	s.mu.Lock()
 	switch b.kind {
 	case KindJobs:
-		keys = unseen(s.jobs, seen)
+		keys = heldWhere(s.jobs, drop)
 	case KindNodes:
-		keys = unseen(s.nodes, seen)
+		keys = heldWhere(s.nodes, drop)
 	case KindIntents:
-		keys = unseen(s.intents, seen)
+		keys = heldWhere(s.intents, drop)
 	case KindAllocs:
-		keys = unseen(s.allocs, seen)
+		keys = heldWhere(s.allocs, drop)
 	case KindDeployments:
-		keys = unseen(s.deps, seen)
+		keys = heldWhere(s.deps, drop)
 	case KindRollout:
-		keys = append(append(unseen(s.slots, seen), unseen(s.downs, seen)...), unseen(s.sums, seen)...)
+		keys = append(append(heldWhere(s.slots, drop), heldWhere(s.downs, drop)...), heldWhere(s.sums, drop)...)
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -1149,10 +1125,10 @@ func (s *Source) markUnseenAbsent(b bucketRef, seen map[string]bool, log *slog.L
 	}
 }
 
-func unseen[T any](m map[string]wanted.Record[T], seen map[string]bool) []string {
+func heldWhere[T any](m map[string]wanted.Record[T], drop func(string) bool) []string {
 	var out []string
 	for k, r := range m {
-		if !seen[k] && !r.Absent {
+		if !r.Absent && drop(k) {
 			out = append(out, k)
 		}
 	}

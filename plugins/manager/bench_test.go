@@ -51,23 +51,27 @@ func benchRoundTrip(b *testing.B, d driver.Driver) {
 // manager's proxy, gRPC over a Unix socket, the plugin process, and back.
 func BenchmarkInspectTaskRoundTrip(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) { benchRoundTrip(b, mock.New()) })
-	b.Run("go-plugin", func(b *testing.B) {
-		dir, err := os.MkdirTemp("", "hvb")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Kill()
-		d, err := m.Driver(context.Background(), "mock")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchRoundTrip(b, d)
-	})
+	b.Run("go-plugin", func(b *testing.B) { benchRoundTrip(b, pluginMock(b)) })
+}
+
+// pluginMock is the mock driver as a go-plugin process of its own, through
+// a manager that is killed when b ends.
+func pluginMock(b *testing.B) driver.Driver {
+	dir, err := os.MkdirTemp("", "hvb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Kill() })
+	d, err := m.Driver(context.Background(), "mock")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // BenchmarkPluginLaunchToReady measures a built-in plugin's launch: the
@@ -185,21 +189,5 @@ func benchStarts(b *testing.B, d driver.Driver) {
 // comparison for StartTask: the call the KV put → driver start path makes.
 func BenchmarkStartTaskRoundTrip(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) { benchStarts(b, mock.New()) })
-	b.Run("go-plugin", func(b *testing.B) {
-		dir, err := os.MkdirTemp("", "hvb")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		m, err := manager.New(manager.Config{SelfExe: os.Args[0], Builtins: []string{"mock"}, StateDir: dir, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Kill()
-		d, err := m.Driver(context.Background(), "mock")
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchStarts(b, d)
-	})
+	b.Run("go-plugin", func(b *testing.B) { benchStarts(b, pluginMock(b)) })
 }
