@@ -267,10 +267,12 @@ type Agent struct {
 	opStop  context.CancelFunc
 	passSeq uint64
 	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
-	// retryAt: a job whose only work left is a wait (Decision.RetryIn: a
-	// summary held back, a creator's delay) keeps its signature in
-	// lastSig until then; the first pass at or after it plans it again
-	// (passMu).
+	// retryAt: when a job waiting on the clock is planned again. A job
+	// whose only work left is a wait (Decision.RetryIn: a summary held
+	// back, a creator's delay) or the completion verdict keeps its
+	// signature in lastSig until then; an idle deputy's decision put off
+	// (deputyLast) is made then. The first pass at or after it forgets
+	// the signature (passMu).
 	retryAt map[string]time.Time
 
 	echoes ownEchoes // this agent's own writes, to recognise their echo

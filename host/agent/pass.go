@@ -120,7 +120,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		a.lastSig = map[string]uint64{}
 	}
 	for k, t := range a.retryAt {
-		if _, ok := a.lastSig[k]; !ok || !now.Before(t) {
+		if !now.Before(t) {
 			delete(a.lastSig, k) // its wait is over: plan it again
 			delete(a.retryAt, k)
 		}
@@ -371,6 +371,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	for k := range a.deputyLast {
 		if _, ok := view.Jobs[k]; !ok {
 			delete(a.deputyLast, k)
+		}
+	}
+	for k := range a.retryAt {
+		if _, ok := view.Jobs[k]; !ok {
+			delete(a.retryAt, k)
 		}
 	}
 	for k := range a.slotJobs {
