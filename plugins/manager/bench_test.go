@@ -33,11 +33,16 @@ func benchRoundTrip(b *testing.B, d driver.Driver) {
 	if _, err := d.StartTask(ctx, &driver.TaskConfig{ID: "bench"}); err != nil {
 		b.Fatal(err)
 	}
+	timeCalls(b, func(int) error { _, err := d.InspectTask(ctx, "bench"); return err })
+}
+
+// timeCalls times b.N calls of call(i) and reports their median and p99.
+func timeCalls(b *testing.B, call func(i int) error) {
 	ds := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		if _, err := d.InspectTask(ctx, "bench"); err != nil {
+		if err := call(i); err != nil {
 			b.Fatal(err)
 		}
 		ds = append(ds, time.Since(start))
@@ -168,21 +173,14 @@ func benchStarts(b *testing.B, d driver.Driver) {
 	for i := range 20 {
 		env["HIVELET_VAR_"+strconv.Itoa(i)] = "value-" + strconv.Itoa(i)
 	}
-	ds := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	timeCalls(b, func(i int) error {
 		id := "bench-" + strconv.Itoa(i) + "/t"
 		cfg := &driver.TaskConfig{ID: id, AllocID: "bench-" + strconv.Itoa(i), TaskName: "t", JobID: "j", Group: "g", NodeID: "n1",
 			Env: env, AllocDir: dir, StdoutPath: dir + "/out", StderrPath: dir + "/err",
 			Config: map[string]any{"run_for": "1h"}}
-		start := time.Now()
-		if _, err := d.StartTask(ctx, cfg); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
-	}
-	b.StopTimer()
-	reportLatencies(b, ds)
+		_, err := d.StartTask(ctx, cfg)
+		return err
+	})
 }
 
 // BenchmarkStartTaskRoundTrip is BenchmarkInspectTaskRoundTrip's
