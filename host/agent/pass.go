@@ -214,21 +214,24 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			// 1,000 nodes) for nothing.
 			othersSig, slotsSig = 0, 0
 		}
-		sig := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ othersSig*5 ^ depsSig*7 ^ allocsSig(own) ^ slotsSig*17 ^ sumSig*19
+		// quiet is the signature but for the other nodes' allocations and
+		// the slots (what an idle deputy puts off: below).
+		quiet := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ depsSig*7 ^ allocsSig(own) ^ sumSig*19
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
-			sig ^= mix(23) // watched on every node, or not: a different decision
+			quiet ^= mix(23) // watched on every node, or not: a different decision
 		}
 		if a.filtered() && view.Watches(fleet.KindRollout, wanted.SlotFilter(job.Namespace, job.ID)) {
-			sig ^= mix(29) // its slots watched, or not
+			quiet ^= mix(29) // its slots watched, or not
 		}
 		if stored != nil {
-			sig ^= mix(stored.Revision) * 11
+			quiet ^= mix(stored.Revision) * 11
 		}
+		sig := quiet ^ othersSig*5 ^ slotsSig*17
 		if prev, ok := a.lastSig[k]; ok && prev == sig {
 			counts.Skipped++
 			continue
 		}
-		if d, ok := a.deputyLast[k]; ok && d.quiet == sig^othersSig*5^slotsSig*17 && now.Before(d.at.Add(deputyEvery)) {
+		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(deputyEvery)) {
 			// An idle deputy (below) whose job moved only in other nodes'
 			// allocations or slots since it last decided, less than
 			// deputyEvery ago: it decides again then.
@@ -323,7 +326,6 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		verdictOnly := dec.Verdict && verdictAlone(work)
 		if verdictOnly && (retry == 0 || retry > verdictEvery) {
 			retry = verdictEvery
-			time.AfterFunc(retry, a.Kick) // noteDecision kicks for RetryIn only
 		}
 		//
 		// A deputy of the job's steward with nothing to do derives what
@@ -340,7 +342,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		planEmpty := len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0
 		if dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && len(jobErrs) == 0 && planEmpty &&
 			len(dec.Held) == 0 && work.empty() && dec.Disruption == "" {
-			a.deputyLast[k] = deputyDecision{quiet: sig ^ othersSig*5 ^ slotsSig*17, at: now}
+			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now}
 		} else {
 			delete(a.deputyLast, k)
 		}
@@ -352,7 +354,10 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			delete(a.retryAt, k)
 		case settled:
 			a.lastSig[k] = sig
-			a.retryAt[k] = now.Add(retry) // a kick comes then
+			a.retryAt[k] = now.Add(retry)
+			if retry != dec.RetryIn {
+				time.AfterFunc(retry, a.Kick) // noteDecision kicks at RetryIn only
+			}
 		default:
 			delete(a.lastSig, k)
 			delete(a.retryAt, k)
@@ -362,28 +367,14 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		a.queueRollout(k, work)
 	}
-	for k := range a.watchJobs {
-		if _, ok := view.Jobs[k]; !ok {
-			delete(a.watchJobs, k) // the job key is gone: nothing to steward
-			delete(a.aheadJobs, k)
-		}
-	}
-	for k := range a.deputyLast {
-		if _, ok := view.Jobs[k]; !ok {
-			delete(a.deputyLast, k)
-		}
-	}
-	for k := range a.retryAt {
-		if _, ok := view.Jobs[k]; !ok {
-			delete(a.retryAt, k)
-		}
-	}
-	for k := range a.slotJobs {
-		if _, ok := view.Jobs[k]; !ok {
-			delete(a.slotJobs, k) // nor a slot to take or release
-			delete(a.slotsChecked, k)
-		}
-	}
+	// A job key gone: nothing to steward, no slot to take or release,
+	// nothing to wait for.
+	forgetGone(a.watchJobs, view.Jobs)
+	forgetGone(a.aheadJobs, view.Jobs)
+	forgetGone(a.deputyLast, view.Jobs)
+	forgetGone(a.retryAt, view.Jobs)
+	forgetGone(a.slotJobs, view.Jobs)
+	forgetGone(a.slotsChecked, view.Jobs)
 	a.setFilters()
 	a.lossPass(view, self, now)
 	counts.Errors = len(errs)
@@ -450,6 +441,15 @@ func hashString(s string) uint64 {
 		h *= 1099511628211
 	}
 	return h
+}
+
+// forgetGone deletes from m the job keys jobs does not hold.
+func forgetGone[V any](m map[string]V, jobs map[string]wanted.JobState) {
+	for k := range m {
+		if _, ok := jobs[k]; !ok {
+			delete(m, k)
+		}
+	}
 }
 
 // nodeSig summarises what of this node's own record the reconciler reads
