@@ -8,6 +8,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/state"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
 
@@ -120,5 +121,43 @@ func TestATaskHandleIsNeverOnDiskWithoutItsAllocationRecord(t *testing.T) {
 				t.Fatalf("the record written with the handle is %+v, want the allocation running", rec)
 			}
 		})
+	}
+}
+
+// An agent that detaches (its restart) while a driver is still starting a
+// task, and whose driver then reports the task started, leaves the task's
+// handle in the store: the next agent reattaches to it. Dropped, the next
+// agent would not know the task and would start it again under the same
+// ID, which a driver refuses while the first runs (the fleet test
+// TestAnAgentRestartedMidRolloutKeepsItsPacing failed that way in CI: the
+// replacement went failed and the deployment with it).
+func TestAStartThatEndsAfterTheRunnerDetachedKeepsItsHandle(t *testing.T) {
+	f := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
+	r := f.runner(nil)
+	r.Run()
+	time.Sleep(100 * time.Millisecond) // the start is in the driver now
+	r.Detach()                         // the agent stops; the start ends after
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("%d starts, want 1 (the start did not end with the runner's goroutines?)", n)
+	}
+	f.store.mu.Lock()
+	h, rec := f.store.handles["a1/t"], f.store.allocs["a1"]
+	f.store.mu.Unlock()
+	if h == nil || rec == nil {
+		t.Fatalf("the started task's handle (%v) or its allocation's record (%v) is not in the store: the next agent cannot reattach", h, rec)
+	}
+	f.alloc = rec.Alloc
+	r2 := f.runner(map[string]*driver.TaskHandle{"t": h})
+	r2.Run()
+	testutil.Eventually(t, 3*time.Second, "reattached", func() bool {
+		return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning
+	})
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("%d starts after the restart, want 1 (reattached)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r2.Stop(ctx, "test over"); err != nil {
+		t.Fatal(err)
 	}
 }

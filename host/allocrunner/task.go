@@ -386,6 +386,14 @@ func (tr *taskRun) attempt() (drv driver.Driver, exitErr string, next int) {
 	}
 	nh, err := r.start(ctx, drv, t)
 	if ctx.Err() != nil {
+		if err == nil && nh != nil {
+			// Detached while the driver was starting the task, which it
+			// did: the handle is stored for the next agent to reattach
+			// (dropped, that agent would start the task again under the
+			// same ID while it runs).
+			tr.h = nh
+			r.taskStarted(t.Name, nh)
+		}
 		return nil, "", stepOver
 	}
 	if err != nil {
