@@ -92,8 +92,14 @@ func ReconcileLocal(in NodeInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	var c collector
-	c.decisions = make([]decision, 0, len(in.LiveAllocs)+len(in.TerminalAllocs)+f.names())
+	// At least one entry per live allocation, or per required name on a
+	// ready node, whichever is more; at most one per allocation and name.
+	c := collector{f: f}
+	est := max(len(in.LiveAllocs), f.names())
+	if f.sysbatch {
+		est += len(in.TerminalAllocs)
+	}
+	c.reserve(est, len(in.LiveAllocs)+len(in.TerminalAllocs)+f.names())
 	if in.Class != NodeOutOfView || len(in.LiveAllocs) > 0 {
 		// A node in no set and with no live allocation is not in the
 		// fleet round's view: it has nothing planned (not even its
@@ -103,7 +109,7 @@ func ReconcileLocal(in NodeInput) (*Plan, error) {
 	if f.unsure != nil {
 		return nil, fmt.Errorf("reconciling job %q on node %s: group %q: %w", f.job.ID, ni.id, f.unsure.name, ErrFleetFactsNeeded)
 	}
-	p := c.plan(f)
+	p := c.plan()
 	p.DeploymentUpdates = f.updates
 	for _, gr := range f.groups {
 		s := gr.sum

@@ -90,12 +90,9 @@ var ruleNames = [...]string{"", "alloc.1", "alloc.2", "alloc.3", "alloc.4", "all
 
 func (r rule) String() string { return ruleNames[r] }
 
-// decision is a rule's verdict, kept compact (no strings) until the plan is
-// built: most of a round's memory was entries, and a single-node round
-// builds entries, and derives IDs, for its own node only.
-//
-// It holds no pointers (indexes instead): a round's decisions are one
-// block the garbage collector neither scans nor tracks writes to.
+// decision is a rule's verdict, which the collector turns into an entry
+// at once (a single-node round builds entries, and derives IDs, for its
+// own node only).
 type decision struct {
 	// ref is the allocation: live (f.live[ref]) for the per-allocation
 	// rules and duplicates; terminal for name.1; the carried terminal, or
@@ -302,23 +299,22 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	}
 }
 
-// entry fills e (a zero entry) with a decision's plan entry. It writes in
-// place: an entry is big, and a round builds thousands. New IDs are derived
-// by ids (one buffer for the round's IDs, not one allocation per ID).
+// entry fills e (a zero entry) with a decision's plan entry, but for new
+// allocation IDs (a placement's AllocID, an update's NewAllocID: see
+// collector.plan). It writes in place: an entry is big, and a round
+// builds thousands.
 //
 // An allocation's entry takes its node ID from the allocation (the same
 // ID as its node's, as every allocation of a node's window, or terminal
 // allocation carried on it, has): the pass reads no node.
-func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
+func (f *fleet) entry(d *decision, e *Entry) {
 	a := f.allocOf(d)
 	if d.rule == ruleName3 {
 		ni, gr := &f.nodes[d.pos], f.groups[d.gr]
-		name := f.allocName(gr, int(d.idx))
-		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = name, gr.name, ni.id, d.canary, d.rule.String(), f.version
+		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = f.allocName(gr, int(d.idx)), gr.name, ni.id, d.canary, d.rule.String(), f.version
 		if a != nil {
 			e.PreviousAllocID = a.ID
 		}
-		e.AllocID = ids.alloc(ni.id, name, e.PreviousAllocID)
 		return
 	}
 	group := a.TaskGroup
@@ -350,8 +346,7 @@ func (f *fleet) entry(d *decision, e *Entry, ids *idBatch) {
 			break
 		}
 		if d.kind == bUpdate {
-			e.JobVersion = f.version
-			e.NewAllocID = ids.alloc(a.NodeID, a.Name, a.ID)
+			e.JobVersion = f.version // its NewAllocID: collector.plan
 		}
 	}
 }

@@ -377,26 +377,23 @@ func (gr *group) isCanary(ni *nodeInfo) bool {
 // entries go into the plan, "" for all; every node is counted) and then
 // the fleet-wide deployment decisions.
 func (f *fleet) run(only string) *Plan {
-	// Decisions are collected in one pre-sized slice and built into exactly
-	// sized buckets at the end: growing nine slices of entries cost more
-	// than the rules.
-	var c collector
+	c := collector{f: f}
 	if only == "" {
 		// A round has about one decision per live allocation or per
-		// required name, whichever is more: sized for that, it grows only
-		// when many allocations are off their names (stopped, duplicates)
-		// while many names are placed.
-		c.decisions = make([]decision, 0, max(len(f.in.LiveAllocs), len(f.readyList)*f.names())+64)
+		// required name, whichever is more (at least that many: every
+		// live allocation and every required name on a ready node has
+		// one): sized for that and a little more, it grows (once, to
+		// the most a round can have) only when many allocations are off
+		// their names (stopped, duplicates) while many names are placed.
+		est := max(len(f.in.LiveAllocs), len(f.readyList)*f.names())
+		c.reserve(est+min(64, est/32+4), len(f.in.LiveAllocs)+len(f.readyList)*f.names()+len(f.terms))
 	}
 	for i := range f.nodes {
 		ni := &f.nodes[i]
-		mark := len(c.decisions)
+		c.skip = only != "" && ni.id != only
 		f.node(ni, &c)
-		if only != "" && ni.id != only {
-			c.decisions = c.decisions[:mark]
-		}
 	}
-	p := c.plan(f)
+	p := c.plan()
 	f.decideDeployment(p)
 	p.DeploymentUpdates = append(p.DeploymentUpdates, f.updates...)
 	for _, gr := range f.groups {
@@ -430,52 +427,121 @@ const (
 	nBuckets
 )
 
-// collector gathers a round's decisions.
+// collector builds a round's entries as the node pass decides them: each
+// entry is written while its allocation is fresh in the cache, in place,
+// in decision (node) order, into one array; plan then lays the buckets
+// out of it. Decisions come in node order, so only two entries of one
+// node in one bucket can be out of order: that is checked as the entries
+// are added, not by a pass of comparisons over every list.
 type collector struct {
-	decisions []decision
+	f       *fleet
+	entries []Entry  // in decision order; zero beyond len
+	kinds   []bucket // entries[i]'s bucket
+	n       [nBuckets]int
+	// lastAt and lastPos are the index in entries and the node of each
+	// bucket's last entry (valid when n[b] > 0).
+	lastAt   [nBuckets]int32
+	lastPos  [nBuckets]int32
+	unsorted [nBuckets]bool
+	top      bucket // the greatest bucket added so far
+	mixed    bool   // an entry's bucket precedes an earlier entry's
+	skip     bool   // the node being planned is not in the plan (ReconcileNode)
+	most     int    // the most entries the round can have (0: unknown)
 }
 
-func (c *collector) add(d decision) { c.decisions = append(c.decisions, d) }
+// reserve sizes the collector for n entries, and for at most most (the
+// size it grows to at once if n falls short).
+func (c *collector) reserve(n, most int) {
+	c.entries, c.kinds, c.most = make([]Entry, 0, n), make([]bucket, 0, n), most
+}
 
-// plan builds the entries into exactly sized buckets, carved out of one
-// array, and sorts the buckets that are not in order. Decisions come in
-// node order, so only two entries of one node in one bucket can be out of
-// order: that is checked as the entries are built, not by a pass of
-// comparisons over every list.
-func (c *collector) plan(f *fleet) *Plan {
-	var n [nBuckets]int
-	for i := range c.decisions {
-		n[c.decisions[i].kind]++
+// add builds the decision's entry (unless its node is skipped).
+func (c *collector) add(d decision) {
+	if c.skip {
+		return
 	}
+	i := len(c.entries)
+	if i == cap(c.entries) {
+		grow := max(c.most-i, i/2+8)
+		c.entries, c.kinds = slices.Grow(c.entries, grow), slices.Grow(c.kinds, grow)
+	}
+	c.entries = c.entries[:i+1]
+	e := &c.entries[i]
+	c.f.entry(&d, e)
+	b := d.kind
+	c.kinds = append(c.kinds, b)
+	if c.n[b] > 0 && c.lastPos[b] == d.pos && compareEntries(&c.entries[c.lastAt[b]], e) > 0 {
+		c.unsorted[b] = true
+	}
+	c.lastAt[b], c.lastPos[b] = int32(i), d.pos
+	c.n[b]++
+	if b < c.top {
+		c.mixed = true
+	}
+	c.top = max(c.top, b)
+}
+
+// plan lays the buckets out of the entries. Entries in bucket order (one
+// bucket, or a rollout's updates on its first nodes and the rest awaiting
+// promotion) are the buckets as they are. Otherwise the largest bucket
+// stays in the array, moved up over the others' entries, and each other
+// bucket gets an array of its own. Then the new allocation IDs are
+// derived (into one buffer of the exact size) and the buckets out of
+// order are sorted.
+func (c *collector) plan() *Plan {
+	f := c.f
 	p := &Plan{}
 	lists := p.lists()
-	backing := make([]Entry, len(c.decisions))
-	var next [nBuckets]int // where each bucket's next entry goes in backing
-	at := 0
-	for b, l := range lists {
-		*l = backing[at : at+n[b] : at+n[b]]
-		next[b] = at
-		at += n[b]
+	es := c.entries
+	if es == nil {
+		es = []Entry{} // an empty bucket is an empty list, never nil
 	}
-	var last [nBuckets]int32 // the node of each bucket's last entry
-	for b := range last {
-		last[b] = -1
-	}
-	var unsorted [nBuckets]bool
-	ids := newIDBatch(n[bPlace]+n[bUpdate], f.job.Namespace, f.job.ID, f.version) // only placements and updates get new IDs
-	for i := range c.decisions {
-		d := &c.decisions[i]
-		b := d.kind
-		e := &backing[next[b]]
-		f.entry(d, e, &ids)
-		if last[b] == d.pos && compareEntries(&backing[next[b]-1], e) > 0 {
-			unsorted[b] = true
+	if !c.mixed {
+		at := 0
+		for b, l := range lists {
+			*l = es[at : at+c.n[b] : at+c.n[b]]
+			at += c.n[b]
 		}
-		last[b] = d.pos
-		next[b]++
+	} else {
+		keep := bucket(0)
+		for b := range nBuckets {
+			if c.n[b] > c.n[keep] {
+				keep = b
+			}
+		}
+		for b, l := range lists {
+			if bucket(b) != keep {
+				*l = make([]Entry, 0, c.n[b])
+			}
+		}
+		w := 0
+		for i, b := range c.kinds {
+			if b != keep {
+				*lists[b] = append(*lists[b], es[i])
+				continue
+			}
+			if w != i {
+				es[w] = es[i]
+			}
+			w++
+		}
+		clear(es[w:])
+		*lists[keep] = es[:w:w]
+	}
+	// Only placements and updates get new IDs.
+	if n := c.n[bPlace] + c.n[bUpdate]; n > 0 {
+		ids := newIDBatch(n, f.job.Namespace, f.job.ID, f.version)
+		for i := range p.Place {
+			e := &p.Place[i]
+			e.AllocID = ids.alloc(e.NodeID, e.Name, e.PreviousAllocID)
+		}
+		for i := range p.Update {
+			e := &p.Update[i]
+			e.NewAllocID = ids.alloc(e.NodeID, e.Name, e.AllocID)
+		}
 	}
 	for b, l := range lists {
-		if unsorted[b] {
+		if c.unsorted[b] {
 			slices.SortFunc(*l, func(a, b Entry) int { return compareEntries(&a, &b) })
 		}
 	}
