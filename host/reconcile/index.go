@@ -5,26 +5,51 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/hivelet/hivelet/host/model"
 )
 
 // nodeInfo is what the round knows of one node: its sets and its live
-// allocations (sorted by name, then ID).
+// allocations (sorted by name, then ID). It holds no pointers (a round's
+// node view is one block the garbage collector neither scans nor tracks
+// writes to): its ID is read where the input holds it (see fleet.nodeID).
 type nodeInfo struct {
-	id          string
-	taintedNode *model.Node // nil while tainted: the node is gone
 	// lo and hi are the node's window of fleet.live (sorted by node, name
 	// and ID): no list per node is built.
 	lo, hi int32
 	// pos is the node's index in fleet.nodes (group.canaryAt is indexed by it).
-	pos         int32
+	pos int32
+	// at is the node's place in the first list of fleet.tainted,
+	// fleet.notReady and fleet.ready it is in (see nodeID).
+	at          int32
 	ready       bool // an effective ready node
 	tainted     bool
 	notReady    bool
 	hasTerminal bool // some terminal allocation is on this node
 }
+
+// nodeID returns the node's ID, from the input list that holds it: a
+// tainted node's from the sorted tainted IDs, a not-ready one's from the
+// sorted not-ready IDs, a ready node's from its record, and a node only
+// carrying allocations from its first one.
+func (f *fleet) nodeID(ni *nodeInfo) string {
+	switch {
+	case f.localID != "":
+		return f.localID
+	case ni.tainted:
+		return f.tainted[ni.at]
+	case ni.notReady:
+		return f.notReady[ni.at]
+	case ni.ready:
+		return f.ready[ni.at].ID
+	}
+	return f.live[ni.lo].NodeID
+}
+
+// taintedNode returns a tainted node's record (nil: the node is gone).
+func (f *fleet) taintedNode(ni *nodeInfo) *model.Node { return f.taintedRecs[ni.at] }
 
 // liveOf returns the node's live allocations, sorted by name, then ID.
 func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
@@ -134,6 +159,10 @@ func (f *fleet) indexNodes() error {
 	var tainted []string
 	if len(in.TaintedNodes) > 0 {
 		tainted = slices.Sorted(maps.Keys(in.TaintedNodes))
+		f.taintedRecs = make([]*model.Node, len(tainted))
+		for i, id := range tainted {
+			f.taintedRecs[i] = in.TaintedNodes[id]
+		}
 	}
 	// Valid inputs in order are checked by the merge itself, each node
 	// and allocation read once; anything else takes the checks one by one
@@ -177,13 +206,17 @@ func (f *fleet) indexNodes() error {
 //
 // ready is checked unless checked says it already was (sortedReady).
 func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation, checked bool) bool {
-	f.live = live
-	// A merge that found its input out of order leaves its lists to the next.
+	f.live, f.ready, f.notReady, f.tainted = live, ready, notReady, tainted
+	// A merge that found its input out of order leaves its list to the next.
 	if n := len(ready) + len(notReady) + len(tainted); cap(f.nodes) >= n {
-		f.nodes, f.readyList = f.nodes[:0], f.readyList[:0]
+		f.nodes = f.nodes[:0]
 	} else {
-		f.nodes, f.readyList = make([]nodeInfo, 0, n), make([]*model.Node, 0, len(ready))
+		f.nodes = make([]nodeInfo, 0, n)
 	}
+	// The effective ready nodes are ready itself until a ready node is
+	// found tainted or not ready; from then on, a list of their own.
+	f.readyList = nil
+	excluded := false
 	// readyAt reports whether ready[r] is valid and follows ready[r-1].
 	readyAt := func(r int) bool {
 		if checked {
@@ -227,21 +260,30 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 			}
 		}
 		if !have {
+			if !excluded {
+				f.readyList = ready
+			}
 			return true
 		}
-		ni := nodeInfo{id: id, pos: int32(len(f.nodes))}
+		ni := nodeInfo{pos: int32(len(f.nodes))}
 		for nr < len(notReady) && notReady[nr] == id {
-			ni.notReady = true
+			ni.notReady, ni.at = true, int32(nr)
 			nr++
 		}
 		if t < len(tainted) && tainted[t] == id {
-			ni.tainted, ni.taintedNode = true, f.in.TaintedNodes[id]
+			ni.tainted, ni.at = true, int32(t)
 			t++
 		}
 		if r < len(ready) && ready[r].ID == id {
-			if !ni.tainted && !ni.notReady {
-				ni.ready = true
-				f.readyList = append(f.readyList, ready[r])
+			switch {
+			case !ni.tainted && !ni.notReady:
+				ni.ready, ni.at = true, int32(r)
+				if excluded {
+					f.readyList = append(f.readyList, ready[r])
+				}
+			case !excluded:
+				excluded = true
+				f.readyList = append(make([]*model.Node, 0, len(ready)-1), ready[:r]...)
 			}
 			r++
 			if r < len(ready) && !readyAt(r) {
@@ -276,7 +318,7 @@ func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool 
 	f.merge(ready, notReady, tainted, nil, true)
 	pos := make(map[string]int32, len(f.nodes))
 	for i := range f.nodes {
-		pos[f.nodes[i].id] = int32(i)
+		pos[f.nodeID(&f.nodes[i])] = int32(i)
 	}
 	owner := make([]int32, len(in.LiveAllocs))
 	count := make([]int32, len(f.nodes)+1)
@@ -308,7 +350,7 @@ func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool 
 
 // find returns the node's info, or nil when the node is not in view.
 func (f *fleet) find(id string) *nodeInfo {
-	i, ok := slices.BinarySearchFunc(f.nodes, id, func(ni nodeInfo, id string) int { return strings.Compare(ni.id, id) })
+	i, ok := sort.Find(len(f.nodes), func(i int) int { return strings.Compare(id, f.nodeID(&f.nodes[i])) })
 	if !ok {
 		return nil
 	}

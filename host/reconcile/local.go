@@ -107,7 +107,7 @@ func ReconcileLocal(in NodeInput) (*Plan, error) {
 		f.node(ni, &c)
 	}
 	if f.unsure != nil {
-		return nil, fmt.Errorf("reconciling job %q on node %s: group %q: %w", f.job.ID, ni.id, f.unsure.name, ErrFleetFactsNeeded)
+		return nil, fmt.Errorf("reconciling job %q on node %s: group %q: %w", f.job.ID, in.NodeID, f.unsure.name, ErrFleetFactsNeeded)
 	}
 	p := c.plan()
 	p.DeploymentUpdates = f.updates
@@ -148,7 +148,7 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 	if err := f.indexGroups(); err != nil {
 		return nil, nil, err
 	}
-	f.nodes = []nodeInfo{{id: in.NodeID}} // the one node in view, at position 0
+	f.nodes, f.localID = []nodeInfo{{}}, in.NodeID // the one node in view, at position 0
 	ni := &f.nodes[0]
 	switch in.Class {
 	case NodeReady:
@@ -156,7 +156,7 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 	case NodeNotReady:
 		ni.notReady = true
 	case NodeTainted:
-		ni.tainted, ni.taintedNode = true, in.Tainted
+		ni.tainted, f.taintedRecs = true, []*model.Node{in.Tainted}
 	case NodeOutOfView:
 	default:
 		return nil, nil, fmt.Errorf("reconciling node %s: unknown node class %d", in.NodeID, in.Class)
@@ -231,7 +231,7 @@ func (f *fleet) settleLocal(in *NodeInput, ni *nodeInfo) {
 		// canary allocations of the deployment says so; otherwise only a
 		// settled set (or a held deployment, which chooses nothing) says it
 		// is not: the chooser picks among every ready node.
-		mine := st != nil && slices.Contains(st.CanaryNodes, ni.id)
+		mine := st != nil && slices.Contains(st.CanaryNodes, in.NodeID)
 		if !mine && f.dep != nil {
 			own := func(a *model.Allocation) bool {
 				return a.TaskGroup == gr.name && a.DeploymentID == f.dep.ID && a.DeploymentStatus.IsCanary()
@@ -276,7 +276,7 @@ func (in Input) NodeInput(nodeID string) (NodeInput, error) {
 	if ni := f.find(nodeID); ni != nil {
 		switch {
 		case ni.tainted:
-			out.Class, out.Tainted = NodeTainted, ni.taintedNode
+			out.Class, out.Tainted = NodeTainted, f.taintedNode(ni)
 		case ni.notReady:
 			out.Class = NodeNotReady
 		case ni.ready:

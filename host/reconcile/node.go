@@ -177,7 +177,7 @@ func (f *fleet) alloc(a *model.Allocation, ref int32, gr *group, ni *nodeInfo, c
 		return
 	}
 	if ni.tainted {
-		tn := ni.taintedNode
+		tn := f.taintedNode(ni)
 		switch {
 		// 6. sysbatch work that already finished successfully.
 		case f.sysbatch && cs == model.ClientComplete:
@@ -268,7 +268,7 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 	var prev *model.Allocation
 	pref := noAlloc
 	if ni.hasTerminal {
-		if i, ok := f.terminal[nodeName{ni.id, f.allocName(gr, idx)}]; ok {
+		if i, ok := f.terminal[nodeName{f.nodeID(ni), f.allocName(gr, idx)}]; ok {
 			prev, pref = f.terms[i], termRef(i)
 		}
 	}
@@ -311,7 +311,7 @@ func (f *fleet) entry(d *decision, e *Entry) {
 	a := f.allocOf(d)
 	if d.rule == ruleName3 {
 		ni, gr := &f.nodes[d.pos], f.groups[d.gr]
-		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = f.allocName(gr, int(d.idx)), gr.name, ni.id, d.canary, d.rule.String(), f.version
+		e.Name, e.Group, e.NodeID, e.Canary, e.Rule, e.JobVersion = f.allocName(gr, int(d.idx)), gr.name, f.nodeID(ni), d.canary, d.rule.String(), f.version
 		if a != nil {
 			e.PreviousAllocID = a.ID
 		}
@@ -361,5 +361,5 @@ func (f *fleet) ranHere(ni *nodeInfo, group string) bool {
 			return true
 		}
 	}
-	return f.ran[nodeGroup{ni.id, group}]
+	return f.ran[nodeGroup{f.nodeID(ni), group}]
 }

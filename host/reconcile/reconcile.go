@@ -80,6 +80,13 @@ type fleet struct {
 	nodes     []nodeInfo          // every node in view, sorted by ID
 	live      []*model.Allocation // the live allocations, sorted by node, name and ID
 
+	// The sorted lists the node view was merged from, which hold the
+	// nodes' IDs (see nodeID); localID is a local round's one node.
+	ready             []*model.Node
+	notReady, tainted []string
+	taintedRecs       []*model.Node // by place in tainted
+	localID           string
+
 	// terminal maps (node, name) to the newest terminal allocation of
 	// that name on that node, in terms.
 	terminal map[nodeName]int32
@@ -357,10 +364,13 @@ func (f *fleet) mark(ids []string) []bool {
 		// Equality first: canary nodes are often consecutive nodes (the
 		// default choice takes the first eligible ones), and an equality
 		// test of IDs sharing a long prefix costs less than an ordering.
-		for i < len(f.nodes) && f.nodes[i].id != id && f.nodes[i].id < id {
+		for i < len(f.nodes) {
+			if n := f.nodeID(&f.nodes[i]); n == id || n > id {
+				break
+			}
 			i++
 		}
-		if i < len(f.nodes) && f.nodes[i].id == id {
+		if i < len(f.nodes) && f.nodeID(&f.nodes[i]) == id {
 			at[i] = true
 			i++
 		}
@@ -390,7 +400,7 @@ func (f *fleet) run(only string) *Plan {
 	}
 	for i := range f.nodes {
 		ni := &f.nodes[i]
-		c.skip = only != "" && ni.id != only
+		c.skip = only != "" && f.nodeID(ni) != only
 		f.node(ni, &c)
 	}
 	p := c.plan()
