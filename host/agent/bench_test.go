@@ -71,7 +71,13 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // fleet does not), unless narrowed: then always, as on a fleet of more
 // than DefaultNarrowAbove nodes, where this node, the only one running the
 // jobs, is the steward of every one.
-func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool) {
+//
+// With settled, each put waits for the node to be quiet first: the last
+// job's allocation healthy and no pass for settleQuiet. That is the
+// latency of one put on a node running b.N-1 jobs; without it the puts
+// come back to back, and each also waits behind the writes and passes
+// that the jobs just started cause (their health, deployment and summary).
+func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool, settled ...bool) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	w := newWorld(b)
 	w.narrowDefault = !narrowed
@@ -99,7 +105,13 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool) {
 	defer n.stop(true)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
+	settle := len(settled) > 0 && settled[0]
 	for i := 0; i < b.N; i++ {
+		if settle && i > 0 {
+			b.StopTimer()
+			waitSettled(b, n, fmt.Sprintf("j%d", i-1), deployments)
+			b.StartTimer()
+		}
 		j := mockJob(fmt.Sprintf("j%d", i), 0, nil)
 		if !deployments {
 			j.Groups[0].Update.MaxParallel = 0 // no deployment: nothing to write but the allocation
@@ -123,7 +135,53 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool) {
 	td.mu.Unlock()
 }
 
+// settleQuiet is how long a node makes no pass before a settled put.
+const settleQuiet = 25 * time.Millisecond
+
+// waitSettled waits until job's allocation on n is healthy (or running,
+// without deployments) and n has made no pass for settleQuiet.
+func waitSettled(b *testing.B, n *node, job string, deployments bool) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok := false
+		for _, a := range n.agent.Allocs() {
+			if a.JobID == job {
+				ok = a.ClientStatus == model.ClientRunning && (!deployments || a.DeploymentStatus.IsHealthy())
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("job %s never settled", job)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	last, since := n.agent.Status().Passes, time.Now()
+	for time.Since(since) < settleQuiet {
+		time.Sleep(5 * time.Millisecond)
+		if p := n.agent.Status().Passes; p != last {
+			last, since = p, time.Now()
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the node never went quiet after job %s", job)
+		}
+	}
+}
+
 func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false, true, false) }
+
+// BenchmarkKVPutToDriverStartSettledViaPlugin is the plugin case with each
+// put made on a quiet node (benchPutToStart's settled).
+func BenchmarkKVPutToDriverStartSettledViaPlugin(b *testing.B) {
+	benchPutToStart(b, true, true, false, true)
+}
+
+// BenchmarkKVPutToDriverStartSettledInProcess is the in-process case with
+// each put made on a quiet node.
+func BenchmarkKVPutToDriverStartSettledInProcess(b *testing.B) {
+	benchPutToStart(b, false, true, false, true)
+}
 func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true, true, false) }
 
 // BenchmarkKVPutToDriverStartNarrowedViaPlugin is the plugin case on a

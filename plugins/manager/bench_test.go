@@ -37,10 +37,19 @@ func benchRoundTrip(b *testing.B, d driver.Driver) {
 }
 
 // timeCalls times b.N calls of call(i) and reports their median and p99.
-func timeCalls(b *testing.B, call func(i int) error) {
+func timeCalls(b *testing.B, call func(i int) error) { timeCallsIdle(b, 0, call) }
+
+// timeCallsIdle is timeCalls with idle before each call, not timed: each
+// call then wakes processes and CPUs that had gone to sleep.
+func timeCallsIdle(b *testing.B, idle time.Duration, call func(i int) error) {
 	ds := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		if idle > 0 {
+			b.StopTimer()
+			time.Sleep(idle)
+			b.StartTimer()
+		}
 		start := time.Now()
 		if err := call(i); err != nil {
 			b.Fatal(err)
@@ -166,14 +175,17 @@ func BenchmarkCrashToRecovered(b *testing.B) {
 // benchStarts starts b.N mock tasks, each with a task configuration of the
 // size the agent sends (environment, directories, log paths, the driver's
 // config), and reports the StartTask calls' median and p99.
-func benchStarts(b *testing.B, d driver.Driver) {
+func benchStarts(b *testing.B, d driver.Driver) { benchStartsIdle(b, d, 0) }
+
+// benchStartsIdle is benchStarts with idle before each call (timeCallsIdle).
+func benchStartsIdle(b *testing.B, d driver.Driver, idle time.Duration) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	env := map[string]string{}
 	for i := range 20 {
 		env["HIVELET_VAR_"+strconv.Itoa(i)] = "value-" + strconv.Itoa(i)
 	}
-	timeCalls(b, func(i int) error {
+	timeCallsIdle(b, idle, func(i int) error {
 		id := "bench-" + strconv.Itoa(i) + "/t"
 		cfg := &driver.TaskConfig{ID: id, AllocID: "bench-" + strconv.Itoa(i), TaskName: "t", JobID: "j", Group: "g", NodeID: "n1",
 			Env: env, AllocDir: dir, StdoutPath: dir + "/out", StderrPath: dir + "/err",
@@ -188,4 +200,11 @@ func benchStarts(b *testing.B, d driver.Driver) {
 func BenchmarkStartTaskRoundTrip(b *testing.B) {
 	b.Run("in-process", func(b *testing.B) { benchStarts(b, mock.New()) })
 	b.Run("go-plugin", func(b *testing.B) { benchStarts(b, pluginMock(b)) })
+}
+
+// BenchmarkStartTaskRoundTripAfterIdle is BenchmarkStartTaskRoundTrip with
+// 20 ms of idle before each call, as a node that is not busy sees a start.
+func BenchmarkStartTaskRoundTripAfterIdle(b *testing.B) {
+	b.Run("in-process", func(b *testing.B) { benchStartsIdle(b, mock.New(), 20*time.Millisecond) })
+	b.Run("go-plugin", func(b *testing.B) { benchStartsIdle(b, pluginMock(b), 20*time.Millisecond) })
 }
