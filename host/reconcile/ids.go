@@ -2,8 +2,8 @@ package reconcile
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
-	"encoding/hex"
 	"hash"
 	"slices"
 	"unsafe"
@@ -39,24 +39,38 @@ func AllocID(namespace, jobID string, version uint64, nodeID, name, previous str
 // version) into one buffer: each ID is a string over its 36 bytes of the
 // buffer, not an allocation of its own. The hashed text's head (kind,
 // namespace, job, version) is encoded once, and one digest serves every ID.
+//
+// The digest is given the text already padded as SHA-256 pads it (a whole
+// number of blocks), and its state after those blocks, which is the
+// text's SHA-256, is read from its marshaled form: the digest hashes the
+// blocks in place and does no padding, copying or finishing of its own,
+// which cost as much as hashing the block. paddedSHA256 checks, once,
+// that the standard library's digest is marshaled as expected; if it were
+// not, the batch would finish every digest with Sum.
 type idBatch struct {
 	buf []byte // the IDs, 36 bytes each; a byte once written is never written again
 	h   hash.Hash
-	// sum receives each digest, next and first are the texts of AllocID's
-	// two kinds, holding their heads: three parts of one small array (a
-	// batch that held its digest's array would be moved to the heap,
-	// since h.Sum is a call through an interface).
-	sum, next, first []byte
+	// st is h's state marshaler (nil: Sum finishes each digest); state
+	// receives its marshaled state, or h.Sum's digest; next and first are
+	// the texts of AllocID's two kinds, holding their heads: parts of one
+	// small array (a batch that held its digest's array would be moved to
+	// the heap, since h.Sum is a call through an interface).
+	st                 encoding.BinaryAppender
+	state, next, first []byte
 }
 
 func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
 	if n == 0 {
 		return idBatch{} // alloc is never called
 	}
-	scratch := make([]byte, 288)
-	return idBatch{buf: make([]byte, 0, n*36), h: sha256.New(), sum: scratch[0:0:32],
-		next:  appendHead(scratch[32:32:160], "next", namespace, jobID, version),
-		first: appendHead(scratch[160:160:288], "first", namespace, jobID, version)}
+	scratch := make([]byte, 384)
+	b := idBatch{buf: make([]byte, 0, n*36), h: sha256.New(), state: scratch[0:0:128],
+		next:  appendHead(scratch[128:128:256], "next", namespace, jobID, version),
+		first: appendHead(scratch[256:256:384], "first", namespace, jobID, version)}
+	if paddedSHA256 {
+		b.st, _ = b.h.(encoding.BinaryAppender)
+	}
+	return b
 }
 
 // alloc returns AllocID(namespace, jobID, version, nodeID, name, previous)
@@ -72,15 +86,60 @@ func (b *idBatch) alloc(nodeID, name, previous string) string {
 		m = appendPart(appendPart(b.first, nodeID), name)
 		b.first = m[:len(b.first)]
 	}
-	b.h.Reset()
-	b.h.Write(m)
 	at := len(b.buf)
-	b.buf = appendUUID(b.buf, b.h.Sum(b.sum))
+	b.buf = appendUUID(b.buf, b.sum(m))
 	// These 36 bytes are never written again (the buffer only grows past
 	// them, and a grown buffer is a copy): the string is immutable, as a
 	// string must be.
 	return unsafe.String(&b.buf[at], 36)
 }
+
+// sum returns the SHA-256 of m (at least its first 16 bytes). It may
+// write into m's spare capacity.
+func (b *idBatch) sum(m []byte) []byte {
+	b.h.Reset()
+	if b.st == nil {
+		b.h.Write(m)
+		return b.h.Sum(b.state[:0])
+	}
+	b.h.Write(pad(m))
+	st, _ := b.st.AppendBinary(b.state[:0])
+	return st[len(sha256Magic) : len(sha256Magic)+32]
+}
+
+// pad returns m padded as SHA-256 pads its input: a 1 bit, zeros, and
+// the length in bits, to a whole number of 64-byte blocks. It writes into
+// m's spare capacity (growing m if it has too little).
+func pad(m []byte) []byte {
+	n := len(m)
+	total := (n + 8 + 64) &^ 63 // n, the 1 bit (a byte), the length (8 bytes), rounded up
+	p := slices.Grow(m, total-n)[:total]
+	p[n] = 0x80
+	clear(p[n+1 : total-8])
+	binary.BigEndian.PutUint64(p[total-8:], uint64(n)*8)
+	return p
+}
+
+// sha256Magic heads a SHA-256 digest's marshaled state, which follows as
+// its eight state words, big-endian.
+const sha256Magic = "sha\x03"
+
+// paddedSHA256 reports whether a digest fed padded blocks gives the
+// SHA-256 of the text in its marshaled state (see idBatch): checked on one
+// text against sha256.Sum256.
+var paddedSHA256 = func() bool {
+	h := sha256.New()
+	st, ok := h.(encoding.BinaryAppender)
+	if !ok {
+		return false
+	}
+	text := []byte("hivelet: a padded text's digest is its state")
+	want := sha256.Sum256(text)
+	h.Write(pad(slices.Clip(text)))
+	got, err := st.AppendBinary(nil)
+	return err == nil && len(got) >= len(sha256Magic)+32 && string(got[:len(sha256Magic)]) == sha256Magic &&
+		string(got[len(sha256Magic):len(sha256Magic)+32]) == string(want[:])
+}()
 
 // DeploymentID returns the ID of the deployment of one job version.
 func DeploymentID(namespace, jobID string, version uint64) string {
@@ -110,22 +169,24 @@ func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte 
 }
 
 // appendUUID appends the first 16 bytes of sum, formatted as a UUID-shaped
-// string.
+// string: 8-4-4-4-12 lower-case hex digits.
 func appendUUID(dst, sum []byte) []byte {
 	at := len(dst)
 	dst = slices.Grow(dst, 36)[:at+36]
-	out := dst[at : at+36]
-	hex.Encode(out[0:8], sum[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], sum[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], sum[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], sum[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:36], sum[10:16])
+	out, sum := dst[at:at+36], sum[:16]
+	j := 0
+	for i, c := range sum {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&15]
+		j += 2
+	}
 	return dst
 }
+
+const hexDigits = "0123456789abcdef"
 
 func appendPart(b []byte, p string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p)))
