@@ -254,9 +254,9 @@ type Agent struct {
 	// allocsWide, rolloutWide: narrowed, but the kind is watched whole
 	// for its many per-job filters (manyJobFilters; under passMu).
 	allocsWide, rolloutWide bool
-	// deputyLast: the jobs this node is an idle deputy or a settled
-	// steward of, as last decided, with that decision (other nodes'
-	// changes wait for its next timed one; under passMu).
+	// deputyLast: the jobs this node is an idle deputy of, as last
+	// decided, with that decision (other nodes' changes wait for its next
+	// timed one; under passMu).
 	deputyLast map[string]deputyDecision
 
 	passMu  sync.Mutex

@@ -307,9 +307,8 @@ func TestAStewardAsksTheCompletionVerdictOnChangesAndOnItsClockNotPerPass(t *tes
 // An idle deputy of a job's steward decides the job again at most each
 // deputyEvery when only other nodes' allocations changed, and then does
 // decide it: twenty changes of another node's allocation 25 ms apart cost
-// it at most a few decisions (one per deputyEvery, and two more). The
-// steward, settled (nothing to write now), decides them at most each
-// stewardEvery, and decides after the last one too.
+// it at most a few decisions (one per deputyEvery, and two more). Control:
+// the steward, which acts on such changes, decides on them as they come.
 func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T) {
 	w := newWorld(t)
 	var nodes []*node
@@ -326,8 +325,8 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	idleDeputy := func(n *node) bool {
 		n.agent.passMu.Lock()
 		defer n.agent.passMu.Unlock()
-		d, ok := n.agent.deputyLast["default.web"]
-		return ok && d.every == deputyEvery
+		_, ok := n.agent.deputyLast["default.web"]
+		return ok
 	}
 	var deputy, steward *node
 	testutil.Eventually(t, 10*time.Second, "two idle deputies and a steward", func() bool {
@@ -359,30 +358,21 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	}
 	lastPut := time.Now().Add(-25 * time.Millisecond)
 	took := time.Since(start)
-	// The steward, settled, decides them too, at most each stewardEvery:
-	// a few decisions show the changes were delivered and decided.
+	// Under load the steward's passes coalesce changes: a few decisions
+	// are enough to show the changes were delivered and decided.
 	testutil.Eventually(t, 5*time.Second, "the steward's decisions of the changes", func() bool {
-		return steward.agent.Status().LocalPlans-sBefore >= 2
+		return steward.agent.Status().LocalPlans-sBefore >= 4
 	})
 	dAfter := deputy.agent.Status().LocalPlans
 	if most := uint64(took/deputyEvery) + 2; dAfter-dBefore > most {
 		t.Fatalf("the idle deputy decided the job %d times in %s of other nodes' changes (at most %d)", dAfter-dBefore, took.Round(time.Millisecond), most)
 	}
 	testutil.Eventually(t, 3*deputyEvery, "the deputy's decision after the last change", func() bool {
-		return decidedSince(deputy, lastPut)
+		return deputyDecidedSince(deputy, lastPut)
 	})
-	testutil.Eventually(t, 3*deputyEvery, "the steward's decision after the last change", func() bool {
-		return decidedSince(steward, lastPut)
-	})
-	sAfter := steward.agent.Status().LocalPlans
-	if most := uint64(time.Since(start)/stewardEvery) + 2; sAfter-sBefore > most {
-		t.Fatalf("the settled steward decided the job %d times in %s of other nodes' changes (at most %d)", sAfter-sBefore, time.Since(start).Round(time.Millisecond), most)
-	}
 }
 
-// decidedSince reports whether n, an idle deputy or a settled steward of
-// the job web, last decided it at t or after.
-func decidedSince(n *node, t time.Time) bool {
+func deputyDecidedSince(n *node, t time.Time) bool {
 	n.agent.passMu.Lock()
 	defer n.agent.passMu.Unlock()
 	d, ok := n.agent.deputyLast["default.web"]

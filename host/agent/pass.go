@@ -231,11 +231,11 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(d.every)) {
-			// An idle deputy or a settled steward (below) whose job moved
-			// only in other nodes' allocations or slots since it last
-			// decided, less than its period ago: it decides again then.
-			at := d.at.Add(d.every)
+		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(deputyEvery)) {
+			// An idle deputy (below) whose job moved only in other nodes'
+			// allocations or slots since it last decided, less than
+			// deputyEvery ago: it decides again then.
+			at := d.at.Add(deputyEvery)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
 				time.AfterFunc(at.Sub(now), a.Kick)
@@ -339,21 +339,15 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// summary, the node set: a dead steward's record expiring), and
 		// otherwise at most each deputyEvery (above): a duty is seen
 		// overdue at most that much later.
-		//
-		// The steward itself, settled (its work a wait or the verdict),
-		// decides other nodes' changes at most each stewardEvery (above).
 		planEmpty := len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0
-		settled := len(jobErrs) == 0 && planEmpty &&
-			len(dec.Held) == 0 && (work.empty() || verdictOnly) && len(dec.Due) == 0 && dec.Disruption == ""
-		switch {
-		case dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && len(jobErrs) == 0 && planEmpty &&
-			len(dec.Held) == 0 && work.empty() && dec.Disruption == "":
-			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: deputyEvery}
-		case dec.StewardRank == 0 && settled:
-			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: stewardEvery}
-		default:
+		if dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && len(jobErrs) == 0 && planEmpty &&
+			len(dec.Held) == 0 && work.empty() && dec.Disruption == "" {
+			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now}
+		} else {
 			delete(a.deputyLast, k)
 		}
+		settled := len(jobErrs) == 0 && planEmpty &&
+			len(dec.Held) == 0 && (work.empty() || verdictOnly) && len(dec.Due) == 0 && dec.Disruption == ""
 		switch {
 		case settled && retry == 0:
 			a.lastSig[k] = sig // converged: nothing to redo until something changes

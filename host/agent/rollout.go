@@ -73,24 +73,11 @@ const verdictEvery = time.Second
 // changed (pass).
 const deputyEvery = rollout.DeputyStep / 4
 
-// stewardEvery is how often at most a steward with nothing to write now
-// (its work a wait or the completion verdict: settled) decides its job
-// again when only other nodes' allocations or slots changed. During a
-// rollout of 1,000 nodes those change dozens of times a second, and each
-// decision derives the rollout over every node; what the steward writes
-// for them waits anyway (a summary settles for rollout.SummarySettle and
-// is written at most once a second), so deciding each change was most of
-// a steward's CPU. A change of anything else is decided at once.
-const stewardEvery = rollout.SummarySettle
-
-// deputyDecision is the last decision of a job by an idle deputy or a
-// settled steward: its signature without the other nodes' allocations and
-// slots, when, and how long other nodes' changes then wait (deputyEvery
-// or stewardEvery).
+// deputyDecision is an idle deputy's last decision of a job: its
+// signature without the other nodes' allocations and slots, and when.
 type deputyDecision struct {
 	quiet uint64
 	at    time.Time
-	every time.Duration
 }
 
 // verdictAlone reports whether w's only write is the completion verdict.
