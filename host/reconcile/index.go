@@ -207,12 +207,14 @@ func (f *fleet) indexNodes() error {
 // ready is checked unless checked says it already was (sortedReady).
 func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*model.Allocation, checked bool) bool {
 	f.live, f.ready, f.notReady, f.tainted = live, ready, notReady, tainted
-	// A merge that found its input out of order leaves its list to the next.
-	if n := len(ready) + len(notReady) + len(tainted); cap(f.nodes) >= n {
-		f.nodes = f.nodes[:0]
-	} else {
-		f.nodes = make([]nodeInfo, 0, n)
+	// A merge that found its input out of order leaves its list to the
+	// next. The list is built in a variable, and kept in f.nodes once
+	// built (not at every node: f is on the heap).
+	nodes := f.nodes[:0]
+	if n := len(ready) + len(notReady) + len(tainted); cap(nodes) < n {
+		nodes = make([]nodeInfo, 0, n)
 	}
+	f.nodes = nodes
 	// The effective ready nodes are ready itself until a ready node is
 	// found tainted or not ready; from then on, a list of their own.
 	f.readyList = nil
@@ -244,6 +246,7 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 		if t < len(tainted) && (!have || (tainted[t] != id && tainted[t] < id)) {
 			id, have = tainted[t], true
 		}
+		on := false // live's head is on node id
 		if l < len(live) {
 			if !validAt(l) {
 				return false
@@ -253,19 +256,22 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 			// is not one of them must follow it too, or live is out of
 			// order.
 			if c := live[l].NodeID; !have || (c != id && c < id) {
-				if len(f.nodes) > 0 && c <= prev {
+				if len(nodes) > 0 && c <= prev {
 					return false
 				}
-				id, have = c, true
+				id, have, on = c, true, true
+			} else {
+				on = c == id
 			}
 		}
 		if !have {
 			if !excluded {
 				f.readyList = ready
 			}
+			f.nodes = nodes
 			return true
 		}
-		ni := nodeInfo{pos: int32(len(f.nodes))}
+		ni := nodeInfo{pos: int32(len(nodes))}
 		for nr < len(notReady) && notReady[nr] == id {
 			ni.notReady, ni.at = true, int32(nr)
 			nr++
@@ -291,20 +297,21 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 			}
 		}
 		from := l
-		for l < len(live) {
-			if l > from && !validAt(l) {
-				return false
+		if on {
+			for l++; l < len(live); l++ {
+				if !validAt(l) {
+					return false
+				}
+				if live[l].NodeID != id {
+					break
+				}
+				if byNameID(live[l-1], live[l]) > 0 {
+					return false
+				}
 			}
-			if live[l].NodeID != id {
-				break
-			}
-			if l > from && byNameID(live[l-1], live[l]) > 0 {
-				return false
-			}
-			l++
 		}
 		ni.lo, ni.hi = int32(from), int32(l)
-		f.nodes = append(f.nodes, ni)
+		nodes = append(nodes, ni)
 		prev = id
 	}
 }

@@ -30,21 +30,23 @@ func (f *fleet) node(ni *nodeInfo, c *collector) {
 			continue
 		}
 		keep, kref := a, ref
-		for j, b := range allocs[i+1:] {
-			if b.Name != a.Name {
-				break
+		if i+1 < len(allocs) && allocs[i+1].Name == a.Name {
+			for j, b := range allocs[i+1:] {
+				if b.Name != a.Name {
+					break
+				}
+				// The newest job version stays; ties: the one created last.
+				if b.JobVersion > keep.JobVersion || (b.JobVersion == keep.JobVersion && b.CreateTime.After(keep.CreateTime)) {
+					keep, kref = b, ref+1+int32(j)
+				}
 			}
-			// The newest job version stays; ties: the one created last.
-			if b.JobVersion > keep.JobVersion || (b.JobVersion == keep.JobVersion && b.CreateTime.After(keep.CreateTime)) {
-				keep, kref = b, ref+1+int32(j)
-			}
-		}
-		for j, b := range allocs[i:] {
-			if b.Name != a.Name {
-				break
-			}
-			if b != keep {
-				c.add(decision{ref: ref + int32(j), gr: noGroup, pos: ni.pos, kind: bStop, rule: ruleDuplicate})
+			for j, b := range allocs[i:] {
+				if b.Name != a.Name {
+					break
+				}
+				if b != keep {
+					c.add(decision{ref: ref + int32(j), gr: noGroup, pos: ni.pos, kind: bStop, rule: ruleDuplicate})
+				}
 			}
 		}
 		gr, idx := f.required(a.Name)

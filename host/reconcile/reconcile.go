@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/hivelet/hivelet/host/model"
 )
@@ -107,6 +108,12 @@ type fleet struct {
 	// unsure is the first group whose unknown canary facts a local
 	// round's decision depended on (see canaryUnsure).
 	unsure *group
+
+	// The last name required resolved, and its answer ("": none, which
+	// is also the answer for "", a name that is never required).
+	lastName  string
+	lastGroup *group
+	lastIdx   int
 }
 
 // prepare validates and indexes the input and settles the facts every node
@@ -186,6 +193,17 @@ func (f *fleet) indexGroups() error {
 // Parsing the name instead of looking it up in a set of every required name
 // keeps a round free of one string and one map entry per required name.
 func (f *fleet) required(name string) (*group, int) {
+	// Most nodes run the same names: the last name's answer is kept.
+	if name == f.lastName {
+		return f.lastGroup, f.lastIdx
+	}
+	gr, idx := f.parseRequired(name)
+	f.lastName, f.lastGroup, f.lastIdx = name, gr, idx
+	return gr, idx
+}
+
+// parseRequired is required without the last answer kept.
+func (f *fleet) parseRequired(name string) (*group, int) {
 	rest, ok := strings.CutPrefix(name, f.job.ID)
 	if !ok || len(rest) < 4 || rest[0] != '.' || rest[len(rest)-1] != ']' {
 		return nil, 0
@@ -396,7 +414,7 @@ func (f *fleet) run(only string) *Plan {
 		// the most a round can have) only when many allocations are off
 		// their names (stopped, duplicates) while many names are placed.
 		est := max(len(f.in.LiveAllocs), len(f.readyList)*f.names())
-		c.reserve(est+min(64, est/32+4), len(f.in.LiveAllocs)+len(f.readyList)*f.names()+len(f.terms))
+		c.reserve(wholePages(est+min(64, est/64+4)), len(f.in.LiveAllocs)+len(f.readyList)*f.names()+len(f.terms))
 	}
 	for i := range f.nodes {
 		ni := &f.nodes[i]
@@ -457,6 +475,17 @@ type collector struct {
 	mixed    bool   // an entry's bucket precedes an earlier entry's
 	skip     bool   // the node being planned is not in the plan (ReconcileNode)
 	most     int    // the most entries the round can have (0: unknown)
+}
+
+// wholePages returns n, or more entries when an array of n entries, big
+// enough to take whole pages of memory (8 KiB, past 32 KiB: Go's large
+// objects), leaves room in its last page: that room costs nothing.
+func wholePages(n int) int {
+	const size, page = int(unsafe.Sizeof(Entry{})), 8 << 10
+	if b := n * size; b > 32<<10 {
+		return max(n, (b+page-1)&^(page-1)/size)
+	}
+	return n
 }
 
 // reserve sizes the collector for n entries, and for at most most (the
