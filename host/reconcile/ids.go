@@ -78,33 +78,41 @@ func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
 func (b *idBatch) alloc(nodeID, name, previous string) string {
 	// The text is built after its head, in place: b.next and b.first
 	// keep their lengths (the head), whatever follows is overwritten.
+	// A text that outgrows its array (with its padding) moves, head and
+	// all, to a bigger one, which the next text of its kind reuses.
+	head := &b.first
+	if previous != "" {
+		head = &b.next
+	}
 	var m []byte
 	if previous != "" {
 		m = appendPart(b.next, previous)
-		b.next = m[:len(b.next)]
 	} else {
 		m = appendPart(appendPart(b.first, nodeID), name)
-		b.first = m[:len(b.first)]
 	}
+	sum, m := b.sum(m)
+	*head = m[:len(*head)]
 	at := len(b.buf)
-	b.buf = appendUUID(b.buf, b.sum(m))
+	b.buf = appendUUID(b.buf, sum)
 	// These 36 bytes are never written again (the buffer only grows past
 	// them, and a grown buffer is a copy): the string is immutable, as a
 	// string must be.
 	return unsafe.String(&b.buf[at], 36)
 }
 
-// sum returns the SHA-256 of m (at least its first 16 bytes). It may
-// write into m's spare capacity.
-func (b *idBatch) sum(m []byte) []byte {
+// sum returns the SHA-256 of m (at least its first 16 bytes), and m:
+// padding it may write into m's spare capacity, or move it to a bigger
+// array.
+func (b *idBatch) sum(m []byte) ([]byte, []byte) {
 	b.h.Reset()
 	if b.st == nil {
 		b.h.Write(m)
-		return b.h.Sum(b.state[:0])
+		return b.h.Sum(b.state[:0]), m
 	}
-	b.h.Write(pad(m))
+	p := pad(m)
+	b.h.Write(p)
 	st, _ := b.st.AppendBinary(b.state[:0])
-	return st[len(sha256Magic) : len(sha256Magic)+32]
+	return st[len(sha256Magic) : len(sha256Magic)+32], p[:len(m)]
 }
 
 // pad returns m padded as SHA-256 pads its input: a 1 bit, zeros, and
