@@ -127,16 +127,23 @@ func TestATaskHandleIsNeverOnDiskWithoutItsAllocationRecord(t *testing.T) {
 // An agent that detaches (its restart) while a driver is still starting a
 // task, and whose driver then reports the task started, leaves the task's
 // handle in the store: the next agent reattaches to it. Dropped, the next
-// agent would not know the task and would start it again under the same
-// ID, which a driver refuses while the first runs (the fleet test
-// TestAnAgentRestartedMidRolloutKeepsItsPacing failed that way in CI: the
-// replacement went failed and the deployment with it).
+// agent would have no handle and would start the task again under the
+// same ID, which a driver refuses while the first runs: the replacement
+// fails, and its deployment with it (the likely cause of a CI failure of
+// TestAnAgentRestartedMidRolloutKeepsItsPacing, whose restart follows a
+// start's call at once).
 func TestAStartThatEndsAfterTheRunnerDetachedKeepsItsHandle(t *testing.T) {
 	f := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
-	r := f.runner(nil)
+	drv := &enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}
+	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
+		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
 	r.Run()
-	time.Sleep(100 * time.Millisecond) // the start is in the driver now
-	r.Detach()                         // the agent stops; the start ends after
+	select {
+	case <-drv.entered: // the start is in the driver now
+	case <-time.After(5 * time.Second):
+		t.Fatal("the driver was never asked to start the task")
+	}
+	r.Detach() // the agent stops; the start ends after
 	if n := f.drv.startCount("a1/t"); n != 1 {
 		t.Fatalf("%d starts, want 1 (the start did not end with the runner's goroutines?)", n)
 	}
@@ -160,4 +167,24 @@ func TestAStartThatEndsAfterTheRunnerDetachedKeepsItsHandle(t *testing.T) {
 	if err := r2.Stop(ctx, "test over"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// enteringDriver is the fake driver, closing entered when the runner
+// first calls StartTask.
+type enteringDriver struct {
+	*fakeDriver
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (d *enteringDriver) Driver(ctx context.Context, name string) (driver.Driver, error) {
+	if _, err := d.fakeDriver.Driver(ctx, name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *enteringDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	d.once.Do(func() { close(d.entered) })
+	return d.fakeDriver.StartTask(ctx, cfg)
 }
