@@ -77,7 +77,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // latency of one put on a node running b.N-1 jobs; without it the puts
 // come back to back, and each also waits behind the writes and passes
 // that the jobs just started cause (their health, deployment and summary).
-func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool, settled ...bool) {
+func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed, settled bool) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	w := newWorld(b)
 	w.narrowDefault = !narrowed
@@ -105,9 +105,8 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed bool, settle
 	defer n.stop(true)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	settle := len(settled) > 0 && settled[0]
 	for i := 0; i < b.N; i++ {
-		if settle && i > 0 {
+		if settled && i > 0 {
 			b.StopTimer()
 			waitSettled(b, n, fmt.Sprintf("j%d", i-1), deployments)
 			b.StartTimer()
@@ -169,7 +168,13 @@ func waitSettled(b *testing.B, n *node, job string, deployments bool) {
 	}
 }
 
-func BenchmarkKVPutToDriverStartInProcess(b *testing.B) { benchPutToStart(b, false, true, false) }
+func BenchmarkKVPutToDriverStartInProcess(b *testing.B) {
+	benchPutToStart(b, false, true, false, false)
+}
+
+func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) {
+	benchPutToStart(b, true, true, false, false)
+}
 
 // BenchmarkKVPutToDriverStartSettledViaPlugin is the plugin case with each
 // put made on a quiet node (benchPutToStart's settled).
@@ -182,18 +187,21 @@ func BenchmarkKVPutToDriverStartSettledViaPlugin(b *testing.B) {
 func BenchmarkKVPutToDriverStartSettledInProcess(b *testing.B) {
 	benchPutToStart(b, false, true, false, true)
 }
-func BenchmarkKVPutToDriverStartViaPlugin(b *testing.B) { benchPutToStart(b, true, true, false) }
 
 // BenchmarkKVPutToDriverStartNarrowedViaPlugin is the plugin case on a
 // node that narrows its watches and stewards every job: each new job is
 // held until its allocations are watched (watch_held), and past
 // maxJobFilters jobs the allocation and rollout buckets are watched whole.
-func BenchmarkKVPutToDriverStartNarrowedViaPlugin(b *testing.B) { benchPutToStart(b, true, true, true) }
+func BenchmarkKVPutToDriverStartNarrowedViaPlugin(b *testing.B) {
+	benchPutToStart(b, true, true, true, false)
+}
 
 // BenchmarkKVPutToDriverStartNoDeployment is the in-process case with jobs
 // that create no deployment (max_parallel = 0), to weigh the deployments'
 // background work in the same run.
-func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) { benchPutToStart(b, false, false, false) }
+func BenchmarkKVPutToDriverStartNoDeployment(b *testing.B) {
+	benchPutToStart(b, false, false, false, false)
+}
 
 // BenchmarkPassWith1000Allocations times one reconcile pass (nothing to do)
 // over a node running one job with 1,000 mock allocations.
