@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/sdk/driver"
@@ -33,7 +34,7 @@ func (d *Driver) ExecTask(ctx context.Context, taskID string, command []string) 
 	if t.exit.Exited() || !proc.Same(t.pid, t.startTicks) {
 		return nil, fmt.Errorf("running a command in task %s: the task is not running", taskID)
 	}
-	env, cwd, uid, gid, err := processContext(t.pid)
+	env, cwd, uid, gid, err := processContext(ctx, t.pid)
 	if err != nil {
 		return nil, fmt.Errorf("running a command in task %s: %w", taskID, err)
 	}
@@ -65,9 +66,9 @@ func (d *Driver) ExecTask(ctx context.Context, taskID string, command []string) 
 
 // processContext reads a process's environment, working directory and
 // effective user and group from /proc.
-func processContext(pid int) (env []string, cwd string, uid, gid int, err error) {
+func processContext(ctx context.Context, pid int) (env []string, cwd string, uid, gid int, err error) {
 	dir := "/proc/" + strconv.Itoa(pid)
-	raw, err := os.ReadFile(dir + "/environ")
+	raw, err := readEnviron(ctx, dir)
 	if err != nil {
 		return nil, "", 0, 0, fmt.Errorf("reading the task's environment: %w", err)
 	}
@@ -102,6 +103,35 @@ func processContext(pid int) (env []string, cwd string, uid, gid int, err error)
 		return nil, "", 0, 0, errors.New("reading the task's user: no Uid or Gid in its status")
 	}
 	return env, cwd, uid, gid, nil
+}
+
+// execSettle bounds how long readEnviron waits for an exec under way.
+const execSettle = 2 * time.Second
+
+// readEnviron reads /proc/<pid>/environ (dir is /proc/<pid>). cmd.Start
+// returns once execve has passed its point of no return, but the kernel
+// records where the new program's environment lies only after that, while
+// it lays out the program's stack: until then the file reads as empty (an
+// exec in the window failed 2 in 300 runs beside two busy loops, with an
+// empty environment). Every task this driver starts has an environment
+// (PATH and its marks at least), so an empty read is an exec under way:
+// it is read again, until it is not empty, ctx ends or execSettle passes.
+func readEnviron(ctx context.Context, dir string) ([]byte, error) {
+	deadline := time.Now().Add(execSettle)
+	for pause := 50 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
+		raw, err := os.ReadFile(dir + "/environ")
+		if err != nil || len(raw) > 0 {
+			return raw, err
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("it is empty (the process's exec did not complete)")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // lookInPath resolves a command without a slash in the PATH of env, then

@@ -2,6 +2,9 @@ package exec
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,5 +40,63 @@ func TestACommandRunsInTheTasksEnvironment(t *testing.T) {
 	waitExit(t, d, tc.ID, 10*time.Second)
 	if _, err := d.ExecTask(ctx, tc.ID, []string{"/bin/true"}); err == nil || !strings.Contains(err.Error(), "not running") {
 		t.Fatalf("exec in an exited task: %v", err)
+	}
+}
+
+// TestAnEmptyEnvironIsReadAgainUntilTheExecCompletes: /proc/<pid>/environ
+// reads as empty while a process's exec lays out its stack; readEnviron
+// waits for the contents (here a file filled 30 ms later), and gives up
+// with an error when ctx ends on a file that stays empty.
+func TestAnEmptyEnvironIsReadAgainUntilTheExecCompletes(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "environ")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		_ = os.WriteFile(path, []byte("A=1\x00PATH=/bin\x00"), 0o600)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := readEnviron(ctx, dir)
+	if err != nil || string(raw) != "A=1\x00PATH=/bin\x00" {
+		t.Fatalf("readEnviron = %q, %v; want the contents written after 30 ms", raw, err)
+	}
+
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, "environ"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if raw, err := readEnviron(short, empty); err == nil {
+		t.Fatalf("an environ that stays empty read as %q, nil; want an error", raw)
+	}
+}
+
+// TestACommandRightAfterTheStartSeesTheTasksEnvironment: a command run the
+// moment StartTask returns, again and again, gets the task's environment
+// (before readEnviron, 2 runs in 300 of the test above, beside two busy
+// loops, got an empty one: the exec was still laying out the task).
+func TestACommandRightAfterTheStartSeesTheTasksEnvironment(t *testing.T) {
+	d := asTheTestsUser()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 40 {
+		tc := taskCfg(t, "at-once-"+strconv.Itoa(i), map[string]any{"command": "/bin/sleep", "args": []any{"30"}})
+		if _, err := d.StartTask(ctx, tc); err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.ExecTask(ctx, tc.ID, []string{"sh", "-c", "echo $FROM_TASK"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ExitCode != 0 || string(r.Output) != "task\n" {
+			t.Fatalf("run %d: exec = exit %d, %q; want exit 0, %q", i, r.ExitCode, r.Output, "task\n")
+		}
+		if err := d.DestroyTask(ctx, tc.ID, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

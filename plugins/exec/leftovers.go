@@ -100,6 +100,9 @@ func leftovers(taskID string) ([]leftover, error) {
 		if err != nil || st.PGID != pid || st.State == "Z" || st.State == "X" {
 			continue
 		}
+		// An empty read is a process whose exec is still under way
+		// (readEnviron): not a leftover of a crashed plugin, whose
+		// restart and retry take far longer than an exec.
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
 		if err != nil {
 			continue
