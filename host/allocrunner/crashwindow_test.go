@@ -188,3 +188,97 @@ func (d *enteringDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) 
 	d.once.Do(func() { close(d.entered) })
 	return d.fakeDriver.StartTask(ctx, cfg)
 }
+
+// rpcLikeDriver answers StartTask as a plugin's client does: a call whose
+// context ends returns the context's error at once, while the driver
+// behind it goes on and may start the task.
+type rpcLikeDriver struct {
+	enteringDriver
+}
+
+func (d *rpcLikeDriver) Driver(ctx context.Context, name string) (driver.Driver, error) {
+	if _, err := d.fakeDriver.Driver(ctx, name); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *rpcLikeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver.TaskHandle, error) {
+	type answer struct {
+		h   *driver.TaskHandle
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		h, err := d.enteringDriver.StartTask(context.WithoutCancel(ctx), cfg)
+		ch <- answer{h, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.h, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestADetachDoesNotCutAStartInFlightShort: the agent stops (Detach) while
+// a plugin is starting a task. The call is not cancelled (startContext),
+// so the handle the driver returns is stored and the next agent reattaches
+// instead of starting the task a second time; cancelled, the call would
+// have returned an error while the plugin started the task anyway.
+func TestADetachDoesNotCutAStartInFlightShort(t *testing.T) {
+	f := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
+	drv := &rpcLikeDriver{enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}}
+	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
+		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
+	r.Run()
+	select {
+	case <-drv.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the driver was never asked to start the task")
+	}
+	r.Detach()
+	f.store.mu.Lock()
+	h, rec := f.store.handles["a1/t"], f.store.allocs["a1"]
+	f.store.mu.Unlock()
+	if h == nil || rec == nil {
+		t.Fatalf("the started task's handle (%v) or its allocation's record (%v) is not in the store: the start was cut short", h, rec)
+	}
+	f.alloc = rec.Alloc
+	r2 := f.runner(map[string]*driver.TaskHandle{"t": h})
+	r2.Run()
+	testutil.Eventually(t, 3*time.Second, "reattached", func() bool {
+		return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning
+	})
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("%d starts, want 1 (reattached)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r2.Stop(ctx, "test over"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestADetachWaitsForAStartOnlyItsGrace: a start slower than
+// detachStartGrace is cut short there, so the agent's stop is not held
+// by it for longer.
+func TestADetachWaitsForAStartOnlyItsGrace(t *testing.T) {
+	defer func(g time.Duration) { detachStartGrace = g }(detachStartGrace)
+	detachStartGrace = 100 * time.Millisecond
+	f := newFixture(t, map[string]any{"start_delay": "3s"}, nil, nil)
+	drv := &rpcLikeDriver{enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}}
+	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
+		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
+	r.Run()
+	select {
+	case <-drv.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the driver was never asked to start the task")
+	}
+	t0 := time.Now()
+	r.Detach()
+	if d := time.Since(t0); d < detachStartGrace || d > 2*time.Second {
+		t.Fatalf("Detach took %v with a 3 s start in flight; want the grace (%v), not the whole start", d, detachStartGrace)
+	}
+}

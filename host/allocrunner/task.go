@@ -140,7 +140,9 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 			return nil, errPermanent{fmt.Errorf("task %s config: %w", t.Name, err)}
 		}
 	}
-	h, err := drv.StartTask(ctx, tc)
+	sctx, release := startContext(ctx)
+	h, err := drv.StartTask(sctx, tc)
+	release()
 	if err != nil {
 		if strings.Contains(err.Error(), tc.ID) {
 			return nil, err // the driver's error already says which task
@@ -148,6 +150,32 @@ func (r *Runner) start(ctx context.Context, drv driver.Driver, t *model.Task) (*
 		return nil, fmt.Errorf("starting task %s: %w", t.Name, err)
 	}
 	return h, nil
+}
+
+// detachStartGrace is how long a driver's StartTask in flight may go on
+// after the runner is detached (see startContext).
+var detachStartGrace = 5 * time.Second
+
+// startContext is the context of a driver's StartTask under ctx, the
+// runner's, which ends on Detach. A detach does not end a start at once:
+// through a plugin, a cancelled call returns an error while the driver
+// may well have started the task, and with no handle stored the next
+// agent would start it again under the same ID (a start that does return
+// its handle after the detach is stored: attempt). The start goes on for
+// up to detachStartGrace after the detach, so the agent's stop waits for
+// a start in flight that long at most, and only a start slower than that
+// (a long image pull) is cut short. release ends it once the call
+// returned.
+func startContext(ctx context.Context) (sctx context.Context, release func()) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(detachStartGrace, cancel)
+		context.AfterFunc(sctx, func() { t.Stop() })
+	})
+	return sctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // taskRun is one task's life: start or reattach, wait, restart per
