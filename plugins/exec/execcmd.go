@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/wait"
 	"github.com/hivelet/hivelet/plugins/internal/proc"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -126,10 +127,8 @@ func readEnviron(ctx context.Context, dir string) ([]byte, error) {
 		if time.Now().After(deadline) {
 			return nil, errors.New("it is empty (the process's exec did not complete)")
 		}
-		select {
-		case <-ctx.Done():
+		if !wait.For(ctx, pause) {
 			return nil, ctx.Err()
-		case <-time.After(pause):
 		}
 	}
 }
