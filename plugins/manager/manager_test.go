@@ -685,7 +685,13 @@ func TestAPluginWhoseFileChangedIsLaunchedAgainNotReattached(t *testing.T) {
 	// Another path.
 	other := filepath.Join(dir, "hv2")
 	copyFile(other)
-	moved, _ := run(other)
+	moved, movedStart := run(other)
+	t.Cleanup(func() {
+		// run detaches (Close): the last process would outlive the test.
+		if proc.Same(moved, movedStart) {
+			_ = syscall.Kill(moved, syscall.SIGKILL)
+		}
+	})
 	if moved == replaced {
 		t.Fatalf("reattached to pid %d, which runs %s, for the plugin at %s", replaced, bin, other)
 	}
