@@ -173,10 +173,10 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 	if r.Signal != int(syscall.SIGKILL) {
 		t.Fatalf("exit %+v, want SIGKILL", r)
 	}
+	// The group's SIGKILL ends each process when it next runs: on a busy
+	// machine the keeper's exit can be seen before its child's.
 	testutil.Eventually(t, 5*time.Second, "the grandchild to be gone", func() bool { return !alive(grandchild) })
-	if alive(main) {
-		t.Fatal("the task's main process is alive after stop")
-	}
+	testutil.Eventually(t, 5*time.Second, "the task's main process to be gone", func() bool { return !alive(main) })
 }
 
 func TestStopWithAHandledSignalEndsBeforeTheTimeout(t *testing.T) {

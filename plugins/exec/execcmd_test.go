@@ -3,11 +3,15 @@ package exec
 import (
 	"context"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hivelet/hivelet/internal/testutil"
+	"github.com/hivelet/hivelet/plugins/internal/proc"
 )
 
 // TestACommandRunsInTheTasksEnvironment: ExecTask runs as the task's main
@@ -98,5 +102,29 @@ func TestACommandRightAfterTheStartSeesTheTasksEnvironment(t *testing.T) {
 		if err := d.DestroyTask(ctx, tc.ID, true); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestAnExitedProcessIsNotWaitedFor: the environment of a process that
+// exited and is not reaped yet (a zombie) cannot be read (ESRCH), so
+// readEnviron fails at once instead of waiting execSettle for an exec.
+func TestAnExitedProcessIsNotWaitedFor(t *testing.T) {
+	cmd := osexec.Command("/bin/true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	dir := "/proc/" + strconv.Itoa(cmd.Process.Pid)
+	testutil.Eventually(t, 5*time.Second, "the process a zombie", func() bool {
+		st, err := proc.ReadStat(cmd.Process.Pid)
+		return err == nil && st.State == "Z"
+	})
+	t0 := time.Now()
+	raw, err := readEnviron(context.Background(), dir)
+	if err == nil {
+		t.Fatalf("readEnviron of a zombie = %q, nil; want an error", raw)
+	}
+	if d := time.Since(t0); d > execSettle/2 {
+		t.Fatalf("readEnviron of a zombie took %v: it waited for an exec", d)
 	}
 }
