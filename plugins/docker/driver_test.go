@@ -994,6 +994,7 @@ func TestASIGKILLFromOutsideIsNotAnOOMKill(t *testing.T) {
 	// Control: StopTask's own kill is reported without that wait.
 	tc2 := task(t, c, "run", "-ignore", "SIGTERM", "-exit", "SIGINT")
 	start(t, d, tc2)
+	waitOutput(t, tc2.StdoutPath, "ready") // SIGTERM ignored from here on
 	if err := d.StopTask(context.Background(), tc2.ID, 100*time.Millisecond, ""); err != nil {
 		t.Fatal(err)
 	}

@@ -153,13 +153,17 @@ func execTask(id, marker string) *driver.TaskConfig {
 	}}
 }
 
+// startCount is the number of starts an execTask's marker holds, once it
+// holds one (the task's shell writes it after StartTask returns).
 func startCount(t *testing.T, marker string) int {
 	t.Helper()
-	b, err := os.ReadFile(marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "started")
+	n := 0
+	testutil.Eventually(t, 10*time.Second, "a start written to "+marker, func() bool {
+		b, err := os.ReadFile(marker)
+		n = strings.Count(string(b), "started")
+		return err == nil && n > 0
+	})
+	return n
 }
 
 func taskPID(t *testing.T, ctx context.Context, d driver.Driver, id string) int {
