@@ -135,18 +135,36 @@ func TestATaskHandleIsNeverOnDiskWithoutItsAllocationRecord(t *testing.T) {
 func TestAStartThatEndsAfterTheRunnerDetachedKeepsItsHandle(t *testing.T) {
 	f := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
 	drv := &enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}
+	runAndDetachMidStart(t, f, drv, drv.entered) // the start ends after the detach
+	if n := f.drv.startCount("a1/t"); n != 1 {
+		t.Fatalf("%d starts, want 1 (the start did not end with the runner's goroutines?)", n)
+	}
+	reattachesWithOneStart(t, f)
+}
+
+// runAndDetachMidStart runs a runner for f's allocation on drv and detaches
+// it (the agent stops) once entered closes: the driver is starting the
+// task. It returns how long Detach took.
+func runAndDetachMidStart(t *testing.T, f *fixture, drv Drivers, entered <-chan struct{}) time.Duration {
+	t.Helper()
 	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
 		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
 	r.Run()
 	select {
-	case <-drv.entered: // the start is in the driver now
+	case <-entered:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the driver was never asked to start the task")
 	}
-	r.Detach() // the agent stops; the start ends after
-	if n := f.drv.startCount("a1/t"); n != 1 {
-		t.Fatalf("%d starts, want 1 (the start did not end with the runner's goroutines?)", n)
-	}
+	t0 := time.Now()
+	r.Detach()
+	return time.Since(t0)
+}
+
+// reattachesWithOneStart checks that the task's handle and its allocation's
+// record are in the store after a detach, and that the next runner
+// reattaches to the task instead of starting it again.
+func reattachesWithOneStart(t *testing.T, f *fixture) {
+	t.Helper()
 	f.store.mu.Lock()
 	h, rec := f.store.handles["a1/t"], f.store.allocs["a1"]
 	f.store.mu.Unlock()
@@ -229,35 +247,8 @@ func (d *rpcLikeDriver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (
 func TestADetachDoesNotCutAStartInFlightShort(t *testing.T) {
 	f := newFixture(t, map[string]any{"start_delay": "300ms"}, nil, nil)
 	drv := &rpcLikeDriver{enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}}
-	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
-		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
-	r.Run()
-	select {
-	case <-drv.entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the driver was never asked to start the task")
-	}
-	r.Detach()
-	f.store.mu.Lock()
-	h, rec := f.store.handles["a1/t"], f.store.allocs["a1"]
-	f.store.mu.Unlock()
-	if h == nil || rec == nil {
-		t.Fatalf("the started task's handle (%v) or its allocation's record (%v) is not in the store: the start was cut short", h, rec)
-	}
-	f.alloc = rec.Alloc
-	r2 := f.runner(map[string]*driver.TaskHandle{"t": h})
-	r2.Run()
-	testutil.Eventually(t, 3*time.Second, "reattached", func() bool {
-		return f.drv.recoverCount("a1/t") == 1 && r2.Alloc().ClientStatus == model.ClientRunning
-	})
-	if n := f.drv.startCount("a1/t"); n != 1 {
-		t.Fatalf("%d starts, want 1 (reattached)", n)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := r2.Stop(ctx, "test over"); err != nil {
-		t.Fatal(err)
-	}
+	runAndDetachMidStart(t, f, drv, drv.entered)
+	reattachesWithOneStart(t, f)
 }
 
 // TestADetachWaitsForAStartOnlyItsGrace: a start slower than
@@ -268,17 +259,8 @@ func TestADetachWaitsForAStartOnlyItsGrace(t *testing.T) {
 	detachStartGrace = 100 * time.Millisecond
 	f := newFixture(t, map[string]any{"start_delay": "3s"}, nil, nil)
 	drv := &rpcLikeDriver{enteringDriver{fakeDriver: f.drv, entered: make(chan struct{})}}
-	r := New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1", Name: "node-1", Datacenter: "dc1"},
-		Drivers: drv, Validate: validate, Store: f.store, AllocRoot: f.root})
-	r.Run()
-	select {
-	case <-drv.entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the driver was never asked to start the task")
-	}
-	t0 := time.Now()
-	r.Detach()
-	if d := time.Since(t0); d < detachStartGrace || d > 2*time.Second {
+	d := runAndDetachMidStart(t, f, drv, drv.entered)
+	if d < detachStartGrace || d > 2*time.Second {
 		t.Fatalf("Detach took %v with a 3 s start in flight; want the grace (%v), not the whole start", d, detachStartGrace)
 	}
 }
