@@ -112,9 +112,9 @@ const execSettle = 2 * time.Second
 // readEnviron reads /proc/<pid>/environ (dir is /proc/<pid>). cmd.Start
 // returns once execve has passed its point of no return, but the kernel
 // records where the new program's environment lies only after that, while
-// it lays out the program's stack: until then the file reads as empty (an
-// exec in the window failed 2 in 300 runs beside two busy loops, with an
-// empty environment). Every task this driver starts has an environment
+// it lays out the program's stack: until then the file reads as empty (a
+// command run right after StartTask got an empty environment 2 times in
+// 300, beside two busy loops). Every task this driver starts has an environment
 // (PATH and its marks at least), so an empty read is an exec under way:
 // it is read again, until it is not empty, ctx ends or execSettle passes.
 func readEnviron(ctx context.Context, dir string) ([]byte, error) {
