@@ -81,11 +81,9 @@ func (b *idBatch) alloc(nodeID, name, previous string) string {
 	// A text that outgrows its array (with its padding) moves, head and
 	// all, to a bigger one, which the next text of its kind reuses.
 	head := &b.first
-	if previous != "" {
-		head = &b.next
-	}
 	var m []byte
 	if previous != "" {
+		head = &b.next
 		m = appendPart(b.next, previous)
 	} else {
 		m = appendPart(appendPart(b.first, nodeID), name)
