@@ -408,9 +408,9 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		return err
 	}
 	counted.Store(a)
-	pol.setOnSettle(a.Kick)
+	pol.setOnSettle(func() { a.KickFor("kick: a policy loaded") })
 	defer conn.OnReconnect(a.NoteReconnect)() // the disruption guard holds for one TTL after a reconnect
-	health.onDiff = func() { hb.Poke(); a.Kick() }
+	health.onDiff = func() { hb.Poke(); a.KickFor("kick: this node's health changed") }
 
 	// Restore and reattach before anything converges.
 	if err := plugins.Load(ctx); err != nil {

@@ -230,24 +230,24 @@ type Agent struct {
 	reconnectedAt  time.Time                       // server time of the last reconnect to NATS (the disruption guard)
 	lossWork       *rollout.LossDecision           // the last pass's loss verdicts, for the worker
 	bootID         string
-	depWritten     map[string]map[string]*model.Deployment // job key → deployment ID → as this agent last wrote it
-	sumWritten     map[string]*model.RolloutSummary        // job key → the rollout summary this agent last wrote (until the view shows it)
-	watchJobs      map[string]bool                         // job key → this node watches the job's allocations on every node (under passMu)
-	aheadJobs      map[string]bool                         // job key → it does so only for the next version's ranking (rollout.WatchRoles; under passMu)
-	watchFilters   []string                                // the allocation filters last set, nil: the whole bucket (under passMu)
-	slotJobs       map[string]bool                         // job key → this narrowed node watches the job's update slots (under passMu)
-	slotsChecked   map[string]bool                         // job key → a pass has seen the job's slots whole since the start (under passMu)
-	rolloutFilters []string                                // the rollout-bucket filters last set, nil: the whole bucket (under passMu)
-	narrowNow      bool                                    // the allocation watch is narrowed (under passMu)
-	fleetFacts     hostnode.FleetFacts                     // the fleet as the last pass counted it (under mu)
-	allocKick      map[string]uint64                       // alloc ID → planSig of its last write that kicked a pass
-	driverUse      map[string]int                          // driver name → tasks of live runners using it
-	rejectionsGen  uint64                                  // view generation status.Rejections was computed from
-	ownJobs        map[string]map[string]struct{}          // job key → IDs of this node's allocations (runners and finished)
-	ownOrder       map[string][]string                     // job key → those IDs by name, then ID (ownOf's order), when known
-	ownEpoch       uint64                                  // bumped by every add to or removal from ownJobs
-	ownDirty       map[string]bool                         // job keys whose allocations here, or deployments written by this agent, changed since the last pass
-	index          viewIndex                               // the pass's index of the view (under passMu)
+	depWritten     map[string]map[string]writtenDep // job key → deployment ID → as this agent last wrote it
+	sumWritten     map[string]*model.RolloutSummary // job key → the rollout summary this agent last wrote (until the view shows it)
+	watchJobs      map[string]bool                  // job key → this node watches the job's allocations on every node (under passMu)
+	aheadJobs      map[string]bool                  // job key → it does so only for the next version's ranking (rollout.WatchRoles; under passMu)
+	watchFilters   []string                         // the allocation filters last set, nil: the whole bucket (under passMu)
+	slotJobs       map[string]bool                  // job key → this narrowed node watches the job's update slots (under passMu)
+	slotsChecked   map[string]bool                  // job key → a pass has seen the job's slots whole since the start (under passMu)
+	rolloutFilters []string                         // the rollout-bucket filters last set, nil: the whole bucket (under passMu)
+	narrowNow      bool                             // the allocation watch is narrowed (under passMu)
+	fleetFacts     hostnode.FleetFacts              // the fleet as the last pass counted it (under mu)
+	allocKick      map[string]uint64                // alloc ID → planSig of its last write that kicked a pass
+	driverUse      map[string]int                   // driver name → tasks of live runners using it
+	rejectionsGen  uint64                           // view generation status.Rejections was computed from
+	ownJobs        map[string]map[string]struct{}   // job key → IDs of this node's allocations (runners and finished)
+	ownOrder       map[string][]string              // job key → those IDs by name, then ID (ownOf's order), when known
+	ownEpoch       uint64                           // bumped by every add to or removal from ownJobs
+	ownDirty       map[string]bool                  // job keys whose allocations here, or deployments written by this agent, changed since the last pass
+	index          viewIndex                        // the pass's index of the view (under passMu)
 	restoreErr     error
 	status         Status
 
@@ -261,6 +261,7 @@ type Agent struct {
 
 	passMu  sync.Mutex
 	kick    chan struct{}
+	kickWhy atomic.Pointer[string] // the cause of the last kick (Status.PassCauses)
 	writer  *statusWriter
 	bg      sync.WaitGroup
 	opCtx   context.Context // for stops and writes started by passes
@@ -332,7 +333,7 @@ func New(cfg Config) (*Agent, error) {
 		bootID:         cfg.BootID,
 		lastSig:        map[string]uint64{},
 		retryAt:        map[string]time.Time{},
-		depWritten:     map[string]map[string]*model.Deployment{},
+		depWritten:     map[string]map[string]writtenDep{},
 		sumWritten:     map[string]*model.RolloutSummary{},
 		watchJobs:      map[string]bool{},
 		aheadJobs:      map[string]bool{},
@@ -368,7 +369,12 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) NodeID() string { return a.nodeID }
 
 // Kick asks for a pass; bursts coalesce into one.
-func (a *Agent) Kick() {
+func (a *Agent) Kick() { a.KickFor("kick") }
+
+// KickFor is Kick, with why: the pass's cause in Status.PassCauses (of a
+// burst, the last one's).
+func (a *Agent) KickFor(why string) {
+	a.kickWhy.Store(&why)
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -410,7 +416,7 @@ func (a *Agent) onAllocUpdate(al *model.Allocation) {
 	a.ownDirty[wanted.JobKey(al.Namespace, al.JobID)] = true
 	a.mu.Unlock()
 	if !seen || prev != s {
-		a.Kick()
+		a.KickFor("kick: an allocation's status here")
 	}
 }
 
@@ -559,8 +565,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.Resync)
 	defer tick.Stop()
 	full := true
+	cause := "start"
 	for {
 		began := time.Now()
+		a.countCause(cause)
 		a.pass(ctx, full)
 		full = false
 		var batch <-chan time.Time // other nodes' changes wait for it (nodeChangeEvery)
@@ -570,9 +578,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-a.kick:
+				cause = "kick"
+				if p := a.kickWhy.Load(); p != nil {
+					cause = *p
+				}
 				break wait
 			case <-a.cfg.Source.Changed():
-				if a.echoes.onlyEchoes(a.cfg.Source) {
+				echoes, why := a.echoes.echoesOrCause(a.cfg.Source)
+				if echoes {
 					continue // only this agent's own writes came back
 				}
 				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) {
@@ -583,11 +596,14 @@ func (a *Agent) Run(ctx context.Context) error {
 						continue // applied with the next batch
 					}
 				}
+				cause = "change: " + why
 				break wait
 			case <-batch:
+				cause = "change: nodes, batched"
 				break wait
 			case <-tick.C:
 				full = true
+				cause = "resync"
 				break wait
 			}
 		}
@@ -637,9 +653,13 @@ type Status struct {
 	Passes       uint64    `json:"passes"`
 	// PassMS is the wall time of every pass so far, in all; PassCPUMS
 	// their CPU time on their thread (measured with Config.PassCPU only).
-	PassMS     float64 `json:"pass_ms_total"`
-	PassCPUMS  float64 `json:"pass_cpu_ms_total,omitempty"`
-	LastCounts Counts  `json:"last_counts"`
+	PassMS float64 `json:"pass_ms_total"`
+	// PassCauses counts the passes of the loop by what made each: a
+	// change read from the fleet view (its kind, and for allocations
+	// whose), a kick (and its source), a timer, the resync period.
+	PassCauses map[string]uint64 `json:"pass_causes,omitempty"`
+	PassCPUMS  float64           `json:"pass_cpu_ms_total,omitempty"`
+	LastCounts Counts            `json:"last_counts"`
 	// Errors are the per-allocation errors of the last pass.
 	Errors []string `json:"errors,omitempty"`
 	// DeploymentErrors are the errors of the last deployment writes.
@@ -709,7 +729,18 @@ func (a *Agent) Status() Status {
 	s.NodeID = a.nodeID
 	s.Errors = append([]string(nil), s.Errors...)
 	s.RolloutWrites = maps.Clone(s.RolloutWrites)
+	s.PassCauses = maps.Clone(s.PassCauses)
 	return s
+}
+
+// countCause counts one pass of the loop made for why (Status.PassCauses).
+func (a *Agent) countCause(why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.status.PassCauses == nil {
+		a.status.PassCauses = map[string]uint64{}
+	}
+	a.status.PassCauses[why]++
 }
 
 // timeWrite adds one rollout write of kind, begun at start, to the status.
@@ -761,6 +792,6 @@ func (a *Agent) stopAsync(r *allocrunner.Runner, reason string) {
 		if err := r.Stop(a.opCtx, reason); err != nil {
 			a.log.Error("stopping allocation", "alloc_id", r.ID(), "err", err)
 		}
-		a.Kick()
+		a.KickFor("kick: an allocation stopped")
 	}()
 }

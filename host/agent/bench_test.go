@@ -126,6 +126,9 @@ func benchPutToStart(b *testing.B, viaPlugin, deployments, narrowed, settled boo
 		}
 	}
 	b.StopTimer()
+	st := n.agent.Status()
+	b.ReportMetric(float64(st.Passes)/float64(b.N), "passes/put")
+	b.Logf("passes by cause over %d puts: %v; rollout writes: %v", b.N, st.PassCauses, st.RolloutWrites)
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds()), "p99-µs")
 	td.mu.Lock()

@@ -446,12 +446,17 @@ func BenchmarkFleetRollout(b *testing.B) {
 			srv := w.emb.Server()
 			b.ReportMetric(float64(srv.NumSlowConsumers()), "slow-consumers")
 		}
-		var foreign, passes uint64
+		var foreign, passes, most uint64
+		var busiest Status
 		for _, n := range f.nodes {
 			st := n.agent.Status()
 			foreign += st.ForeignWrites
 			passes += st.Passes
+			if st.Passes > most {
+				most, busiest = st.Passes, st
+			}
 		}
+		benchLogf("the agent with the most passes, %s: %d passes, by cause %v; its rollout writes %v", busiest.NodeID, most, busiest.PassCauses, busiest.RolloutWrites)
 		b.ReportMetric(float64(foreign), "foreign-writes")
 		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
 		b.ReportMetric(shares.max*100, "max-agent-pass-%")

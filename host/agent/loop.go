@@ -34,7 +34,14 @@ type echoSource interface {
 //     allocations from its runners and leaves this node's keys of the
 //     allocations bucket out of the fleet facts;
 //   - the creation of a deployment a pass planned: passes already plan
-//     against it (the overlay, withWritten) from the moment it was planned.
+//     against it (the overlay, withWritten) from the moment it was planned;
+//   - any deployment write of this agent whose revision the write returned:
+//     every such write goes through the overlay and is followed by a kick
+//     (carryOut), so the pass that reads it has run or is coming. A change
+//     of a deployment key this agent is writing whose revision is not yet
+//     known (its echo came before the reply) makes no pass yet: it is
+//     judged again once the revision is known, and the write's end kicks a
+//     pass in any case (endDeploymentWrite).
 //
 // Invariant: a start makes no pass of its own echoes, so the next job's
 // start never queues behind passes that can find nothing to do. Node
@@ -63,9 +70,46 @@ type ownEchoes struct {
 	mu           sync.Mutex
 	revs         map[uint64]bool              // allocations-bucket revisions written by this agent, not yet read
 	created      map[string]*model.Deployment // deployment ID → as planned, for a creation not yet read
+	depRevs      map[uint64]bool              // deployments-bucket revisions written by this agent, not yet read
+	depWriting   map[string]int               // deployment key → this agent's writes of it under way
+	postponed    bool                         // a change of a key in depWriting awaits its write's end
 	seenGen      uint64                       // view generation the last pass (or skipped echo) read
 	seenAllocRev uint64                       // allocations-bucket revision it read
+	seenDepRev   uint64                       // deployments-bucket revision it read
 	primed       bool
+}
+
+// beginDeploymentWrite records that this agent is writing the deployment
+// key (before the write is sent).
+func (e *ownEchoes) beginDeploymentWrite(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.depWriting == nil {
+		e.depWriting = map[string]int{}
+	}
+	e.depWriting[key]++
+}
+
+// endDeploymentWrite records the end of a write begun with
+// beginDeploymentWrite: rev is the revision it wrote (0: it wrote nothing,
+// failed, or cannot tell). It reports whether a change was postponed for a
+// write under way: the caller must then make sure a pass follows.
+func (e *ownEchoes) endDeploymentWrite(key string, rev uint64) (postponed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.depWriting[key] <= 1 {
+		delete(e.depWriting, key)
+	} else {
+		e.depWriting[key]--
+	}
+	if rev != 0 && (!e.primed || rev > e.seenDepRev) {
+		if e.depRevs == nil || len(e.depRevs) >= maxCreatesRemembered {
+			e.depRevs = map[uint64]bool{} // forgetting costs only passes
+		}
+		e.depRevs[rev] = true
+	}
+	postponed, e.postponed = e.postponed, false
+	return postponed
 }
 
 // add records the revision of one of this agent's allocation writes.
@@ -105,18 +149,27 @@ func (e *ownEchoes) forgetCreation(id string) {
 func (e *ownEchoes) passed(v *fleet.View) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.markLocked(v.Generation, v.Revisions[fleet.KindAllocs])
+	e.postponed = false // this pass reads what was put off
+	e.markLocked(v.Generation, v.Revisions[fleet.KindAllocs], v.Revisions[fleet.KindDeployments])
 }
 
-func (e *ownEchoes) markLocked(gen, allocRev uint64) {
+func (e *ownEchoes) markLocked(gen, allocRev, depRev uint64) {
 	e.seenGen = gen
 	if allocRev > e.seenAllocRev || !e.primed {
 		e.seenAllocRev = allocRev
+	}
+	if depRev > e.seenDepRev || !e.primed {
+		e.seenDepRev = depRev
 	}
 	e.primed = true
 	for r := range e.revs {
 		if r <= e.seenAllocRev {
 			delete(e.revs, r)
+		}
+	}
+	for r := range e.depRevs {
+		if r <= e.seenDepRev {
+			delete(e.depRevs, r)
 		}
 	}
 }
@@ -125,68 +178,95 @@ func (e *ownEchoes) markLocked(gen, allocRev uint64) {
 // read the view is this agent's own writes (see ownEchoes); if so, they
 // count as read.
 func (e *ownEchoes) onlyEchoes(src echoSource) bool {
+	ok, _ := e.echoesOrCause(src)
+	return ok
+}
+
+// echoesOrCause is onlyEchoes, with the first change that is not an echo
+// when there is one: the cause of the pass that follows (Status.PassCauses).
+func (e *ownEchoes) echoesOrCause(src echoSource) (bool, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gen := src.Generation()
 	if !e.primed || gen < e.seenGen || gen-e.seenGen > maxEchoGap {
-		return false
+		return false, "unread"
 	}
 	if gen == e.seenGen {
-		return true // nothing applied since
+		return true, "" // nothing applied since
 	}
 	changes, complete := src.ChangesSince(e.seenGen, gen)
 	if !complete || uint64(len(changes)) != gen-e.seenGen {
-		return false
+		return false, "unread"
 	}
-	allocRev := e.seenAllocRev
+	allocRev, depRev := e.seenAllocRev, e.seenDepRev
 	var matched []string
+	postpone := false
 	for _, c := range changes {
 		if c.Key == "" {
-			return false // a bucket pulled whole
+			return false, c.Kind + ": pulled whole"
 		}
 		switch c.Kind {
 		case fleet.KindAllocs:
 			if !e.revs[c.Revision] {
+				cause := fleet.KindAllocs + ": another node's"
 				// Not (yet) known from a put's reply: this node's key, still
 				// holding a record at that revision.
 				if e.nodePrefix == "" || !strings.HasPrefix(c.Key, e.nodePrefix) {
-					return false
+					return false, cause
 				}
+				cause = fleet.KindAllocs + ": this node's, not its write"
 				if _, id, ok := wanted.ParseAllocKey(c.Key); !ok || e.writing == nil || !e.writing(id) {
-					return false
+					return false, cause
 				}
 				st, ok := src.Alloc(c.Key)
 				if !ok || st.Absent || st.Value == nil || st.Revision != c.Revision {
-					return false
+					return false, cause
 				}
 			}
 			allocRev = max(allocRev, c.Revision)
 		case fleet.KindNodes:
 			if !c.HeartbeatOnly {
-				return false
+				return false, fleet.KindNodes
 			}
 			// A heartbeat (this node's or another's) changes nothing a
 			// pass reads.
 		case fleet.KindDeployments:
+			if e.depRevs[c.Revision] {
+				depRev = max(depRev, c.Revision)
+				continue // this agent's write, by the revision it returned
+			}
+			if e.depWriting[c.Key] > 0 {
+				// Perhaps this agent's write, whose reply is not in yet:
+				// judged again when it is (endDeploymentWrite).
+				postpone = true
+				continue
+			}
 			st, ok := src.Deployment(c.Key)
 			if !ok || st.Absent || st.Value == nil || st.Revision != c.Revision {
-				return false // deleted, or changed since: not provably ours
+				return false, fleet.KindDeployments // deleted, or changed since: not provably ours
 			}
 			d := st.Value
 			w := e.created[d.ID]
 			if w == nil || !w.ModifyTime.Equal(d.ModifyTime) || w.Status != d.Status || w.JobVersion != d.JobVersion {
-				return false
+				return false, fleet.KindDeployments
 			}
 			matched = append(matched, d.ID)
+			depRev = max(depRev, c.Revision)
 		default:
-			return false
+			return false, c.Kind
 		}
+	}
+	if postpone {
+		// Nothing is marked read: the changes are judged again, from the
+		// same place, once the write's revision is known.
+		e.postponed = true
+		return true, ""
 	}
 	for _, id := range matched {
 		delete(e.created, id)
 	}
-	e.markLocked(gen, allocRev)
-	return true
+	e.markLocked(gen, allocRev, depRev)
+	return true, ""
 }
 
 // nodeChangeEvery is the shortest time between two passes made for other

@@ -249,3 +249,145 @@ func TestOtherNodesJoiningAreAppliedInBatches(t *testing.T) {
 	}
 	t.Logf("%d joins in %v: %d passes", joins, took.Round(time.Millisecond), passes)
 }
+
+// TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned: a deployment
+// write of this agent is an echo by the revision its write returned; a
+// change of a key it is writing, before the reply, makes no pass and is
+// not marked read, and the write's end says a pass must follow; each
+// control differs in one thing.
+func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
+	const key = "default.web.2"
+	d := &model.Deployment{ID: "d1", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning}
+	primed := func() (*echoWorld, *ownEchoes) {
+		w := newEchoWorld()
+		w.view.Generation = 100
+		e := &ownEchoes{}
+		e.passed(w.view)
+		return w, e
+	}
+	t.Run("a write's revision known before its echo", func(t *testing.T) {
+		w, e := primed()
+		e.beginDeploymentWrite(key)
+		if e.endDeploymentWrite(key, 6) {
+			t.Fatal("nothing was postponed, yet the write's end asks for a pass")
+		}
+		w.log(fleet.KindDeployments, key, 6, d)
+		if ok, why := e.echoesOrCause(w); !ok {
+			t.Fatalf("own write 6 not an echo (cause %q)", why)
+		}
+		if len(e.depRevs) != 0 || e.seenDepRev != 6 {
+			t.Fatalf("revision 6 not counted as read: revs %v, seen %d", e.depRevs, e.seenDepRev)
+		}
+		// Control: the next write of the key is someone else's.
+		w.log(fleet.KindDeployments, key, 7, d)
+		if ok, why := e.echoesOrCause(w); ok || why != fleet.KindDeployments {
+			t.Fatalf("a foreign write 7 after the echo: echo %v, cause %q", ok, why)
+		}
+	})
+	t.Run("control: a foreign write of a key this agent is not writing", func(t *testing.T) {
+		w, e := primed()
+		w.log(fleet.KindDeployments, key, 6, d)
+		if ok, _ := e.echoesOrCause(w); ok {
+			t.Fatal("a foreign write taken for an echo")
+		}
+	})
+	t.Run("an echo before the reply waits for it", func(t *testing.T) {
+		w, e := primed()
+		e.beginDeploymentWrite(key)
+		w.log(fleet.KindDeployments, key, 6, d)
+		if ok, _ := e.echoesOrCause(w); !ok {
+			t.Fatal("a change of a key under write made a pass before the write's reply")
+		}
+		if e.seenGen != 100 {
+			t.Fatalf("the postponed change was marked read (generation %d)", e.seenGen)
+		}
+		if !e.endDeploymentWrite(key, 6) {
+			t.Fatal("the write's end does not ask for the pass a postponed change needs")
+		}
+		if ok, why := e.echoesOrCause(w); !ok {
+			t.Fatalf("judged again with the revision known, the echo makes a pass (cause %q)", why)
+		}
+		if e.seenGen != 101 {
+			t.Fatalf("the echo not marked read after its revision came (generation %d)", e.seenGen)
+		}
+	})
+	t.Run("control: the write fails, and the change was someone else's", func(t *testing.T) {
+		w, e := primed()
+		e.beginDeploymentWrite(key)
+		w.log(fleet.KindDeployments, key, 6, d)
+		if ok, _ := e.echoesOrCause(w); !ok {
+			t.Fatal("a change of a key under write made a pass before the write's end")
+		}
+		if !e.endDeploymentWrite(key, 0) {
+			t.Fatal("a failed write's end does not ask for a pass for the postponed change")
+		}
+		if ok, _ := e.echoesOrCause(w); ok {
+			t.Fatal("a foreign write taken for an echo after this agent's write failed")
+		}
+	})
+	t.Run("control: postponed, then another job changed", func(t *testing.T) {
+		w, e := primed()
+		e.beginDeploymentWrite(key)
+		w.log(fleet.KindDeployments, key, 6, d)
+		w.log(fleet.KindJobs, "default.api", 11, nil)
+		if ok, why := e.echoesOrCause(w); ok || why != fleet.KindJobs {
+			t.Fatalf("a job change beside a postponed one: echo %v, cause %q", ok, why)
+		}
+	})
+	t.Run("a revision a pass already read is not remembered", func(t *testing.T) {
+		w, e := primed()
+		e.beginDeploymentWrite(key)
+		w.log(fleet.KindDeployments, key, 6, d)
+		e.passed(w.view) // a pass read the echo before the write's reply
+		e.endDeploymentWrite(key, 6)
+		if len(e.depRevs) != 0 {
+			t.Fatalf("a revision the pass read is remembered: %v", e.depRevs)
+		}
+	})
+}
+
+// TestARolloutOnOneNodeMakesNoPassOfItsOwnDeploymentWrites: on a node that
+// is the only writer of its deployments, no pass is made for a deployment
+// change read from the view (every one is this agent's own write, which
+// its kick already passed on), while the deployments are created and run
+// to success; the control is the operator's write, which does make one.
+func TestARolloutOnOneNodeMakesNoPassOfItsOwnDeploymentWrites(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNodeResync("node-1", nil, "", time.Hour)
+	defer n.stop(true)
+	n.waitPasses(t, 1)
+	const jobs = 4
+	for i := range jobs {
+		w.putJob(mockJob(fmt.Sprintf("j%d", i), 0, nil))
+	}
+	testutil.Eventually(t, 20*time.Second, "every deployment successful", func() bool {
+		done := 0
+		for i := range jobs {
+			if d := w.deployment("", fmt.Sprintf("j%d", i), 0); d != nil && d.Status == model.DeploymentSuccessful {
+				done++
+			}
+		}
+		return done == jobs
+	})
+	st := n.agent.Status()
+	t.Logf("passes by cause: %v", st.PassCauses)
+	if writes := st.RolloutWrites["transition"].Count + st.RolloutWrites["create"].Count; writes < 2*jobs {
+		t.Fatalf("only %d deployment writes for %d rollouts: %v", writes, jobs, st.RolloutWrites)
+	}
+	if c := st.PassCauses["change: "+fleet.KindDeployments]; c != 0 {
+		t.Fatalf("%d passes for deployment changes that were all this agent's own writes: %v", c, st.PassCauses)
+	}
+	// Control: a write this agent did not make is read by a pass.
+	before := n.agent.Status().PassCauses["change: "+fleet.KindDeployments]
+	_, _, err := w.store.ModifyDeployment(context.Background(), "", "j0", 0, 0, func(cur model.Deployment) (*model.Deployment, error) {
+		cur.StatusDescription = "touched by the operator"
+		cur.ModifyTime = cur.ModifyTime.Add(time.Millisecond)
+		return &cur, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "a pass for the operator's write", func() bool {
+		return n.agent.Status().PassCauses["change: "+fleet.KindDeployments] > before
+	})
+}

@@ -199,8 +199,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		own := a.ownOf(k)
 		others, othersSig := a.index.othersOf(view, k)
-		viewDeps, depsSig := a.index.depsOf(view, k)
-		deps, overlaySig := a.withWritten(k, viewDeps)
+		viewDeps, viewDepsSig := a.index.depsOf(view, k)
+		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
 		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
 		_, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
 		if !a.summaryMatters(k, job, own, slots) {
@@ -216,7 +216,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		// quiet is the signature but for the other nodes' allocations and
 		// the slots (what an idle deputy puts off: below).
-		quiet := overlaySig*13 ^ baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ depsSig*7 ^ allocsSig(own) ^ sumSig*19
+		quiet := baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ depsSig*7 ^ allocsSig(own) ^ sumSig*19
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
 			quiet ^= mix(23) // watched on every node, or not: a different decision
 		}
@@ -238,7 +238,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			at := d.at.Add(deputyEvery)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
-				time.AfterFunc(at.Sub(now), a.Kick)
+				time.AfterFunc(at.Sub(now), func() { a.KickFor("timer: a deputy's next decision") })
 			}
 			counts.Skipped++
 			continue
@@ -356,7 +356,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			a.lastSig[k] = sig
 			a.retryAt[k] = now.Add(retry)
 			if retry != dec.RetryIn {
-				time.AfterFunc(retry, a.Kick) // noteDecision kicks at RetryIn only
+				time.AfterFunc(retry, func() { a.KickFor("timer: a verdict asked again") }) // noteDecision kicks at RetryIn only
 			}
 		default:
 			delete(a.lastSig, k)
@@ -907,21 +907,45 @@ func (a *Agent) place(job *model.Job, e reconcile.Entry, id, previous, depID str
 func (a *Agent) createDeployment(ctx context.Context, job *model.Job, d *model.Deployment) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cur, _, created, err := a.cfg.Deployments.CreateDeployment(cctx, d)
+	key := wanted.DeploymentKey(d.Namespace, d.JobID, d.JobVersion)
+	a.echoes.beginDeploymentWrite(key)
+	cur, rev, created, err := a.cfg.Deployments.CreateDeployment(cctx, d)
+	if !created {
+		rev = 0 // another writer's record: not an echo
+	}
+	if a.echoes.endDeploymentWrite(key, rev) {
+		defer a.KickFor("change: deployments, after this agent's write")
+	}
 	if err != nil {
 		return fmt.Errorf("creating deployment %s of job %s: %w", d.ID, job.ID, err)
 	}
 	if created {
 		a.log.Info("deployment created", "deployment_id", d.ID, "job", job.ID, "job_version", d.JobVersion)
 	}
-	a.written(cur)
+	a.written(cur, rev)
 	return nil
 }
 
 func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version uint64, decide func(model.Deployment) (*model.Deployment, error)) error {
 	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cur, _, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, decide)
+	key := wanted.DeploymentKey(ns, jobID, version)
+	// wrote: the last decision was a write, so a record returned without
+	// an error is the one this agent wrote (ModifyDeployment returns the
+	// stored record, not written by it, when the decision is nil).
+	wrote := false
+	a.echoes.beginDeploymentWrite(key)
+	cur, rev, err := a.cfg.Deployments.ModifyDeployment(mctx, ns, jobID, version, 8, func(c model.Deployment) (*model.Deployment, error) {
+		next, err := decide(c)
+		wrote = next != nil && err == nil
+		return next, err
+	})
+	if err != nil || !wrote {
+		rev = 0
+	}
+	if a.echoes.endDeploymentWrite(key, rev) {
+		defer a.KickFor("change: deployments, after this agent's write")
+	}
 	if errors.Is(err, fleet.ErrNotFound) {
 		return nil // not created yet (or by a pass still in flight): the next pass retries
 	}
@@ -929,23 +953,31 @@ func (a *Agent) modifyDeployment(ctx context.Context, ns, jobID string, version 
 		return nil // the record moved on since the pass read it: nothing to do
 	}
 	if err == nil {
-		a.written(cur)
+		a.written(cur, rev)
 	}
 	return err
 }
 
+// writtenDep is a deployment record as this agent last wrote or read it
+// back, with the revision it holds in the bucket (0 when unknown).
+type writtenDep struct {
+	d   *model.Deployment
+	rev uint64
+}
+
 // written remembers the newest deployment record this agent wrote or read
-// back, so that passes plan against it before the watch delivers it.
-func (a *Agent) written(d *model.Deployment) {
+// back (at revision rev, 0 if unknown), so that passes plan against it
+// before the watch delivers it.
+func (a *Agent) written(d *model.Deployment, rev uint64) {
 	if d == nil {
 		return
 	}
 	k := wanted.JobKey(d.Namespace, d.JobID)
 	a.mu.Lock()
 	if a.depWritten[k] == nil {
-		a.depWritten[k] = map[string]*model.Deployment{}
+		a.depWritten[k] = map[string]writtenDep{}
 	}
-	a.depWritten[k][d.ID] = d
+	a.depWritten[k][d.ID] = writtenDep{d: d, rev: rev}
 	a.ownDirty[k] = true
 	a.mu.Unlock()
 }
@@ -955,12 +987,21 @@ func (a *Agent) written(d *model.Deployment) {
 // (earlier ModifyTime, or a status still active where ours is final) is
 // replaced. Records the view has caught up with are dropped from the
 // overlay.
-func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*model.Deployment, uint64) {
+//
+// It returns the records and their signature share: viewSig (the view's
+// records' revisions, viewIndex.depsOf) with each record replaced or added
+// counted by the revision this agent's write returned. So a record read
+// from the overlay and the same record read later from the view sign the
+// same: a job that converged against this agent's write is not decided
+// again when its echo reaches the view (which makes no pass of its own:
+// ownEchoes).
+func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment, view *fleet.View, viewSig uint64) ([]*model.Deployment, uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var sig uint64
+	sig := viewSig
 	out := fromView
-	for id, w := range a.depWritten[jobKey] {
+	for id, wd := range a.depWritten[jobKey] {
+		w := wd.d
 		idx := -1
 		for i, v := range out {
 			if v.ID == id {
@@ -968,6 +1009,7 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 				break
 			}
 		}
+		var dropped uint64 // the view's record replaced: its share goes
 		switch {
 		case idx < 0:
 			out = append(append([]*model.Deployment(nil), out...), w)
@@ -975,6 +1017,7 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 			c := append([]*model.Deployment(nil), out...)
 			c[idx] = w
 			out = c
+			dropped = mix(view.Deployments[wanted.DeploymentKey(w.Namespace, w.JobID, w.JobVersion)].Revision)
 		default:
 			a.echoes.forgetCreation(id)
 			delete(a.depWritten[jobKey], id) // the view has it
@@ -983,7 +1026,12 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment) ([]*mod
 			}
 			continue
 		}
-		sig += mix(hashString(id) ^ uint64(w.ModifyTime.UnixNano()) ^ hashString(string(w.Status)))
+		sig -= dropped
+		if wd.rev != 0 {
+			sig += mix(wd.rev) // as the view's record at that revision signs
+		} else {
+			sig += mix(hashString(id) ^ uint64(w.ModifyTime.UnixNano()) ^ hashString(string(w.Status)))
+		}
 	}
 	return out, sig
 }

@@ -722,7 +722,7 @@ func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, jobKey string)
 		retry = rollout.DeputyStep
 	}
 	if retry > 0 {
-		time.AfterFunc(retry, a.Kick)
+		time.AfterFunc(retry, func() { a.KickFor("timer: a rollout wait") })
 	}
 }
 
@@ -790,7 +790,7 @@ func (a *Agent) summaryLoop(ctx context.Context) {
 			last := a.sumLast[k]
 			a.mu.Unlock()
 			if last != nil && last.DeploymentID == s.DeploymentID && s.Time.After(last.Time) && s.Time.Sub(last.Time) < rollout.SummaryEvery {
-				a.Kick() // the next pass reads the newer one and decides again
+				a.KickFor("kick: a summary held back") // the next pass reads the newer one and decides again
 				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -913,7 +913,7 @@ func (a *Agent) checkOwnSlots(ctx context.Context) {
 		}
 	}
 	if adopted {
-		a.Kick()
+		a.KickFor("kick: a slot adopted")
 	}
 }
 
@@ -1052,7 +1052,7 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		kick = true
 	}
 	if kick {
-		a.Kick()
+		a.KickFor("kick: rollout writes made")
 	}
 	return errs
 }
@@ -1267,7 +1267,7 @@ func (a *Agent) NoteReconnect() {
 	a.reconnectedAt = now
 	a.mu.Unlock()
 	a.log.Info("NATS reconnected: no reclaim and no verdict for one node TTL (disruption guard)", "server_time", now)
-	a.Kick()
+	a.KickFor("kick: NATS reconnected")
 }
 
 // nodeFact is the facts' node id (the zero Node, not live, when unknown).
