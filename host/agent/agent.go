@@ -90,6 +90,9 @@ type Metrics interface {
 	ObserveReconcile(outcome string, d time.Duration)
 	SetAllocsByStatus(counts map[string]int)
 	SetEnumerationFailed(failed bool)
+	// CountPassCause counts one pass of the loop by what made it
+	// (Status.PassCauses).
+	CountPassCause(cause string)
 }
 
 type nopMetrics struct{}
@@ -97,6 +100,7 @@ type nopMetrics struct{}
 func (nopMetrics) ObserveReconcile(string, time.Duration) {}
 func (nopMetrics) SetAllocsByStatus(map[string]int)       {}
 func (nopMetrics) SetEnumerationFailed(bool)              {}
+func (nopMetrics) CountPassCause(string)                  {}
 
 // Config is what an agent needs; every dependency is passed in.
 type Config struct {
@@ -737,6 +741,7 @@ func (a *Agent) Status() Status {
 
 // countCause counts one pass of the loop made for why (Status.PassCauses).
 func (a *Agent) countCause(why string) {
+	a.cfg.Metrics.CountPassCause(why)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.status.PassCauses == nil {

@@ -111,6 +111,9 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	m.ObserveReconcile("ok", 3*time.Millisecond)
+	m.CountPassCause("change: jobs")
+	m.CountPassCause("change: jobs")
+	m.CountPassCause("timer: a rollout wait")
 	m.SetAllocsByStatus(map[string]int{"running": 4})
 	m.WatchRestarted(fleet.KindJobs, "reconnect")
 	m.DeclarationRejected(fleet.KindJobs, "default.web")
@@ -123,6 +126,8 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 	_, body := get(t, NewHandler(Providers{}, reg), "/metrics")
 	for _, want := range []string{
 		`hivelet_reconcile_passes_total{outcome="ok"} 1`,
+		`hivelet_reconcile_pass_causes_total{cause="change: jobs"} 2`,
+		`hivelet_reconcile_pass_causes_total{cause="timer: a rollout wait"} 1`,
 		`hivelet_reconcile_duration_seconds_count 1`,
 		`hivelet_allocations{status="running"} 4`,
 		`hivelet_kv_watch_restarts_total{bucket="jobs",reason="reconnect"} 1`,

@@ -14,6 +14,10 @@ type Metrics struct {
 	// ReconcilePasses counts reconcile passes by outcome ("ok", "error",
 	// "refused" when MayAct said no).
 	ReconcilePasses *prometheus.CounterVec
+	// PassCauses counts the reconcile loop's passes by what made each
+	// (agent.Status.PassCauses: a change of the view by kind, a kick by
+	// source, a timer, the resync period). A bounded set of labels.
+	PassCauses *prometheus.CounterVec
 	// ReconcileDuration observes each pass's wall time in seconds.
 	ReconcileDuration prometheus.Histogram
 	// AllocsByStatus is the number of this node's allocations per client status.
@@ -43,6 +47,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ReconcilePasses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hivelet_reconcile_passes_total", Help: "Reconcile passes by outcome.",
 		}, []string{"outcome"}),
+		PassCauses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hivelet_reconcile_pass_causes_total", Help: "Reconcile passes of the loop by what made each (a view change's kind, a kick's source, a timer, the resync).",
+		}, []string{"cause"}),
 		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hivelet_reconcile_duration_seconds", Help: "Wall time of one reconcile pass.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -72,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hivelet_health_failing", Help: "1 for each health check that fails (enumeration, kv, heartbeat, watch, store).",
 		}, []string{"check"}),
 	}
-	reg.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.AllocsByStatus, m.KVWatchRestarts,
+	reg.MustRegister(m.ReconcilePasses, m.PassCauses, m.ReconcileDuration, m.AllocsByStatus, m.KVWatchRestarts,
 		m.PluginRestarts, m.RejectedDeclarations, m.NATSConnState, m.EnumerationFailed, m.Heartbeats, m.HealthFailing)
 	m.SetHealth(Health{})
 	for _, s := range fleet.ConnStates {
@@ -107,6 +114,11 @@ func (m *Metrics) ConnState(state fleet.ConnState) {
 func (m *Metrics) ObserveReconcile(outcome string, d time.Duration) {
 	m.ReconcilePasses.WithLabelValues(outcome).Inc()
 	m.ReconcileDuration.Observe(d.Seconds())
+}
+
+// CountPassCause counts one pass of the reconcile loop by its cause.
+func (m *Metrics) CountPassCause(cause string) {
+	m.PassCauses.WithLabelValues(cause).Inc()
 }
 
 // SetAllocsByStatus replaces the allocation counts (statuses absent from
