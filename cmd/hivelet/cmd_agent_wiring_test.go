@@ -478,6 +478,9 @@ func canaryJobHCL(name, stdout, policy string) string {
 }
 
 func TestEndToEndAPushedHostilePolicyFallsBackAndTheDeploymentShowsTheFault(t *testing.T) {
+	// Parallel: its time is an agent of its own (embedded NATS, ports,
+	// directories, policy cache) waiting on rollouts.
+	t.Parallel()
 	hiveletBinary(t)
 	trapPath, _ := filepath.Abs(filepath.Join("..", "..", "policies", "testdata", "wat", "trap.wasm"))
 	rawPath, _ := filepath.Abs(filepath.Join("..", "..", "policies", "testdata", "wat", "raw.wasm"))

@@ -13,6 +13,10 @@ import (
 // their tests, and for the policy `policy build` and `policy test`. The
 // skeletons reach the SDK through the go.mod's replace of this checkout.
 func TestGeneratedSkeletonsBuildAndPassAsGenerated(t *testing.T) {
+	// Parallel: its time is the go command building two modules of its
+	// own in a temporary directory and a WASM module; it changes no
+	// working directory or environment.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds two modules and a WASM module")
 	}

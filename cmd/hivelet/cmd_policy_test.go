@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -33,9 +34,17 @@ func runPolicyCLI(t *testing.T, args ...string) (int, string) {
 	return 1, out.String() + err.Error()
 }
 
-var policyCacheDir string
+// policyCacheDir is the one wazero compilation cache of the package's
+// in-process policy commands, made by the first test that needs it; the
+// mutex lets the parallel policy tests share it.
+var (
+	policyCacheMu  sync.Mutex
+	policyCacheDir string
+)
 
 func policyCache(t *testing.T) string {
+	policyCacheMu.Lock()
+	defer policyCacheMu.Unlock()
 	if policyCacheDir == "" {
 		d, err := os.MkdirTemp("", "hivelet-cli-policy-cache-")
 		if err != nil {
@@ -67,6 +76,10 @@ const completionInput = `{"completion": {"now": "2027-01-01T00:00:00Z",
  "groups": {"g": {"placed": 1, "healthy": 1, "canaries_healthy": 1}}}}`
 
 func TestPolicyEvalPrintsTheDecisionReasonAndTime(t *testing.T) {
+	// Parallel: most of its time is compiling three built-in modules under
+	// -race in this process; its files are its own, the cache is shared
+	// (policyCache) and safe for concurrent use.
+	t.Parallel()
 	code, out := runPolicyCLI(t, "policy", "eval", "builtin:percent", "--input", writeJSON(t, "in.json", canaryInput))
 	if code != 0 || !strings.Contains(out, "canaries: n1 n2") || !strings.Contains(out, "reason:") || !strings.Contains(out, "time:") {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -82,6 +95,7 @@ func TestPolicyEvalPrintsTheDecisionReasonAndTime(t *testing.T) {
 }
 
 func TestPolicyTestExitsNonZeroWithADiffOnAMismatch(t *testing.T) {
+	t.Parallel() // as TestPolicyEvalPrintsTheDecisionReasonAndTime: a compile, files of its own
 	cases := func(want string) string {
 		return fmt.Sprintf(`{"cases": [
  {"name": "first two by id", "input": %s, "want": {"node_ids": ["n1", "n2"]}},
@@ -98,6 +112,7 @@ func TestPolicyTestExitsNonZeroWithADiffOnAMismatch(t *testing.T) {
 }
 
 func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
+	t.Parallel() // as TestPolicyEvalPrintsTheDecisionReasonAndTime: a build and a compile into files of its own
 	wasm := filepath.Join(t.TempDir(), "canarymeta.wasm")
 	code, out := runPolicyCLI(t, "policy", "build", "../../examples/policies/canarymeta", "-o", wasm)
 	if code != 0 || !strings.Contains(out, "sha256") {
@@ -114,6 +129,7 @@ func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
 }
 
 func TestPolicyCommandsRefuseBadInputWithExitCode2(t *testing.T) {
+	t.Parallel() // as TestPolicyEvalPrintsTheDecisionReasonAndTime: compiles, reads its own files
 	for _, args := range [][]string{
 		{"policy", "eval", "builtin:percent", "--input", "/nonexistent.json"},
 		{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "x.json", `{"canary": {}, "completion": {}}`)},

@@ -361,6 +361,9 @@ func TestEndToEndAnEngineRestartWithoutLiveRestoreRestartsTheTaskOnce(t *testing
 // the keeper the exit was "unknown" (-1): a failure, and the task was run
 // again.
 func TestEndToEndASysbatchExecTaskThatSucceedsAfterAPluginSIGKILLRunsOnce(t *testing.T) {
+	// Parallel: an agent of its own (embedded NATS, ports, directories)
+	// and its exec task; no Docker.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	const job = "fault-exec-batch"

@@ -120,6 +120,10 @@ func (p *agentProc) health() (int, api.Health) {
 // health metric says so while the connection state still reads
 // "connected"; once the link heals, health is ok again.
 func TestEndToEndASilentPartitionFromNATSMakesHealthNotOKWithTheReason(t *testing.T) {
+	// Parallel: its time is heartbeats failing and recovering through a
+	// link to a NATS server, both its own, as are its agent, ports and
+	// directories.
+	t.Parallel()
 	hiveletBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

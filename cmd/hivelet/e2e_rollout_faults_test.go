@@ -464,6 +464,9 @@ func (f *faultFleet) checkRollout(t *testing.T, v uint64, from int, d *model.Dep
 // directory, and checks checkRollout's invariants and that the rollout
 // reached successful. HIVELET_FAULT_POINTS=20 is issue 11's long form.
 func TestEndToEndAgentsSIGKILLedAtRandomPointsOfARolloutKeepEveryInvariant(t *testing.T) {
+	// Parallel: its time is rollouts and restarts of agents it owns (its
+	// own NATS server, ports and directories).
+	t.Parallel()
 	seed := faultSeed(t)
 	points := faultPoints()
 	t.Logf("seed %d (HIVELET_FAULT_SEED=%d replays it), %d kill points", seed, seed, points)
@@ -639,6 +642,10 @@ func passDurations(p *agentProc, fromByte int) (most time.Duration, n int) {
 // with checkRollout's invariants, the fault on the deployment's events,
 // no agent crashed, and the passes' latency bounded (logged).
 func TestEndToEndEveryHostilePolicyKindDuringARolloutFallsBackAndTheRolloutCompletes(t *testing.T) {
+	// Parallel: its time is fifteen rollouts waiting on health checks and
+	// policy deadlines; its NATS server, agents, ports and directories are
+	// its own.
+	t.Parallel()
 	hiveletBinary(t)
 	wat := func(name string) string {
 		p, err := filepath.Abs(filepath.Join("..", "..", "policies", "testdata", "wat", name+".wasm"))
@@ -945,6 +952,9 @@ func (f *faultFleet) verdicts() []string {
 // the two servers left with checkRollout's invariants, and no loss verdict
 // is ever written for the live nodes.
 func TestEndToEndAClusterLosingItsStreamLeaderMidRolloutCompletesIt(t *testing.T) {
+	// Parallel: its time is a cluster forming and electing a new leader;
+	// its NATS processes, agents, ports and directories are its own.
+	t.Parallel()
 	seed := faultSeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	t.Logf("seed %d (HIVELET_FAULT_SEED replays it)", seed)
