@@ -362,6 +362,10 @@ func (p *agentProc) pluginPIDs() map[string]int {
 }
 
 func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
+	// Parallel: a NATS server and an agent of its own (ports, directories;
+	// the plugin it kills is its agent's), waiting on heartbeats and a
+	// relaunch.
+	t.Parallel()
 	hiveletBinary(t)
 	port := testutil.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -56,6 +56,9 @@ func (p *agentProc) apiToken() string {
 // version 0, placed and running; the same file again writes nothing; a
 // stop without the token is refused, with it stops its allocation.
 func TestEndToEndAJobIsRunAndStoppedOverTheHTTPAPI(t *testing.T) {
+	// Parallel: an agent of its own (embedded NATS, ports, directories),
+	// no Docker, no job ports.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	base := "http://" + p.apiAddr

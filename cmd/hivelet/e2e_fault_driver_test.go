@@ -118,6 +118,9 @@ func (p *agentProc) stopWithPluginKilled(job, driverName, file string) (*model.A
 // not lost), the task ran once and its trap ran to the end once (its own
 // exit, not the 20 s kill timeout), and no process of it is left.
 func TestEndToEndAnExecPluginKilledDuringAStopStillStopsTheTaskOnce(t *testing.T) {
+	// Parallel: an agent of its own (embedded NATS, ports, directories)
+	// and its exec task; the plugin it kills is its agent's.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	dir := t.TempDir()

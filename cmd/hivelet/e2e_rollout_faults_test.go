@@ -1067,6 +1067,9 @@ func (p *agentProc) metricsText() string {
 // invariants (before the fix in agent.place the replacement started while
 // the old task was still stopping).
 func TestEndToEndAnAgentSIGKILLedWhileItStopsAnOldTaskStartsTheReplacementAfterIt(t *testing.T) {
+	// Parallel: a NATS server and agents of its own (ports, directories),
+	// exec tasks, no Docker.
+	t.Parallel()
 	f := newFaultFleet(t, 2)
 	code, out := f.agents[0].cli("job", "run", "-timeout", "60s", e2eFile(t, f.dir, "v0.hcl", faultJobHCLLinger(f.tasks, "v0", true, "", "1.5")))
 	if code != 0 {

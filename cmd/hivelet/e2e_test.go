@@ -327,6 +327,9 @@ func mockJobHCL(stdout string, extra string) string {
 }
 
 func TestEndToEndMockJobRunUpdateStopWithExitCodes(t *testing.T) {
+	// Parallel: an agent of its own (embedded NATS, ports, directories),
+	// mock tasks only.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	dir := t.TempDir()
@@ -581,6 +584,9 @@ func TestEndToEndNATSBackWithAnEmptyStoreGetsItsBucketsAndJobsAgain(t *testing.T
 }
 
 func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
+	// Parallel: two agents on a state directory of its own, ports of its
+	// own.
+	t.Parallel()
 	p := newAgent(t, "")
 	p.start()
 	cfg := e2eFile(t, t.TempDir(), "b.hcl", fmt.Sprintf("http {\n  address = \"127.0.0.1:%d\"\n}\nnats {\n  embedded_port = %d\n}\n", testutil.FreePort(t), testutil.FreePort(t)))
@@ -610,6 +616,9 @@ func TestEndToEndASecondAgentOnTheSameStateDirectoryFailsClearly(t *testing.T) {
 }
 
 func TestEndToEndAllocLogsAreFetchedFromTheAgentOverNATS(t *testing.T) {
+	// Parallel: a NATS server and an agent of its own (ports,
+	// directories).
+	t.Parallel()
 	hiveletBinary(t)
 	// NATS outside the agent, so that the CLI still reaches it once the
 	// agent is stopped.
