@@ -291,19 +291,26 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 			t.Fatal("a foreign write taken for an echo")
 		}
 	})
-	t.Run("an echo before the reply waits for it", func(t *testing.T) {
+	// postponedThenEnded logs a change of key at revision 6 while this
+	// agent writes it, checks that it waits unread, then ends the write
+	// at rev (0: failed) and checks that the end asks for a pass.
+	postponedThenEnded := func(t *testing.T, rev uint64) (*echoWorld, *ownEchoes) {
 		w, e := primed()
 		e.beginDeploymentWrite(key)
 		w.log(fleet.KindDeployments, key, 6, d)
 		if ok, _ := e.echoesOrCause(w); !ok {
-			t.Fatal("a change of a key under write made a pass before the write's reply")
+			t.Fatal("a change of a key under write made a pass before the write's end")
 		}
 		if e.seenGen != 100 {
 			t.Fatalf("the postponed change was marked read (generation %d)", e.seenGen)
 		}
-		if !e.endDeploymentWrite(key, 6) {
-			t.Fatal("the write's end does not ask for the pass a postponed change needs")
+		if !e.endDeploymentWrite(key, rev) {
+			t.Fatalf("the write's end (revision %d) does not ask for the pass a postponed change needs", rev)
 		}
+		return w, e
+	}
+	t.Run("an echo before the reply waits for it", func(t *testing.T) {
+		w, e := postponedThenEnded(t, 6)
 		if ok, why := e.echoesOrCause(w); !ok {
 			t.Fatalf("judged again with the revision known, the echo makes a pass (cause %q)", why)
 		}
@@ -312,15 +319,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 		}
 	})
 	t.Run("control: the write fails, and the change was someone else's", func(t *testing.T) {
-		w, e := primed()
-		e.beginDeploymentWrite(key)
-		w.log(fleet.KindDeployments, key, 6, d)
-		if ok, _ := e.echoesOrCause(w); !ok {
-			t.Fatal("a change of a key under write made a pass before the write's end")
-		}
-		if !e.endDeploymentWrite(key, 0) {
-			t.Fatal("a failed write's end does not ask for a pass for the postponed change")
-		}
+		w, e := postponedThenEnded(t, 0)
 		if ok, _ := e.echoesOrCause(w); ok {
 			t.Fatal("a foreign write taken for an echo after this agent's write failed")
 		}
