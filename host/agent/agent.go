@@ -588,7 +588,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 				break wait
 			case <-a.cfg.Source.Changed():
-				echoes, why := a.echoes.echoesOrCause(a.cfg.Source)
+				echoes, why := a.echoes.onlyEchoes(a.cfg.Source)
 				if echoes {
 					continue // only this agent's own writes came back
 				}
@@ -657,12 +657,12 @@ type Status struct {
 	Passes       uint64    `json:"passes"`
 	// PassMS is the wall time of every pass so far, in all; PassCPUMS
 	// their CPU time on their thread (measured with Config.PassCPU only).
-	PassMS float64 `json:"pass_ms_total"`
+	PassMS    float64 `json:"pass_ms_total"`
+	PassCPUMS float64 `json:"pass_cpu_ms_total,omitempty"`
 	// PassCauses counts the passes of the loop by what made each: a
 	// change read from the fleet view (its kind, and for allocations
 	// whose), a kick (and its source), a timer, the resync period.
 	PassCauses map[string]uint64 `json:"pass_causes,omitempty"`
-	PassCPUMS  float64           `json:"pass_cpu_ms_total,omitempty"`
 	LastCounts Counts            `json:"last_counts"`
 	// Errors are the per-allocation errors of the last pass.
 	Errors []string `json:"errors,omitempty"`

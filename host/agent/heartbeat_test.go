@@ -24,7 +24,7 @@ func TestHeartbeatsMakeNoPassAndMoveNoSignature(t *testing.T) {
 			w.view.Generation++
 			w.changes = append(w.changes, fleet.Change{Gen: w.view.Generation, Kind: fleet.KindNodes, Key: "n2", Revision: 4, HeartbeatOnly: c.heartbeatOnly})
 
-			if got := e.onlyEchoes(w); got != c.heartbeatOnly {
+			if got, _ := e.onlyEchoes(w); got != c.heartbeatOnly {
 				t.Fatalf("onlyEchoes = %v, want %v", got, c.heartbeatOnly)
 			}
 			_, all := ix.refresh(w, w.view, "self", 1, false)

@@ -176,15 +176,9 @@ func (e *ownEchoes) markLocked(gen, allocRev, depRev uint64) {
 
 // onlyEchoes reports whether every change src applied since the last pass
 // read the view is this agent's own writes (see ownEchoes); if so, they
-// count as read.
-func (e *ownEchoes) onlyEchoes(src echoSource) bool {
-	ok, _ := e.echoesOrCause(src)
-	return ok
-}
-
-// echoesOrCause is onlyEchoes, with the first change that is not an echo
-// when there is one: the cause of the pass that follows (Status.PassCauses).
-func (e *ownEchoes) echoesOrCause(src echoSource) (bool, string) {
+// count as read. If not, it names the first change that is not an echo:
+// the cause of the pass that follows (Status.PassCauses).
+func (e *ownEchoes) onlyEchoes(src echoSource) (bool, string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gen := src.Generation()

@@ -91,7 +91,7 @@ func TestOnlyEchoesSkipsExactlyThisNodesOwnAllocationWrites(t *testing.T) {
 				e.add(r)
 			}
 			c.do(w)
-			if got := e.onlyEchoes(w); got != c.echo {
+			if got, _ := e.onlyEchoes(w); got != c.echo {
 				t.Fatalf("onlyEchoes = %v, want %v", got, c.echo)
 			}
 		})
@@ -112,7 +112,7 @@ func TestAnEchoCountsAsReadAndOldRevisionsAreForgotten(t *testing.T) {
 	}
 	e.add(6)
 	w.log(fleet.KindAllocs, "n2.x", 6, &model.Allocation{ID: "x"})
-	if !e.onlyEchoes(w) {
+	if ok, _ := e.onlyEchoes(w); !ok {
 		t.Fatal("own write 6 not recognised")
 	}
 	if len(e.revs) != 0 {
@@ -120,7 +120,7 @@ func TestAnEchoCountsAsReadAndOldRevisionsAreForgotten(t *testing.T) {
 	}
 	// Control: 7 is someone else's; judged from 6, not from 5.
 	w.log(fleet.KindAllocs, "n2.y", 7, &model.Allocation{ID: "y"})
-	if e.onlyEchoes(w) {
+	if ok, _ := e.onlyEchoes(w); ok {
 		t.Fatal("a foreign write 7 taken for an echo")
 	}
 }
@@ -169,7 +169,7 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 			e.passed(w.view)
 			e.creating(planned)
 			c.do(w)
-			if got := e.onlyEchoes(w); got != c.echo {
+			if got, _ := e.onlyEchoes(w); got != c.echo {
 				t.Fatalf("onlyEchoes = %v, want %v", got, c.echo)
 			}
 		})
@@ -272,7 +272,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 			t.Fatal("nothing was postponed, yet the write's end asks for a pass")
 		}
 		w.log(fleet.KindDeployments, key, 6, d)
-		if ok, why := e.echoesOrCause(w); !ok {
+		if ok, why := e.onlyEchoes(w); !ok {
 			t.Fatalf("own write 6 not an echo (cause %q)", why)
 		}
 		if len(e.depRevs) != 0 || e.seenDepRev != 6 {
@@ -280,14 +280,14 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 		}
 		// Control: the next write of the key is someone else's.
 		w.log(fleet.KindDeployments, key, 7, d)
-		if ok, why := e.echoesOrCause(w); ok || why != fleet.KindDeployments {
+		if ok, why := e.onlyEchoes(w); ok || why != fleet.KindDeployments {
 			t.Fatalf("a foreign write 7 after the echo: echo %v, cause %q", ok, why)
 		}
 	})
 	t.Run("control: a foreign write of a key this agent is not writing", func(t *testing.T) {
 		w, e := primed()
 		w.log(fleet.KindDeployments, key, 6, d)
-		if ok, _ := e.echoesOrCause(w); ok {
+		if ok, _ := e.onlyEchoes(w); ok {
 			t.Fatal("a foreign write taken for an echo")
 		}
 	})
@@ -298,7 +298,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 		w, e := primed()
 		e.beginDeploymentWrite(key)
 		w.log(fleet.KindDeployments, key, 6, d)
-		if ok, _ := e.echoesOrCause(w); !ok {
+		if ok, _ := e.onlyEchoes(w); !ok {
 			t.Fatal("a change of a key under write made a pass before the write's end")
 		}
 		if e.seenGen != 100 {
@@ -311,7 +311,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 	}
 	t.Run("an echo before the reply waits for it", func(t *testing.T) {
 		w, e := postponedThenEnded(t, 6)
-		if ok, why := e.echoesOrCause(w); !ok {
+		if ok, why := e.onlyEchoes(w); !ok {
 			t.Fatalf("judged again with the revision known, the echo makes a pass (cause %q)", why)
 		}
 		if e.seenGen != 101 {
@@ -320,7 +320,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 	})
 	t.Run("control: the write fails, and the change was someone else's", func(t *testing.T) {
 		w, e := postponedThenEnded(t, 0)
-		if ok, _ := e.echoesOrCause(w); ok {
+		if ok, _ := e.onlyEchoes(w); ok {
 			t.Fatal("a foreign write taken for an echo after this agent's write failed")
 		}
 	})
@@ -329,7 +329,7 @@ func TestOwnDeploymentWritesAreEchoesByTheRevisionTheyReturned(t *testing.T) {
 		e.beginDeploymentWrite(key)
 		w.log(fleet.KindDeployments, key, 6, d)
 		w.log(fleet.KindJobs, "default.api", 11, nil)
-		if ok, why := e.echoesOrCause(w); ok || why != fleet.KindJobs {
+		if ok, why := e.onlyEchoes(w); ok || why != fleet.KindJobs {
 			t.Fatalf("a job change beside a postponed one: echo %v, cause %q", ok, why)
 		}
 	})
