@@ -266,6 +266,7 @@ type Agent struct {
 	passMu  sync.Mutex
 	kick    chan struct{}
 	kickWhy atomic.Pointer[string] // the cause of the last kick (Status.PassCauses)
+	wakes   map[string]*jobWake    // job key → its one pending wake-up (wakeFor; under mu)
 	writer  *statusWriter
 	bg      sync.WaitGroup
 	opCtx   context.Context // for stops and writes started by passes
@@ -353,6 +354,7 @@ func New(cfg Config) (*Agent, error) {
 		sumWake:        make(chan struct{}, 1),
 		sumLast:        map[string]*model.RolloutSummary{},
 		kick:           make(chan struct{}, 1),
+		wakes:          map[string]*jobWake{},
 		opCtx:          opCtx,
 		opStop:         opStop,
 	}

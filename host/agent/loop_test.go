@@ -390,3 +390,54 @@ func TestARolloutOnOneNodeMakesNoPassOfItsOwnDeploymentWrites(t *testing.T) {
 		return n.agent.Status().PassCauses["change: "+fleet.KindDeployments] > before
 	})
 }
+
+// TestAJobHasOneWakeUpPending: a job's wake-up requests replace one
+// another, so however many decisions asked, one kick comes, at the newest
+// request's time; another job's request is its own.
+func TestAJobHasOneWakeUpPending(t *testing.T) {
+	a := &Agent{kick: make(chan struct{}, 1)}
+	kicks := func(within time.Duration) (n int) {
+		deadline := time.After(within)
+		for {
+			select {
+			case <-a.kick:
+				n++
+			case <-deadline:
+				return n
+			}
+		}
+	}
+	for i := range 20 {
+		a.wakeFor("default.web", time.Duration(30+i)*time.Millisecond, "timer: test")
+	}
+	if n := kicks(300 * time.Millisecond); n != 1 {
+		t.Fatalf("20 requests of one job made %d kicks, want 1", n)
+	}
+	if p := a.kickWhy.Load(); p == nil || *p != "timer: test" {
+		t.Fatalf("the kick's cause is %v", p)
+	}
+	// The newest request holds, later than the one it replaces.
+	start := time.Now()
+	a.wakeFor("default.web", 20*time.Millisecond, "timer: test")
+	a.wakeFor("default.web", 200*time.Millisecond, "timer: test")
+	if n := kicks(120 * time.Millisecond); n != 0 {
+		t.Fatalf("a replaced request still kicked (%d kicks)", n)
+	}
+	if n := kicks(400 * time.Millisecond); n != 1 {
+		t.Fatalf("the newest request made %d kicks, want 1", n)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Fatalf("kicked after %v, before the newest request's 200 ms", took)
+	}
+	// Control: two jobs, two kicks (far enough apart not to coalesce).
+	a.wakeFor("default.web", 10*time.Millisecond, "timer: test")
+	a.wakeFor("default.api", 150*time.Millisecond, "timer: test")
+	if n := kicks(400 * time.Millisecond); n != 2 {
+		t.Fatalf("two jobs' requests made %d kicks, want 2", n)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.wakes) != 0 {
+		t.Fatalf("wake-ups left after they fired: %v", a.wakes)
+	}
+}

@@ -722,20 +722,47 @@ func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, jobKey string)
 		retry = rollout.DeputyStep
 	}
 	if retry > 0 {
-		a.wakeFor(retry, "timer: a rollout wait")
+		a.wakeFor(jobKey, retry, "timer: a rollout wait")
 	}
 }
 
-// wakeFor asks for a pass in d, with why as its cause.
-// Every request arms a timer of its own. Keeping only a job's newest
-// request (one timer per job) was tried: it halved a 1,000-agent
-// steward's passes, but a 100-agent rollout then stayed in a wave split
-// across two summaries (each half released just after a summary, and
-// waiting out SummaryEvery) and took 18 s where 12-15 s is usual; the
-// passes at the older requests' times happen to break that rhythm
-// (BENCHMARKS.md, "2026-12-06").
-func (a *Agent) wakeFor(d time.Duration, why string) {
-	time.AfterFunc(d, func() { a.KickFor(why) })
+// jobWake is a job's one wake-up timer (wakeFor).
+type jobWake struct{ t *time.Timer }
+
+// wakeFor asks for a pass in d for the job jobKey, in place of the job's
+// earlier request if one is pending. The newest request is the one that
+// holds: each comes from the job's newest decision (its RetryIn, its
+// deputy's next turn) or from its newest retryAt, which replaces the one
+// before. So a job has at most one timer pending. A steward decided
+// again on every change of the other nodes' allocations asked for a
+// timer on each of those decisions, every one of which made a pass of
+// its own later: more than half a 100-agent rollout's steward passes
+// (TestAJobHasOneWakeUpPending). Those superseded passes had also been
+// what broke a wave split across two summaries, by chance: one timer
+// per job waits for the summary's catch (rollout.SummaryCatch), which
+// ends the split on purpose (BENCHMARKS.md, "2026-12-06, later").
+func (a *Agent) wakeFor(jobKey string, d time.Duration, why string) {
+	w := &jobWake{}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old := a.wakes[jobKey]; old != nil {
+		old.t.Stop() // one already firing finds itself replaced and makes no kick
+	}
+	if a.wakes == nil {
+		a.wakes = map[string]*jobWake{}
+	}
+	a.wakes[jobKey] = w
+	w.t = time.AfterFunc(d, func() {
+		a.mu.Lock()
+		mine := a.wakes[jobKey] == w
+		if mine {
+			delete(a.wakes, jobKey)
+		}
+		a.mu.Unlock()
+		if mine {
+			a.KickFor(why)
+		}
+	})
 }
 
 // queueRollout hands a job's shared writes to the rollout worker,

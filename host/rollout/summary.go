@@ -69,6 +69,80 @@ func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) bool {
 // summary, not split across two intervals.
 const SummarySettle = 100 * time.Millisecond
 
+// SummaryCatch is the longest a summary that admits waiters is held, once
+// it could be written, for slots of the deployment whose replacements are
+// expected to turn healthy, and so be released, within it (releasesDue).
+// Without it a wave whose replacements turn healthy just after a summary
+// is admitted in two halves, each released just after the summary that
+// admitted the other, and each then waits out SummaryEvery: the halves
+// stay a second apart for the rest of the rollout (BENCHMARKS.md,
+// "2026-12-06"). Held, the summary admits both halves, and the next wave
+// is whole again.
+const SummaryCatch = 300 * time.Millisecond
+
+// releaseLag is how long after a replacement turns healthy its slot's
+// release is expected to reach the steward (the holder's pass, its
+// delete, the delivery).
+const releaseLag = 50 * time.Millisecond
+
+// releasesDue is the latest time by which a slot of deployment d is
+// expected to be released, among the slots expected released after now
+// and within SummaryCatch of it; zero when there is none. A slot's release
+// is expected releaseLag after its replacement turns healthy: every task
+// running, the last started min_healthy_time ago (the allocation runner's
+// health rule; checks, when the group has any, can only make it later,
+// and the wait is bounded). A replacement not yet running, already judged,
+// or judged by hand (health_check "manual") is not waited for. Only a
+// delay rests on this: the holder's own clock, a late health, a release
+// that does not come cost at most SummaryCatch.
+func (f *Facts) releasesDue(d *model.Deployment) time.Time {
+	if f.Job == nil || f.Job.Version != d.JobVersion {
+		return time.Time{}
+	}
+	var latest time.Time
+	for _, s := range f.Slots {
+		if s.Slot.DeploymentID != d.ID {
+			continue
+		}
+		a := f.alloc(s.Slot.NewAlloc)
+		if a == nil || verdictKnown(a) || a.ClientStatus != model.ClientRunning {
+			continue
+		}
+		g := f.Job.LookupGroup(s.Slot.Group)
+		if g == nil {
+			continue
+		}
+		u := model.EffectiveUpdate(f.Job, g)
+		if u == nil || u.HealthCheck == "manual" {
+			continue
+		}
+		var started time.Time
+		running := len(a.TaskStates) > 0
+		for _, ts := range a.TaskStates {
+			switch {
+			case ts == nil:
+				running = false
+			case ts.State == "running":
+				if ts.StartedAt.After(started) {
+					started = ts.StartedAt
+				}
+			case ts.State == "dead" && !ts.Failed:
+				// a prestart or poststart task that did its work
+			default:
+				running = false
+			}
+		}
+		if !running || started.IsZero() {
+			continue
+		}
+		due := started.Add(u.MinHealthyTime.D() + releaseLag)
+		if due.After(f.Now) && !due.After(f.Now.Add(SummaryCatch)) && due.After(latest) {
+			latest = due
+		}
+	}
+	return latest
+}
+
 // summaryWaiters is how many waiters a summary lists per group, as a
 // multiple of max_parallel.
 const summaryWaiters = 2
@@ -414,6 +488,14 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 			wait = max(SummaryEvery-since, SummarySettle-f.Overdue[settle])
 			if wait > 0 {
 				dec.Due = append(dec.Due, settle)
+			} else if due := f.releasesDue(d); !due.IsZero() {
+				// Writable, but more of the wave's slots are about to be
+				// released: one summary admits them all (SummaryCatch).
+				catch := "catch:" + key
+				wait = min(due.Sub(f.Now), SummaryCatch-f.Overdue[catch])
+				if wait > 0 {
+					dec.Due = append(dec.Due, catch)
+				}
 			}
 		}
 		if wait > 0 {

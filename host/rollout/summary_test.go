@@ -420,3 +420,97 @@ func TestASummaryAssignsSlotsAndAWaiterKeepsItsIndexUntilItTakes(t *testing.T) {
 		}
 	}
 }
+
+// A summary that admits waiters, once it may be written, is held up to
+// SummaryCatch for slots whose replacements are due to turn healthy (and
+// be released) within it, so that one summary admits the whole wave
+// (BENCHMARKS.md, "2026-12-06": without it a wave split across two
+// summaries stays split). Controls: a replacement due later than
+// SummaryCatch, one not running yet and one judged by hand hold nothing,
+// and the hold ends at SummaryCatch whatever the holder does.
+func TestASummaryWaitsBrieflyForTheReleasesOfItsWave(t *testing.T) {
+	setup := func(t *testing.T, startedAfter time.Duration, mod func(a *model.Allocation, w *world)) (Facts, string) {
+		t.Helper()
+		w := newWorld(6, 2, 0)
+		w.record(nil)
+		steward := w.stewardOf(t)
+		first := Decide(w.facts(t, steward)).Summary
+		a, b := first.Groups["g"].Waiting[0].Node, first.Groups["g"].Waiting[1].Node
+		tkA, tkB := w.take(t, a), w.take(t, b)
+		if len(tkA) != 1 || len(tkB) != 1 || tkA[0].Key == tkB[0].Key {
+			t.Fatalf("the two admitted waiters take %+v and %+v", tkA, tkB)
+		}
+		w.holdSlot(t, tkA[0])
+		w.holdSlot(t, tkB[0])
+		f := w.facts(t, steward)
+		f.Summary, f.Now = first, t0.Add(SummaryLazy)
+		second := Decide(f).Summary
+		if second == nil || len(second.Groups["g"].Slots) != 2 {
+			t.Fatalf("the takes' summary: %+v", second)
+		}
+		second.Time = t0
+		// a's replacement turned healthy and released its slot; b's runs,
+		// started startedAfter after the summary.
+		w.slots = slices.DeleteFunc(w.slots, func(s Slot) bool { return s.Slot.Holder == a })
+		w.alloc("a-" + a).JobVersion = 2
+		old := w.alloc("a-" + b)
+		old.DesiredStatus, old.ClientStatus = model.DesiredStop, model.ClientComplete
+		repl := &model.Allocation{ID: tkB[0].Slot.NewAlloc, Name: "web.g[0]", JobID: "web", JobVersion: 2, TaskGroup: "g",
+			NodeID: b, DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning,
+			TaskStates: map[string]*model.TaskState{"t": {State: "running", StartedAt: t0.Add(startedAfter)}}}
+		if mod != nil {
+			mod(repl, w)
+		}
+		w.allocs = append(w.allocs, repl)
+		f = w.facts(t, steward)
+		f.Summary, f.Now = second, t0.Add(SummaryEvery)
+		dec := Decide(f)
+		if dec.Summary != nil || len(dec.Due) != 1 || !strings.HasPrefix(dec.Due[0], "settle:") {
+			t.Fatalf("a release, not settled: summary %v, due %v", dec.Summary, dec.Due)
+		}
+		f.Overdue = map[string]time.Duration{dec.Due[0]: SummarySettle}
+		return f, dec.Due[0]
+	}
+	mht := time.Second // newWorld's min_healthy_time
+	// b's replacement turns healthy 100 ms after the summary could be
+	// written: its release is expected 150 ms after, and the summary waits.
+	f, _ := setup(t, SummaryEvery-mht+100*time.Millisecond, nil)
+	dec := Decide(f)
+	if dec.Summary != nil || dec.RetryIn != 100*time.Millisecond+releaseLag || !slices.ContainsFunc(dec.Due, func(k string) bool { return strings.HasPrefix(k, "catch:") }) {
+		t.Fatalf("a release due in 150 ms: summary %v, retry in %s, due %v", dec.Summary, dec.RetryIn, dec.Due)
+	}
+	// Waited SummaryCatch (the release did not come): written.
+	var catch string
+	for _, k := range dec.Due {
+		if strings.HasPrefix(k, "catch:") {
+			catch = k
+		}
+	}
+	f.Overdue[catch] = SummaryCatch
+	if dec := Decide(f); dec.Summary == nil || len(dec.Summary.Groups["g"].Slots) != 1 {
+		t.Fatalf("held past SummaryCatch: %+v", dec.Summary)
+	}
+	for name, c := range map[string]struct {
+		after time.Duration
+		mod   func(a *model.Allocation, w *world)
+	}{
+		"due after SummaryCatch": {after: SummaryEvery - mht + SummaryCatch, mod: nil},
+		"already past due":       {after: -time.Second, mod: nil},
+		"not running yet": {after: SummaryEvery - mht + 100*time.Millisecond, mod: func(a *model.Allocation, _ *world) {
+			a.ClientStatus = model.ClientPending
+			a.TaskStates["t"].State = "pending"
+		}},
+		"health judged by hand": {after: SummaryEvery - mht + 100*time.Millisecond, mod: func(_ *model.Allocation, w *world) {
+			w.job.Groups[0].Update.HealthCheck = "manual"
+		}},
+		"already judged": {after: SummaryEvery - mht + 100*time.Millisecond, mod: func(a *model.Allocation, _ *world) {
+			healthy := true
+			a.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &healthy}
+		}},
+	} {
+		f, _ := setup(t, c.after, c.mod)
+		if dec := Decide(f); dec.Summary == nil || len(dec.Summary.Groups["g"].Slots) != 1 {
+			t.Fatalf("%s: the summary was not written at once: %+v, due %v", name, dec.Summary, dec.Due)
+		}
+	}
+}
