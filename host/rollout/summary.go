@@ -36,11 +36,12 @@ const SummaryEvery = time.Second
 // (takes, counts) waits to be written.
 const SummaryLazy = 3 * time.Second
 
-// admitsMore reports whether summary next admits a waiter that cur does
-// not: one ranked below next's free slot count (max_parallel less the
-// slots it lists) that is not ranked below cur's. Takes admit nobody new;
-// releases and a promotion do.
-func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) bool {
+// admitsMore reports how many waiters summary next admits that cur does
+// not (those ranked below next's free slot count, max_parallel less the
+// slots it lists, that are not ranked below cur's), and how many of
+// next's waiters stay beyond its free count (spare: they would take slots
+// freed next). Takes admit nobody new; releases and a promotion do.
+func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spare int) {
 	admitted := func(g *model.GroupSummary, maxP int) []model.SummaryWaiter {
 		if g == nil {
 			return nil
@@ -54,13 +55,17 @@ func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) bool {
 			maxP = max(st.MaxParallel, 1)
 		}
 		was := admitted(cur.Groups[name], maxP)
-		for _, w := range admitted(gn, maxP) {
+		now := admitted(gn, maxP)
+		for _, w := range now {
 			if !slices.Contains(was, w) {
-				return true
+				more++
 			}
 		}
+		if gn != nil {
+			spare += max(gn.WaitingTotal-len(now), 0)
+		}
 	}
-	return false
+	return more, spare
 }
 
 // SummarySettle is how long the steward lets a change of a deployment's
@@ -77,7 +82,7 @@ const SummarySettle = 100 * time.Millisecond
 // admitted the other, and each then waits out SummaryEvery: the halves
 // stay a second apart for the rest of the rollout (BENCHMARKS.md,
 // "2026-12-06"). Held, the summary admits both halves, and the next wave
-// is whole again.
+// is whole again. It is held only when that saves slot time (catchWait).
 const SummaryCatch = 300 * time.Millisecond
 
 // releaseLag is how long after a replacement turns healthy its slot's
@@ -85,21 +90,21 @@ const SummaryCatch = 300 * time.Millisecond
 // delete, the delivery).
 const releaseLag = 50 * time.Millisecond
 
-// releasesDue is the latest time by which a slot of deployment d is
-// expected to be released, among the slots expected released after now
-// and within SummaryCatch of it; zero when there is none. A slot's release
-// is expected releaseLag after its replacement turns healthy: every task
-// running, the last started min_healthy_time ago (the allocation runner's
-// health rule; checks, when the group has any, can only make it later,
-// and the wait is bounded). A replacement not yet running, already judged,
-// or judged by hand (health_check "manual") is not waited for. Only a
-// delay rests on this: the holder's own clock, a late health, a release
-// that does not come cost at most SummaryCatch.
-func (f *Facts) releasesDue(d *model.Deployment) time.Time {
+// releasesDue are the times, in order, by which slots of deployment d
+// are expected to be released, of those expected after now and within
+// SummaryCatch of it. A slot's release is expected releaseLag after its
+// replacement turns healthy: every task running, the last started
+// min_healthy_time ago (the allocation runner's health rule; checks, when
+// the group has any, can only make it later, and the wait is bounded). A
+// replacement not yet running, already judged, or judged by hand
+// (health_check "manual") is not waited for. Only a delay rests on this:
+// the holder's own clock, a late health, a release that does not come
+// cost at most SummaryCatch.
+func (f *Facts) releasesDue(d *model.Deployment) []time.Time {
 	if f.Job == nil || f.Job.Version != d.JobVersion {
-		return time.Time{}
+		return nil
 	}
-	var latest time.Time
+	var dues []time.Time
 	for _, s := range f.Slots {
 		if s.Slot.DeploymentID != d.ID {
 			continue
@@ -136,11 +141,32 @@ func (f *Facts) releasesDue(d *model.Deployment) time.Time {
 			continue
 		}
 		due := started.Add(u.MinHealthyTime.D() + releaseLag)
-		if due.After(f.Now) && !due.After(f.Now.Add(SummaryCatch)) && due.After(latest) {
-			latest = due
+		if due.After(f.Now) && !due.After(f.Now.Add(SummaryCatch)) {
+			dues = append(dues, due)
 		}
 	}
-	return latest
+	slices.SortFunc(dues, time.Time.Compare)
+	return dues
+}
+
+// catchWait is how long to hold a summary that admits more waiters now
+// for releases expected at dues (releasesDue): the wait that saves the
+// most slot time, or 0 when none saves any. Held w, the summary keeps the
+// more slots it frees idle w longer; each release it then also admits
+// (while spare waiters remain to take them) would otherwise have stayed
+// free until the next summary, about SummaryEvery less w later. So a
+// summary that frees a few slots waits for a wave's late half; one that
+// frees most of a wave does not wait for its stragglers.
+func catchWait(now time.Time, dues []time.Time, more, spare int) time.Duration {
+	var best, bestGain time.Duration
+	for i, due := range dues {
+		w := due.Sub(now)
+		gain := time.Duration(min(i+1, spare))*(SummaryEvery-w) - time.Duration(more)*w
+		if gain > bestGain {
+			best, bestGain = w, gain
+		}
+	}
+	return best
 }
 
 // summaryWaiters is how many waiters a summary lists per group, as a
@@ -483,16 +509,16 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 		// release would admit one waiter and hold the rest an interval.
 		since := f.Now.Sub(cur.Time)
 		wait := SummaryLazy - since
-		if admitsMore(d, cur, next) {
+		if more, spare := admitsMore(d, cur, next); more > 0 {
 			settle := "settle:" + key
 			wait = max(SummaryEvery-since, SummarySettle-f.Overdue[settle])
 			if wait > 0 {
 				dec.Due = append(dec.Due, settle)
-			} else if due := f.releasesDue(d); !due.IsZero() {
+			} else if w := catchWait(f.Now, f.releasesDue(d), more, spare); w > 0 {
 				// Writable, but more of the wave's slots are about to be
-				// released: one summary admits them all (SummaryCatch).
+				// released: one summary admits them too (SummaryCatch).
 				catch := "catch:" + key
-				wait = min(due.Sub(f.Now), SummaryCatch-f.Overdue[catch])
+				wait = min(w, SummaryCatch-f.Overdue[catch])
 				if wait > 0 {
 					dec.Due = append(dec.Due, catch)
 				}

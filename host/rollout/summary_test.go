@@ -514,3 +514,34 @@ func TestASummaryWaitsBrieflyForTheReleasesOfItsWave(t *testing.T) {
 		}
 	}
 }
+
+// catchWait holds a summary only when the releases it catches save more
+// slot time than the slots it frees lose: three freed and seven due in
+// 80 ms wait (the split wave); 82 freed and a straggler due in 250 ms do
+// not; releases beyond the waiters left to take them count for nothing.
+func TestCatchWaitWeighsTheSlotsFreedAgainstTheReleasesDue(t *testing.T) {
+	at := func(ms ...int) []time.Time {
+		var out []time.Time
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name        string
+		dues        []time.Time
+		more, spare int
+		want        time.Duration
+	}{
+		{"nothing due", nil, 3, 10, 0},
+		{"a wave's late half", at(60, 70, 70, 75, 80, 80, 80), 3, 90, 80 * time.Millisecond},
+		{"one release for one freed slot", at(150), 1, 3, 150 * time.Millisecond},
+		{"stragglers of a wave mostly freed", at(250, 280), 82, 800, 0},
+		{"a release nobody waits for", at(100), 3, 0, 0},
+		{"the early ones are worth it, the late one is not", at(20, 30, 290), 2, 10, 30 * time.Millisecond},
+	} {
+		if got := catchWait(t0, c.dues, c.more, c.spare); got != c.want {
+			t.Errorf("%s: waits %s, want %s", c.name, got, c.want)
+		}
+	}
+}
