@@ -169,8 +169,7 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 			return nil, nil, fmt.Errorf("reconciling node %s: live allocation %s is on node %q", in.NodeID, a.ID, a.NodeID)
 		}
 	}
-	f.live = sortedCopy(in.LiveAllocs, byNodeNameID)
-	ni.hi = int32(len(f.live))
+	f.live = sortedCopy(in.LiveAllocs, byNodeNameID) // the node's window: all of it
 	for _, a := range in.TerminalAllocs {
 		if a == nil || a.ID == "" {
 			return nil, nil, errors.New("reconciling: a terminal allocation has no ID")
