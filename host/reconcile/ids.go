@@ -36,14 +36,9 @@ func AllocID(namespace, jobID string, version uint64, nodeID, name, previous str
 }
 
 // idBatch derives a round's new allocation IDs (AllocID's, for one job and
-// version) into buffers of its own: each ID is a string over its 36 bytes
-// of a buffer, not an allocation of its own. The hashed text's head (kind,
+// version) into one buffer: each ID is a string over its 36 bytes of the
+// buffer, not an allocation of its own. The hashed text's head (kind,
 // namespace, job, version) is encoded once, and one digest serves every ID.
-//
-// The round derives an ID as it decides the entry, its inputs still in
-// the cache, without knowing how many more will follow: the buffers are
-// chunks (see grow), each a small object, and an ID never moves (a
-// buffer is not grown in place: the strings over it stay valid).
 //
 // The digest is given the text already padded as SHA-256 pads it (a whole
 // number of blocks), and its state after those blocks, which is the
@@ -53,8 +48,7 @@ func AllocID(namespace, jobID string, version uint64, nodeID, name, previous str
 // that the standard library's digest is marshaled as expected; if it were
 // not, the batch would finish every digest with Sum.
 type idBatch struct {
-	buf []byte // the current chunk; a byte once written is never written again
-	n   int    // IDs derived so far
+	buf []byte // the IDs, 36 bytes each; a byte once written is never written again
 	h   hash.Hash
 	// st is h's state marshaler (nil: Sum finishes each digest); state
 	// receives its marshaled state, or h.Sum's digest; next and first are
@@ -65,32 +59,18 @@ type idBatch struct {
 	state, next, first []byte
 }
 
-// idChunk is the most IDs a chunk holds: 910 IDs are 32,760 bytes, the
-// largest of Go's small objects (larger ones take whole pages of their own).
-const idChunk = 910
-
-// newIDBatch returns a batch whose first chunk holds n IDs.
 func newIDBatch(n int, namespace, jobID string, version uint64) idBatch {
+	if n == 0 {
+		return idBatch{} // alloc is never called
+	}
 	scratch := make([]byte, 384)
-	b := idBatch{buf: make([]byte, 0, min(max(n, 1), idChunk)*36), h: sha256.New(), state: scratch[0:0:128],
+	b := idBatch{buf: make([]byte, 0, n*36), h: sha256.New(), state: scratch[0:0:128],
 		next:  appendHead(scratch[128:128:256], "next", namespace, jobID, version),
 		first: appendHead(scratch[256:256:384], "first", namespace, jobID, version)}
 	if paddedSHA256 {
 		b.st, _ = b.h.(encoding.BinaryAppender)
 	}
 	return b
-}
-
-// grow starts a new chunk when the current one is full: of at most left
-// IDs (the most the caller still expects; at least one), and no more than
-// were derived so far (at least 64), so that a round that derives few IDs
-// among many entries does not reserve room for many, and one that derives
-// many takes a few chunks.
-func (b *idBatch) grow(left int) {
-	if len(b.buf)+36 <= cap(b.buf) {
-		return
-	}
-	b.buf = make([]byte, 0, max(1, min(left, idChunk, max(64, b.n)))*36)
 }
 
 // alloc returns AllocID(namespace, jobID, version, nodeID, name, previous)
@@ -112,7 +92,6 @@ func (b *idBatch) alloc(nodeID, name, previous string) string {
 	*head = m[:len(*head)]
 	at := len(b.buf)
 	b.buf = appendUUID(b.buf, sum)
-	b.n++
 	// These 36 bytes are never written again (the buffer only grows past
 	// them, and a grown buffer is a copy): the string is immutable, as a
 	// string must be.
@@ -196,49 +175,24 @@ func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte 
 }
 
 // appendUUID appends the first 16 bytes of sum, formatted as a UUID-shaped
-// string: 8-4-4-4-12 lower-case hex digits. Each byte's two digits are
-// read from a table, at places fixed in the code (no loop, no bounds
-// check past the first): an update's ID costs this once.
+// string: 8-4-4-4-12 lower-case hex digits.
 func appendUUID(dst, sum []byte) []byte {
 	at := len(dst)
 	dst = slices.Grow(dst, 36)[:at+36]
-	out, s := (*[36]byte)(dst[at:]), (*[16]byte)(sum)
-	hex := func(o, i int) {
-		d := hexPairs[s[i]]
-		out[o], out[o+1] = d[0], d[1]
+	out, sum := dst[at:at+36], sum[:16]
+	j := 0
+	for i, c := range sum {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&15]
+		j += 2
 	}
-	hex(0, 0)
-	hex(2, 1)
-	hex(4, 2)
-	hex(6, 3)
-	out[8] = '-'
-	hex(9, 4)
-	hex(11, 5)
-	out[13] = '-'
-	hex(14, 6)
-	hex(16, 7)
-	out[18] = '-'
-	hex(19, 8)
-	hex(21, 9)
-	out[23] = '-'
-	hex(24, 10)
-	hex(26, 11)
-	hex(28, 12)
-	hex(30, 13)
-	hex(32, 14)
-	hex(34, 15)
 	return dst
 }
 
 const hexDigits = "0123456789abcdef"
-
-// hexPairs holds each byte's two lower-case hex digits.
-var hexPairs = func() (t [256][2]byte) {
-	for i := range t {
-		t[i] = [2]byte{hexDigits[i>>4], hexDigits[i&15]}
-	}
-	return t
-}()
 
 func appendPart(b []byte, p string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p)))

@@ -16,11 +16,9 @@ import (
 // node view is one block the garbage collector neither scans nor tracks
 // writes to): its ID is read where the input holds it (see fleet.nodeID).
 type nodeInfo struct {
-	// lo is where the node's window of fleet.live (sorted by node, name
-	// and ID) starts: it ends where the next node's starts, the last
-	// node's at the end of fleet.live (the windows are consecutive and
-	// cover it). No list per node is built.
-	lo int32
+	// lo and hi are the node's window of fleet.live (sorted by node, name
+	// and ID): no list per node is built.
+	lo, hi int32
 	// pos is the node's index in fleet.nodes (group.canaryAt is indexed by it).
 	pos int32
 	// at is the node's place in the first list of fleet.tainted,
@@ -54,13 +52,7 @@ func (f *fleet) nodeID(ni *nodeInfo) string {
 func (f *fleet) taintedNode(ni *nodeInfo) *model.Node { return f.taintedRecs[ni.at] }
 
 // liveOf returns the node's live allocations, sorted by name, then ID.
-func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation {
-	hi := int32(len(f.live))
-	if next := int(ni.pos) + 1; next < len(f.nodes) {
-		hi = f.nodes[next].lo
-	}
-	return f.live[ni.lo:hi:hi]
-}
+func (f *fleet) liveOf(ni *nodeInfo) []*model.Allocation { return f.live[ni.lo:ni.hi:ni.hi] }
 
 // likelySorted reports whether the live allocations' first few are in
 // order: a list out of order is mostly found out here, before a merge
@@ -318,7 +310,7 @@ func (f *fleet) merge(ready []*model.Node, notReady, tainted []string, live []*m
 				}
 			}
 		}
-		ni.lo = int32(from)
+		ni.lo, ni.hi = int32(from), int32(l)
 		nodes = append(nodes, ni)
 		prev = id
 	}
@@ -347,13 +339,13 @@ func (f *fleet) groupLive(ready []*model.Node, notReady, tainted []string) bool 
 	}
 	for i := range f.nodes {
 		count[i+1] += count[i]
-		f.nodes[i].lo = count[i]
+		f.nodes[i].lo, f.nodes[i].hi = count[i], count[i]
 	}
-	// count[p] becomes the next free place of node p's window.
 	f.live = make([]*model.Allocation, len(in.LiveAllocs))
 	for i, a := range in.LiveAllocs {
-		f.live[count[owner[i]]] = a
-		count[owner[i]]++
+		ni := &f.nodes[owner[i]]
+		f.live[ni.hi] = a
+		ni.hi++
 	}
 	for i := range f.nodes {
 		if w := f.liveOf(&f.nodes[i]); len(w) > 1 {

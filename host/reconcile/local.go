@@ -169,7 +169,8 @@ func prepareLocal(in *NodeInput) (*fleet, *nodeInfo, error) {
 			return nil, nil, fmt.Errorf("reconciling node %s: live allocation %s is on node %q", in.NodeID, a.ID, a.NodeID)
 		}
 	}
-	f.live = sortedCopy(in.LiveAllocs, byNodeNameID) // the node's window: all of it
+	f.live = sortedCopy(in.LiveAllocs, byNodeNameID)
+	ni.hi = int32(len(f.live))
 	for _, a := range in.TerminalAllocs {
 		if a == nil || a.ID == "" {
 			return nil, nil, errors.New("reconciling: a terminal allocation has no ID")

@@ -303,7 +303,7 @@ func (f *fleet) place(ni *nodeInfo, gr *group, idx int, c *collector) {
 
 // entry fills e (a zero entry) with a decision's plan entry, but for new
 // allocation IDs (a placement's AllocID, an update's NewAllocID: see
-// collector.newID). It writes in place: an entry is big, and a round
+// collector.plan). It writes in place: an entry is big, and a round
 // builds thousands.
 //
 // An allocation's entry takes its node ID from the allocation (the same

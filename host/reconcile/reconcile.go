@@ -475,10 +475,6 @@ type collector struct {
 	mixed    bool   // an entry's bucket precedes an earlier entry's
 	skip     bool   // the node being planned is not in the plan (ReconcileNode)
 	most     int    // the most entries the round can have (0: unknown)
-	// ids derives the new allocation IDs (placements' and updates') as
-	// their entries are built; made at the first.
-	ids     idBatch
-	haveIDs bool
 }
 
 // wholePages returns n, or more entries when an array of n entries, big
@@ -516,9 +512,6 @@ func (c *collector) add(d decision) {
 	if c.n[b] > 0 && c.lastPos[b] == d.pos && compareEntries(&c.entries[c.lastAt[b]], e) > 0 {
 		c.unsorted[b] = true
 	}
-	if b == bPlace || b == bUpdate {
-		c.newID(e, b)
-	}
 	c.lastAt[b], c.lastPos[b] = int32(i), d.pos
 	c.n[b]++
 	if b < c.top {
@@ -527,32 +520,15 @@ func (c *collector) add(d decision) {
 	c.top = max(c.top, b)
 }
 
-// newID derives a placement's AllocID, or an update's NewAllocID, while
-// the entry and the allocation it was built from are in the cache.
-func (c *collector) newID(e *Entry, b bucket) {
-	// Room for the IDs of the entries reserved and not yet built: an
-	// upper bound in a round where most are updates, such as a rollout.
-	left := cap(c.entries) - len(c.entries) + 1
-	if !c.haveIDs {
-		f := c.f
-		c.ids, c.haveIDs = newIDBatch(min(left, 64), f.job.Namespace, f.job.ID, f.version), true
-	}
-	c.ids.grow(left)
-	if b == bPlace {
-		e.AllocID = c.ids.alloc(e.NodeID, e.Name, e.PreviousAllocID)
-		return
-	}
-	e.NewAllocID = c.ids.alloc(e.NodeID, e.Name, e.AllocID)
-}
-
 // plan lays the buckets out of the entries. Entries in bucket order (one
 // bucket, or a rollout's updates on its first nodes and the rest awaiting
 // promotion) are the buckets as they are. Otherwise the largest bucket
 // stays in the array, moved up over the others' entries, and each other
-// bucket gets an array of its own. Then the buckets out of order are
-// sorted. (The new allocation IDs were derived as the entries were added:
-// collector.newID.)
+// bucket gets an array of its own. Then the new allocation IDs are
+// derived (into one buffer of the exact size) and the buckets out of
+// order are sorted.
 func (c *collector) plan() *Plan {
+	f := c.f
 	p := &Plan{}
 	lists := p.lists()
 	es := c.entries
@@ -590,6 +566,18 @@ func (c *collector) plan() *Plan {
 		}
 		clear(es[w:])
 		*lists[keep] = es[:w:w]
+	}
+	// Only placements and updates get new IDs.
+	if n := c.n[bPlace] + c.n[bUpdate]; n > 0 {
+		ids := newIDBatch(n, f.job.Namespace, f.job.ID, f.version)
+		for i := range p.Place {
+			e := &p.Place[i]
+			e.AllocID = ids.alloc(e.NodeID, e.Name, e.PreviousAllocID)
+		}
+		for i := range p.Update {
+			e := &p.Update[i]
+			e.NewAllocID = ids.alloc(e.NodeID, e.Name, e.AllocID)
+		}
 	}
 	for b, l := range lists {
 		if c.unsorted[b] {
