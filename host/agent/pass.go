@@ -297,6 +297,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			}
 		}
 		dec := rollout.Decide(rf)
+		a.decisions++
 		a.noteDecision(dec, now, k)
 		if dec.Hold != "" {
 			counts.FenceHeld++
@@ -403,6 +404,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.status.LastPass = now
 	a.status.LastPassMS = float64(el.Microseconds()) / 1000
 	a.status.Passes = a.passSeq
+	a.status.Decisions = a.decisions
 	a.status.LastCounts = counts
 	a.status.Errors = msgs
 	a.status.Orphaned = orphaned
