@@ -263,16 +263,17 @@ type Agent struct {
 	// timed one; under passMu).
 	deputyLast map[string]deputyDecision
 
-	passMu  sync.Mutex
-	kick    chan struct{}
-	kickWhy atomic.Pointer[string] // the cause of the last kick (Status.PassCauses)
-	wakes   map[string]*jobWake    // job key → its one pending wake-up (wakeFor; under mu)
-	writer  *statusWriter
-	bg      sync.WaitGroup
-	opCtx   context.Context // for stops and writes started by passes
-	opStop  context.CancelFunc
-	passSeq uint64
-	lastSig map[string]uint64 // job key → signature when it last converged (passMu)
+	passMu    sync.Mutex
+	kick      chan struct{}
+	kickWhy   atomic.Pointer[string] // the cause of the last kick (Status.PassCauses)
+	wakes     map[string]*jobWake    // job key → its one pending wake-up (wakeFor; under mu)
+	writer    *statusWriter
+	bg        sync.WaitGroup
+	opCtx     context.Context // for stops and writes started by passes
+	opStop    context.CancelFunc
+	passSeq   uint64
+	decisions uint64            // Status.Decisions (passMu)
+	lastSig   map[string]uint64 // job key → signature when it last converged (passMu)
 	// retryAt: when a job waiting on the clock is planned again. A job
 	// whose only work left is a wait (Decision.RetryIn: a summary held
 	// back, a creator's delay) or the completion verdict keeps its
@@ -657,6 +658,10 @@ type Status struct {
 	LastPass     time.Time `json:"last_pass,omitzero"`
 	LastPassMS   float64   `json:"last_pass_ms"`
 	Passes       uint64    `json:"passes"`
+	// Decisions counts the jobs decided over all passes (planned and
+	// judged by the rollout core); a job a pass skips because its inputs
+	// did not change since it converged is not one.
+	Decisions uint64 `json:"decisions"`
 	// PassMS is the wall time of every pass so far, in all; PassCPUMS
 	// their CPU time on their thread (measured with Config.PassCPU only).
 	PassMS    float64 `json:"pass_ms_total"`

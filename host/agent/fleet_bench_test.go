@@ -337,11 +337,11 @@ func BenchmarkFleetRollout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		passes0 := map[string]uint64{}
+		passes0, decided0 := map[string]uint64{}, map[string]uint64{}
 		cpu0 := map[string]float64{}
 		for _, n := range f.nodes {
 			st := n.agent.Status()
-			passes0[n.id], cpu0[n.id] = st.Passes, passTime(st, w.passCPU)
+			passes0[n.id], cpu0[n.id], decided0[n.id] = st.Passes, passTime(st, w.passCPU), st.Decisions
 		}
 		proc0 := processCPU()
 		// HIVELET_FLEET_PROFILE: a CPU profile of the rollout alone (the
@@ -373,7 +373,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 			profileDone()
 			benchLog(f.timeline("web", 2, start))
 			benchLog(trace.report(2, "g", maxParallel, f.starts(2), f.healthyAt("web", 2)))
-			benchLog(f.passShares(passes0, trace.stewards(), time.Since(start)))
+			benchLog(f.passShares(passes0, decided0, trace.stewards(), time.Since(start)))
 			shares = f.cpuShares(cpu0, w.passCPU, trace.stewards(), time.Since(start), processCPU()-proc0)
 			benchLog(shares.String())
 		})
@@ -722,12 +722,13 @@ func processCPU() time.Duration {
 // rollout against the other agents (a steward starved of CPU by the
 // agents it shares the machine with is the rollout's pace), with its last
 // pass's time.
-func (f *testFleet) passShares(before map[string]uint64, stewards []string, d time.Duration) string {
-	var others []float64
+func (f *testFleet) passShares(before, decided map[string]uint64, stewards []string, d time.Duration) string {
+	var others, decisions []float64
 	line := ""
 	for _, n := range f.nodes {
 		st := n.agent.Status()
 		rate := float64(st.Passes-before[n.id]) / d.Seconds()
+		drate := float64(st.Decisions-decided[n.id]) / d.Seconds()
 		if slices.Contains(stewards, n.id) {
 			line += fmt.Sprintf("; steward %s %.1f passes/s, last pass %.1f ms, writes", n.id, rate, st.LastPassMS)
 			for _, k := range slices.Sorted(maps.Keys(st.RolloutWrites)) {
@@ -737,10 +738,17 @@ func (f *testFleet) passShares(before map[string]uint64, stewards []string, d ti
 			continue
 		}
 		others = append(others, rate)
+		decisions = append(decisions, drate)
 	}
 	slices.Sort(others)
+	slices.Sort(decisions)
 	if len(others) == 0 {
 		return "passes: no agents"
 	}
-	return fmt.Sprintf("passes during the rollout: other agents median %.1f/s, p90 %.1f/s", others[len(others)/2], others[len(others)*9/10]) + line
+	sum := 0.0
+	for _, r := range decisions {
+		sum += r
+	}
+	return fmt.Sprintf("passes during the rollout: other agents median %.1f/s, p90 %.1f/s; their job decisions median %.2f/s, p90 %.2f/s, in all %.0f/s",
+		others[len(others)/2], others[len(others)*9/10], decisions[len(decisions)/2], decisions[len(decisions)*9/10], sum) + line
 }

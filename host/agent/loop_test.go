@@ -429,6 +429,28 @@ func TestAJobHasOneWakeUpPending(t *testing.T) {
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Fatalf("kicked after %v, before the newest request's 200 ms", took)
 	}
+	// A wait beside the decision's (wakeAlso) never puts the decision's
+	// off: later, it is dropped; sooner, it replaces it (and the pass it
+	// makes asks for the decision's again).
+	a.wakeFor("default.web", 60*time.Millisecond, "timer: test")
+	a.wakeAlso("default.web", 300*time.Millisecond, "timer: also")
+	if n := kicks(450 * time.Millisecond); n != 1 {
+		t.Fatalf("a decision's wait and a later one beside it made %d kicks, want 1", n)
+	}
+	if p := a.kickWhy.Load(); p == nil || *p != "timer: test" {
+		t.Fatalf("the kick's cause is %v, want the decision's", *p)
+	}
+	a.wakeFor("default.web", 300*time.Millisecond, "timer: test")
+	a.wakeAlso("default.web", 30*time.Millisecond, "timer: also")
+	if n := kicks(150 * time.Millisecond); n != 1 {
+		t.Fatalf("a sooner wait beside the decision's made %d kicks by 150 ms, want 1", n)
+	}
+	if p := a.kickWhy.Load(); p == nil || *p != "timer: also" {
+		t.Fatalf("the kick's cause is %v, want the sooner one", *p)
+	}
+	if n := kicks(300 * time.Millisecond); n != 0 {
+		t.Fatalf("the replaced wait still kicked (%d)", n)
+	}
 	// Control: two jobs, two kicks (far enough apart not to coalesce).
 	a.wakeFor("default.web", 10*time.Millisecond, "timer: test")
 	a.wakeFor("default.api", 150*time.Millisecond, "timer: test")

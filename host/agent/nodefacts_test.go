@@ -12,6 +12,7 @@ import (
 
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 )
@@ -516,6 +517,45 @@ func TestASummaryWakesOnlyTheNodesItCanDecideFor(t *testing.T) {
 		a := &Agent{nodeID: "self", narrowNow: c.narrowed, watchJobs: map[string]bool{"default.web": c.watching}, aheadJobs: map[string]bool{"default.web": ahead}}
 		if got := a.summaryMatters("default.web", job, c.own, c.slots); got != c.wantWoken {
 			t.Errorf("%s: woken %v, want %v", c.name, got, c.wantWoken)
+		}
+	}
+}
+
+// A job ranked by the summary alone converges while everything its plan
+// asks is updates held Unlisted (waitsUnlisted), and a summary counts in
+// its signature only by whether it lists this node (summaryLists: as a
+// waiter or a slot's holder). Controls: a listed hold, a placement beside
+// the hold, an update not held.
+func TestAnUnlistedWaiterConvergesUntilASummaryListsIt(t *testing.T) {
+	sum := &model.RolloutSummary{Groups: map[string]*model.GroupSummary{
+		"g": {Waiting: []model.SummaryWaiter{{Node: "n2", Alloc: "a2"}}, Slots: []model.SummarySlot{{Index: 0, Holder: "n3"}}},
+		"h": nil,
+	}}
+	for node, want := range map[string]bool{"n1": false, "n2": true, "n3": true} {
+		if got := summaryLists(sum, node); got != want {
+			t.Errorf("summaryLists(%s) = %v, want %v", node, got, want)
+		}
+	}
+	if summaryLists(nil, "n1") {
+		t.Error("no summary lists n1")
+	}
+	upd := reconcile.Entry{AllocID: "a1", Rule: "alloc.13"}
+	plan := &reconcile.Plan{Update: []reconcile.Entry{upd}}
+	for _, c := range []struct {
+		name string
+		plan *reconcile.Plan
+		dec  rollout.Decision
+		want bool
+	}{
+		{"held unlisted", plan, rollout.Decision{Held: []rollout.Held{{Entry: upd, Unlisted: true}}}, true},
+		{"held, listed", plan, rollout.Decision{Held: []rollout.Held{{Entry: upd}}}, false},
+		{"a placement beside it", &reconcile.Plan{Update: plan.Update, Place: []reconcile.Entry{{AllocID: "p"}}},
+			rollout.Decision{Held: []rollout.Held{{Entry: upd, Unlisted: true}}}, false},
+		{"the update not held (a take)", plan, rollout.Decision{}, false},
+		{"nothing planned", &reconcile.Plan{}, rollout.Decision{}, false},
+	} {
+		if got := waitsUnlisted(c.plan, &c.dec); got != c.want {
+			t.Errorf("%s: waitsUnlisted = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

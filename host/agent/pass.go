@@ -202,9 +202,17 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		viewDeps, viewDepsSig := a.index.depsOf(view, k)
 		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
 		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
-		_, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
+		sum, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
 		if !a.summaryMatters(k, job, own, slots) {
 			sumSig = 0
+		} else if a.filtered() && !view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) && !summaryLists(sum, a.nodeID) {
+			// Ranked by the summary alone (rollout.Facts.Narrow) and not
+			// listed in it: no summary that does not list this node can
+			// admit it (rollout.Held.Unlisted), so such a summary is no
+			// change here. At 1,000 agents each summary otherwise made a
+			// decision on every waiting node, most of them far down the
+			// queue.
+			sumSig = unlistedSig
 		}
 		if a.narrowing() && a.aheadJobs[k] {
 			// Watching only for the next version (its record's first
@@ -238,7 +246,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			at := d.at.Add(deputyEvery)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
-				a.wakeFor(k, at.Sub(now), "timer: a deputy's next decision")
+				a.wakeAlso(k, at.Sub(now), "timer: a deputy's next decision")
 			}
 			counts.Skipped++
 			continue
@@ -289,6 +297,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			}
 		}
 		dec := rollout.Decide(rf)
+		a.decisions++
 		a.noteDecision(dec, now, k)
 		if dec.Hold != "" {
 			counts.FenceHeld++
@@ -348,6 +357,12 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		settled := len(jobErrs) == 0 && planEmpty &&
 			len(dec.Held) == 0 && (work.empty() || verdictOnly) && len(dec.Due) == 0 && dec.Disruption == ""
+		if !settled && len(jobErrs) == 0 && waitsUnlisted(plan, &dec) && work.empty() && len(dec.Due) == 0 && dec.Disruption == "" {
+			// Its updates all wait for a summary that lists this node: as
+			// converged as a settled job until its inputs change (the
+			// summary's listing of this node among them: sumSig).
+			settled = true
+		}
 		switch {
 		case settled && retry == 0:
 			a.lastSig[k] = sig // converged: nothing to redo until something changes
@@ -356,7 +371,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			a.lastSig[k] = sig
 			a.retryAt[k] = now.Add(retry)
 			if retry != dec.RetryIn {
-				a.wakeFor(k, retry, "timer: a verdict asked again") // noteDecision asks for RetryIn only
+				a.wakeAlso(k, retry, "timer: a verdict asked again") // noteDecision asks for RetryIn only
 			}
 		default:
 			delete(a.lastSig, k)
@@ -389,6 +404,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.status.LastPass = now
 	a.status.LastPassMS = float64(el.Microseconds()) / 1000
 	a.status.Passes = a.passSeq
+	a.status.Decisions = a.decisions
 	a.status.LastCounts = counts
 	a.status.Errors = msgs
 	a.status.Orphaned = orphaned
@@ -610,6 +626,45 @@ func (a *Agent) summaryMatters(k string, job *model.Job, own []*model.Allocation
 		}
 	}
 	return slices.ContainsFunc(slots, func(s rollout.Slot) bool { return s.Slot.Holder == a.nodeID })
+}
+
+// unlistedSig stands for a summary that does not list this node, in the
+// signature of a job ranked by the summary alone.
+var unlistedSig = mix(0x756e6c6973746564)
+
+// summaryLists reports whether summary s names node: among the waiters it
+// ranks, or as a slot's holder.
+func summaryLists(s *model.RolloutSummary, node string) bool {
+	if s == nil {
+		return false
+	}
+	for _, g := range s.Groups {
+		if g == nil {
+			continue
+		}
+		for _, w := range g.Waiting {
+			if w.Node == node {
+				return true
+			}
+		}
+	}
+	return listsHolder(s, node)
+}
+
+// waitsUnlisted reports whether everything plan asks of a job is updates
+// that dec holds as unlisted waiters (rollout.Held.Unlisted): nothing to
+// place, stop or migrate, and each update waiting for a summary that
+// lists this node.
+func waitsUnlisted(plan *reconcile.Plan, dec *rollout.Decision) bool {
+	if len(plan.Place)+len(plan.Stop)+len(plan.Migrate) != 0 || len(plan.Update) == 0 || len(dec.Held) != len(plan.Update) {
+		return false
+	}
+	for _, h := range dec.Held {
+		if !h.Unlisted {
+			return false
+		}
+	}
+	return true
 }
 
 // fleetNodesMemo is the node part of the last whole-fleet plan's input of

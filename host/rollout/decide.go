@@ -33,6 +33,13 @@ type Take struct {
 type Held struct {
 	Entry  reconcile.Entry `json:"entry"`
 	Reason string          `json:"reason"`
+	// Unlisted: a narrowed node's update that the steward's summary does
+	// not rank: a waiter not among the first it lists (or with no summary
+	// yet), or a node outside the canary set before the promotion (which
+	// it never lists). Only a summary that lists the node, or a change of
+	// the record, can let it go: another summary that does not list it is
+	// no news to it.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // Create is a record to create (T1) once the canary policy answered each

@@ -254,7 +254,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
 				// The summary's order is the steward's: this node's own
 				// record is what says it may not update yet (I4).
-				dec.Held = append(dec.Held, Held{Entry: e, Reason: "not a canary node: waiting for the promotion"})
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: "not a canary node: waiting for the promotion", Unlisted: true})
 				continue
 			}
 			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
@@ -288,7 +288,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				case f.Narrow:
 					why += ", not among the first waiting in the steward's summary"
 				}
-				dec.Held = append(dec.Held, Held{Entry: e, Reason: why})
+				dec.Held = append(dec.Held, Held{Entry: e, Reason: why, Unlisted: f.Narrow && r < 0})
 				continue
 			}
 			dec.Takes = append(dec.Takes, Take{

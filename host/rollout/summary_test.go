@@ -103,6 +103,9 @@ func TestASummaryCannotAdmitANonCanaryNodeBeforePromotion(t *testing.T) {
 	if len(got.Takes) != 0 || len(got.Stop) != 0 || !strings.Contains(heldFor(got, "a-n5"), "not a canary node") {
 		t.Fatalf("with the update planned: takes %+v, stops %+v, held %q", got.Takes, got.Stop, heldFor(got, "a-n5"))
 	}
+	if len(got.Held) != 1 || !got.Held[0].Unlisted {
+		t.Fatalf("the non-canary node's hold is not Unlisted (only the record's promotion lets it go): %+v", got.Held)
+	}
 	// The canary node is second in the list, but n5 is not waiting for
 	// it (the record says so): it ranks first and takes slot 0.
 	ctl := Decide(w.narrow(t, "n3", sum))
@@ -543,5 +546,68 @@ func TestCatchWaitWeighsTheSlotsFreedAgainstTheReleasesDue(t *testing.T) {
 		if got := catchWait(t0, c.dues, c.more, c.spare); got != c.want {
 			t.Errorf("%s: waits %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// A narrowed waiter the summary does not list is held Unlisted, and its
+// decision is the same whatever else an unlisting summary says (the agent
+// skips such a job until a summary lists it: pass.go's unlistedSig). A
+// listed waiter beyond the free slots is held but not Unlisted; so is a
+// full-view waiter. A node outside the canary set before the promotion is
+// Unlisted too (the steward never lists it).
+func TestAnUnlistedWaitersDecisionDoesNotDependOnTheSummary(t *testing.T) {
+	w := newWorld(12, 2, 0)
+	w.record(nil)
+	steward := w.stewardOf(t)
+	sum := Decide(w.facts(t, steward)).Summary
+	g := sum.Groups["g"]
+	listed := map[string]bool{}
+	for _, sw := range g.Waiting {
+		listed[sw.Node] = true
+	}
+	if len(listed) != 4 {
+		t.Fatalf("listed %v, want the first 4 of 12", listed)
+	}
+	// Another summary that does not list the same nodes: slots held,
+	// other counts, the listed waiters moved on.
+	other := *sum
+	other.Groups = map[string]*model.GroupSummary{"g": {WaitingTotal: 9, Waiting: g.Waiting[2:], Desired: 12, Placed: 3,
+		Slots: []model.SummarySlot{{Index: 0, Holder: g.Waiting[0].Node}, {Index: 1, Holder: g.Waiting[1].Node}}}}
+	unlisted := 0
+	for _, n := range w.nodes {
+		got := Decide(w.narrow(t, n.ID, sum))
+		h := slices.IndexFunc(got.Held, func(h Held) bool { return h.Entry.AllocID == "a-"+n.ID })
+		switch {
+		case listed[n.ID]:
+			if h >= 0 && got.Held[h].Unlisted {
+				t.Fatalf("%s is listed and held Unlisted: %+v", n.ID, got.Held[h])
+			}
+		default:
+			unlisted++
+			if h < 0 || !got.Held[h].Unlisted || len(got.Takes) != 0 {
+				t.Fatalf("%s is not listed: held %+v, takes %+v", n.ID, got.Held, got.Takes)
+			}
+			if slices.ContainsFunc(other.Groups["g"].Waiting, func(sw model.SummaryWaiter) bool { return sw.Node == n.ID }) {
+				continue // other lists it
+			}
+			again := Decide(w.narrow(t, n.ID, &other))
+			if len(again.Takes) != 0 || len(again.Held) != len(got.Held) || !again.Held[0].Unlisted {
+				t.Fatalf("%s, another unlisting summary: takes %+v, held %+v", n.ID, again.Takes, again.Held)
+			}
+		}
+		// Control: with the full view nobody is Unlisted.
+		if full := Decide(w.facts(t, n.ID)); slices.ContainsFunc(full.Held, func(h Held) bool { return h.Unlisted }) {
+			t.Fatalf("%s with the full view held Unlisted: %+v", n.ID, full.Held)
+		}
+	}
+	if unlisted != 8 {
+		t.Fatalf("%d unlisted waiters, want 8", unlisted)
+	}
+	// Listed beyond the free slots (the two the summary lists held; the
+	// node watches no slot key): held, not Unlisted.
+	third := g.Waiting[2].Node
+	got := Decide(w.ownOnly(t, third, &other))
+	if h := slices.IndexFunc(got.Held, func(h Held) bool { return h.Entry.AllocID == "a-"+third }); h < 0 || got.Held[h].Unlisted || len(got.Takes) != 0 {
+		t.Fatalf("a listed waiter with no free slot: held %+v, takes %+v", got.Held, got.Takes)
 	}
 }
