@@ -432,21 +432,21 @@ func TestAJobHasOneWakeUpPending(t *testing.T) {
 	// A wait beside the decision's (wakeAlso) never puts the decision's
 	// off: later, it is dropped; sooner, it replaces it (and the pass it
 	// makes asks for the decision's again).
-	a.wakeFor("default.web", 60*time.Millisecond, "timer: test")
-	a.wakeAlso("default.web", 300*time.Millisecond, "timer: also")
-	if n := kicks(450 * time.Millisecond); n != 1 {
-		t.Fatalf("a decision's wait and a later one beside it made %d kicks, want 1", n)
-	}
-	if p := a.kickWhy.Load(); p == nil || *p != "timer: test" {
-		t.Fatalf("the kick's cause is %v, want the decision's", *p)
-	}
-	a.wakeFor("default.web", 300*time.Millisecond, "timer: test")
-	a.wakeAlso("default.web", 30*time.Millisecond, "timer: also")
-	if n := kicks(150 * time.Millisecond); n != 1 {
-		t.Fatalf("a sooner wait beside the decision's made %d kicks by 150 ms, want 1", n)
-	}
-	if p := a.kickWhy.Load(); p == nil || *p != "timer: also" {
-		t.Fatalf("the kick's cause is %v, want the sooner one", *p)
+	for _, c := range []struct {
+		decision, beside, within time.Duration
+		why                      string
+	}{
+		{60 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond, "timer: test"},
+		{300 * time.Millisecond, 30 * time.Millisecond, 150 * time.Millisecond, "timer: also"},
+	} {
+		a.wakeFor("default.web", c.decision, "timer: test")
+		a.wakeAlso("default.web", c.beside, "timer: also")
+		if n := kicks(c.within); n != 1 {
+			t.Fatalf("a decision's wait in %s and one beside it in %s made %d kicks by %s, want 1", c.decision, c.beside, n, c.within)
+		}
+		if p := a.kickWhy.Load(); p == nil || *p != c.why {
+			t.Fatalf("the kick's cause is %v, want %q", *p, c.why)
+		}
 	}
 	if n := kicks(300 * time.Millisecond); n != 0 {
 		t.Fatalf("the replaced wait still kicked (%d)", n)

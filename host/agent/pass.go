@@ -639,13 +639,8 @@ func summaryLists(s *model.RolloutSummary, node string) bool {
 		return false
 	}
 	for _, g := range s.Groups {
-		if g == nil {
-			continue
-		}
-		for _, w := range g.Waiting {
-			if w.Node == node {
-				return true
-			}
+		if g != nil && slices.ContainsFunc(g.Waiting, func(w model.SummaryWaiter) bool { return w.Node == node }) {
+			return true
 		}
 	}
 	return listsHolder(s, node)
