@@ -429,28 +429,6 @@ func TestAJobHasOneWakeUpPending(t *testing.T) {
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Fatalf("kicked after %v, before the newest request's 200 ms", took)
 	}
-	// A wait beside the decision's (wakeAlso) never puts the decision's
-	// off: later, it is dropped; sooner, it replaces it (and the pass it
-	// makes asks for the decision's again).
-	for _, c := range []struct {
-		decision, beside, within time.Duration
-		why                      string
-	}{
-		{60 * time.Millisecond, 300 * time.Millisecond, 450 * time.Millisecond, "timer: test"},
-		{300 * time.Millisecond, 30 * time.Millisecond, 150 * time.Millisecond, "timer: also"},
-	} {
-		a.wakeFor("default.web", c.decision, "timer: test")
-		a.wakeAlso("default.web", c.beside, "timer: also")
-		if n := kicks(c.within); n != 1 {
-			t.Fatalf("a decision's wait in %s and one beside it in %s made %d kicks by %s, want 1", c.decision, c.beside, n, c.within)
-		}
-		if p := a.kickWhy.Load(); p == nil || *p != c.why {
-			t.Fatalf("the kick's cause is %v, want %q", *p, c.why)
-		}
-	}
-	if n := kicks(300 * time.Millisecond); n != 0 {
-		t.Fatalf("the replaced wait still kicked (%d)", n)
-	}
 	// Control: two jobs, two kicks (far enough apart not to coalesce).
 	a.wakeFor("default.web", 10*time.Millisecond, "timer: test")
 	a.wakeFor("default.api", 150*time.Millisecond, "timer: test")

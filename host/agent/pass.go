@@ -246,7 +246,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			at := d.at.Add(deputyEvery)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
-				a.wakeAlso(k, at.Sub(now), "timer: a deputy's next decision")
+				a.wakeFor(k, at.Sub(now), "timer: a deputy's next decision")
 			}
 			counts.Skipped++
 			continue
@@ -371,7 +371,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			a.lastSig[k] = sig
 			a.retryAt[k] = now.Add(retry)
 			if retry != dec.RetryIn {
-				a.wakeAlso(k, retry, "timer: a verdict asked again") // noteDecision asks for RetryIn only
+				a.wakeFor(k, retry, "timer: a verdict asked again") // noteDecision asks for RetryIn only
 			}
 		default:
 			delete(a.lastSig, k)

@@ -727,42 +727,29 @@ func (a *Agent) noteDecision(dec rollout.Decision, now time.Time, jobKey string)
 }
 
 // jobWake is a job's one wake-up timer (wakeFor).
-type jobWake struct {
-	t  *time.Timer
-	at time.Time
-}
+type jobWake struct{ t *time.Timer }
 
 // wakeFor asks for a pass in d for the job jobKey, in place of the job's
-// earlier request if one is pending: it comes from the job's newest
-// decision (noteDecision: its RetryIn, or its deputy's step), which
-// supersedes the waits of the decisions before it. So a job has at most
-// one timer pending. A steward decided again on every change of the other
-// nodes' allocations asked for a timer on each of those decisions, every
-// one of which made a pass of its own later: more than half a 100-agent
-// rollout's steward passes (TestAJobHasOneWakeUpPending). Those
-// superseded passes had also been what broke a wave split across two
-// summaries, by chance: one timer per job waits for the summary's catch
-// (rollout.SummaryCatch), which ends the split on purpose (BENCHMARKS.md,
-// "2026-12-06, later").
+// earlier request if one is pending. The newest request is the one that
+// holds: each comes from the pass that last decided the job (its
+// noteDecision, then its verdict's retry, which is sooner) or skipped it
+// as an idle deputy (its next turn, before which every pass skips it
+// again), and that pass's waits supersede the ones before. Keeping the
+// sooner of two requests instead would lose the later one: a converged
+// job is skipped by the pass the sooner one makes, which asks nothing.
+// So a job has at most one timer pending. A steward decided again on
+// every change of the other nodes' allocations asked for a timer on each
+// of those decisions, every one of which made a pass of its own later:
+// more than half a 100-agent rollout's steward passes
+// (TestAJobHasOneWakeUpPending). Those superseded passes had also been
+// what broke a wave split across two summaries, by chance: one timer per
+// job waits for the summary's catch (rollout.SummaryCatch), which ends
+// the split on purpose (BENCHMARKS.md, "2026-12-06, later").
 func (a *Agent) wakeFor(jobKey string, d time.Duration, why string) {
-	a.wake(jobKey, d, why, true)
-}
-
-// wakeAlso asks for a pass in d for the job jobKey unless one is pending
-// sooner: for a wait beside the job's decision (a verdict asked again, an
-// idle deputy's next turn), which must not put off the decision's own.
-func (a *Agent) wakeAlso(jobKey string, d time.Duration, why string) {
-	a.wake(jobKey, d, why, false)
-}
-
-func (a *Agent) wake(jobKey string, d time.Duration, why string, replace bool) {
-	w := &jobWake{at: time.Now().Add(d)}
+	w := &jobWake{}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if old := a.wakes[jobKey]; old != nil {
-		if !replace && !w.at.Before(old.at) {
-			return // the pending one comes first; the pass it makes asks again
-		}
 		old.t.Stop() // one already firing finds itself replaced and makes no kick
 	}
 	if a.wakes == nil {
