@@ -205,7 +205,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		sum, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
 		if !a.summaryMatters(k, job, own, slots) {
 			sumSig = 0
-		} else if a.filtered() && !view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) && !summaryLists(sum, a.nodeID) {
+		} else if a.narrowFor(view, job) && !summaryLists(sum, a.nodeID) {
 			// Ranked by the summary alone (rollout.Facts.Narrow) and not
 			// listed in it: no summary that does not list this node can
 			// admit it (rollout.Held.Unlisted), so such a summary is no

@@ -96,6 +96,14 @@ func (w rolloutWork) empty() bool {
 // (under passMu).
 func (a *Agent) narrowing() bool { return a.narrowNow }
 
+// narrowFor reports whether this agent decides job without the other
+// nodes' allocations of it (rollout.Facts.Narrow): its watch is filtered
+// and does not hold the job's allocations, so admission ranks it by the
+// summary alone.
+func (a *Agent) narrowFor(view *fleet.View, job *model.Job) bool {
+	return a.filtered() && !view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID))
+}
+
 // filtered reports whether this agent's source filters its allocation
 // watch (narrowed now, or widening again): a job's other allocations are
 // then in view only where View.Watches says so.
@@ -384,7 +392,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	slices.SortFunc(f.Records, func(x, y rollout.Record) int { return int(x.D.JobVersion) - int(y.D.JobVersion) })
 	f.Allocs = append(f.Allocs, own...)
-	f.Narrow = a.filtered() && !view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID))
+	f.Narrow = a.narrowFor(view, job)
 	if !f.Narrow {
 		for _, al := range others {
 			if al != nil && al.NodeID != a.nodeID {

@@ -54,10 +54,13 @@ func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spa
 		if st := d.TaskGroups[name]; st != nil {
 			maxP = max(st.MaxParallel, 1)
 		}
-		was := admitted(cur.Groups[name], maxP)
+		was := map[model.SummaryWaiter]bool{}
+		for _, w := range admitted(cur.Groups[name], maxP) {
+			was[w] = true
+		}
 		now := admitted(gn, maxP)
 		for _, w := range now {
-			if !slices.Contains(was, w) {
+			if !was[w] {
 				more++
 			}
 		}
