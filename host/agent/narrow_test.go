@@ -15,6 +15,7 @@ import (
 	"github.com/hivelet/hivelet/host/rollout"
 	"github.com/hivelet/hivelet/host/wanted"
 	"github.com/hivelet/hivelet/internal/testutil"
+	"github.com/hivelet/hivelet/plugins/mock"
 )
 
 // filterOnly is a ViewSource that can change its filters (nothing else of
@@ -377,4 +378,111 @@ func deputyDecidedSince(n *node, t time.Time) bool {
 	defer n.agent.passMu.Unlock()
 	d, ok := n.agent.deputyLast["default.web"]
 	return ok && !d.at.Before(t)
+}
+
+// A narrowed waiter that the rollout summary does not list decides its job
+// once and then waits, converged: a summary that still does not list it
+// cannot admit it (rollout.Held.Unlisted), so it is no change to the job
+// (the pass signs it as unlistedSig). Each summary used to bring a decision
+// on every such node. Full passes are off (a resync of an hour), so every
+// decision counted has a cause; a summary that comes with a change of the
+// job's deployment records is not counted (that change is the job's). The
+// fleet: fourteen nodes, max_parallel 1, so the summary lists two waiters
+// and the narrowed others wait unlisted through several summaries (the
+// control). Without the unlistedSig line each of them brings a decision
+// (36 of 36 when measured).
+func TestAnUnlistedWaiterIsNotDecidedAgainOnEachSummary(t *testing.T) {
+	const nodes = 14
+	f := &testFleet{w: newWorldTTL(t, 0), rec: &recorder{tasks: map[string]string{}}}
+	for i := 1; i <= nodes; i++ {
+		id := fmt.Sprintf("node-%02d", i)
+		drv := &countingDriver{Driver: &recordingDriver{Driver: mock.New(), node: id, rec: f.rec}}
+		f.nodes = append(f.nodes, f.w.newNodeResync(id, drv, "", time.Hour))
+	}
+	t.Cleanup(func() {
+		for _, n := range f.nodes {
+			n.stopOnce(true)
+		}
+	})
+	mod := func(g *model.Group) {
+		g.Update.MaxParallel = 1
+		g.Update.MinHealthyTime = model.Duration(300 * time.Millisecond)
+	}
+	f.atV1(t, mod)
+	job := fleetJob(2, mod)
+
+	// Each node's timeline while it waits unlisted: the summaries it saw,
+	// with the job's deployment records as they were then (a change of
+	// those is a change of the job: a pause, a failure), and its decision
+	// count at the last sight of each. The count is read before the view:
+	// a view still showing what it showed means the pass for the next
+	// change had not begun.
+	type sight struct {
+		rev, deps uint64
+		decisions uint64
+	}
+	timelines := make([][]sight, len(f.nodes))
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for i, n := range f.nodes {
+				d := n.agent.Status().Decisions
+				view := n.src.View()
+				s := view.Summaries[wanted.SummaryKey("", "web")]
+				live := n.live("web")
+				if s.Value == nil || s.Absent || s.Value.JobVersion != 2 || len(live) != 1 || live[0].JobVersion != 1 ||
+					!n.agent.narrowFor(view, job) || summaryLists(s.Value, n.id) {
+					continue
+				}
+				var deps uint64
+				for _, st := range view.Deployments {
+					deps += mix(st.Revision)
+				}
+				tl := timelines[i]
+				if len(tl) > 0 && tl[len(tl)-1].rev == s.Revision && tl[len(tl)-1].deps == deps {
+					tl[len(tl)-1].decisions = d
+				} else {
+					tl = append(tl, sight{s.Revision, deps, d})
+				}
+				timelines[i] = tl
+			}
+		}
+	}()
+	f.w.putJob(fleetJob(2, mod))
+	f.waitStatus(t, 2, model.DeploymentSuccessful, 60*time.Second)
+	close(stop)
+	<-polled
+	// Each later unlisted summary that came with the same deployment
+	// records: the decisions from the last sight of the one before to the
+	// last sight of it are the ones it brought.
+	later, decided := 0, uint64(0)
+	for i, tl := range timelines {
+		l, d := 0, uint64(0)
+		for j := 1; j < len(tl); j++ {
+			if tl[j].deps == tl[j-1].deps {
+				l++
+				d += tl[j].decisions - tl[j-1].decisions
+			}
+		}
+		later += l
+		decided += d
+		if l > 0 {
+			t.Logf("%s: %d later unlisted summaries, %d decisions on them", f.nodes[i].id, l, d)
+		}
+	}
+	if later < 3 {
+		t.Fatalf("control: only %d later unlisted summaries seen by narrowed waiters; the test shows nothing", later)
+	}
+	if decided != 0 {
+		t.Fatalf("narrowed waiters made %d decisions on %d summaries that did not list them, want none", decided, later)
+	}
 }
