@@ -663,7 +663,13 @@ func TestEndToEndEveryHostilePolicyKindDuringARolloutFallsBackAndTheRolloutCompl
 	}
 	bcancel()
 	t.Logf("hostile Go module built in %s", time.Since(built).Round(time.Millisecond))
-	const deadline = time.Second
+	// The policy deadline: 2 s. The memory.grow module's one call, the
+	// first in a fresh agent, takes 270-430 ms on a quiet machine (the
+	// process faults in its 16 MiB and the copies wazero makes as it
+	// grows); under a loaded run it took over 1 s once, a deadline fault
+	// where the test looks for a memory one. The loop cases pay the
+	// deadline per call (about four calls).
+	const deadline = 2 * time.Second
 	f := newFaultFleetWith(t, 3, fmt.Sprintf("policy {\n  timeout = %q\n  memory_limit_mb = 16\n}\n", deadline.String()))
 	modules := map[string]string{"rf": guest}
 	for _, w := range []string{"trap", "loop", "grow", "bigmem", "noexport", "abi9", "outofbounds", "badstatus"} {
