@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,10 +75,10 @@ func RequireDocker(t testing.TB) {
 // (other tags, labelled LabelImage) are removed unless a container uses
 // them.
 //
-// The binaries are built with the flags of examples/fleet/build.sh (and
-// without VCS stamping, so a commit that changes no Go file changes no
-// byte, and the image is reused): the two share the Go build cache, and
-// after either the other mostly links.
+// The binaries are built by BuildStatic, with the flags of
+// examples/fleet/build.sh (and without VCS stamping, so a commit that
+// changes no Go file changes no byte, and the image is reused): the two
+// share the Go build cache, and after either the other mostly links.
 func BuildImage(t testing.TB, repoRoot string) Image {
 	t.Helper()
 	imageOnce.Do(func() { image, imageErr = buildImage(repoRoot) })
@@ -111,12 +112,8 @@ func buildImage(repoRoot string) (Image, error) {
 	}
 	defer os.RemoveAll(tmp)
 	// Both main packages in one go build: they compile in parallel.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", tmp+string(filepath.Separator),
-		"./cmd/hivelet", "github.com/nats-io/nats-server/v2")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return Image{}, fmt.Errorf("go build: %w\n%s", err, out)
+	if err := BuildStatic(ctx, root, tmp+string(filepath.Separator), "./cmd/hivelet", "github.com/nats-io/nats-server/v2"); err != nil {
+		return Image{}, err
 	}
 	sum := sha256.New()
 	for _, name := range []string{"hivelet", "nats-server"} {
@@ -151,6 +148,51 @@ func buildImage(repoRoot string) (Image, error) {
 	}
 	removeOldImages(ctx, tag)
 	return Image{Tag: tag, CLI: cli, Built: time.Since(start)}, nil
+}
+
+// BuildStatic runs go build in dir for pkgs, writing to out (a file, or a
+// directory when out ends in a separator), with the flags of
+// examples/fleet/build.sh: CGO_ENABLED=0, GOOS=linux, -trimpath,
+// -ldflags=-s -w, and no VCS stamp. Every test of the module that builds
+// hivelet or a plugin builds it this way, so that they share one compile
+// of each package in the Go build cache: a build with other flags compiles
+// every package again (from a cold cache, 115 s and 220 CPU-seconds here
+// for hivelet and nats-server; the same build of hivelet after it, 2.7 s).
+//
+// Builds run one at a time across the test processes of the machine (an
+// exclusive lock on a file in os.TempDir()): two processes compiling the
+// same packages at once would each compile them; the second to take the
+// lock finds them in the cache and mostly links.
+func BuildStatic(ctx context.Context, dir, out string, pkgs ...string) error {
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "hivelet-go-build.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return fmt.Errorf("go build: the build lock: %w", err)
+	}
+	defer lock.Close() // releases the lock, as the process's exit would
+	if err := flock(ctx, lock); err != nil {
+		return fmt.Errorf("go build: waiting for another test process's build: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out}, pkgs...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, b)
+	}
+	return nil
+}
+
+// flock takes an exclusive lock on f, or gives up when ctx ends (the
+// blocking call runs on a goroutine of its own, which ends when f is
+// closed or the lock is taken).
+func flock(ctx context.Context, f *os.File) error {
+	done := make(chan error, 1)
+	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // removeOldImages removes the images of earlier builds; an image a

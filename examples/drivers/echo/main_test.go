@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/internal/fleettest"
 	"github.com/hivelet/hivelet/plugins/manager"
 	"github.com/hivelet/hivelet/sdk/driver"
 )
@@ -27,9 +27,13 @@ func TestTheExampleDriverWorksAsAnExternalPlugin(t *testing.T) {
 	defer os.RemoveAll(dir)
 	pluginDir := filepath.Join(dir, "plugins")
 	bin := filepath.Join(pluginDir, "hivelet-driver-echo")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the example: %v\n%s", err, out)
+	// Built as the module's other test binaries are (static, the same
+	// flags): the packages it shares with them compile once. It may wait
+	// for another test process's build of the module first.
+	bctx, bcancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer bcancel()
+	if err := fleettest.BuildStatic(bctx, ".", bin, "."); err != nil {
+		t.Fatalf("building the example: %v", err)
 	}
 	sum, err := manager.FileSHA256(bin)
 	if err != nil {
