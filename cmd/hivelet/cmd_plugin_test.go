@@ -92,10 +92,10 @@ func TestPluginListShowsBuiltinsAndExternalsWithTheirSHA256(t *testing.T) {
 // the real binary (the package's one build of it, sharedBinary) as
 // `hivelet plugin serve NAME` for each built-in.
 func TestBuiltinsAreServedByTheHiveletBinaryReexecuted(t *testing.T) {
+	bin := sharedBinary(t) // first: the build may wait for another test process's
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	dir := testutil.ShortTempDir(t, "hvc")
-	bin := sharedBinary(t)
 	m, err := manager.New(manager.Config{SelfExe: bin, Builtins: []string{"exec", "mock"}, StateDir: filepath.Join(dir, "s")})
 	if err != nil {
 		t.Fatal(err)
