@@ -29,6 +29,10 @@
 //   - Every wait has a deadline and polls an observable (a CLI answer, a
 //     container's state, an HTTP health endpoint); nothing here sleeps to
 //     synchronise.
+//   - Every binary the module's tests build (the image's, cmd/hivelet's
+//     end-to-end binary, the example driver) is built by BuildStatic, with
+//     one set of flags and one build at a time across test processes, so
+//     the packages' tests share one compile of the module.
 //   - The package never reads or changes host/ internals: it talks to the
 //     fleet through the hivelet CLI (node status -json, job run, alloc logs),
 //     the Docker CLI, and JetStream's own API for stream leaders.

@@ -8,7 +8,11 @@
 //     (Docs, TestEveryPackageDocPointsAtAPageInTheTree);
 //   - a loop pauses through internal/wait.For, never a select of its own
 //     on a Done channel and time.After (Pauses,
-//     TestTheModulePausesOnlyThroughWaitFor).
+//     TestTheModulePausesOnlyThroughWaitFor);
+//   - a test builds hivelet or a plugin through fleettest.BuildStatic,
+//     never a `go build` of its own with other flags, which would compile
+//     the module a second time in every suite run (GoBuilds,
+//     TestTheModuleBuildsBinariesOnlyThroughBuildStatic).
 //
 // It reads source as text (go/parser: no build, no type checking), so a
 // check sees every file whatever its build constraints. Each check has a
