@@ -21,6 +21,10 @@
 package lint
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -46,4 +50,22 @@ func walk(root string, fn func(path, rel string) error) error {
 		}
 		return fn(path, filepath.ToSlash(rel))
 	})
+}
+
+// inspect parses the Go file at path (rel names it in errors) and calls
+// fn for each of its nodes, as ast.Inspect does, with the line each starts
+// at.
+func inspect(path, rel string, fn func(n ast.Node, line int) bool) error {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return fmt.Errorf("parsing %s: %w", rel, err)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if n == nil {
+			return fn(n, 0)
+		}
+		return fn(n, fset.Position(n.Pos()).Line)
+	})
+	return nil
 }

@@ -3,7 +3,6 @@ package lint
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
 	"strings"
 )
@@ -20,19 +19,13 @@ func Pauses(root string) (found []string, files int, err error) {
 			strings.HasPrefix(rel, "examples/") || strings.HasPrefix(rel, "internal/wait/") {
 			return nil
 		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return fmt.Errorf("parsing %s: %w", rel, err)
-		}
 		files++
-		ast.Inspect(f, func(n ast.Node) bool {
+		return inspect(path, rel, func(n ast.Node, line int) bool {
 			if sel, ok := n.(*ast.SelectStmt); ok && isPause(sel) {
-				found = append(found, fmt.Sprintf("%s:%d: a select that pauses until a context ends: call wait.For", rel, fset.Position(sel.Pos()).Line))
+				found = append(found, fmt.Sprintf("%s:%d: a select that pauses until a context ends: call wait.For", rel, line))
 			}
 			return true
 		})
-		return nil
 	})
 	return found, files, err
 }
