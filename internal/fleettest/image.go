@@ -152,8 +152,8 @@ func buildImage(repoRoot string) (Image, error) {
 
 // BuildStatic runs go build in dir for pkgs, writing to out (a file, or a
 // directory when out ends in a separator), with the flags of
-// examples/fleet/build.sh: CGO_ENABLED=0, GOOS=linux, -trimpath,
-// -ldflags=-s -w, and no VCS stamp. Every test of the module that builds
+// examples/fleet/build.sh (dockertest.GoBuildStatic: CGO_ENABLED=0,
+// GOOS=linux, -trimpath, -ldflags=-s -w, and no VCS stamp). Every test of the module that builds
 // hivelet or a plugin builds it this way, so that they share one compile
 // of each package in the Go build cache: a build with other flags compiles
 // every package again (from a cold cache, 115 s and 220 CPU-seconds here
@@ -172,13 +172,7 @@ func BuildStatic(ctx context.Context, dir, out string, pkgs ...string) error {
 	if err := flock(ctx, lock); err != nil {
 		return fmt.Errorf("go build: waiting for another test process's build: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out}, pkgs...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, b)
-	}
-	return nil
+	return dockertest.GoBuildStatic(ctx, dir, out, nil, pkgs...)
 }
 
 // flock takes an exclusive lock on f, or gives up when ctx ends (the

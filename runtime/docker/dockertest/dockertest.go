@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,14 +186,24 @@ func BuildGoBinary(ctx context.Context, mainSrc string) ([]byte, error) {
 	return os.ReadFile(bin)
 }
 
-// BuildStatic runs `go build` in dir (a main package) with cgo off, writing
-// the binary to out.
+// BuildStatic runs `go build` in dir (a main package, the module of its
+// own that TestProgram writes) with cgo off, writing the binary to out.
 func BuildStatic(ctx context.Context, dir, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	return GoBuildStatic(ctx, dir, out, []string{"GOWORK=off", "GOFLAGS=-mod=mod"}, ".")
+}
+
+// GoBuildStatic runs go build in dir for pkgs, writing to out (a file, or a
+// directory when out ends in a separator), as the static binaries of the
+// tests' FROM scratch images are built: CGO_ENABLED=0, GOOS=linux,
+// -trimpath, -ldflags=-s -w, no VCS stamp; env is added to the
+// environment. It is the one `go build` of the module's tests
+// (fleettest.BuildStatic runs the module's own builds through it).
+func GoBuildStatic(ctx context.Context, dir, out string, env []string, pkgs ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out}, pkgs...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off", "GOFLAGS=-mod=mod")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux"), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build in %s: %w\n%s", dir, err, b)
+		return fmt.Errorf("go build %s in %s: %w\n%s", strings.Join(pkgs, " "), dir, err, b)
 	}
 	return nil
 }
