@@ -1333,29 +1333,62 @@ func (s *Source) Intent(nodeID string) wanted.Intent {
 	return wanted.IntentOf(s.intents[wanted.NodeKey(nodeID)])
 }
 
+// pullAttempts is how many watches a pull starts before it gives up: a
+// watch that stays silent past the request timeout is taken for lost and
+// replaced by a fresh one. A watch created while its stream elects a leader
+// (a cluster forming, a server killed) can have its first pull request
+// lost; its own recovery (two missed idle heartbeats, then a new consumer)
+// takes 10 s or more, longer than a CLI read should wait in silence. Met in
+// CI: `deployment list` right after a 3-server cluster formed, "no entry
+// within 5s", while the next read answered at once.
+const pullAttempts = 3
+
 // pullAll reads the latest entry of every key of a bucket (delete and purge
-// markers included) and stops. A silence longer than the request timeout
-// fails the pull.
+// markers included) and stops. A watch silent for longer than the request
+// timeout is replaced (pullAttempts in all).
 func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.Entry, error) {
 	if kv == nil {
 		return nil, ErrNoBucket
 	}
 	src := &Source{st: s}
-	w, stop, err := src.startWatch(ctx, kv, 0, nil)
+	return pullEntries(ctx, s.conn.RequestTimeout(), pullAttempts, func(ctx context.Context) (jetstream.KeyWatcher, func(), error) {
+		return src.startWatch(ctx, kv, 0, nil)
+	})
+}
+
+// pullEntries runs pullOnce on watches from start until one ends with its
+// nil marker, at most attempts of them; each starts over from nothing (a
+// silent watch may have delivered some entries, and a fresh one delivers
+// them all again).
+func pullEntries(ctx context.Context, silence time.Duration, attempts int, start func(context.Context) (jetstream.KeyWatcher, func(), error)) ([]wanted.Entry, error) {
+	var err error
+	for range attempts {
+		var out []wanted.Entry
+		if out, err = pullOnce(ctx, silence, start); err == nil || ctx.Err() != nil {
+			return out, err
+		}
+	}
+	return nil, fmt.Errorf("%w (%d watches)", err, attempts)
+}
+
+// errPullSilent is a watch that delivered nothing for the silence allowed.
+var errPullSilent = errors.New("pulling bucket: watch silent")
+
+func pullOnce(ctx context.Context, silence time.Duration, start func(context.Context) (jetstream.KeyWatcher, func(), error)) ([]wanted.Entry, error) {
+	w, stop, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	var out []wanted.Entry
-	timeout := s.conn.RequestTimeout()
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(silence)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
-			return nil, fmt.Errorf("pulling bucket: no entry within %s", timeout)
+			return nil, fmt.Errorf("%w: no entry within %s", errPullSilent, silence)
 		case e, ok := <-w.Updates():
 			if !ok {
 				return nil, errors.New("pulling bucket: watch ended early")
@@ -1364,7 +1397,7 @@ func (s *Store) pullAll(ctx context.Context, kv jetstream.KeyValue) ([]wanted.En
 				return out, nil
 			}
 			out = append(out, toEntry(e))
-			t.Reset(timeout)
+			t.Reset(silence)
 		}
 	}
 }
