@@ -12,7 +12,10 @@
 //   - a test builds hivelet or a plugin through fleettest.BuildStatic,
 //     never a `go build` of its own with other flags, which would compile
 //     the module a second time in every suite run (GoBuilds,
-//     TestTheModuleBuildsBinariesOnlyThroughBuildStatic).
+//     TestTheModuleBuildsBinariesOnlyThroughBuildStatic);
+//   - the README, the Makefile and .ci/run state one test command, which
+//     ends with ./... and whose leading packages exist (TestCommand,
+//     TestTheREADMEMakefileAndCIRunOneTestCommand).
 //
 // It reads source as text (go/parser: no build, no type checking), so a
 // check sees every file whatever its build constraints. Each check has a
