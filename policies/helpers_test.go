@@ -14,6 +14,7 @@ import (
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
 	"github.com/hivelet/hivelet/internal/policywire"
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/sdk/policy"
 )
 
@@ -35,23 +36,10 @@ func (l *faultLog) all() []*Fault {
 	return append([]*Fault(nil), l.faults...)
 }
 
-// sharedCache is one compilation cache directory for the package's tests,
-// so each module is compiled once per test binary run.
-var sharedCache = struct {
-	once sync.Once
-	dir  string
-}{}
-
-func cacheDir(t testing.TB) string {
-	sharedCache.once.Do(func() {
-		d, err := osMkdirTemp()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sharedCache.dir = d
-	})
-	return sharedCache.dir
-}
+// cacheDir is the suite's wazero compilation cache
+// (testutil.WazeroCacheDir): each module is compiled once per machine, not
+// once per test binary.
+func cacheDir(t testing.TB) string { return testutil.WazeroCacheDir(t) }
 
 func newTestEngine(t testing.TB, opts Options) (*Engine, *faultLog, *prometheus.Registry) {
 	t.Helper()

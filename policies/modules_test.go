@@ -11,8 +11,6 @@ import (
 	"github.com/hivelet/hivelet/policies/build"
 )
 
-func osMkdirTemp() (string, error) { return os.MkdirTemp("", "hivelet-policy-cache-") }
-
 // built caches Go guests built by the tests (one build per test binary).
 var built = struct {
 	sync.Mutex

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -34,26 +33,10 @@ func runPolicyCLI(t *testing.T, args ...string) (int, string) {
 	return 1, out.String() + err.Error()
 }
 
-// policyCacheDir is the one wazero compilation cache of the package's
-// in-process policy commands, made by the first test that needs it; the
-// mutex lets the parallel policy tests share it.
-var (
-	policyCacheMu  sync.Mutex
-	policyCacheDir string
-)
-
-func policyCache(t *testing.T) string {
-	policyCacheMu.Lock()
-	defer policyCacheMu.Unlock()
-	if policyCacheDir == "" {
-		d, err := os.MkdirTemp("", "hivelet-cli-policy-cache-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		policyCacheDir = d
-	}
-	return policyCacheDir
-}
+// policyCache is the suite's wazero compilation cache
+// (testutil.WazeroCacheDir), shared by the parallel policy tests and the
+// other packages' test processes.
+func policyCache(t *testing.T) string { return testutil.WazeroCacheDir(t) }
 
 func writeJSON(t *testing.T, name, body string) string {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/policies"
 	"github.com/hivelet/hivelet/policies/build"
 	"github.com/hivelet/hivelet/sdk/policy"
@@ -44,7 +45,7 @@ func TestTheBuiltModulePassesItsCasesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wasm, _ := os.ReadFile(out)
-	e, err := policies.New(ctx, policies.Options{CacheDir: t.TempDir()})
+	e, err := policies.New(ctx, policies.Options{CacheDir: testutil.WazeroCacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
