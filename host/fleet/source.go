@@ -805,8 +805,22 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 				check.Stop()
 				continue
 			}
-			if initial || len(filters) > 0 {
-				continue // the pull is still being delivered; or filtered (see SourceConfig.Filters)
+			if initial {
+				// The pull is still being delivered, or its pull request
+				// was lost: a watch created while its stream elects a
+				// leader can deliver part of a bucket and then nothing
+				// (after a whole cluster restarted, a CLI read gave up
+				// after 20 s on a watch that had delivered some keys).
+				// Silence past a request timeout, and past two checks,
+				// ends it; the pull is made again whole.
+				if time.Since(leader.delivered) >= max(s.st.conn.RequestTimeout(), 2*every) {
+					log.Debug("watcher silent during its pull", "silent_for", time.Since(leader.delivered).Round(time.Millisecond))
+					return endStalled, false
+				}
+				continue
+			}
+			if len(filters) > 0 {
+				continue // filtered (see SourceConfig.Filters)
 			}
 			have := s.revision(b.kind)
 			last, err := s.lastRevision(ctx, kv, leader)

@@ -1309,3 +1309,87 @@ func TestTheStallCheckPaceGrowsWithTheFleet(t *testing.T) {
 		}
 	}
 }
+
+// A watcher whose pull falls silent part way (its pull request lost while
+// the stream elected a leader, after a whole cluster restarted) is
+// re-created once silent past a request timeout, and the bucket is pulled
+// again whole: the Source syncs with every key, where it would otherwise
+// wait on the ordered consumer's own recovery (a CLI read gave up after
+// 20 s in the fleet example's test).
+func TestAPullThatFallsSilentPartWayIsMadeAgain(t *testing.T) {
+	srv := startServer(t, t.TempDir(), -1)
+	log, logs := testLog(t)
+	conn := connect(t, srv.ClientURL(), log, nil)
+	st := mustEnsure(t, conn, BucketOptions{})
+	for _, id := range []string{"a", "b", "c"} {
+		putRaw(t, st, "default."+id, jobJSON(id, 1, ""))
+	}
+	obs := newObs()
+	src := NewSource(st, SourceConfig{Log: log, Observer: obs, Kinds: []string{KindJobs}})
+	var created atomic.Int32
+	src.watchHook = func(_ string, w jetstream.KeyWatcher) jetstream.KeyWatcher {
+		if created.Add(1) > 1 {
+			return w
+		}
+		return newCutWatch(w, 1) // one key, then silence
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = src.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	began := time.Now()
+	select {
+	case <-src.Synced():
+	case <-time.After(15 * time.Second):
+		t.Fatalf("not synced after 15 s (watchers %d, stages %v); logs:\n%s", created.Load(), src.Unsynced(), logs)
+	}
+	took := time.Since(began)
+	t.Logf("synced %s after the start, %d watchers", took.Round(time.Millisecond), created.Load())
+	if created.Load() < 2 || took < conn.RequestTimeout() {
+		t.Fatalf("synced after %s with %d watchers: want a second watcher after a request timeout (%s) of silence", took, created.Load(), conn.RequestTimeout())
+	}
+	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/stalled"); n == 0 {
+		t.Fatalf("no stalled restart counted (%v)", src.Restarts())
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if !hasJob(src, id, 1)() {
+			t.Fatalf("job %s missing after the second pull; view %v", id, src.View().Jobs)
+		}
+	}
+}
+
+// cutWatch forwards a watcher's first n entries, then nothing (its updates
+// stay open until Stop).
+type cutWatch struct {
+	jetstream.KeyWatcher
+	out  chan jetstream.KeyValueEntry
+	stop chan struct{}
+	once sync.Once
+}
+
+func newCutWatch(w jetstream.KeyWatcher, n int) *cutWatch {
+	c := &cutWatch{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
+	go func() {
+		for range n {
+			var e jetstream.KeyValueEntry
+			select {
+			case e = <-w.Updates():
+			case <-c.stop:
+				return
+			}
+			select {
+			case c.out <- e:
+			case <-c.stop:
+				return
+			}
+		}
+	}()
+	return c
+}
+
+func (c *cutWatch) Updates() <-chan jetstream.KeyValueEntry { return c.out }
+
+func (c *cutWatch) Stop() error {
+	c.once.Do(func() { close(c.stop) })
+	return c.KeyWatcher.Stop()
+}
