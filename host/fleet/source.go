@@ -502,7 +502,7 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 		reason, loaded := s.consume(ctx, b, kv, w, full, filters, reconnect, seen, stalls, log)
 		stop()
 		held, refiltered = filters, reason == endRefilter
-		if reason == endStalled {
+		if reason == endStalled || reason == endSilent {
 			stalls++
 		} else {
 			stalls = 0
@@ -515,6 +515,13 @@ func (s *Source) runBucket(ctx context.Context, b bucketRef) {
 			full = full && !loaded
 			s.countRestart(b.kind, "stalled")
 			log.Warn("watcher stalled behind the bucket; re-creating it", "resume_revision", s.revision(b.kind)+1)
+		case endSilent:
+			// Its pull is made again (whole, or from the same revision
+			// for a resumed watch); the leader record decides the
+			// disruption guard as for a stall.
+			stalled = seen
+			s.countRestart(b.kind, "silent")
+			log.Warn("watcher silent during its pull; re-creating it", "silent_for", time.Since(seen.delivered).Round(time.Millisecond), "full_pull", full)
 		case endRefilter:
 			// The filters changed. After a complete pull the new watcher
 			// resumes where this one stopped, and only the keys of the
@@ -731,6 +738,7 @@ const (
 	endReconnect
 	endClosed
 	endStalled
+	endSilent // silent during its pull (consume)
 	endRefilter
 )
 
@@ -814,8 +822,7 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 				// Silence past a request timeout, and past two checks,
 				// ends it; the pull is made again whole.
 				if time.Since(leader.delivered) >= max(s.st.conn.RequestTimeout(), 2*every) {
-					log.Debug("watcher silent during its pull", "silent_for", time.Since(leader.delivered).Round(time.Millisecond))
-					return endStalled, false
+					return endSilent, false
 				}
 				continue
 			}

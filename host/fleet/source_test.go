@@ -1143,8 +1143,9 @@ func runHeldSource(t *testing.T, st *Store, log *slog.Logger, obs Observer) (src
 	return src, hold, created
 }
 
-// heldWatch forwards a watcher's entries until hold is closed, then
-// delivers nothing (its updates stay open until Stop).
+// heldWatch forwards a watcher's entries until hold is closed (a nil hold:
+// never), or until it forwarded limit entries (0: no limit), then delivers
+// nothing (its updates stay open until Stop).
 type heldWatch struct {
 	jetstream.KeyWatcher
 	out  chan jetstream.KeyValueEntry
@@ -1153,9 +1154,13 @@ type heldWatch struct {
 }
 
 func newHeldWatch(w jetstream.KeyWatcher, hold <-chan struct{}) *heldWatch {
+	return newLimitedWatch(w, hold, 0)
+}
+
+func newLimitedWatch(w jetstream.KeyWatcher, hold <-chan struct{}, limit int) *heldWatch {
 	h := &heldWatch{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
 	go func() {
-		for {
+		for n := 0; limit == 0 || n < limit; n++ {
 			select {
 			case <-hold:
 				return
@@ -1331,7 +1336,7 @@ func TestAPullThatFallsSilentPartWayIsMadeAgain(t *testing.T) {
 		if created.Add(1) > 1 {
 			return w
 		}
-		return newCutWatch(w, 1) // one key, then silence
+		return newLimitedWatch(w, nil, 1) // one key, then silence
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -1348,48 +1353,15 @@ func TestAPullThatFallsSilentPartWayIsMadeAgain(t *testing.T) {
 	if created.Load() < 2 || took < conn.RequestTimeout() {
 		t.Fatalf("synced after %s with %d watchers: want a second watcher after a request timeout (%s) of silence", took, created.Load(), conn.RequestTimeout())
 	}
-	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/stalled"); n == 0 {
-		t.Fatalf("no stalled restart counted (%v)", src.Restarts())
+	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/silent"); n != 1 {
+		t.Fatalf("%d restarts counted as silent, want 1 (%v)", n, src.Restarts())
+	}
+	if !strings.Contains(logs.String(), "watcher silent during its pull") {
+		t.Fatalf("the re-creation was not logged; logs:\n%s", logs)
 	}
 	for _, id := range []string{"a", "b", "c"} {
 		if !hasJob(src, id, 1)() {
 			t.Fatalf("job %s missing after the second pull; view %v", id, src.View().Jobs)
 		}
 	}
-}
-
-// cutWatch forwards a watcher's first n entries, then nothing (its updates
-// stay open until Stop).
-type cutWatch struct {
-	jetstream.KeyWatcher
-	out  chan jetstream.KeyValueEntry
-	stop chan struct{}
-	once sync.Once
-}
-
-func newCutWatch(w jetstream.KeyWatcher, n int) *cutWatch {
-	c := &cutWatch{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry), stop: make(chan struct{})}
-	go func() {
-		for range n {
-			var e jetstream.KeyValueEntry
-			select {
-			case e = <-w.Updates():
-			case <-c.stop:
-				return
-			}
-			select {
-			case c.out <- e:
-			case <-c.stop:
-				return
-			}
-		}
-	}()
-	return c
-}
-
-func (c *cutWatch) Updates() <-chan jetstream.KeyValueEntry { return c.out }
-
-func (c *cutWatch) Stop() error {
-	c.once.Do(func() { close(c.stop) })
-	return c.KeyWatcher.Stop()
 }
