@@ -820,7 +820,8 @@ func (s *Source) consume(ctx context.Context, b bucketRef, kv jetstream.KeyValue
 				// (after a whole cluster restarted, a CLI read gave up
 				// after 20 s on a watch that had delivered some keys).
 				// Silence past a request timeout, and past two checks,
-				// ends it; the pull is made again whole.
+				// ends it; the pull is made again (whole, or from the
+				// last revision applied for a resumed watch).
 				if time.Since(leader.delivered) >= max(s.st.conn.RequestTimeout(), 2*every) {
 					return endSilent, false
 				}

@@ -13,9 +13,9 @@ import (
 // like ours), and the policies package, the CLI's policy tests and the
 // example policy each compiled the same modules again into directories of
 // their own, never removed. wazero keys an entry by the module's bytes and
-// the options that change its code (listeners, termination checks), under
-// a directory of its version and the machine's CPU, and writes it by
-// rename, so concurrent processes share it safely. A test of the cache
+// the options that change its code (listeners, termination checks) and the
+// CPU's features, under a directory named by its version, architecture and
+// OS, and writes it by rename, so concurrent processes share it safely. A test of the cache
 // itself, or of a compilation, uses a directory of its own.
 func WazeroCacheDir(t testing.TB) string {
 	t.Helper()
