@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // BenchmarkEncodingInTheGuest is the measurement behind ABI v1's encoding:
@@ -98,7 +99,7 @@ func allKeys(nodes []*model.Node) (byte, []string, []string) {
 }
 
 func mustCache(b *testing.B) wazero.CompilationCache {
-	c, err := wazero.NewCompilationCacheWithDir(cacheDir(b))
+	c, err := wazero.NewCompilationCacheWithDir(testutil.WazeroCacheDir(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,17 +36,12 @@ func (l *faultLog) all() []*Fault {
 	return append([]*Fault(nil), l.faults...)
 }
 
-// cacheDir is the suite's wazero compilation cache
-// (testutil.WazeroCacheDir): each module is compiled once per machine, not
-// once per test binary.
-func cacheDir(t testing.TB) string { return testutil.WazeroCacheDir(t) }
-
 func newTestEngine(t testing.TB, opts Options) (*Engine, *faultLog, *prometheus.Registry) {
 	t.Helper()
 	faults := &faultLog{}
 	reg := prometheus.NewRegistry()
 	if opts.CacheDir == "" {
-		opts.CacheDir = cacheDir(t)
+		opts.CacheDir = testutil.WazeroCacheDir(t) // the suite's one cache
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -19,7 +19,7 @@ func runPolicyCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
 	root := newRootCmd()
-	root.SetArgs(append(args, "--cache-dir", policyCache(t)))
+	root.SetArgs(append(args, "--cache-dir", testutil.WazeroCacheDir(t))) // the suite's one cache
 	root.SetOut(&out)
 	root.SetErr(&out)
 	err := root.Execute()
@@ -32,11 +32,6 @@ func runPolicyCLI(t *testing.T, args ...string) (int, string) {
 	}
 	return 1, out.String() + err.Error()
 }
-
-// policyCache is the suite's wazero compilation cache
-// (testutil.WazeroCacheDir), shared by the parallel policy tests and the
-// other packages' test processes.
-func policyCache(t *testing.T) string { return testutil.WazeroCacheDir(t) }
 
 func writeJSON(t *testing.T, name, body string) string {
 	t.Helper()
