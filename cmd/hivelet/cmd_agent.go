@@ -473,6 +473,10 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 	h := api.RequireToken(api.NewHandler(api.Providers{Node: prov, Allocs: prov, Jobs: api.JobsFromSource(src), Rejections: api.RejectionsFromSource(src),
 		Plugins: prov, Health: prov, Operator: &api.Operator{Store: fstore, View: src, By: "api", JobView: fstore.JobView},
 		JobWrites: &api.JobWrites{Writer: apiJobWriter{st: fstore}, Drivers: builtin.Schemas()}}, reg), apiToken)
+	if rc.HTTPEnableDebug {
+		h = api.WithDebug(h, apiToken)
+		log.Info("runtime profiles served under /debug/pprof/ (http.enable_debug)", "addr", rc.HTTPAddr)
+	}
 	bg.Add(1)
 	go func() { defer bg.Done(); _ = api.Serve(runCtx, l, h, log) }()
 

@@ -112,6 +112,10 @@ type HTTP struct {
 	// can then run jobs on the fleet through this agent. Loopback only;
 	// the agent warns at every start.
 	InsecureNoAuth bool `hcl:"insecure_no_auth,optional" json:"insecure_no_auth,omitempty"`
+	// EnableDebug serves Go's runtime profiles under /debug/pprof/ (heap,
+	// goroutines, CPU, trace); every request there needs the token, from
+	// loopback too (docs/api.md, "Debugging").
+	EnableDebug bool `hcl:"enable_debug,optional" json:"enable_debug,omitempty"`
 }
 
 // NATS configures the connection to the fleet. No URLs: an embedded server.
@@ -450,10 +454,11 @@ type Resolved struct {
 	ExecAllowRoot bool
 
 	// HTTPAllowNonLoopback, HTTPTokenFile (resolved: <state_dir>/http.token
-	// by default) and HTTPNoAuth are the http block's.
+	// by default), HTTPNoAuth and HTTPEnableDebug are the http block's.
 	HTTPAllowNonLoopback bool
 	HTTPTokenFile        string
 	HTTPNoAuth           bool
+	HTTPEnableDebug      bool
 }
 
 // dynamicRange is the configured dynamic range over the defaults.
@@ -503,7 +508,7 @@ func (a *Agent) Resolve(dev bool, stateDir string) (*Resolved, error) {
 		if h.TokenFile != "" {
 			r.HTTPTokenFile = h.TokenFile
 		}
-		r.HTTPAllowNonLoopback, r.HTTPNoAuth = h.AllowNonLoopback, h.InsecureNoAuth
+		r.HTTPAllowNonLoopback, r.HTTPNoAuth, r.HTTPEnableDebug = h.AllowNonLoopback, h.InsecureNoAuth, h.EnableDebug
 		if h.InsecureNoAuth && h.TokenFile != "" {
 			return nil, errors.New("http: insecure_no_auth and token_file are exclusive")
 		}

@@ -184,13 +184,14 @@ func TestTheDocumentedExamplesLoad(t *testing.T) {
 func TestTheHTTPBlockNeedsATokenBeyondLoopback(t *testing.T) {
 	for _, c := range []struct {
 		hcl, refused, tokenFile string
-		noAuth                  bool
+		noAuth, debug           bool
 	}{
-		{"", "", "/tmp/x/http.token", false},
-		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  token_file = \"/etc/hivelet/api.token\"\n}\n", "", "/etc/hivelet/api.token", false},
-		{"http {\n  insecure_no_auth = true\n}\n", "", "/tmp/x/http.token", true},
-		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  insecure_no_auth = true\n}\n", "not loopback and insecure_no_auth", "", false},
-		{"http {\n  insecure_no_auth = true\n  token_file = \"/t\"\n}\n", "exclusive", "", false},
+		{"", "", "/tmp/x/http.token", false, false},
+		{"http {\n  enable_debug = true\n}\n", "", "/tmp/x/http.token", false, true},
+		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  token_file = \"/etc/hivelet/api.token\"\n}\n", "", "/etc/hivelet/api.token", false, false},
+		{"http {\n  insecure_no_auth = true\n}\n", "", "/tmp/x/http.token", true, false},
+		{"http {\n  address = \"0.0.0.0:4646\"\n  allow_non_loopback = true\n  insecure_no_auth = true\n}\n", "not loopback and insecure_no_auth", "", false, false},
+		{"http {\n  insecure_no_auth = true\n  token_file = \"/t\"\n}\n", "exclusive", "", false, false},
 	} {
 		a, err := Parse([]byte(c.hcl), "agent.hcl")
 		if err != nil {
@@ -203,7 +204,7 @@ func TestTheHTTPBlockNeedsATokenBeyondLoopback(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || r.HTTPTokenFile != c.tokenFile || r.HTTPNoAuth != c.noAuth {
+		if err != nil || r.HTTPTokenFile != c.tokenFile || r.HTTPNoAuth != c.noAuth || r.HTTPEnableDebug != c.debug {
 			t.Errorf("%q: %+v %v", c.hcl, r, err)
 		}
 	}
