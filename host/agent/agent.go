@@ -186,6 +186,14 @@ type Agent struct {
 	nodeID string
 
 	nodeFacts nodeFactsCache // the rollout facts' per-node derivations (its own lock)
+	// passNode is the node record of the pass under way (set as it
+	// starts), which the runners it creates are given (runnerNode).
+	passNode atomic.Pointer[model.Node]
+	// runnersNode is the node record the runners were last given: while
+	// a newer one differs only in its heartbeat time, the next runner
+	// shares it (under runnersNodeMu).
+	runnersNodeMu sync.Mutex
+	runnersNode   *model.Node
 	// fleetNodes is, by job key, the node part of the job's last
 	// whole-fleet plan input (fleetNodesOf; under passMu).
 	fleetNodes map[string]*fleetNodesMemo
@@ -388,11 +396,32 @@ func (a *Agent) KickFor(why string) {
 	}
 }
 
+// runnerNode is the node record a new runner is given (what its tasks'
+// environment and mounts read): the pass's own, or outside a pass a fresh
+// one. A runner only reads it, so runners share one record while the node
+// changes nothing but its heartbeat time: a node running a thousand
+// allocations holds one copy of its attributes, not one per runner
+// (BENCHMARKS.md, "Agent memory per allocation in dev mode").
+func (a *Agent) runnerNode() *model.Node {
+	n := a.passNode.Load()
+	if n == nil {
+		n = a.cfg.Node()
+	}
+	a.runnersNodeMu.Lock()
+	defer a.runnersNodeMu.Unlock()
+	if p := a.runnersNode; p != nil && (p == n || model.SameButHeartbeat(p, n)) {
+		a.passNode.CompareAndSwap(n, p) // the pass's next runners find it at once
+		return p
+	}
+	a.runnersNode = n
+	return n
+}
+
 func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[string]*driver.TaskHandle) *allocrunner.Runner {
 	return allocrunner.New(allocrunner.Config{
 		Alloc:     alloc,
 		Job:       job,
-		Node:      a.cfg.Node(),
+		Node:      a.runnerNode(),
 		Drivers:   a.drivers,
 		Validate:  a.cfg.Validate,
 		Store:     a.cfg.Store,

@@ -368,7 +368,10 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	if most := uint64(took/deputyEvery) + 2; dAfter-dBefore > most {
 		t.Fatalf("the idle deputy decided the job %d times in %s of other nodes' changes (at most %d)", dAfter-dBefore, took.Round(time.Millisecond), most)
 	}
-	testutil.Eventually(t, 3*deputyEvery, "the deputy's decision after the last change", func() bool {
+	// The last change is not lost: the deputy decides it at its next
+	// turn. The wait allows for a loaded machine (it once took over 3
+	// turns beside two benchmarks); the rate is what the bound above tests.
+	testutil.Eventually(t, 10*deputyEvery, "the deputy's decision after the last change", func() bool {
 		return deputyDecidedSince(deputy, lastPut)
 	})
 }

@@ -78,6 +78,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 	}
 	self := a.cfg.Node()
+	a.passNode.Store(self)
+	defer a.passNode.Store(nil)
 	view := a.cfg.Source.View()
 
 	a.collectFinished()
