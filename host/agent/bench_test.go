@@ -240,10 +240,18 @@ func BenchmarkPassWith1000Allocations(b *testing.B) {
 	// pass: the whole pass; reconcile: the reconcile it runs (the input
 	// built from the same allocations and view, and the plan), for the
 	// ratio of the scale issue (a pass ≤ 1.3× its reconcile).
+	// cpu-ns/op is the process's CPU per op (user + system, the GC's
+	// included): the steadier figure on a shared machine, where the wall
+	// time of either half moves by a third from run to run.
+	cpuPerOp := func(b *testing.B, cpu0 time.Duration) {
+		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 	b.Run("pass", func(b *testing.B) {
+		cpu0 := processCPU()
 		for b.Loop() {
 			n.agent.Pass(ctx)
 		}
+		cpuPerOp(b, cpu0)
 		if c := n.agent.Status().LastCounts; c.Ignore != 1000 || c.Place+c.Stop+c.Update != 0 {
 			b.Fatalf("the pass did not see a converged node: %+v", c)
 		}
@@ -253,12 +261,14 @@ func BenchmarkPassWith1000Allocations(b *testing.B) {
 	view := n.src.View()
 	nodes := view.NodeList()
 	b.Run("reconcile", func(b *testing.B) {
+		cpu0 := processCPU()
 		for b.Loop() {
 			in := buildInput(j, self, own, fleetFacts{Nodes: nodes}, time.Now(), nil)
 			if p, err := reconcile.ReconcileNode(in, self.ID); err != nil || len(p.Ignore) != 1000 {
 				b.Fatalf("%v %d", err, len(p.Ignore))
 			}
 		}
+		cpuPerOp(b, cpu0)
 	})
 }
 

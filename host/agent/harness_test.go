@@ -323,6 +323,8 @@ type node struct {
 	pending func(*model.Job) (bool, string)
 	// completion, when set before start, is the agent's Completion.
 	completion reconcile.CompletionDecider
+	// metrics, when set before start, is the agent's Metrics.
+	metrics Metrics
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
@@ -446,6 +448,7 @@ func (n *node) start() {
 		Resync:        n.resync,
 		PolicyPending: n.pending,
 		Completion:    n.completion,
+		Metrics:       n.metrics,
 		ServerNow:     n.src.ServerNow,
 		NodeTTL:       store.NodeTTL(),
 		LiveTTL:       live.TTL,

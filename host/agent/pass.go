@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -424,11 +425,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.cfg.Metrics.ObserveReconcile(outcome, el)
 	a.cfg.Metrics.SetEnumerationFailed(false)
 	if full || len(ownDirty) > 0 {
-		byStatus := map[string]int{}
-		for _, al := range a.ownAllocs() {
-			byStatus[string(al.ClientStatus)]++
-		}
-		a.cfg.Metrics.SetAllocsByStatus(byStatus)
+		a.cfg.Metrics.SetAllocsByStatus(a.countByStatus())
 	}
 	level := slog.LevelDebug // a pass that did nothing is not news
 	if counts.Place+counts.Update+counts.InPlace+counts.Stop+counts.Migrate+counts.Errors > 0 {
@@ -450,15 +447,44 @@ func mix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// hashString is FNV-1a over s, without allocating (it runs per allocation
-// per pass).
-func hashString(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
+// hashSeed seeds hashString: the signatures it makes are compared within
+// this process only (lastSig, allocKick), never stored or sent.
+var hashSeed = maphash.MakeSeed()
+
+// hashString hashes s without allocating (it runs per allocation per pass:
+// maphash's AES rounds cost a few nanoseconds for an ID where a byte loop
+// cost ~40).
+func hashString(s string) uint64 { return maphash.String(hashSeed, s) }
+
+// countByStatus counts this node's allocations (live runners' snapshots and
+// finished ones) by client status, for the allocations metric: one walk
+// under the lock, no list of them built.
+func (a *Agent) countByStatus() map[string]int {
+	n := make([]int, len(model.ClientStatuses))
+	other := map[string]int{}
+	add := func(s model.ClientStatus) {
+		for i, c := range model.ClientStatuses {
+			if c == s {
+				n[i]++
+				return
+			}
+		}
+		other[string(s)]++ // not one of the known statuses: counted as it is
 	}
-	return h
+	a.mu.Lock()
+	for _, r := range a.runners {
+		add(r.Snapshot().ClientStatus)
+	}
+	for _, t := range a.terminal {
+		add(t.ClientStatus)
+	}
+	a.mu.Unlock()
+	for i, c := range model.ClientStatuses {
+		if n[i] > 0 {
+			other[string(c)] = n[i]
+		}
+	}
+	return other
 }
 
 // forgetGone deletes from m the job keys jobs does not hold.

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // TestRunnersShareTheNodeRecordWhileOnlyItsHeartbeatMoves: the node
@@ -66,5 +69,55 @@ func TestRunnersShareTheNodeRecordWhileOnlyItsHeartbeatMoves(t *testing.T) {
 	drain = &model.DrainStrategy{}
 	if n := a.runnerNode(); n == changed || n.Drain == nil {
 		t.Fatal("a drain set on the node did not reach the next runner's record")
+	}
+}
+
+// statusMetrics records the allocations-by-status counts the agent sets.
+type statusMetrics struct {
+	nopMetrics
+	mu   sync.Mutex
+	last map[string]int
+}
+
+func (m *statusMetrics) SetAllocsByStatus(c map[string]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last = maps.Clone(c)
+}
+
+func (m *statusMetrics) get() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.last)
+}
+
+// TestTheAllocationsMetricCountsLiveAndFinishedAllocationsByStatus: the
+// metric a pass sets counts this node's live runners and its finished
+// allocations by client status, as Allocs lists them.
+func TestTheAllocationsMetricCountsLiveAndFinishedAllocationsByStatus(t *testing.T) {
+	w := newWorld(t)
+	m := &statusMetrics{}
+	n := w.newNodeWith("node-a", nil, "", 500*time.Millisecond, func(n *node) { n.metrics = m })
+	defer n.stop(true)
+	web := mockJob("web", 0, nil)
+	web.Groups[0].Count = 3
+	web.Groups[0].Update.MaxParallel = 0
+	w.putJob(web)
+	batch := mockJob("batch", 1, map[string]any{"run_for": "20ms"})
+	batch.Type = model.JobTypeSysbatch
+	batch.Groups[0].Update = nil
+	batch.Groups[0].Count = 2
+	w.putJob(batch)
+	want := map[string]int{"running": 3, "complete": 2}
+	testutil.Eventually(t, 15*time.Second, "the metric at 3 running and 2 complete", func() bool {
+		return maps.Equal(m.get(), want)
+	})
+	// The metric says what Allocs says.
+	got := map[string]int{}
+	for _, a := range n.agent.Allocs() {
+		got[string(a.ClientStatus)]++
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("Allocs by status %v, the metric %v", got, m.get())
 	}
 }
