@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/host/api"
 	"github.com/hivelet/hivelet/host/config"
 	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
@@ -379,7 +380,7 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 	p := newAgent(t, url)
 	// A heartbeat period of 200 s: an intent change that reaches the node
 	// record within seconds was pushed by FollowIntent, not a heartbeat.
-	p.writeConfig(fmt.Sprintf("http {\n  address = %q\n}\nnats {\n  urls = [%q]\n  node_ttl = \"600s\"\n}\n", p.apiAddr, url))
+	p.writeConfig(fmt.Sprintf("http {\n  address = %q\n  enable_debug = true\n}\nnats {\n  urls = [%q]\n  node_ttl = \"600s\"\n}\n", p.apiAddr, url))
 	p.startWith("-no-policies")
 
 	// 1. NATS connection state and heartbeats are observed.
@@ -447,7 +448,16 @@ func TestEndToEndAgentMetricsIntentPluginRestartsAndQuietLines(t *testing.T) {
 		t.Error("the policy engine was loaded with -no-policies")
 	}
 
-	// 6. The connection state follows the server going away.
+	// 6. http.enable_debug: the heap profile needs the token from loopback
+	// too, and with it is a gzipped profile.
+	if code, body := apiGet(t, "http://"+p.apiAddr+"/debug/pprof/heap", ""); code != 401 || !strings.Contains(body, api.TokenFile) {
+		t.Fatalf("the heap profile without the token: %d %.200s", code, body)
+	}
+	if code, body := apiGet(t, "http://"+p.apiAddr+"/debug/pprof/heap", p.apiToken()); code != 200 || !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Fatalf("the heap profile with the token: %d, %d bytes, not gzip", code, len(body))
+	}
+
+	// 7. The connection state follows the server going away.
 	emb.Shutdown()
 	testutil.Eventually(t, 10*time.Second, "connection state leaving connected", func() bool {
 		return p.metric(`hivelet_nats_connection_state{state="connected"}`) == 0 &&

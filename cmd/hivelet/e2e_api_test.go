@@ -38,6 +38,25 @@ func apiPost(t *testing.T, url, ctype, body, token string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// apiGet gets url with the bearer token ("" sends none).
+func apiGet(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // apiToken is the HTTP API token the agent generated in its state directory.
 func (p *agentProc) apiToken() string {
 	p.t.Helper()
@@ -74,6 +93,11 @@ func TestEndToEndAJobIsRunAndStoppedOverTheHTTPAPI(t *testing.T) {
 		t.Fatalf("the API token file: %v %v, want mode 0600", fi, err)
 	}
 	token := p.apiToken()
+	// The profiles are served only with http.enable_debug, which this
+	// agent's configuration does not set.
+	if code, body := apiGet(t, base+"/debug/pprof/", token); code != 404 {
+		t.Fatalf("/debug/pprof/ without http.enable_debug: %d %.200s, want 404", code, body)
+	}
 	bad := strings.Replace(mockJobHCL("over http", ""), "stdout_string", "stdout_strnig", 1)
 	code, body := apiPost(t, base+"/v1/jobs", "text/plain", bad, token)
 	if code != 400 || !strings.Contains(body, "request.hcl:") || !strings.Contains(body, `did you mean \"stdout_string\"?`) {
