@@ -457,8 +457,11 @@ var hashSeed = maphash.MakeSeed()
 func hashString(s string) uint64 { return maphash.String(hashSeed, s) }
 
 // countByStatus counts this node's allocations (live runners' snapshots and
-// finished ones) by client status, for the allocations metric: one walk
-// under the lock, no list of them built.
+// finished ones) by client status, for the allocations metric, into
+// counters: no list of the allocations is built. The runners are read after
+// a.mu is released, as ownAllocs reads them: no runner's lock is taken under
+// a.mu (a runner's reports take a.mu under the runner's persist lock, and
+// a.mu held across a thousand runners' locks would stall those reports).
 func (a *Agent) countByStatus() map[string]int {
 	n := make([]int, len(model.ClientStatuses))
 	other := map[string]int{}
@@ -472,13 +475,17 @@ func (a *Agent) countByStatus() map[string]int {
 		other[string(s)]++ // not one of the known statuses: counted as it is
 	}
 	a.mu.Lock()
+	runners := make([]*allocrunner.Runner, 0, len(a.runners))
 	for _, r := range a.runners {
-		add(r.Snapshot().ClientStatus)
+		runners = append(runners, r)
 	}
 	for _, t := range a.terminal {
 		add(t.ClientStatus)
 	}
 	a.mu.Unlock()
+	for _, r := range runners {
+		add(r.Snapshot().ClientStatus)
+	}
 	for i, c := range model.ClientStatuses {
 		if n[i] > 0 {
 			other[string(c)] = n[i]
