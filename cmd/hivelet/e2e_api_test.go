@@ -19,31 +19,23 @@ import (
 // apiPost posts body to url with the bearer token ("" sends none).
 func apiPost(t *testing.T, url, ctype, body, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return apiRequest(t, "POST", url, ctype, strings.NewReader(body), token)
 }
 
 // apiGet gets url with the bearer token ("" sends none).
 func apiGet(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
+	return apiRequest(t, "GET", url, "", nil, token)
+}
+
+func apiRequest(t *testing.T, method, url, ctype string, body io.Reader, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
