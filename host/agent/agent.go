@@ -654,10 +654,7 @@ func (a *Agent) Shutdown(ctx context.Context, stopTasks bool) {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	a.mu.Lock()
-	runners := make([]*allocrunner.Runner, 0, len(a.runners))
-	for _, r := range a.runners {
-		runners = append(runners, r)
-	}
+	runners := a.runnerListLocked()
 	a.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range runners {

@@ -475,10 +475,7 @@ func (a *Agent) countByStatus() map[string]int {
 		other[string(s)]++ // not one of the known statuses: counted as it is
 	}
 	a.mu.Lock()
-	runners := make([]*allocrunner.Runner, 0, len(a.runners))
-	for _, r := range a.runners {
-		runners = append(runners, r)
-	}
+	runners := a.runnerListLocked()
 	for _, t := range a.terminal {
 		add(t.ClientStatus)
 	}
@@ -782,15 +779,22 @@ func (a *Agent) collectFinished() {
 	}
 }
 
+// runnerListLocked lists the live runners (a.mu held), for reading or
+// stopping them once a.mu is released.
+func (a *Agent) runnerListLocked() []*allocrunner.Runner {
+	runners := make([]*allocrunner.Runner, 0, len(a.runners))
+	for _, r := range a.runners {
+		runners = append(runners, r)
+	}
+	return runners
+}
+
 // ownAllocs is this node's allocations (live runners' snapshots and
 // finished ones), in no particular order.
 func (a *Agent) ownAllocs() []*model.Allocation {
 	a.mu.Lock()
 	out := make([]*model.Allocation, 0, len(a.runners)+len(a.terminal))
-	runners := make([]*allocrunner.Runner, 0, len(a.runners))
-	for _, r := range a.runners {
-		runners = append(runners, r)
-	}
+	runners := a.runnerListLocked()
 	for _, t := range a.terminal {
 		out = append(out, t)
 	}

@@ -30,18 +30,29 @@ func RequireToken(h http.Handler, token string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="hivelet"`)
+		if !hasBearer(r, want) {
 			what := "writes need"
 			if read {
 				what = "reads from beyond loopback need"
 			}
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": what + " the agent's API token: Authorization: Bearer <the token in <state_dir>/" + TokenFile + ">"})
+			refuseToken(w, what+" the agent's API token")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// hasBearer reports whether r carries want ("Bearer <token>"), compared in
+// constant time.
+func hasBearer(r *http.Request, want []byte) bool {
+	got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+	return subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// refuseToken answers 401: who needs the token, and where the token is.
+func refuseToken(w http.ResponseWriter, who string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="hivelet"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": who + ": Authorization: Bearer <the token in <state_dir>/" + TokenFile + ">"})
 }
 
 // TokenFile is the API token's file name in the agent's state directory.

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -22,13 +21,9 @@ func WithDebug(h http.Handler, token string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if token != "" {
-			got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="hivelet"`)
-				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "the profiles need the agent's API token, from loopback too: Authorization: Bearer <the token in <state_dir>/" + TokenFile + ">"})
-				return
-			}
+		if token != "" && !hasBearer(r, want) {
+			refuseToken(w, "the profiles need the agent's API token, from loopback too")
+			return
 		}
 		mux.ServeHTTP(w, r)
 	})

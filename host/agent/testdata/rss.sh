@@ -29,23 +29,7 @@ PID=$!
 sleep 20
 rss() { awk '/VmRSS/ {print $2/1024 " MB"}' /proc/$1/status; }
 echo "idle agent RSS: $(rss $PID)"
-cat > $D/big.hcl <<'J'
-job "big" {
-  type = "system"
-  datacenters = ["dc1"]
-  update {
-    max_parallel = 0
-  }
-  group "g" {
-    count = 1000
-    task "t" {
-      driver = "mock"
-      config {
-      }
-    }
-  }
-}
-J
+cp "$(dirname "$0")/rss_job.hcl" $D/big.hcl
 time "$HV" job run -nats nats://127.0.0.1:$NP -timeout 300s $D/big.hcl | tail -2
 sleep 15
 echo "agent RSS with 1000 allocations: $(rss $PID)"

@@ -19,23 +19,7 @@ sleep 20
 kb() { awk '/VmRSS/ {print $2}' /proc/$PID/status; }
 per() { awk -v d=$1 'BEGIN {printf "%.1f", d / 1000}'; } # KiB over 1,000 allocations: KiB each
 job() {
-  cat > $D/$1.hcl <<J
-job "$1" {
-  type = "system"
-  datacenters = ["dc1"]
-  update {
-    max_parallel = 0
-  }
-  group "g" {
-    count = 1000
-    task "t" {
-      driver = "mock"
-      config {
-      }
-    }
-  }
-}
-J
+  sed "s/^job \"big\"/job \"$1\"/" "$(dirname "$0")/rss_job.hcl" > $D/$1.hcl
   "$HV" job run -nats nats://127.0.0.1:$NP -timeout 300s $D/$1.hcl > /dev/null
 }
 I=$(kb)
