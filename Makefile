@@ -5,7 +5,7 @@ export GOTOOLCHAIN := go1.27.3
 .PHONY: test build bench
 
 test:
-	go test -race -timeout 15m ./cmd/hivelet ./examples/fleet ./host/agent ./policies ./...
+	go test -race -timeout 15m -p 4 ./cmd/hivelet ./host/agent ./examples/fleet ./host/fleet ./policies ./plugins/docker ./plugins/exec ./...
 
 build:
 	go build -o bin/hivelet ./cmd/hivelet
