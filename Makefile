@@ -5,7 +5,7 @@ export GOTOOLCHAIN := go1.27.3
 .PHONY: test build bench
 
 test:
-	go test -race -timeout 15m -p 4 ./cmd/hivelet ./policies ./host/agent ./examples/fleet ./host/fleet ./plugins/docker ./plugins/exec ./...
+	go test -race -timeout 15m -p 4 ./cmd/hivelet ./host/agent ./examples/fleet ./host/fleet ./policies ./plugins/docker ./plugins/exec ./...
 
 build:
 	go build -o bin/hivelet ./cmd/hivelet
