@@ -289,6 +289,9 @@ type Agent struct {
 	// (deputyLast) is made then. The first pass at or after it forgets
 	// the signature (passMu).
 	retryAt map[string]time.Time
+	// pruned is when a pass last walked the job-keyed maps above for
+	// gone jobs' keys (passMu).
+	pruned pruneMark
 
 	echoes ownEchoes // this agent's own writes, to recognise their echo
 	// ownKeysGen is the view generation checkOwnKeys last read (0: none:

@@ -386,13 +386,21 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		a.queueRollout(k, work)
 	}
 	// A job key gone: nothing to steward, no slot to take or release,
-	// nothing to wait for.
-	forgetGone(a.watchJobs, view.Jobs)
-	forgetGone(a.aheadJobs, view.Jobs)
-	forgetGone(a.deputyLast, view.Jobs)
-	forgetGone(a.retryAt, view.Jobs)
-	forgetGone(a.slotJobs, view.Jobs)
-	forgetGone(a.slotsChecked, view.Jobs)
+	// nothing to wait for. The keys of these maps come from the views
+	// passes decided, and a Source keeps every job key it has seen (a key
+	// gone is an absent declaration, still decided: wanted-state.md), so
+	// a walk finds a key to remove only in a view that lost one. It is
+	// made when the jobs bucket's revision or job count moved, and on
+	// full passes: walking six maps of every job on every pass was 4 % of
+	// a put's CPU at 500 jobs.
+	if a.pruned.due(full, view) {
+		forgetGone(a.watchJobs, view.Jobs)
+		forgetGone(a.aheadJobs, view.Jobs)
+		forgetGone(a.deputyLast, view.Jobs)
+		forgetGone(a.retryAt, view.Jobs)
+		forgetGone(a.slotJobs, view.Jobs)
+		forgetGone(a.slotsChecked, view.Jobs)
+	}
 	a.setFilters()
 	a.lossPass(view, self, now)
 	counts.Errors = len(errs)
@@ -489,6 +497,26 @@ func (a *Agent) countByStatus() map[string]int {
 		}
 	}
 	return other
+}
+
+// pruneMark is the jobs bucket's revision and the view's job count at the
+// last walk of the job-keyed maps for gone jobs' keys.
+type pruneMark struct {
+	rev  uint64
+	jobs int
+	made bool
+}
+
+// due reports whether a pass over view walks the job-keyed maps: on a
+// full pass, the first time, or when the jobs bucket's revision or the
+// job count moved since the last walk. It records the walk.
+func (m *pruneMark) due(full bool, view *fleet.View) bool {
+	rev, jobs := view.Revisions[fleet.KindJobs], len(view.Jobs)
+	if !full && m.made && rev == m.rev && jobs == m.jobs {
+		return false
+	}
+	*m = pruneMark{rev: rev, jobs: jobs, made: true}
+	return true
 }
 
 // forgetGone deletes from m the job keys jobs does not hold.
