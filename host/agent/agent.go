@@ -289,6 +289,14 @@ type Agent struct {
 	// (deputyLast) is made then. The first pass at or after it forgets
 	// the signature (passMu).
 	retryAt map[string]time.Time
+	// runnersDone counts the runners whose Done closed (their OnDone);
+	// collectedDone is its value when a pass last walked the runners for
+	// finished ones, and doneUnfinished whether that walk left a runner
+	// done but not terminal (detached) (passMu). A pass walks them only
+	// when one of these says it may find something, or on a full pass.
+	runnersDone    atomic.Uint64
+	collectedDone  uint64
+	doneUnfinished bool
 	// pruned is when a pass last walked the job-keyed maps above for
 	// gone jobs' keys (passMu).
 	pruned pruneMark
@@ -435,6 +443,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Services:  a.cfg.Services,
 		Catalog:   a.cfg.Catalog,
 		OnUpdate:  a.onAllocUpdate,
+		OnDone:    func() { a.runnersDone.Add(1) },
 		Logger:    a.cfg.Logger,
 		Now:       a.cfg.Now,
 	})

@@ -83,7 +83,12 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	defer a.passNode.Store(nil)
 	view := a.cfg.Source.View()
 
-	a.collectFinished()
+	if done := a.runnersDone.Load(); full || done != a.collectedDone || a.doneUnfinished {
+		// Read before the walk: a runner done during it is walked again
+		// by the next pass.
+		a.collectedDone = done
+		a.doneUnfinished = a.collectFinished() > 0
+	}
 
 	if reason := a.mayAct(ctx); reason != "" {
 		a.index.built = false // changes read by no pass: the next one rebuilds
@@ -763,8 +768,9 @@ func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View)
 
 // collectFinished moves runners whose allocation is terminal and whose
 // goroutines ended to the terminal set, keeping only the newest terminal
-// allocation per name (older ones are forgotten locally).
-func (a *Agent) collectFinished() {
+// allocation per name (older ones are forgotten locally). It returns how
+// many runners it found done but not terminal (detached), which it keeps.
+func (a *Agent) collectFinished() (unfinished int) {
 	a.mu.Lock()
 	var done []*allocrunner.Runner
 	for _, r := range a.runners {
@@ -778,6 +784,7 @@ func (a *Agent) collectFinished() {
 	for _, r := range done {
 		al := r.Alloc()
 		if !al.Terminal() {
+			unfinished++
 			continue // detached, not finished
 		}
 		job := r.Job()
@@ -805,6 +812,7 @@ func (a *Agent) collectFinished() {
 			a.writer.forget(allocRef{namespace: al.Namespace, job: al.JobID, id: id})
 		}
 	}
+	return unfinished
 }
 
 // runnerListLocked lists the live runners (a.mu held), for reading or

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/hivelet/hivelet/host/fleet"
+	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
+	"github.com/hivelet/hivelet/internal/testutil"
 )
 
 // TestGoneJobsAreLookedForOnlyWhenTheJobsMoved: a pass walks the
@@ -40,5 +44,42 @@ func TestGoneJobsAreLookedForOnlyWhenTheJobsMoved(t *testing.T) {
 		if got := m.due(s.full, s.v); got != s.want {
 			t.Fatalf("%s: due %v, want %v", s.what, got, s.want)
 		}
+	}
+}
+
+// TestAFinishedRunnerIsCollectedByAnIncrementalPass: a pass looks for
+// finished runners only when one closed its Done since the last look
+// (OnDone), and an incremental pass after that finds it: this node makes
+// its full pass only every hour.
+func TestAFinishedRunnerIsCollectedByAnIncrementalPass(t *testing.T) {
+	w := newWorld(t)
+	n := w.newNodeResync("node-a", nil, "", time.Hour)
+	defer n.stop(true)
+	batch := mockJob("batch", 0, map[string]any{"run_for": "20ms"})
+	batch.Type = model.JobTypeSysbatch
+	batch.Groups[0].Update = nil
+	w.putJob(batch)
+	// Each look makes an incremental pass of its own (the agent's loop
+	// makes others): the allocation must leave the runners for the
+	// finished set through those.
+	collected := func() bool {
+		n.agent.pass(context.Background(), false)
+		n.agent.mu.Lock()
+		defer n.agent.mu.Unlock()
+		for _, r := range n.agent.runners {
+			if r.Alloc().JobID == batch.ID {
+				return false
+			}
+		}
+		for _, al := range n.agent.terminal {
+			if al.JobID == batch.ID && al.ClientStatus == model.ClientComplete {
+				return true
+			}
+		}
+		return false
+	}
+	testutil.Eventually(t, 15*time.Second, "the batch allocation collected as complete", collected)
+	if n.agent.runnersDone.Load() == 0 {
+		t.Fatal("a runner finished and OnDone was not called")
 	}
 }

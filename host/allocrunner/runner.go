@@ -123,7 +123,12 @@ type Config struct {
 	// the runner's write lock held: it must not block for long nor call the
 	// runner.
 	OnUpdate func(*model.Allocation)
-	Logger   *slog.Logger
+	// OnDone is called once, after Done is closed (the runner finished,
+	// stopped or detached), from the goroutine that closed it: a caller
+	// that watches many runners learns that one is done without polling
+	// them all. It must not block for long nor call the runner.
+	OnDone func()
+	Logger *slog.Logger
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -909,7 +914,14 @@ func (r *Runner) firstAttemptOver() {
 }
 
 // closeDone closes Done once, whichever path ends the runner first.
-func (r *Runner) closeDone() { r.doneOnce.Do(func() { close(r.done) }) }
+func (r *Runner) closeDone() {
+	r.doneOnce.Do(func() {
+		close(r.done)
+		if r.cfg.OnDone != nil {
+			r.cfg.OnDone()
+		}
+	})
+}
 
 func (r *Runner) isStopping() bool {
 	select {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -674,4 +675,41 @@ func TestAStopBeforeTheRestoredTaskReattachedStillStopsItGracefully(t *testing.T
 			t.Fatalf("a task with no handle: stops %+v, %d starts; want none", f.drv.stops, f.drv.starts["a1/t"])
 		}
 	})
+}
+
+// OnDone is called once per runner, after Done is closed, whichever path
+// ends it (here a stop; a second Stop calls it no more).
+func TestOnDoneIsCalledOnceAfterDoneCloses(t *testing.T) {
+	f := newFixture(t, map[string]any{}, nil, nil)
+	var calls atomic.Int32
+	var r *Runner
+	closed := make(chan bool, 4)
+	r = New(Config{Alloc: f.alloc, Job: f.job, Node: &model.Node{ID: "n1"}, Drivers: f.drv, Store: f.store, AllocRoot: f.root,
+		OnDone: func() {
+			calls.Add(1)
+			select {
+			case <-r.Done():
+				closed <- true
+			default:
+				closed <- false
+			}
+		}})
+	r.Run()
+	testutil.Eventually(t, 3*time.Second, "running", func() bool { return r.Alloc().ClientStatus == model.ClientRunning })
+	if calls.Load() != 0 {
+		t.Fatalf("OnDone called %d times while the runner runs", calls.Load())
+	}
+	for range 2 {
+		if err := r.Stop(context.Background(), "test over"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-r.Done()
+	testutil.Eventually(t, 3*time.Second, "OnDone called", func() bool { return calls.Load() > 0 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnDone called %d times, want once", n)
+	}
+	if !<-closed {
+		t.Fatal("OnDone was called before Done closed")
+	}
 }
