@@ -175,21 +175,39 @@ func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte 
 }
 
 // appendUUID appends the first 16 bytes of sum, formatted as a UUID-shaped
-// string: 8-4-4-4-12 lower-case hex digits.
+// string: 8-4-4-4-12 lower-case hex digits. Written out byte pair by byte
+// pair at constant offsets (no loop, no branch, one bounds check): a loop
+// with the dashes' test cost a quarter of an update's derived ID.
 func appendUUID(dst, sum []byte) []byte {
 	at := len(dst)
 	dst = slices.Grow(dst, 36)[:at+36]
-	out, sum := dst[at:at+36], sum[:16]
-	j := 0
-	for i, c := range sum {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out[j] = '-'
-			j++
-		}
-		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&15]
-		j += 2
-	}
+	o, s := (*[36]byte)(dst[at:]), (*[16]byte)(sum)
+	hex2(o[0:2], s[0])
+	hex2(o[2:4], s[1])
+	hex2(o[4:6], s[2])
+	hex2(o[6:8], s[3])
+	o[8] = '-'
+	hex2(o[9:11], s[4])
+	hex2(o[11:13], s[5])
+	o[13] = '-'
+	hex2(o[14:16], s[6])
+	hex2(o[16:18], s[7])
+	o[18] = '-'
+	hex2(o[19:21], s[8])
+	hex2(o[21:23], s[9])
+	o[23] = '-'
+	hex2(o[24:26], s[10])
+	hex2(o[26:28], s[11])
+	hex2(o[28:30], s[12])
+	hex2(o[30:32], s[13])
+	hex2(o[32:34], s[14])
+	hex2(o[34:36], s[15])
 	return dst
+}
+
+// hex2 writes c as two lower-case hex digits into o.
+func hex2(o []byte, c byte) {
+	o[0], o[1] = hexDigits[c>>4], hexDigits[c&15]
 }
 
 const hexDigits = "0123456789abcdef"

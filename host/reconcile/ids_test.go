@@ -38,3 +38,34 @@ func TestDerivedIDsAreStableUUIDShapedAndDistinct(t *testing.T) {
 		t.Error("derived IDs are not stable")
 	}
 }
+
+// BenchmarkIDBatch is the cost of one derived ID of an update (AllocID
+// with a predecessor) through a round's batch, as ReconcileFleet derives
+// them: the hash, its padding and the UUID formatting.
+func BenchmarkIDBatch(b *testing.B) {
+	prev := make([]string, 1024)
+	for i := range prev {
+		prev[i] = AllocID("", "web", 1, "node", "web.web[0]", string(rune('a'+i%26))+string(rune('a'+i/26%26)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var ids idBatch
+	for i := range b.N {
+		if i%len(prev) == 0 { // a round's batch: 1,024 IDs
+			ids = newIDBatch(len(prev), "default", "web", 2)
+		}
+		_ = ids.alloc("node", "web.web[0]", prev[i%len(prev)])
+	}
+}
+
+// BenchmarkAppendUUID is the formatting of one ID alone.
+func BenchmarkAppendUUID(b *testing.B) {
+	sum := make([]byte, 32)
+	for i := range sum {
+		sum[i] = byte(i * 37)
+	}
+	buf := make([]byte, 0, 64)
+	for range b.N {
+		buf = appendUUID(buf[:0], sum)
+	}
+}
