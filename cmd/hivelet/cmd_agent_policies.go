@@ -186,7 +186,7 @@ func jobRefs(j *model.Job) []*model.PolicyRef {
 // a view name (job and group update blocks), sorted by key.
 func jobPolicyRefs(v *fleet.View) []*model.PolicyRef {
 	seen := map[string]*model.PolicyRef{}
-	for _, st := range v.Jobs {
+	for _, st := range v.Jobs.All() {
 		if st.Value == nil {
 			continue
 		}
@@ -460,7 +460,7 @@ func (f *faultEvents) await(ctx context.Context, id string, within time.Duration
 	timeout := time.NewTimer(within)
 	defer timeout.Stop()
 	for {
-		for _, st := range f.src.View().Deployments {
+		for _, st := range f.src.View().Deployments.All() {
 			if st.Value != nil && st.Value.ID == id {
 				return st.Value, nil
 			}

@@ -208,7 +208,7 @@ func TestJobPolicyRefsCollectsJobAndGroupPoliciesOnce(t *testing.T) {
 			{Name: "g1", Update: &model.UpdateStrategy{CanaryPolicy: &model.PolicyRef{Name: "spread"}, CompletionPolicy: &model.PolicyRef{Name: "quorum", Digest: "sha256:AB"}}},
 			{Name: "g2"},
 		}}
-	v := &fleet.View{Jobs: map[string]wanted.JobState{"a": {Value: j}, "b": {}}}
+	v := &fleet.View{Jobs: fleet.MapOf(map[string]wanted.JobState{"a": {Value: j}, "b": {}})}
 	var got []string
 	for _, r := range jobPolicyRefs(v) {
 		got = append(got, refKey(r))

@@ -47,7 +47,7 @@ func findAlloc(ctx context.Context, st *fleet.Store, prefix string) (*model.Allo
 		return nil, nil, err
 	}
 	var matches []*model.Allocation
-	for _, s := range v.Allocs {
+	for _, s := range v.Allocs.All() {
 		if a := s.Value; a != nil && !s.Absent && strings.HasPrefix(a.ID, prefix) {
 			matches = append(matches, a)
 		}

@@ -176,7 +176,7 @@ func findDeployment(rows []deploymentRow, arg, namespace string) (deploymentRow,
 // them.
 func rowsOf(v *fleet.View) []deploymentRow {
 	var rows []deploymentRow
-	for _, st := range v.Deployments {
+	for _, st := range v.Deployments.All() {
 		if st.Value != nil && !st.Absent {
 			rows = append(rows, deploymentRow{st.Value, st.Revision})
 		}

@@ -98,14 +98,14 @@ func makeJobPlan(job, running *model.Job, floor uint64, v *fleet.View, now time.
 		p.Diff = []Change{}
 	}
 	var allocs []*model.Allocation
-	for _, st := range v.Allocs {
+	for _, st := range v.Allocs.All() {
 		if a := st.Value; a != nil && !st.Absent && a.JobID == job.ID && a.Namespace == job.Namespace {
 			allocs = append(allocs, a)
 		}
 	}
 	sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
 	var deps []*model.Deployment
-	for _, st := range v.Deployments {
+	for _, st := range v.Deployments.All() {
 		if d := st.Value; d != nil && d.JobID == job.ID && d.Namespace == job.Namespace {
 			deps = append(deps, d)
 		}

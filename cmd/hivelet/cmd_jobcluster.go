@@ -310,7 +310,7 @@ func progressOf(job *model.Job, version uint64, v *fleet.View, now time.Time, no
 	r.Target = target
 	anyFailed := ""
 	var newest time.Time // the version's last placement
-	for _, st := range v.Allocs {
+	for _, st := range v.Allocs.All() {
 		a := st.Value
 		if a == nil || st.Absent || a.JobID != job.ID || a.Namespace != job.Namespace {
 			continue
@@ -614,7 +614,7 @@ func newJobStatusCmd() *cobra.Command {
 			}
 			statusWhy(out, job, v)
 			var allocs []*model.Allocation
-			for _, s := range v.Allocs {
+			for _, s := range v.Allocs.All() {
 				if a := s.Value; a != nil && !s.Absent && a.JobID == job.ID && a.Namespace == job.Namespace {
 					allocs = append(allocs, a)
 				}
@@ -717,7 +717,7 @@ func waitStopped(ctx context.Context, st *fleet.Store, job *model.Job, out io.Wr
 	last := -1
 	for {
 		live := 0
-		for _, s := range src.View().Allocs {
+		for _, s := range src.View().Allocs.All() {
 			if a := s.Value; a != nil && !s.Absent && a.JobID == job.ID && a.Namespace == job.Namespace && !a.ClientStatus.Terminal() {
 				live++
 			}

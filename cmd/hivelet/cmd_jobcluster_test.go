@@ -49,23 +49,23 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 		done, ok bool
 	}{
 		{"nothing yet", fleet.View{Nodes: nodes}, false, false},
-		{"deployment running", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentRunning)}, false, false},
-		{"deployment successful", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentSuccessful)}, true, true},
-		{"deployment failed", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentFailed)}, true, false},
-		{"deployment cancelled", fleet.View{Nodes: nodes, Deployments: dep(model.DeploymentCancelled)}, true, false},
-		{"manual promotion, the canary not healthy yet", fleet.View{Nodes: nodes, Deployments: canarying(),
-			Allocs: map[string]wanted.AllocState{"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
-		{"manual promotion, the canary healthy", fleet.View{Nodes: nodes, Deployments: canarying(),
-			Allocs: map[string]wanted.AllocState{"a": healthy(progressAlloc("a", "n1", 2, model.ClientRunning))}}, true, true},
-		{"no deployment, one of two nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
-			"a": progressAlloc("a", "n1", 2, model.ClientRunning)}}, false, false},
-		{"no deployment, both nodes running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
-			"a": progressAlloc("a", "n1", 2, model.ClientRunning), "b": progressAlloc("b", "n2", 2, model.ClientRunning)}}, true, true},
-		{"no deployment, an older version still running", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
+		{"deployment running", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(dep(model.DeploymentRunning))}, false, false},
+		{"deployment successful", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(dep(model.DeploymentSuccessful))}, true, true},
+		{"deployment failed", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(dep(model.DeploymentFailed))}, true, false},
+		{"deployment cancelled", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(dep(model.DeploymentCancelled))}, true, false},
+		{"manual promotion, the canary not healthy yet", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(canarying()),
+			Allocs: fleet.MapOf(map[string]wanted.AllocState{"a": progressAlloc("a", "n1", 2, model.ClientRunning)})}, false, false},
+		{"manual promotion, the canary healthy", fleet.View{Nodes: nodes, Deployments: fleet.MapOf(canarying()),
+			Allocs: fleet.MapOf(map[string]wanted.AllocState{"a": healthy(progressAlloc("a", "n1", 2, model.ClientRunning))})}, true, true},
+		{"no deployment, one of two nodes running", fleet.View{Nodes: nodes, Allocs: fleet.MapOf(map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientRunning)})}, false, false},
+		{"no deployment, both nodes running", fleet.View{Nodes: nodes, Allocs: fleet.MapOf(map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientRunning), "b": progressAlloc("b", "n2", 2, model.ClientRunning)})}, true, true},
+		{"no deployment, an older version still running", fleet.View{Nodes: nodes, Allocs: fleet.MapOf(map[string]wanted.AllocState{
 			"a": progressAlloc("a", "n1", 2, model.ClientRunning), "b": progressAlloc("b", "n2", 2, model.ClientRunning),
-			"c": progressAlloc("c", "n2", 1, model.ClientRunning)}}, false, false},
-		{"no deployment, an allocation failed", fleet.View{Nodes: nodes, Allocs: map[string]wanted.AllocState{
-			"a": progressAlloc("a", "n1", 2, model.ClientFailed)}}, true, false},
+			"c": progressAlloc("c", "n2", 1, model.ClientRunning)})}, false, false},
+		{"no deployment, an allocation failed", fleet.View{Nodes: nodes, Allocs: fleet.MapOf(map[string]wanted.AllocState{
+			"a": progressAlloc("a", "n1", 2, model.ClientFailed)})}, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,11 +110,11 @@ func TestJobRunWaitsForTheRecordAVersionsUpdateStrategyAsksFor(t *testing.T) {
 		view     fleet.View
 		done, ok bool
 	}{
-		{"every node running, no record yet", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second))}, false, false},
-		{"every node running, no record a grace after the last placement", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-recordGrace - time.Second))}, true, true},
-		{"the record, successful", withUpdate(1), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second)),
-			Deployments: map[string]wanted.DeploymentState{wanted.DeploymentKey("", "web", 0): {Key: wanted.DeploymentKey("", "web", 0), Value: d}}}, true, true},
-		{"control: max_parallel 0, no record asked", withUpdate(0), fleet.View{Nodes: nodes, Allocs: placedAt(now.Add(-time.Second))}, true, true},
+		{"every node running, no record yet", withUpdate(1), fleet.View{Nodes: nodes, Allocs: fleet.MapOf(placedAt(now.Add(-time.Second)))}, false, false},
+		{"every node running, no record a grace after the last placement", withUpdate(1), fleet.View{Nodes: nodes, Allocs: fleet.MapOf(placedAt(now.Add(-recordGrace - time.Second)))}, true, true},
+		{"the record, successful", withUpdate(1), fleet.View{Nodes: nodes, Allocs: fleet.MapOf(placedAt(now.Add(-time.Second))),
+			Deployments: fleet.MapOf(map[string]wanted.DeploymentState{wanted.DeploymentKey("", "web", 0): {Key: wanted.DeploymentKey("", "web", 0), Value: d}})}, true, true},
+		{"control: max_parallel 0, no record asked", withUpdate(0), fleet.View{Nodes: nodes, Allocs: fleet.MapOf(placedAt(now.Add(-time.Second)))}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := progressOf(c.job, 0, &c.view, now, 30*time.Second)

@@ -67,7 +67,7 @@ func nodeNamer(v *fleet.View) func(string) string {
 // lost or were found unhealthy, ordered by node.
 func failingAllocs(job *model.Job, version uint64, v *fleet.View) []*model.Allocation {
 	var out []*model.Allocation
-	for _, st := range v.Allocs {
+	for _, st := range v.Allocs.All() {
 		a := st.Value
 		if a == nil || st.Absent || a.JobID != job.ID || a.Namespace != job.Namespace || a.JobVersion != version {
 			continue

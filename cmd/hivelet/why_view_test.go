@@ -71,7 +71,7 @@ func TestAJobThatPlacesNowhereSaysWhichFilterExcludedHowManyNodes(t *testing.T) 
 // failed one of an older version.
 func TestAFailedDeploymentShowsEachFailingAllocationsNodeAndTellingEvent(t *testing.T) {
 	now := time.Unix(1000, 0)
-	v := &fleet.View{Nodes: map[string]wanted.NodeState{}, Allocs: map[string]wanted.AllocState{}}
+	v := &fleet.View{Nodes: map[string]wanted.NodeState{}, Allocs: fleet.MapOf(map[string]wanted.AllocState{})}
 	for _, n := range []wanted.NodeState{whyNode("n1", "web-1", "docker"), whyNode("n2", "web-2", "docker")} {
 		v.Nodes[n.Key] = n
 	}
@@ -91,7 +91,7 @@ func TestAFailedDeploymentShowsEachFailingAllocationsNodeAndTellingEvent(t *test
 	good.Value.DeploymentStatus = &model.AllocDeploymentStatus{Healthy: &yes}
 	old := progressAlloc("a-old-0004", "n2", 2, model.ClientFailed)
 	for _, a := range []wanted.AllocState{bad, crashed, good, old} {
-		v.Allocs[a.Key] = a
+		v.Allocs = v.Allocs.With(a.Key, a)
 	}
 	job := &model.Job{ID: "web", Type: model.JobTypeSystem, Version: 3}
 	got := strings.Join(failureLines(job, 3, v), "\n")

@@ -259,7 +259,7 @@ func TestAPassFailsClosedWhenTheStateStoreCannotBeRead(t *testing.T) {
 	}
 	w.putJob(mockJob("web", 1, nil))
 	<-src.Synced()
-	testutil.Eventually(t, 5*time.Second, "job in view", func() bool { _, ok := src.View().Jobs[jobKey("web")]; return ok })
+	testutil.Eventually(t, 5*time.Second, "job in view", func() bool { _, ok := src.View().Jobs.Get(jobKey("web")); return ok })
 	a.Pass(ctx)
 	if s := a.Status(); !strings.Contains(s.FailedClosed, "state store unreadable") {
 		t.Fatalf("status after a pass on an unreadable store: %+v", s)
@@ -395,7 +395,7 @@ func TestABurstOfDeclarationsIsOnePass(t *testing.T) {
 		w.putJob(j)
 	}
 	testutil.Eventually(t, 5*time.Second, "the burst in the view", func() bool {
-		return len(n.src.View().Jobs) == burst
+		return n.src.View().Jobs.Len() == burst
 	})
 	n.agent.passMu.Unlock()
 	testutil.Eventually(t, 10*time.Second, "all started", func() bool { return n.mock.starts.Load() == burst })

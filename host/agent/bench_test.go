@@ -296,7 +296,7 @@ func BenchmarkKVPutToWatchDelivery(b *testing.B) {
 		t0 := time.Now()
 		w.putJob(j)
 		for {
-			if _, ok := src.View().Jobs[jobKey(j.ID)]; ok {
+			if _, ok := src.View().Jobs.Get(jobKey(j.ID)); ok {
 				break
 			}
 			select {

@@ -74,7 +74,7 @@ func TestTheBucketCarriesACompactAllocationAndTheNodeTheWholeHistory(t *testing.
 	w.putJob(mockJob("web", 1, map[string]any{"run_for": "30ms", "exit_code": 3}))
 	var kv, full *model.Allocation
 	testutil.Eventually(t, 30*time.Second, "the allocation failed for good, in the bucket as on the node", func() bool {
-		for _, st := range n.src.View().Allocs {
+		for _, st := range n.src.View().Allocs.All() {
 			a := st.Value
 			if a == nil || st.Absent || a.JobID != "web" || a.ClientStatus != model.ClientFailed {
 				continue

@@ -198,7 +198,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 				// nodes' last pass, view and watches.
 				explain := func(n *node, what string) {
 					st, v := n.agent.Status(), n.src.View()
-					_, hasJob := v.Jobs["default.web"]
+					_, hasJob := v.Jobs.Get("default.web")
 					benchLogf("%s %s: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
 						n.id, what, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
 				}
@@ -523,10 +523,10 @@ func (f *testFleet) canaryLag(job string, v uint64) string {
 		}
 		view := n.src.View()
 		var reason string
-		switch js := view.Jobs[jobKey]; {
+		switch js := view.Jobs.At(jobKey); {
 		case js.Value == nil || js.Value.Version < v:
 			reason = "job not in view"
-		case view.Deployments[depKey].Value == nil:
+		case view.Deployments.At(depKey).Value == nil:
 			reason = "record not in view"
 		case placed:
 			reason = "placed, not running"
@@ -535,7 +535,7 @@ func (f *testFleet) canaryLag(job string, v uint64) string {
 			reason = "nothing placed"
 			if len(examples) < 3 {
 				sum := "no summary in view"
-				if ss := view.Summaries[wanted.SummaryKey("", job)]; ss.Value != nil && ss.Value.Groups["g"] != nil {
+				if ss := view.Summaries.At(wanted.SummaryKey("", job)); ss.Value != nil && ss.Value.Groups["g"] != nil {
 					g := ss.Value.Groups["g"]
 					rank := slices.IndexFunc(g.Waiting, func(w model.SummaryWaiter) bool { return w.Node == n.id })
 					sum = fmt.Sprintf("summary of v%d from %s ago: rank %d of %d waiting, %d slots held", ss.Value.JobVersion, time.Since(ss.Value.Time).Round(time.Millisecond), rank, g.WaitingTotal, len(g.Slots))

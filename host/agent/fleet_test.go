@@ -396,7 +396,7 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			// rolled out from the steward's summary.
 			var watching []string
 			for _, n := range f.nodes {
-				for k, st := range n.src.View().Allocs {
+				for k, st := range n.src.View().Allocs.All() {
 					if !st.Absent && !strings.HasPrefix(k, n.id+".") {
 						watching = append(watching, n.id)
 						break

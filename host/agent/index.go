@@ -53,7 +53,7 @@ func otherAllocJob(view *fleet.View, key, ownPrefix string) string {
 	if strings.HasPrefix(key, ownPrefix) {
 		return "" // this node's allocations come from its runners
 	}
-	st, ok := view.Allocs[key]
+	st, ok := view.Allocs.Get(key)
 	if !ok || st.Value == nil || st.Absent {
 		return ""
 	}
@@ -65,7 +65,7 @@ func otherAllocJob(view *fleet.View, key, ownPrefix string) string {
 
 // deploymentJob is the job of the deployment under key, or "".
 func deploymentJob(view *fleet.View, key string) string {
-	st, ok := view.Deployments[key]
+	st, ok := view.Deployments.Get(key)
 	if !ok || st.Value == nil || st.Absent {
 		return ""
 	}
@@ -93,12 +93,12 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, se
 	if !ok {
 		ix.others = map[string]map[string]struct{}{}
 		ix.deps = map[string]map[string]struct{}{}
-		for k := range view.Allocs {
+		for k := range view.Allocs.All() {
 			if jk := otherAllocJob(view, k, ownPrefix); jk != "" {
 				addKey(ix.others, jk, k)
 			}
 		}
-		for k := range view.Deployments {
+		for k := range view.Deployments.All() {
 			if jk := deploymentJob(view, k); jk != "" {
 				addKey(ix.deps, jk, k)
 			}
@@ -174,14 +174,14 @@ func (ix *viewIndex) depsOf(view *fleet.View, jk string) ([]*model.Deployment, u
 
 // recordsOf returns the values of the view's records under keys, and the
 // sum of their revisions' mixes.
-func recordsOf[T any](keys map[string]struct{}, records map[string]wanted.Record[T]) ([]*T, uint64) {
+func recordsOf[T any](keys map[string]struct{}, records fleet.Map[wanted.Record[T]]) ([]*T, uint64) {
 	if len(keys) == 0 {
 		return nil, 0
 	}
 	out := make([]*T, 0, len(keys))
 	var sig uint64
 	for k := range keys {
-		st := records[k]
+		st := records.At(k)
 		out = append(out, st.Value)
 		sig += mix(st.Revision)
 	}

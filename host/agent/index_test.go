@@ -23,11 +23,11 @@ func (f *fakeChanges) Synced() <-chan struct{}  { return nil }
 func (f *fakeChanges) View() *fleet.View        { return f.view }
 func (f *fakeChanges) Generation() uint64       { return f.view.Generation }
 func (f *fakeChanges) Alloc(k string) (wanted.AllocState, bool) {
-	st, ok := f.view.Allocs[k]
+	st, ok := f.view.Allocs.Get(k)
 	return st, ok
 }
 func (f *fakeChanges) Deployment(k string) (wanted.DeploymentState, bool) {
-	st, ok := f.view.Deployments[k]
+	st, ok := f.view.Deployments.Get(k)
 	return st, ok
 }
 func (f *fakeChanges) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
@@ -49,17 +49,17 @@ func (f *fakeChanges) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
 // reports dirty include every job a step touched.
 func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
-	src := &fakeChanges{view: &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{}, Revisions: map[string]uint64{}}}
+	src := &fakeChanges{view: &fleet.View{Allocs: fleet.MapOf(map[string]wanted.AllocState{}), Deployments: fleet.MapOf(map[string]wanted.DeploymentState{}), Revisions: map[string]uint64{}}}
 	var ix viewIndex
 	ix.refresh(src, src.view, "self", 1, true)
 	jobOfAlloc := func(k string) string {
-		if st, ok := src.view.Allocs[k]; ok && st.Value != nil {
+		if st, ok := src.view.Allocs.Get(k); ok && st.Value != nil {
 			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		}
 		return ""
 	}
 	jobOfDep := func(k string) string {
-		if st, ok := src.view.Deployments[k]; ok && st.Value != nil {
+		if st, ok := src.view.Deployments.Get(k); ok && st.Value != nil {
 			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		}
 		return ""
@@ -75,7 +75,7 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 				node := []string{"self", "n1", "n2"}[rng.Intn(3)]
 				k := wanted.AllocKey(node, "default", job, fmt.Sprintf("a%d", rng.Intn(20)))
 				before := jobOfAlloc(k)
-				allocs := copyAllocs(src.view.Allocs)
+				allocs := src.view.Allocs.Clone()
 				allocs[k] = wanted.AllocState{Key: k, Revision: gen, Value: &model.Allocation{ID: k, Namespace: "default", JobID: job, NodeID: node}}
 				src.view = withAllocs(src.view, allocs)
 				src.changes = append(src.changes, fleet.Change{Gen: gen, Kind: fleet.KindAllocs, Key: k, Jobs: [2]string{before, jobOfAlloc(k)}})
@@ -85,7 +85,7 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 			case 2: // an allocation deleted
 				k := wanted.AllocKey([]string{"self", "n1", "n2"}[rng.Intn(3)], "default", job, fmt.Sprintf("a%d", rng.Intn(20)))
 				before := jobOfAlloc(k)
-				allocs := copyAllocs(src.view.Allocs)
+				allocs := src.view.Allocs.Clone()
 				delete(allocs, k)
 				src.view = withAllocs(src.view, allocs)
 				src.changes = append(src.changes, fleet.Change{Gen: gen, Kind: fleet.KindAllocs, Key: k, Jobs: [2]string{before, ""}})
@@ -95,8 +95,8 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 			case 3: // a deployment written or deleted
 				k := wanted.DeploymentKey("default", job, uint64(rng.Intn(3)))
 				before := jobOfDep(k)
-				deps := make(map[string]wanted.DeploymentState, len(src.view.Deployments))
-				for kk, v := range src.view.Deployments {
+				deps := make(map[string]wanted.DeploymentState, src.view.Deployments.Len())
+				for kk, v := range src.view.Deployments.All() {
 					deps[kk] = v
 				}
 				if rng.Intn(3) == 0 {
@@ -105,7 +105,7 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 					deps[k] = wanted.DeploymentState{Key: k, Revision: gen, Value: &model.Deployment{ID: k, Namespace: "default", JobID: job}}
 				}
 				v := *src.view
-				v.Deployments = deps
+				v.Deployments = fleet.MapOf(deps)
 				src.view = &v
 				src.changes = append(src.changes, fleet.Change{Gen: gen, Kind: fleet.KindDeployments, Key: k, Jobs: [2]string{before, jobOfDep(k)}})
 				touched[before], touched[jobOfDep(k)] = true, true
@@ -141,17 +141,9 @@ func TestTheIndexKeptByChangesEqualsARebuild(t *testing.T) {
 	}
 }
 
-func copyAllocs(m map[string]wanted.AllocState) map[string]wanted.AllocState {
-	out := make(map[string]wanted.AllocState, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
 func withAllocs(v *fleet.View, allocs map[string]wanted.AllocState) *fleet.View {
 	c := *v
-	c.Allocs = allocs
+	c.Allocs = fleet.MapOf(allocs)
 	return &c
 }
 

@@ -17,7 +17,7 @@ import (
 type echoWorld struct{ fakeChanges }
 
 func newEchoWorld() *echoWorld {
-	return &echoWorld{fakeChanges{view: &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{},
+	return &echoWorld{fakeChanges{view: &fleet.View{Allocs: fleet.MapOf(map[string]wanted.AllocState{}), Deployments: fleet.MapOf(map[string]wanted.DeploymentState{}),
 		Revisions: map[string]uint64{fleet.KindJobs: 10, fleet.KindNodes: 3, fleet.KindAllocs: 20, fleet.KindDeployments: 5}}}}
 }
 
@@ -28,12 +28,12 @@ func (w *echoWorld) log(kind, key string, rev uint64, rec any) {
 	w.changes = append(w.changes, fleet.Change{Gen: w.view.Generation, Kind: kind, Key: key, Revision: rev})
 	switch r := rec.(type) {
 	case *model.Allocation:
-		w.view.Allocs[key] = wanted.AllocState{Key: key, Revision: rev, Value: r}
+		w.view.Allocs = w.view.Allocs.With(key, wanted.AllocState{Key: key, Revision: rev, Value: r})
 	case *model.Deployment:
-		w.view.Deployments[key] = wanted.DeploymentState{Key: key, Revision: rev, Value: r}
+		w.view.Deployments = w.view.Deployments.With(key, wanted.DeploymentState{Key: key, Revision: rev, Value: r})
 	case nil:
-		delete(w.view.Allocs, key)
-		delete(w.view.Deployments, key)
+		w.view.Allocs = w.view.Allocs.Without(key)
+		w.view.Deployments = w.view.Deployments.Without(key)
 	}
 	if rev > w.view.Revisions[kind] {
 		w.view.Revisions[kind] = rev
@@ -151,7 +151,7 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 		{"control: this node's key deleted", func(w *echoWorld) { w.log(fleet.KindAllocs, "n1.default.web.a", 21, nil) }, false},
 		{"control: this node's key overwritten since by a write not known", func(w *echoWorld) {
 			w.log(fleet.KindAllocs, "n1.default.web.a", 21, al)
-			w.view.Allocs["n1.default.web.a"] = wanted.AllocState{Key: "n1.default.web.a", Revision: 30, Value: al}
+			w.view.Allocs = w.view.Allocs.With("n1.default.web.a", wanted.AllocState{Key: "n1.default.web.a", Revision: 30, Value: al})
 		}, false},
 		{"the planned creation, as planned", func(w *echoWorld) { w.log(fleet.KindDeployments, "default.web.2", 6, dep(t0)) }, true},
 		{"control: the same deployment changed since", func(w *echoWorld) {

@@ -176,7 +176,7 @@ func TestAJobWaitingOnlyOnAClockIsSkippedUntilItsWaitEnds(t *testing.T) {
 		return ok
 	})
 	sumTime := func() time.Time {
-		if s := n.src.View().Summaries[wanted.SummaryKey("", "web")]; s.Value != nil && !s.Absent {
+		if s := n.src.View().Summaries.At(wanted.SummaryKey("", "web")); s.Value != nil && !s.Absent {
 			return s.Value.Time
 		}
 		return time.Time{}
@@ -440,14 +440,14 @@ func TestAnUnlistedWaiterIsNotDecidedAgainOnEachSummary(t *testing.T) {
 			for i, n := range f.nodes {
 				d := n.agent.Status().Decisions
 				view := n.src.View()
-				s := view.Summaries[wanted.SummaryKey("", "web")]
+				s := view.Summaries.At(wanted.SummaryKey("", "web"))
 				live := n.live("web")
 				if s.Value == nil || s.Absent || s.Value.JobVersion != 2 || len(live) != 1 || live[0].JobVersion != 1 ||
 					!n.agent.narrowFor(view, job) || summaryLists(s.Value, n.id) {
 					continue
 				}
 				var deps uint64
-				for _, st := range view.Deployments {
+				for _, st := range view.Deployments.All() {
 					deps += mix(st.Revision)
 				}
 				tl := timelines[i]

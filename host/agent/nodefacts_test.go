@@ -77,7 +77,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		return n
 	}
 	self := record("node-self")
-	view := &fleet.View{Nodes: map[string]wanted.NodeState{}, Downs: map[string]wanted.VerdictState{}}
+	view := &fleet.View{Nodes: map[string]wanted.NodeState{}, Downs: fleet.MapOf(map[string]wanted.VerdictState{})}
 	job := jobs[0]
 	var allocs []*model.Allocation
 	var c, p nodeFactsCache // c rebuilt each time, p patched from log
@@ -115,7 +115,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			delete(nodes, id)
 		case op == 6:
 			downs := map[string]wanted.VerdictState{}
-			for k, v := range view.Downs {
+			for k, v := range view.Downs.All() {
 				downs[k] = v
 			}
 			if _, ok := downs[id]; ok {
@@ -123,7 +123,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			} else {
 				downs[id] = wanted.VerdictState{Key: id, Value: &model.LossVerdict{Node: id, DownSince: base.Add(time.Duration(step) * time.Minute)}}
 			}
-			view = &fleet.View{Nodes: view.Nodes, Downs: downs}
+			view = &fleet.View{Nodes: view.Nodes, Downs: fleet.MapOf(downs)}
 		case op == 7:
 			job = jobs[rng.IntN(2)]
 		case op == 8:

@@ -58,7 +58,7 @@ func (a *Agent) checkOwnKeys(src echoSource, view *fleet.View) {
 		// the bucket).
 		seen := map[string]bool{}
 		keys = keys[:0]
-		for k := range view.Allocs {
+		for k := range view.Allocs.All() {
 			if strings.HasPrefix(k, prefix) {
 				keys = append(keys, k)
 				seen[k] = true
@@ -81,7 +81,7 @@ func (a *Agent) checkOwnKeys(src echoSource, view *fleet.View) {
 	a.ownKeysGen = view.Generation
 	var fixes []ownKeyFix
 	for _, k := range keys {
-		st, ok := view.Allocs[k]
+		st, ok := view.Allocs.Get(k)
 		if !ok {
 			st = wanted.AllocState{Key: k, Absent: true} // not in the view at all
 		}

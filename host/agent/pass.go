@@ -155,13 +155,13 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			todo = append(todo, k)
 		}
 	}
-	for k := range view.Jobs {
+	for k := range view.Jobs.All() {
 		add(k)
 	}
 	a.mu.Lock()
 	var ownOnly []string
 	for k := range a.ownJobs {
-		if _, ok := view.Jobs[k]; !ok {
+		if _, ok := view.Jobs.Get(k); !ok {
 			ownOnly = append(ownOnly, k)
 		}
 	}
@@ -185,7 +185,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		a.mu.Lock()
 		stored := a.lastGood[k]
 		a.mu.Unlock()
-		st := view.Jobs[k]
+		st := view.Jobs.At(k)
 		job, order := jobInForce(st, stored)
 		switch order {
 		case wanted.OrderNone:
@@ -516,7 +516,7 @@ type pruneMark struct {
 // full pass, the first time, or when the jobs bucket's revision or the
 // job count moved since the last walk. It records the walk.
 func (m *pruneMark) due(full bool, view *fleet.View) bool {
-	rev, jobs := view.Revisions[fleet.KindJobs], len(view.Jobs)
+	rev, jobs := view.Revisions[fleet.KindJobs], view.Jobs.Len()
 	if !full && m.made && rev == m.rev && jobs == m.jobs {
 		return false
 	}
@@ -525,9 +525,9 @@ func (m *pruneMark) due(full bool, view *fleet.View) bool {
 }
 
 // forgetGone deletes from m the job keys jobs does not hold.
-func forgetGone[V any](m map[string]V, jobs map[string]wanted.JobState) {
+func forgetGone[V any](m map[string]V, jobs fleet.Map[wanted.JobState]) {
 	for k := range m {
-		if _, ok := jobs[k]; !ok {
+		if _, ok := jobs.Get(k); !ok {
 			delete(m, k)
 		}
 	}
@@ -1142,7 +1142,7 @@ func (a *Agent) withWritten(jobKey string, fromView []*model.Deployment, view *f
 			c := append([]*model.Deployment(nil), out...)
 			c[idx] = w
 			out = c
-			dropped = mix(view.Deployments[wanted.DeploymentKey(w.Namespace, w.JobID, w.JobVersion)].Revision)
+			dropped = mix(view.Deployments.At(wanted.DeploymentKey(w.Namespace, w.JobID, w.JobVersion)).Revision)
 		default:
 			a.echoes.forgetCreation(id)
 			delete(a.depWritten[jobKey], id) // the view has it

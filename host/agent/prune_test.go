@@ -17,9 +17,9 @@ import (
 // that lost a key), and not otherwise.
 func TestGoneJobsAreLookedForOnlyWhenTheJobsMoved(t *testing.T) {
 	view := func(rev uint64, keys ...string) *fleet.View {
-		v := &fleet.View{Jobs: map[string]wanted.JobState{}, Revisions: map[string]uint64{fleet.KindJobs: rev}}
+		v := &fleet.View{Jobs: fleet.MapOf(map[string]wanted.JobState{}), Revisions: map[string]uint64{fleet.KindJobs: rev}}
 		for _, k := range keys {
-			v.Jobs[k] = wanted.JobState{Key: k}
+			v.Jobs = v.Jobs.With(k, wanted.JobState{Key: k})
 		}
 		return v
 	}

@@ -265,7 +265,7 @@ func setKind(fs filterSource, kind string, last *[]string, want []string) {
 // agent wrote last while the view does not show it yet (a later summary
 // by time).
 func (a *Agent) summaryOf(view *fleet.View, jobKey, ns, jobID string) (*model.RolloutSummary, uint64) {
-	st := view.Summaries[wanted.SummaryKey(ns, jobID)]
+	st := view.Summaries.At(wanted.SummaryKey(ns, jobID))
 	s := st.Value
 	if st.Absent {
 		s = nil
@@ -318,7 +318,7 @@ func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uin
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	inView := map[string]bool{}
-	for k, st := range view.Slots {
+	for k, st := range view.Slots.All() {
 		if !watched || !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
 			continue
 		}
@@ -371,7 +371,7 @@ func (a *Agent) forgetGoneSlots(view *fleet.View) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, rev := range a.slotsGone {
-		if st, ok := view.Slots[k]; !ok || st.Absent || st.Revision > rev {
+		if st, ok := view.Slots.Get(k); !ok || st.Absent || st.Revision > rev {
 			delete(a.slotsGone, k)
 		}
 	}
@@ -1357,7 +1357,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 	}
 	nodes = append(nodes, rollout.Node{ID: a.nodeID, Live: true, Protocol: self.RolloutProtocol})
 	var verdicts []rollout.Verdict
-	for k, st := range view.Downs {
+	for k, st := range view.Downs.All() {
 		if st.Value != nil && !st.Absent {
 			verdicts = append(verdicts, rollout.Verdict{Key: k, Revision: st.Revision, V: *st.Value})
 		}
@@ -1396,7 +1396,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 // walk over every node record is made only when the fleet is counted
 // again (fleetCountStale: an expiry or a return is never a heartbeat).
 func anyVerdictOf(view *fleet.View, self string) bool {
-	for _, st := range view.Downs {
+	for _, st := range view.Downs.All() {
 		if st.Value != nil && !st.Absent && st.Value.Node == self {
 			return true
 		}

@@ -34,13 +34,13 @@ func view() *fleet.View {
 	good := func(id string, v uint64, stop bool) *model.Job {
 		return &model.Job{ID: id, Type: model.JobTypeSystem, Version: v, Stop: stop}
 	}
-	return &fleet.View{Jobs: map[string]wanted.JobState{
+	return &fleet.View{Jobs: fleet.MapOf(map[string]wanted.JobState{
 		"default.web":    {Key: "default.web", Value: good("web", 3, false), Revision: 7, Applied: 9, Rejection: &wanted.Rejection{Bucket: "hivelet_jobs", Key: "default.web", Revision: 9, Reason: "unknown field \"x\""}},
 		"default.old":    {Key: "default.old", Value: good("old", 1, false), Revision: 2, Absent: true},
 		"default.halt":   {Key: "default.halt", Value: good("halt", 2, true), Revision: 4},
 		"default.bad":    {Key: "default.bad", Rejection: &wanted.Rejection{Key: "default.bad", Revision: 5, Reason: "nope"}},
 		"default.vanish": {Key: "default.vanish", Absent: true},
-	}}
+	})}
 }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {

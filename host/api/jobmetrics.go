@@ -62,7 +62,7 @@ func (c JobCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	type jobKey struct{ ns, job string }
 	newest := map[jobKey]*model.Deployment{}
-	for _, st := range v.Deployments {
+	for _, st := range v.Deployments.All() {
 		d := st.Value
 		if d == nil || st.Absent {
 			continue
@@ -85,7 +85,7 @@ func (c JobCollector) Collect(ch chan<- prometheus.Metric) {
 		if !v.Watches(fleet.KindAllocs, wanted.AllocJobFilter(d.Namespace, d.JobID)) {
 			// This agent does not watch the job's allocations on every
 			// node: the steward's summary has the counts.
-			sum := v.Summaries[wanted.SummaryKey(d.Namespace, d.JobID)].Value
+			sum := v.Summaries.At(wanted.SummaryKey(d.Namespace, d.JobID)).Value
 			if sum != nil && sum.DeploymentID == d.ID {
 				for _, g := range sum.Groups {
 					health["healthy"] += g.Healthy
@@ -94,7 +94,7 @@ func (c JobCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 			}
 		} else {
-			for _, st := range v.Allocs {
+			for _, st := range v.Allocs.All() {
 				a := st.Value
 				if a == nil || st.Absent || a.JobID != d.JobID || nsOf(a.Namespace) != k.ns || a.JobVersion != d.JobVersion || a.DesiredStatus != model.DesiredRun {
 					continue

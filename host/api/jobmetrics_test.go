@@ -31,13 +31,13 @@ func TestPerJobAndPerDeploymentMetricsFollowTheAllocationsAndTheView(t *testing.
 	mine := allocsP{alloc("a1", "n1", 2, model.ClientRunning, &yes), alloc("a0", "n1", 1, model.ClientComplete, nil)}
 	stopped := alloc("a4", "n4", 2, model.ClientRunning, &yes)
 	stopped.DesiredStatus = model.DesiredStop
-	v := &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{}}
+	v := &fleet.View{Allocs: fleet.MapOf(map[string]wanted.AllocState{}), Deployments: fleet.MapOf(map[string]wanted.DeploymentState{})}
 	for _, a := range []*model.Allocation{mine[0], alloc("a2", "n2", 2, model.ClientRunning, &no), alloc("a3", "n3", 2, model.ClientPending, nil), stopped} {
-		v.Allocs[a.ID] = wanted.AllocState{Key: a.ID, Value: a}
+		v.Allocs = v.Allocs.With(a.ID, wanted.AllocState{Key: a.ID, Value: a})
 	}
 	for _, d := range []*model.Deployment{{ID: "d1", JobID: "web", JobVersion: 1, Status: model.DeploymentSuccessful},
 		{ID: "d2", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning}} {
-		v.Deployments[d.ID] = wanted.DeploymentState{Key: d.ID, Value: d}
+		v.Deployments = v.Deployments.With(d.ID, wanted.DeploymentState{Key: d.ID, Value: d})
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(JobCollector{Allocs: mine, View: fixedView{v}})
@@ -64,15 +64,15 @@ func TestPerJobAndPerDeploymentMetricsFollowTheAllocationsAndTheView(t *testing.
 // nothing of another deployment's summary. Control: the allocations it
 // does hold are not what is counted then.
 func TestANarrowedAgentExportsTheSummarysDeploymentCounts(t *testing.T) {
-	v := &fleet.View{Allocs: map[string]wanted.AllocState{}, Deployments: map[string]wanted.DeploymentState{},
-		Summaries: map[string]wanted.SummaryState{}, Watched: map[string][]string{fleet.KindAllocs: {wanted.AllocKeyPrefix("n1")}}}
+	v := &fleet.View{Allocs: fleet.MapOf(map[string]wanted.AllocState{}), Deployments: fleet.MapOf(map[string]wanted.DeploymentState{}),
+		Summaries: fleet.MapOf(map[string]wanted.SummaryState{}), Watched: map[string][]string{fleet.KindAllocs: {wanted.AllocKeyPrefix("n1")}}}
 	healthy := true
 	mine := &model.Allocation{ID: "a1", NodeID: "n1", JobID: "web", JobVersion: 2, DesiredStatus: model.DesiredRun,
 		DeploymentStatus: &model.AllocDeploymentStatus{Healthy: &healthy}}
-	v.Allocs["n1.default.web.a1"] = wanted.AllocState{Value: mine}
-	v.Deployments["d2"] = wanted.DeploymentState{Value: &model.Deployment{ID: "d2", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning}}
+	v.Allocs = v.Allocs.With("n1.default.web.a1", wanted.AllocState{Value: mine})
+	v.Deployments = v.Deployments.With("d2", wanted.DeploymentState{Value: &model.Deployment{ID: "d2", JobID: "web", JobVersion: 2, Status: model.DeploymentRunning}})
 	metric := func(sum *model.RolloutSummary) string {
-		v.Summaries[wanted.SummaryKey("", "web")] = wanted.SummaryState{Value: sum}
+		v.Summaries = v.Summaries.With(wanted.SummaryKey("", "web"), wanted.SummaryState{Value: sum})
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(JobCollector{View: fixedView{v}})
 		_, body := get(t, NewHandler(Providers{}, reg), "/metrics")

@@ -200,7 +200,7 @@ func jobOf(v *fleet.View, namespace, jobID string) *model.Job {
 // Records are a job's deployment records in the view, oldest version first.
 func Records(v *fleet.View, namespace, jobID string) []rollout.Record {
 	var out []rollout.Record
-	for _, st := range v.Deployments {
+	for _, st := range v.Deployments.All() {
 		d := st.Value
 		if d == nil || st.Absent || d.JobID != jobID || !sameNamespace(d.Namespace, namespace) {
 			continue
@@ -231,7 +231,7 @@ func sameNamespace(a, b string) bool {
 func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time.Time, nodeTTL time.Duration) rollout.Facts {
 	f := rollout.Facts{Job: job, Now: now, NodeTTL: nodeTTL, Records: Records(v, namespace, jobID)}
 	carrying := map[string]bool{}
-	for _, st := range v.Allocs {
+	for _, st := range v.Allocs.All() {
 		a := st.Value
 		if a == nil || st.Absent || a.JobID != jobID || !sameNamespace(a.Namespace, namespace) {
 			continue
@@ -276,7 +276,7 @@ func FleetFacts(job *model.Job, namespace, jobID string, v *fleet.View, now time
 	}
 	slices.SortFunc(f.Nodes, func(a, b rollout.Node) int { return strings.Compare(a.ID, b.ID) })
 	prefix := wanted.SlotPrefix(namespace, jobID)
-	for k, st := range v.Slots {
+	for k, st := range v.Slots.All() {
 		if !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
 			continue
 		}

@@ -97,7 +97,7 @@ func (w *opWorld) canary(t *testing.T, healthy *bool) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the view shows the canary's allocation", func() bool {
-		for _, s := range w.src.View().Allocs {
+		for _, s := range w.src.View().Allocs.All() {
 			if s.Value != nil && s.Value.ID == "b-n1" && s.Revision >= rev {
 				return true
 			}

@@ -99,8 +99,8 @@ func (s sourceJobs) Jobs() []JobStatus { return JobStatuses(s.src.View()) }
 
 // JobStatuses lists the jobs of a view, sorted by key.
 func JobStatuses(v *fleet.View) []JobStatus {
-	out := make([]JobStatus, 0, len(v.Jobs))
-	for k, st := range v.Jobs {
+	out := make([]JobStatus, 0, v.Jobs.Len())
+	for k, st := range v.Jobs.All() {
 		ns, id, _ := wanted.ParseJobKey(k)
 		js := JobStatus{Key: k, Namespace: ns, ID: id, Revision: st.Revision, Rejection: st.Rejection}
 		if st.Value != nil {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -64,5 +65,52 @@ func BenchmarkApplyNodeHeartbeat(b *testing.B) {
 				b.Fatalf("the record was not applied: %+v", st)
 			}
 		})
+	}
+}
+
+// BenchmarkViewAfterOneChange is what a snapshot costs once one allocation
+// record of a bucket of n changed: the agent takes one per pass, and a
+// steward's pass follows every change of its job's allocations. The
+// record's apply is part of each op; "apply only" times it alone, so the
+// difference is the snapshot's.
+func BenchmarkViewAfterOneChange(b *testing.B) {
+	for _, n := range []int{500, 1000, 10000} {
+		for _, mode := range []string{"view", "apply only"} {
+			b.Run(fmt.Sprintf("allocs=%d/%s", n, mode), func(b *testing.B) {
+				s := NewSource(nil, SourceConfig{})
+				ref := bucketRef{kind: KindAllocs, name: "allocs"}
+				log := slog.New(slog.DiscardHandler)
+				val := func(i, version int) []byte {
+					a := model.Allocation{ID: fmt.Sprintf("a%d", i), Namespace: "default", JobID: "web", NodeID: fmt.Sprintf("n%d", i),
+						Name: "web.web[0]", ClientStatus: model.ClientRunning, JobVersion: uint64(version)}
+					v, _ := json.Marshal(a)
+					return v
+				}
+				key := func(i int) string {
+					return wanted.AllocKey(fmt.Sprintf("n%d", i), "default", "web", fmt.Sprintf("a%d", i))
+				}
+				rev := uint64(0)
+				for i := range n {
+					rev++
+					s.apply(ref, wanted.Entry{Key: key(i), Value: val(i, 0), Revision: rev, Op: wanted.OpPut}, log)
+				}
+				s.View()
+				// 64 records, each written in turn with one of two versions.
+				keys, vals := make([]string, 64), make([][2][]byte, 64)
+				for j := range keys {
+					i := j * 7 % n
+					keys[j], vals[j] = key(i), [2][]byte{val(i, 1), val(i, 2)}
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					rev++
+					j := i % len(keys)
+					s.apply(ref, wanted.Entry{Key: keys[j], Value: vals[j][i/len(keys)%2], Revision: rev, Op: wanted.OpPut}, log)
+					if mode == "view" {
+						s.View()
+					}
+				}
+			})
+		}
 	}
 }

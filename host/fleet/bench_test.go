@@ -143,7 +143,7 @@ func BenchmarkBootPull1000Jobs(b *testing.B) {
 			done := make(chan struct{})
 			go func() { defer close(done); _ = src.Run(sctx) }()
 			<-src.Synced()
-			if n := len(src.View().Jobs); n != 1000 {
+			if n := src.View().Jobs.Len(); n != 1000 {
 				b.Fatalf("pulled %d", n)
 			}
 			cancel()

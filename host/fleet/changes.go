@@ -101,8 +101,7 @@ func (s *Source) Generation() uint64 {
 func (s *Source) Alloc(key string) (wanted.AllocState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.allocs[key]
-	return st, ok
+	return s.allocs.Get(key)
 }
 
 // Deployment returns the record under a deployments-bucket key as it is
@@ -110,8 +109,7 @@ func (s *Source) Alloc(key string) (wanted.AllocState, bool) {
 func (s *Source) Deployment(key string) (wanted.DeploymentState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.deps[key]
-	return st, ok
+	return s.deps.Get(key)
 }
 
 // jobOfLocked is the job key the record under key currently belongs to, or
@@ -119,15 +117,15 @@ func (s *Source) Deployment(key string) (wanted.DeploymentState, bool) {
 func (s *Source) jobOfLocked(kind, key string) string {
 	switch kind {
 	case KindJobs:
-		if _, ok := s.jobs[key]; ok {
+		if _, ok := s.jobs.Get(key); ok {
 			return key
 		}
 	case KindAllocs:
-		if st, ok := s.allocs[key]; ok && st.Value != nil && !st.Absent {
+		if st, ok := s.allocs.Get(key); ok && st.Value != nil && !st.Absent {
 			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		}
 	case KindDeployments:
-		if st, ok := s.deps[key]; ok && st.Value != nil && !st.Absent {
+		if st, ok := s.deps.Get(key); ok && st.Value != nil && !st.Absent {
 			return wanted.JobKey(st.Value.Namespace, st.Value.JobID)
 		}
 	case KindRollout:

@@ -3,7 +3,6 @@ package fleet
 import (
 	"encoding/json"
 	"log/slog"
-	"reflect"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -83,12 +82,10 @@ func TestAViewCopiesOnlyTheKindsThatChanged(t *testing.T) {
 	v1 := s.View()
 	s.apply(allocs, wanted.Entry{Key: wanted.AllocKey("n1", "default", "web", "a2"), Value: allocValue(t, "n1", "a2", "web"), Revision: 2, Op: wanted.OpPut}, log)
 	v2 := s.View()
-	if len(v1.Allocs) != 1 || len(v2.Allocs) != 2 {
-		t.Fatalf("allocations in the snapshots: %d then %d, want 1 then 2", len(v1.Allocs), len(v2.Allocs))
+	if v1.Allocs.Len() != 1 || v2.Allocs.Len() != 2 {
+		t.Fatalf("allocations in the snapshots: %d then %d, want 1 then 2", v1.Allocs.Len(), v2.Allocs.Len())
 	}
-	same := func(a, b map[string]wanted.JobState) bool {
-		return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-	}
+	same := func(a, b Map[wanted.JobState]) bool { return a.p == b.p }
 	if !same(v1.Jobs, v2.Jobs) {
 		t.Fatal("the jobs map was copied though no job changed")
 	}
@@ -96,7 +93,7 @@ func TestAViewCopiesOnlyTheKindsThatChanged(t *testing.T) {
 	// what it held.
 	s.apply(jobs, wanted.Entry{Key: "default.web", Value: []byte(`{"id":`), Revision: 3, Op: wanted.OpPut}, log)
 	v3 := s.View()
-	if same(v2.Jobs, v3.Jobs) || len(v3.Jobs) != 1 || len(v2.Jobs) != 0 {
-		t.Fatalf("after a job change: shared %v, jobs %d (older snapshot %d)", same(v2.Jobs, v3.Jobs), len(v3.Jobs), len(v2.Jobs))
+	if same(v2.Jobs, v3.Jobs) || v3.Jobs.Len() != 1 || v2.Jobs.Len() != 0 {
+		t.Fatalf("after a job change: shared %v, jobs %d (older snapshot %d)", same(v2.Jobs, v3.Jobs), v3.Jobs.Len(), v2.Jobs.Len())
 	}
 }

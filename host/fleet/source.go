@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -74,18 +75,20 @@ type Source struct {
 	recreateErrs int       // failures in a row
 
 	mu    sync.Mutex
-	jobs  map[string]wanted.JobState
+	jobs  mapBuilder[wanted.JobState]
 	nodes map[string]wanted.NodeState
 	// nodeRaw is, per node key, the bytes of the record last accepted, so
 	// that a heartbeat changing nothing else is applied without a decode
 	// (heartbeatPut).
 	nodeRaw map[string][]byte
-	intents map[string]wanted.IntentState
-	allocs  map[string]wanted.AllocState
-	deps    map[string]wanted.DeploymentState
-	slots   map[string]wanted.SlotState
-	downs   map[string]wanted.VerdictState
-	sums    map[string]wanted.SummaryState
+	// The records of the buckets but the nodes', made into a View's Maps
+	// by snapshots that share what a change did not touch.
+	intents mapBuilder[wanted.IntentState]
+	allocs  mapBuilder[wanted.AllocState]
+	deps    mapBuilder[wanted.DeploymentState]
+	slots   mapBuilder[wanted.SlotState]
+	downs   mapBuilder[wanted.VerdictState]
+	sums    mapBuilder[wanted.SummaryState]
 	revs    map[string]uint64
 	epochs  map[string]time.Time
 	// markerTTL is, per kind, how long its bucket keeps the markers of
@@ -160,9 +163,8 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
 		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
-		jobs: map[string]wanted.JobState{}, nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
-		intents: map[string]wanted.IntentState{}, allocs: map[string]wanted.AllocState{},
-		deps: map[string]wanted.DeploymentState{}, slots: map[string]wanted.SlotState{}, downs: map[string]wanted.VerdictState{}, sums: map[string]wanted.SummaryState{}, revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
+		nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
+		revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
 		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -700,19 +702,19 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 	s.revs[kind] = 0
 	switch kind {
 	case KindJobs:
-		forgetApplied(s.jobs)
+		forgetAppliedIn(&s.jobs)
 	case KindNodes:
 		forgetApplied(s.nodes)
 	case KindIntents:
-		forgetApplied(s.intents)
+		forgetAppliedIn(&s.intents)
 	case KindAllocs:
-		forgetApplied(s.allocs)
+		forgetAppliedIn(&s.allocs)
 	case KindDeployments:
-		forgetApplied(s.deps)
+		forgetAppliedIn(&s.deps)
 	case KindRollout:
-		forgetApplied(s.slots)
-		forgetApplied(s.downs)
-		forgetApplied(s.sums)
+		forgetAppliedIn(&s.slots)
+		forgetAppliedIn(&s.downs)
+		forgetAppliedIn(&s.sums)
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
 	return true, nil
@@ -729,6 +731,23 @@ func forgetApplied[T any](m map[string]wanted.Record[T]) {
 		r.Applied = 0
 		m[k] = r
 	}
+}
+
+// forgetAppliedIn is forgetApplied for a builder's records.
+func forgetAppliedIn[T any](b *mapBuilder[wanted.Record[T]]) {
+	b.Update(func(_ string, r wanted.Record[T]) (wanted.Record[T], bool) {
+		if r.Applied == 0 {
+			return r, false
+		}
+		r.Applied = 0
+		return r, true
+	})
+}
+
+// get returns key's record in b (the zero record if none).
+func get[V any](b *mapBuilder[V], key string) V {
+	v, _ := b.Get(key)
+	return v
 }
 
 type endReason int
@@ -1129,17 +1148,17 @@ func (s *Source) purgeHeld(b bucketRef, drop func(key string) bool, log *slog.Lo
 	s.mu.Lock()
 	switch b.kind {
 	case KindJobs:
-		keys = heldWhere(s.jobs, drop)
+		keys = heldWhere(s.jobs.All(), drop)
 	case KindNodes:
-		keys = heldWhere(s.nodes, drop)
+		keys = heldWhere(maps.All(s.nodes), drop)
 	case KindIntents:
-		keys = heldWhere(s.intents, drop)
+		keys = heldWhere(s.intents.All(), drop)
 	case KindAllocs:
-		keys = heldWhere(s.allocs, drop)
+		keys = heldWhere(s.allocs.All(), drop)
 	case KindDeployments:
-		keys = heldWhere(s.deps, drop)
+		keys = heldWhere(s.deps.All(), drop)
 	case KindRollout:
-		keys = append(append(heldWhere(s.slots, drop), heldWhere(s.downs, drop)...), heldWhere(s.sums, drop)...)
+		keys = append(append(heldWhere(s.slots.All(), drop), heldWhere(s.downs.All(), drop)...), heldWhere(s.sums.All(), drop)...)
 	}
 	s.mu.Unlock()
 	for _, k := range keys {
@@ -1147,7 +1166,7 @@ func (s *Source) purgeHeld(b bucketRef, drop func(key string) bool, log *slog.Lo
 	}
 }
 
-func heldWhere[T any](m map[string]wanted.Record[T], drop func(string) bool) []string {
+func heldWhere[T any](m iter.Seq2[string, wanted.Record[T]], drop func(string) bool) []string {
 	var out []string
 	for k, r := range m {
 		if !r.Absent && drop(k) {
@@ -1186,8 +1205,9 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	var rej *wanted.Rejection
 	switch b.kind {
 	case KindJobs:
-		st, ef := wanted.ApplyJob(s.jobs[e.Key], e)
-		s.jobs[e.Key], eff, rej = st, ef, st.Rejection
+		st, ef := wanted.ApplyJob(get(&s.jobs, e.Key), e)
+		s.jobs.Set(e.Key, st)
+		eff, rej = ef, st.Rejection
 	case KindNodes:
 		prev, had := s.nodes[e.Key]
 		if st, ok := heartbeatPut(prev, s.nodeRaw[e.Key], e); ok {
@@ -1208,44 +1228,55 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			s.nodeRaw[e.Key] = e.Value
 		}
 	case KindIntents:
-		st, ef := wanted.ApplyIntent(s.intents[e.Key], e)
-		s.intents[e.Key], eff, rej = st, ef, st.Rejection
+		st, ef := wanted.ApplyIntent(get(&s.intents, e.Key), e)
+		s.intents.Set(e.Key, st)
+		eff, rej = ef, st.Rejection
 	case KindAllocs:
-		st, ef := wanted.ApplyAlloc(s.allocs[e.Key], e)
-		s.allocs[e.Key], eff, rej = st, ef, st.Rejection
+		st, ef := wanted.ApplyAlloc(get(&s.allocs, e.Key), e)
+		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
 			// A status record is not a declaration: a deleted one is
 			// forgotten (a replay cannot resurrect it: a resume starts after
 			// the delete and a full pull delivers the delete marker).
-			delete(s.allocs, e.Key)
+			s.allocs.Delete(e.Key)
+		} else {
+			s.allocs.Set(e.Key, st)
 		}
 	case KindDeployments:
-		st, ef := wanted.ApplyDeployment(s.deps[e.Key], e)
-		s.deps[e.Key], eff, rej = st, ef, st.Rejection
+		st, ef := wanted.ApplyDeployment(get(&s.deps, e.Key), e)
+		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
-			delete(s.deps, e.Key)
+			s.deps.Delete(e.Key)
+		} else {
+			s.deps.Set(e.Key, st)
 		}
 	case KindRollout:
 		if strings.HasPrefix(e.Key, "sum.") {
-			st, ef := wanted.ApplySummary(s.sums[e.Key], e)
-			s.sums[e.Key], eff, rej = st, ef, st.Rejection
+			st, ef := wanted.ApplySummary(get(&s.sums, e.Key), e)
+			eff, rej = ef, st.Rejection
 			if ef == wanted.EffectAbsent {
-				delete(s.sums, e.Key)
+				s.sums.Delete(e.Key)
+			} else {
+				s.sums.Set(e.Key, st)
 			}
 			break
 		}
 		if strings.HasPrefix(e.Key, "down.") {
-			st, ef := wanted.ApplyVerdict(s.downs[e.Key], e)
-			s.downs[e.Key], eff, rej = st, ef, st.Rejection
+			st, ef := wanted.ApplyVerdict(get(&s.downs, e.Key), e)
+			eff, rej = ef, st.Rejection
 			if ef == wanted.EffectAbsent {
-				delete(s.downs, e.Key) // the node came back and deleted it
+				s.downs.Delete(e.Key) // the node came back and deleted it
+			} else {
+				s.downs.Set(e.Key, st)
 			}
 			break
 		}
-		st, ef := wanted.ApplySlot(s.slots[e.Key], e)
-		s.slots[e.Key], eff, rej = st, ef, st.Rejection
+		st, ef := wanted.ApplySlot(get(&s.slots, e.Key), e)
+		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
-			delete(s.slots, e.Key) // released, reclaimed or expired
+			s.slots.Delete(e.Key) // released, reclaimed or expired
+		} else {
+			s.slots.Set(e.Key, st)
 		}
 	}
 	beatOnly := b.kind == KindNodes && heartbeat && eff == wanted.EffectAccepted
@@ -1352,7 +1383,7 @@ func (s *Source) ServerNow(t time.Time) time.Time {
 func (s *Source) Intent(nodeID string) wanted.Intent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return wanted.IntentOf(s.intents[wanted.NodeKey(nodeID)])
+	return wanted.IntentOf(get(&s.intents, wanted.NodeKey(nodeID)))
 }
 
 // pullAttempts is how many watches a pull starts before it gives up: a

@@ -45,7 +45,7 @@ func TestBootPullSeesWhatWasPutBeforeTheAgentStarted(t *testing.T) {
 		t.Fatalf("api version %d, want 1", got)
 	}
 	// A key deleted before boot was never decoded: nothing to run, nothing to stop.
-	if st := v.Jobs["default.gone"]; wanted.OrderFor(st) != wanted.OrderNone {
+	if st := v.Jobs.At("default.gone"); wanted.OrderFor(st) != wanted.OrderNone {
 		t.Fatalf("a key deleted before boot orders %v", wanted.OrderFor(st))
 	}
 }
@@ -215,7 +215,7 @@ func TestAnEndedWatchIsResumedAfterItsLastRevision(t *testing.T) {
 	}
 	testutil.Eventually(t, 10*time.Second, "repair pull saw the put made while the watch was down", hasJob(src, "web", 2))
 	testutil.Eventually(t, 5*time.Second, "purged job orphaned, not stopped", func() bool {
-		st := src.View().Jobs["default.old"]
+		st := src.View().Jobs.At("default.old")
 		return wanted.OrderFor(st) == wanted.OrderKeep
 	})
 	if n := obs.get(func(o *countingObserver) map[string]int { return o.restarts }, KindJobs+"/ended"); n != 1 {
@@ -306,12 +306,12 @@ func TestAbsenceInTheBucketIsNotADeletionOrder(t *testing.T) {
 	putRaw(t, writer, "default.stopped", jobJSON("stopped", 2, `,"stop":true`))
 	testutil.Eventually(t, 5*time.Second, "all three changes applied", func() bool {
 		v := src.View()
-		return v.Jobs["default.deleted"].Absent && v.Jobs["default.purged"].Absent && hasJob(src, "stopped", 2)()
+		return v.Jobs.At("default.deleted").Absent && v.Jobs.At("default.purged").Absent && hasJob(src, "stopped", 2)()
 	})
 	v := src.View()
 	want := map[string]wanted.Order{"default.deleted": wanted.OrderKeep, "default.purged": wanted.OrderKeep, "default.stopped": wanted.OrderStop}
 	for k, o := range want {
-		if got := wanted.OrderFor(v.Jobs[k]); got != o {
+		if got := wanted.OrderFor(v.Jobs.At(k)); got != o {
 			t.Errorf("%s orders %v, want %v", k, got, o)
 		}
 	}
@@ -339,7 +339,7 @@ func TestAMissingBucketIsQuietAndNotADeletionOrder(t *testing.T) {
 	}
 	src := runSource(t, st, SourceConfig{Log: log, Kinds: []string{KindJobs}})
 	waitSynced(t, src)
-	if n := len(src.View().Jobs); n != 0 {
+	if n := src.View().Jobs.Len(); n != 0 {
 		t.Fatalf("jobs from a missing bucket: %d", n)
 	}
 	if !strings.Contains(logs.String(), "quiet=no_bucket") {
@@ -370,7 +370,7 @@ func TestAMalformedJobPutStraightIntoTheBucketIsRejectedAndVisible(t *testing.T)
 	if got, _ := jobVersion(v, "web"); got != 1 {
 		t.Fatalf("last good version not kept: %d", got)
 	}
-	if wanted.OrderFor(v.Jobs["default.web"]) != wanted.OrderRun {
+	if wanted.OrderFor(v.Jobs.At("default.web")) != wanted.OrderRun {
 		t.Fatal("the last good version is not in force")
 	}
 	testutil.Eventually(t, 5*time.Second, "rejection counted", func() bool {
@@ -623,7 +623,7 @@ func TestARecreatedBucketIsReadAgainFromItsFirstRevision(t *testing.T) {
 	all := watched.all()
 	_ = all[len(all)-1].Stop()
 	testutil.Eventually(t, 10*time.Second, "web v6 at revision 1 of the new bucket", hasJob(src, "web", 6))
-	if st := src.View().Jobs["default.old"]; wanted.OrderFor(st) != wanted.OrderKeep {
+	if st := src.View().Jobs.At("default.old"); wanted.OrderFor(st) != wanted.OrderKeep {
 		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
 	}
 	if !strings.Contains(logs.String(), "bucket was re-created") {
@@ -738,7 +738,7 @@ func TestAServerBackWithAnEmptyStoreGetsItsBucketsBackAndIsReadFromRevisionOne(t
 	if recreated.Load() == 0 || !strings.Contains(logs.String(), "creating the fleet's buckets again") {
 		t.Fatalf("the buckets were not re-created by the source (%d calls); logs:\n%s", recreated.Load(), logs)
 	}
-	if st := src.View().Jobs["default.web"]; wanted.OrderFor(st) != wanted.OrderKeep {
+	if st := src.View().Jobs.At("default.web"); wanted.OrderFor(st) != wanted.OrderKeep {
 		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
 	}
 	// Every bucket is back, not only the one that noticed first. The jobs
@@ -798,7 +798,7 @@ func TestAReconnectIntoBucketsSomeoneElseRecreatedReadsThemFromRevisionOne(t *te
 	if !strings.Contains(logs.String(), "bucket was re-created") {
 		t.Fatalf("re-creation not noticed:\n%s", logs)
 	}
-	if st := src.View().Jobs["default.web"]; wanted.OrderFor(st) != wanted.OrderKeep {
+	if st := src.View().Jobs.At("default.web"); wanted.OrderFor(st) != wanted.OrderKeep {
 		t.Fatalf("a job absent from the new bucket orders %v, want keep (orphaned)", wanted.OrderFor(st))
 	}
 }
@@ -855,7 +855,7 @@ func TestAFilteredSourceReceivesOnlyTheAllocationsOfItsJob(t *testing.T) {
 	waitSynced(t, src)
 	keys := func() []string {
 		var out []string
-		for k, a := range src.View().Allocs {
+		for k, a := range src.View().Allocs.All() {
 			if !a.Absent {
 				out = append(out, k)
 			}
@@ -899,7 +899,7 @@ func TestAFilterChangePullsTheNewKeysAndDropsTheOld(t *testing.T) {
 	waitSynced(t, src)
 	keys := func() string {
 		var out []string
-		for k, a := range src.View().Allocs {
+		for k, a := range src.View().Allocs.All() {
 			if !a.Absent {
 				out = append(out, k)
 			}
@@ -967,16 +967,16 @@ func TestAFilterAddedPullsItsOwnKeysAndResumesTheRest(t *testing.T) {
 	src := runSource(t, st, SourceConfig{Kinds: []string{KindAllocs}, Filters: map[string][]string{KindAllocs: {own, web}}})
 	waitSynced(t, src)
 	put("n2", "web", "w-last") // the last revision the watch applies before the change
-	testutil.Eventually(t, 5*time.Second, "w-last seen", func() bool { _, ok := src.View().Allocs["n2.default.web.w-last"]; return ok })
+	testutil.Eventually(t, 5*time.Second, "w-last seen", func() bool { _, ok := src.View().Allocs.Get("n2.default.web.w-last"); return ok })
 	put("n4", "db", "d-late") // after it, before the change
 	del("n3", "db", "d-gone-late")
 	before := src.Delivered()[KindAllocs].Entries
 	src.SetFilters(KindAllocs, []string{db, own, web})
 	testutil.Eventually(t, 5*time.Second, "db watched", func() bool { return src.View().Watches(KindAllocs, db) })
 	put("n5", "db", "d-after") // after the change
-	testutil.Eventually(t, 5*time.Second, "d-after seen", func() bool { _, ok := src.View().Allocs["n5.default.db.d-after"]; return ok })
+	testutil.Eventually(t, 5*time.Second, "d-after seen", func() bool { _, ok := src.View().Allocs.Get("n5.default.db.d-after"); return ok })
 	var dbKeys []string
-	for k, a := range src.View().Allocs {
+	for k, a := range src.View().Allocs.All() {
 		if strings.Contains(k, ".db.") && !a.Absent {
 			dbKeys = append(dbKeys, k)
 		}
@@ -1000,7 +1000,7 @@ func TestAFilterAddedPullsItsOwnKeysAndResumesTheRest(t *testing.T) {
 	before = src.Delivered()[KindAllocs].Entries
 	src.SetFilters(KindAllocs, []string{db, own})
 	testutil.Eventually(t, 5*time.Second, "web's keys dropped", func() bool {
-		for k, a := range src.View().Allocs {
+		for k, a := range src.View().Allocs.All() {
 			if strings.Contains(k, ".web.") && !a.Absent {
 				return false
 			}
@@ -1052,7 +1052,7 @@ func TestAJobViewHoldsTheJobsAllocationsOnEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	for k := range v.Allocs {
+	for k := range v.Allocs.All() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)

@@ -27,7 +27,7 @@ type View struct {
 	ChangeGeneration uint64
 	// Synced reports that every bucket has been pulled whole at least once.
 	Synced bool
-	Jobs   map[string]wanted.JobState
+	Jobs   Map[wanted.JobState]
 	// Nodes are the node records, each as of its last change that was not
 	// a heartbeat: every field is current except the heartbeat's own
 	// (HeartbeatAt, and the state's Revision, Applied and Time), which
@@ -47,15 +47,15 @@ type View struct {
 	// Nodes alone need not be derived again (0: a View not made by a
 	// Source).
 	NodesCopy   uint64
-	Intents     map[string]wanted.IntentState
-	Allocs      map[string]wanted.AllocState
-	Deployments map[string]wanted.DeploymentState
+	Intents     Map[wanted.IntentState]
+	Allocs      Map[wanted.AllocState]
+	Deployments Map[wanted.DeploymentState]
 	// Slots are the update slots held now (rollout bucket), by key.
-	Slots map[string]wanted.SlotState
+	Slots Map[wanted.SlotState]
 	// Downs are the loss verdicts in force (rollout bucket), by key.
-	Downs map[string]wanted.VerdictState
+	Downs Map[wanted.VerdictState]
 	// Summaries are the jobs' rollout summaries (rollout bucket), by key.
-	Summaries map[string]wanted.SummaryState
+	Summaries Map[wanted.SummaryState]
 	// Watched is, per kind watched through filters, the filters whose
 	// pull is complete: the View holds every key matching one of them. A
 	// kind absent from it is watched whole (see Watches).
@@ -79,15 +79,16 @@ func (s *Source) View() *View {
 		synced = synced && s.synced[k]
 	}
 	// A snapshot's maps are never written: a kind unchanged since the last
-	// snapshot shares that snapshot's map instead of being copied again
-	// (most changes touch one bucket, and an allocation status echo no
-	// longer copies the jobs and deployments).
+	// snapshot shares that snapshot's Map (most changes touch one bucket,
+	// and an allocation status echo copies no part of the jobs and
+	// deployments), and a changed kind's Map shares the parts of the last
+	// one its changes did not touch (Map).
 	v := &View{Generation: s.gen, ChangeGeneration: s.changeGen, Synced: synced, Revisions: maps.Clone(s.revs), rejected: &s.rejected}
 	p := s.prev
 	if p == nil {
 		p = &View{}
 	}
-	v.Jobs = snapshotOf(s.stale[KindJobs] || s.prev == nil, s.jobs, p.Jobs)
+	v.Jobs = snapshotOf(s.stale[KindJobs] || s.prev == nil, &s.jobs, p.Jobs)
 	switch {
 	case s.stale[KindNodes] || s.prev == nil || len(s.beats) > len(s.nodes)/nodeBeatsShare:
 		// A change that is not a heartbeat, or heartbeats enough to be
@@ -105,12 +106,12 @@ func (s *Source) View() *View {
 		v.Nodes, v.NodeBeats, v.NodesCopy = p.Nodes, p.NodeBeats, p.NodesCopy
 	}
 	s.beatsStale = false
-	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, s.intents, p.Intents)
-	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, s.allocs, p.Allocs)
-	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, s.deps, p.Deployments)
-	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.slots, p.Slots)
-	v.Downs = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.downs, p.Downs)
-	v.Summaries = snapshotOf(s.stale[KindRollout] || s.prev == nil, s.sums, p.Summaries)
+	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, &s.intents, p.Intents)
+	v.Allocs = snapshotOf(s.stale[KindAllocs] || s.prev == nil, &s.allocs, p.Allocs)
+	v.Deployments = snapshotOf(s.stale[KindDeployments] || s.prev == nil, &s.deps, p.Deployments)
+	v.Slots = snapshotOf(s.stale[KindRollout] || s.prev == nil, &s.slots, p.Slots)
+	v.Downs = snapshotOf(s.stale[KindRollout] || s.prev == nil, &s.downs, p.Downs)
+	v.Summaries = snapshotOf(s.stale[KindRollout] || s.prev == nil, &s.sums, p.Summaries)
 	v.Watched = s.watchedLocked()
 	clear(s.stale)
 	s.snap, s.prev = v, v
@@ -163,11 +164,11 @@ func (v *View) NodeState(key string) (wanted.NodeState, bool) {
 	return st, ok
 }
 
-// snapshotOf is a snapshot's map of one bucket: a copy of cur when it
-// changed since the previous snapshot, else the previous snapshot's map.
-func snapshotOf[V any](changed bool, cur, prev map[string]V) map[string]V {
+// snapshotOf is a snapshot's Map of one bucket: cur's when it changed
+// since the previous snapshot, else the previous snapshot's.
+func snapshotOf[V any](changed bool, cur *mapBuilder[V], prev Map[V]) Map[V] {
 	if changed {
-		return maps.Clone(cur)
+		return cur.Snapshot()
 	}
 	return prev
 }
@@ -186,8 +187,7 @@ func (v *View) Watches(kind, filter string) bool {
 
 // Job returns the state of one job key.
 func (v *View) Job(namespace, id string) (wanted.JobState, bool) {
-	st, ok := v.Jobs[wanted.JobKey(namespace, id)]
-	return st, ok
+	return v.Jobs.Get(wanted.JobKey(namespace, id))
 }
 
 // Node returns a node as the fleet sees it (down once its heartbeat entry is
@@ -214,14 +214,15 @@ func (v *View) NodeList() []*model.Node {
 
 // Intent returns the operator intent in force for a node.
 func (v *View) Intent(nodeID string) wanted.Intent {
-	return wanted.IntentOf(v.Intents[wanted.NodeKey(nodeID)])
+	st, _ := v.Intents.Get(wanted.NodeKey(nodeID))
+	return wanted.IntentOf(st)
 }
 
 // AllocsOf returns the last good status record of a node's allocations
 // whose keys are present, sorted by ID.
 func (v *View) AllocsOf(nodeID string) []*model.Allocation {
 	var out []*model.Allocation
-	for k, st := range v.Allocs {
+	for k, st := range v.Allocs.All() {
 		if n, _, ok := wanted.ParseAllocKey(k); ok && n == nodeID && st.Value != nil && !st.Absent {
 			out = append(out, st.Value)
 		}
@@ -232,7 +233,7 @@ func (v *View) AllocsOf(nodeID string) []*model.Allocation {
 
 // Deployment returns a deployment with its revision (for UpdateDeployment).
 func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deployment, uint64, bool) {
-	st, ok := v.Deployments[wanted.DeploymentKey(namespace, jobID, version)]
+	st, ok := v.Deployments.Get(wanted.DeploymentKey(namespace, jobID, version))
 	if !ok || st.Value == nil || st.Absent {
 		return nil, 0, false
 	}
@@ -243,12 +244,12 @@ func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deplo
 // and key.
 func (v *View) Rejections() []wanted.Rejection {
 	var out []wanted.Rejection
-	out = append(out, memoRejections(v.rejected, KindJobs, v.Jobs)...)
+	out = memoMapRejections(out, v.rejected, KindJobs, v.Jobs)
 	out = append(out, memoRejections(v.rejected, KindNodes, v.Nodes)...)
-	out = append(out, memoRejections(v.rejected, KindIntents, v.Intents)...)
-	out = append(out, memoRejections(v.rejected, KindAllocs, v.Allocs)...)
-	out = append(out, memoRejections(v.rejected, KindDeployments, v.Deployments)...)
-	out = append(out, memoRejections(v.rejected, KindRollout+"/slots", v.Slots)...)
+	out = memoMapRejections(out, v.rejected, KindIntents, v.Intents)
+	out = memoMapRejections(out, v.rejected, KindAllocs, v.Allocs)
+	out = memoMapRejections(out, v.rejected, KindDeployments, v.Deployments)
+	out = memoMapRejections(out, v.rejected, KindRollout+"/slots", v.Slots)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Bucket != out[j].Bucket {
 			return out[i].Bucket < out[j].Bucket
@@ -260,7 +261,12 @@ func (v *View) Rejections() []wanted.Rejection {
 
 // appendRejections appends the rejection in force of each record of m.
 func appendRejections[T any](out []wanted.Rejection, m map[string]wanted.Record[T]) []wanted.Rejection {
-	for _, st := range m {
+	return appendRejectionsOf(out, maps.All(m))
+}
+
+// appendRejectionsOf appends the rejection in force of each record of seq.
+func appendRejectionsOf[T any](out []wanted.Rejection, seq iter.Seq2[string, wanted.Record[T]]) []wanted.Rejection {
+	for _, st := range seq {
 		if st.Rejection != nil {
 			out = append(out, *st.Rejection)
 		}
@@ -275,6 +281,14 @@ func appendRejections[T any](out []wanted.Rejection, m map[string]wanted.Record[
 type rejectionsMemo struct {
 	mu   sync.Mutex
 	last map[string]rejectionsOf
+	// parts is the same for the kinds held in Maps, per part: a changed
+	// Map shares most of its parts with the last one.
+	parts map[string]*partRejections
+}
+
+type partRejections struct {
+	id  [mapShards]uint64 // the parts walked (mapParts.id)
+	out [mapShards][]wanted.Rejection
 }
 
 type rejectionsOf struct {
@@ -304,11 +318,44 @@ func memoRejections[T any](r *rejectionsMemo, kind string, m map[string]wanted.R
 	return out
 }
 
+// memoMapRejections appends the rejections of m's records to out,
+// walking only the parts of m that are not the parts last walked for kind
+// (a nil r walks every part).
+func memoMapRejections[T any](out []wanted.Rejection, r *rejectionsMemo, kind string, m Map[wanted.Record[T]]) []wanted.Rejection {
+	if m.p == nil {
+		return out
+	}
+	if r == nil {
+		return appendRejectionsOf(out, m.All())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr := r.parts[kind]
+	if pr == nil {
+		if r.parts == nil {
+			r.parts = map[string]*partRejections{}
+		}
+		pr = &partRejections{}
+		r.parts[kind] = pr
+	}
+	for i, part := range &m.p.part {
+		// A part is never written once a snapshot holds it (mapBuilder
+		// copies it first, under a new ID).
+		if id := m.p.id[i]; id != 0 && pr.id[i] != id {
+			pr.id[i], pr.out[i] = id, appendRejectionsOf(nil, maps.All(part))
+		}
+		if m.p.id[i] != 0 {
+			out = append(out, pr.out[i]...)
+		}
+	}
+	return out
+}
+
 // Orphaned returns the keys of jobs whose key is gone while a last good
 // version is held (their allocations keep running), sorted.
 func (v *View) Orphaned() []string {
 	var out []string
-	for k, st := range v.Jobs {
+	for k, st := range v.Jobs.All() {
 		if wanted.OrderFor(st) == wanted.OrderKeep {
 			out = append(out, k)
 		}
@@ -322,7 +369,7 @@ func (v *View) Orphaned() []string {
 // heartbeat key expired, kept after the expiry's marker is gone.
 func (v *View) LostSince() map[string]time.Time {
 	out := map[string]time.Time{}
-	for _, st := range v.Downs {
+	for _, st := range v.Downs.All() {
 		if d := st.Value; d != nil && !st.Absent && (out[d.Node].IsZero() || d.DownSince.Before(out[d.Node])) {
 			out[d.Node] = d.DownSince
 		}

@@ -12,18 +12,18 @@ func TestRejectionsListsEveryBucketsRejectionsInForceSorted(t *testing.T) {
 		return &wanted.Rejection{Bucket: bucket, Key: key, Revision: 7, Reason: "bad json"}
 	}
 	v := &View{
-		Jobs: map[string]wanted.JobState{
+		Jobs: MapOf(map[string]wanted.JobState{
 			"web": {Key: "web", Rejection: rej("jobs", "web")},
 			"api": {Key: "api"}, // control: a record without a rejection is not listed
-		},
+		}),
 		Nodes:       map[string]wanted.NodeState{"n1": {Key: "n1", Rejection: rej("nodes", "n1")}},
-		Intents:     map[string]wanted.IntentState{"n1": {Key: "n1", Rejection: rej("intents", "n1")}},
-		Allocs:      map[string]wanted.AllocState{"n1.a": {Key: "n1.a", Rejection: rej("allocs", "n1.a")}},
-		Deployments: map[string]wanted.DeploymentState{"d": {Key: "d", Rejection: rej("deployments", "d")}},
-		Slots: map[string]wanted.SlotState{
+		Intents:     MapOf(map[string]wanted.IntentState{"n1": {Key: "n1", Rejection: rej("intents", "n1")}}),
+		Allocs:      MapOf(map[string]wanted.AllocState{"n1.a": {Key: "n1.a", Rejection: rej("allocs", "n1.a")}}),
+		Deployments: MapOf(map[string]wanted.DeploymentState{"d": {Key: "d", Rejection: rej("deployments", "d")}}),
+		Slots: MapOf(map[string]wanted.SlotState{
 			"s2": {Key: "s2", Rejection: rej("rollout", "s2")},
 			"s1": {Key: "s1", Rejection: rej("rollout", "s1")},
-		},
+		}),
 	}
 	var got []string
 	for _, r := range v.Rejections() {
