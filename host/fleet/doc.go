@@ -56,6 +56,10 @@
 //     not a heartbeat; NodeBeats the newer heartbeats, a prefix of a log
 //     the source only appends to and snapshots share (NodeState reads
 //     both). TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState.
+//   - A View's Maps are never written once made: a Source's next write to
+//     a part a snapshot holds goes to a copy of the part (mapBuilder), and
+//     a snapshot after one change shares all the parts but that one.
+//     TestMapSnapshotsEqualTheRecordsAsTheyStoodAndNeverChange.
 //   - No package-level mutable state; the logger and observer are passed in.
 //
 // The buckets, keys and values it moves are specified in docs/wire-format.md;

@@ -4,7 +4,7 @@ import (
 	"hash/maphash"
 	"iter"
 	"maps"
-	"sync/atomic"
+	"slices"
 )
 
 // mapShards is the number of parts a Map's keys are spread over by hash.
@@ -33,13 +33,11 @@ type Map[V any] struct {
 type mapParts[V any] struct {
 	n    int
 	part [mapShards]map[string]V // nil: no key hashed to it
-	// id names each part's map: a part written gets a new map and a new
-	// ID (never reused), so equal IDs mean the same records (0: nil).
+	// id names each part's map: a part written gets a new map and an ID
+	// new to the builder it came from, so two Maps of one builder with
+	// the same ID at a part hold the same records there (0: nil).
 	id [mapShards]uint64
 }
-
-// partIDs numbers the parts made, process-wide.
-var partIDs atomic.Uint64
 
 // MapOf returns a Map holding a copy of m's entries.
 func MapOf[V any](m map[string]V) Map[V] {
@@ -122,6 +120,7 @@ func (m Map[V]) builder() *mapBuilder[V] {
 	b := &mapBuilder[V]{}
 	if m.p != nil {
 		b.cur = *m.p
+		b.ids = slices.Max(m.p.id[:])
 	}
 	return b
 }
@@ -142,6 +141,7 @@ func (m Map[V]) Clone() map[string]V {
 type mapBuilder[V any] struct {
 	cur   mapParts[V]
 	owned [mapShards]bool
+	ids   uint64 // the last part ID given
 }
 
 // own makes part i the builder's to write.
@@ -152,7 +152,8 @@ func (b *mapBuilder[V]) own(i int) map[string]V {
 		} else {
 			b.cur.part[i] = maps.Clone(b.cur.part[i])
 		}
-		b.cur.id[i] = partIDs.Add(1)
+		b.ids++
+		b.cur.id[i] = b.ids
 		b.owned[i] = true
 	}
 	return b.cur.part[i]
