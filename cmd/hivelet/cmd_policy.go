@@ -25,10 +25,11 @@ import (
 
 // policyFlags are shared by the policy subcommands.
 type policyFlags struct {
-	cacheDir  string
-	natsURL   string
-	tokenFile string
-	bucket    string
+	cacheDir     string
+	natsURL      string
+	tokenFile    string
+	bucket       string
+	loadDeadline time.Duration
 }
 
 func newPolicyCmd() *cobra.Command {
@@ -49,6 +50,8 @@ builtin:labelled, builtin:default, builtin:quorum.`,
 	cmd.PersistentFlags().StringVar(&f.natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL (push, list)")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "nats-token-file", os.Getenv("HIVELET_NATS_TOKEN_FILE"), "the NATS token file (found by itself for the agent's user; env HIVELET_NATS_TOKEN_FILE)")
 	cmd.PersistentFlags().StringVar(&f.bucket, "bucket", policies.DefaultBucket, "JetStream object store bucket of policy modules")
+	cmd.PersistentFlags().DurationVar(&f.loadDeadline, "load-deadline", 2*time.Second,
+		"bound on a module's initialisation (the agent's default; raise it on a loaded machine)")
 	cmd.AddCommand(newPolicyInitCmd(), newPolicyBuildCmd(), newPolicyInspectCmd(f), newPolicyEvalCmd(f), newPolicyTestCmd(f),
 		newPolicyBenchCmd(f), newPolicyPushCmd(f), newPolicyListCmd(f))
 	return cmd
@@ -108,6 +111,7 @@ func withModule(ctx context.Context, f *policyFlags, opts policies.Options, file
 		return err
 	}
 	opts.CacheDir = f.cacheDir
+	opts.LoadDeadline = f.loadDeadline
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}

@@ -387,6 +387,32 @@ const clockSlack = 50 * time.Millisecond
 
 var killRoles = []string{"canary", "holder", "steward", "waiting"}
 
+// startsWritten reads the task log once every node's live allocation has
+// its task's start line in it (since index from), or after 15 s. A
+// task's line is written by its shell after the driver reports it
+// started: with the suite running beside it, a task's first line once
+// came after the deployment's success was seen. A node whose line never
+// comes still fails the check that reads them.
+func (f *faultFleet) startsWritten(t *testing.T, from int) []taskEvent {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		all := f.tasks.read(t)
+		written := true
+		for i := range f.agents {
+			a := f.liveAt(i)
+			if a == nil || !slices.ContainsFunc(all[min(from, len(all)):], func(e taskEvent) bool { return e.op == "start" && e.alloc == a.ID }) {
+				written = false
+				break
+			}
+		}
+		if written || time.Now().After(deadline) {
+			return all
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // checkRollout asserts the invariants of the rollout of version v (tag
 // "v<v>") from what the tasks wrote since index from of the task log and
 // from the agents' allocations: the replacements in flight never exceed
@@ -396,7 +422,7 @@ var killRoles = []string{"canary", "holder", "steward", "waiting"}
 // It returns the most replacements in flight.
 func (f *faultFleet) checkRollout(t *testing.T, v uint64, from int, d *model.Deployment) int {
 	t.Helper()
-	all := f.tasks.read(t)
+	all := f.startsWritten(t, from)
 	ss, restarts := spans(all)
 	if len(restarts) > 0 {
 		t.Fatalf("v%d: allocations whose task started again: %v", v, restarts)
