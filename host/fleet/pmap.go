@@ -21,9 +21,9 @@ func shardOf(key string) int { return int(maphash.String(mapSeed, key) % mapShar
 // Map is one bucket's records in a View, by key: immutable once made.
 // Snapshots of a Source share every part of the map a change did not
 // touch, so taking one after a change costs O(the keys of the parts
-// changed), not O(the bucket): at 500 jobs and 1,000 allocations, copying
-// whole maps was a fifth of an agent's pass and a third of the bytes it
-// allocated per job put.
+// changed), not O(the bucket): with 500 jobs on a node, copying whole
+// maps was a quarter of the agent's passes' CPU and about a third of the
+// bytes allocated per job put.
 //
 // The zero Map is empty. Iteration order is unspecified, as a map's.
 type Map[V any] struct {
