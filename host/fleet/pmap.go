@@ -50,12 +50,11 @@ func MapOf[V any](m map[string]V) Map[V] {
 
 // Get returns the value of key, and whether the map holds it.
 func (m Map[V]) Get(key string) (V, bool) {
-	if m.p == nil || m.p.n == 0 {
+	if m.p == nil {
 		var zero V
 		return zero, false
 	}
-	v, ok := m.p.part[shardOf(key)][key]
-	return v, ok
+	return m.p.get(key)
 }
 
 // At returns the value of key (the zero value if the map does not hold
@@ -75,25 +74,23 @@ func (m Map[V]) Len() int {
 
 // All yields every key and its value.
 func (m Map[V]) All() iter.Seq2[string, V] {
-	return func(yield func(string, V) bool) {
-		if m.p == nil {
-			return
-		}
-		for _, part := range &m.p.part {
-			for k, v := range part {
-				if !yield(k, v) {
-					return
-				}
-			}
-		}
+	if m.p == nil {
+		return func(func(string, V) bool) {}
 	}
+	return m.p.all
 }
 
-// Keys yields every key.
-func (m Map[V]) Keys() iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for k := range m.All() {
-			if !yield(k) {
+// get returns the value of key, and whether the parts hold it.
+func (p *mapParts[V]) get(key string) (V, bool) {
+	v, ok := p.part[shardOf(key)][key]
+	return v, ok
+}
+
+// all yields every key and its value.
+func (p *mapParts[V]) all(yield func(string, V) bool) {
+	for _, part := range &p.part {
+		for k, v := range part {
+			if !yield(k, v) {
 				return
 			}
 		}
@@ -160,9 +157,13 @@ func (b *mapBuilder[V]) own(i int) map[string]V {
 }
 
 // Get returns the value of key, and whether the builder holds it.
-func (b *mapBuilder[V]) Get(key string) (V, bool) {
-	v, ok := b.cur.part[shardOf(key)][key]
-	return v, ok
+func (b *mapBuilder[V]) Get(key string) (V, bool) { return b.cur.get(key) }
+
+// At returns the value of key (the zero value if the builder does not
+// hold it).
+func (b *mapBuilder[V]) At(key string) V {
+	v, _ := b.cur.get(key)
+	return v
 }
 
 // Set sets key's value.
@@ -189,17 +190,7 @@ func (b *mapBuilder[V]) Len() int { return b.cur.n }
 
 // All yields every key and its value. The builder must not be written
 // during the iteration.
-func (b *mapBuilder[V]) All() iter.Seq2[string, V] {
-	return func(yield func(string, V) bool) {
-		for _, part := range &b.cur.part {
-			for k, v := range part {
-				if !yield(k, v) {
-					return
-				}
-			}
-		}
-	}
-}
+func (b *mapBuilder[V]) All() iter.Seq2[string, V] { return b.cur.all }
 
 // Update sets every key's value to f of it (f must not write the
 // builder): copies only the parts that change.

@@ -77,9 +77,8 @@ func sameAs(m Map[int], want map[string]int) error {
 	if !maps.Equal(got, want) {
 		return fmt.Errorf("All yields %v, want %v", got, want)
 	}
-	keys := slices.Sorted(m.Keys())
-	if !slices.Equal(keys, slices.Sorted(maps.Keys(want))) {
-		return fmt.Errorf("Keys yields %v", keys)
+	if c := m.Clone(); !maps.Equal(c, want) {
+		return fmt.Errorf("Clone holds %v, want %v", c, want)
 	}
 	for k, w := range want {
 		if v, ok := m.Get(k); !ok || v != w || m.At(k) != w {

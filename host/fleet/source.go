@@ -744,12 +744,6 @@ func forgetAppliedIn[T any](b *mapBuilder[wanted.Record[T]]) {
 	})
 }
 
-// get returns key's record in b (the zero record if none).
-func get[V any](b *mapBuilder[V], key string) V {
-	v, _ := b.Get(key)
-	return v
-}
-
 type endReason int
 
 const (
@@ -1205,7 +1199,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	var rej *wanted.Rejection
 	switch b.kind {
 	case KindJobs:
-		st, ef := wanted.ApplyJob(get(&s.jobs, e.Key), e)
+		st, ef := wanted.ApplyJob(s.jobs.At(e.Key), e)
 		s.jobs.Set(e.Key, st)
 		eff, rej = ef, st.Rejection
 	case KindNodes:
@@ -1228,11 +1222,11 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			s.nodeRaw[e.Key] = e.Value
 		}
 	case KindIntents:
-		st, ef := wanted.ApplyIntent(get(&s.intents, e.Key), e)
+		st, ef := wanted.ApplyIntent(s.intents.At(e.Key), e)
 		s.intents.Set(e.Key, st)
 		eff, rej = ef, st.Rejection
 	case KindAllocs:
-		st, ef := wanted.ApplyAlloc(get(&s.allocs, e.Key), e)
+		st, ef := wanted.ApplyAlloc(s.allocs.At(e.Key), e)
 		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
 			// A status record is not a declaration: a deleted one is
@@ -1243,7 +1237,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			s.allocs.Set(e.Key, st)
 		}
 	case KindDeployments:
-		st, ef := wanted.ApplyDeployment(get(&s.deps, e.Key), e)
+		st, ef := wanted.ApplyDeployment(s.deps.At(e.Key), e)
 		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
 			s.deps.Delete(e.Key)
@@ -1252,7 +1246,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		}
 	case KindRollout:
 		if strings.HasPrefix(e.Key, "sum.") {
-			st, ef := wanted.ApplySummary(get(&s.sums, e.Key), e)
+			st, ef := wanted.ApplySummary(s.sums.At(e.Key), e)
 			eff, rej = ef, st.Rejection
 			if ef == wanted.EffectAbsent {
 				s.sums.Delete(e.Key)
@@ -1262,7 +1256,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			break
 		}
 		if strings.HasPrefix(e.Key, "down.") {
-			st, ef := wanted.ApplyVerdict(get(&s.downs, e.Key), e)
+			st, ef := wanted.ApplyVerdict(s.downs.At(e.Key), e)
 			eff, rej = ef, st.Rejection
 			if ef == wanted.EffectAbsent {
 				s.downs.Delete(e.Key) // the node came back and deleted it
@@ -1271,7 +1265,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 			}
 			break
 		}
-		st, ef := wanted.ApplySlot(get(&s.slots, e.Key), e)
+		st, ef := wanted.ApplySlot(s.slots.At(e.Key), e)
 		eff, rej = ef, st.Rejection
 		if ef == wanted.EffectAbsent {
 			s.slots.Delete(e.Key) // released, reclaimed or expired
@@ -1383,7 +1377,7 @@ func (s *Source) ServerNow(t time.Time) time.Time {
 func (s *Source) Intent(nodeID string) wanted.Intent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return wanted.IntentOf(get(&s.intents, wanted.NodeKey(nodeID)))
+	return wanted.IntentOf(s.intents.At(wanted.NodeKey(nodeID)))
 }
 
 // pullAttempts is how many watches a pull starts before it gives up: a

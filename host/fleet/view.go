@@ -339,14 +339,16 @@ func memoMapRejections[T any](out []wanted.Rejection, r *rejectionsMemo, kind st
 		r.parts[kind] = pr
 	}
 	for i, part := range &m.p.part {
+		id := m.p.id[i]
+		if id == 0 {
+			continue // no key hashed to it
+		}
 		// A part is never written once a snapshot holds it (mapBuilder
 		// copies it first, under a new ID).
-		if id := m.p.id[i]; id != 0 && pr.id[i] != id {
+		if pr.id[i] != id {
 			pr.id[i], pr.out[i] = id, appendRejectionsOf(nil, maps.All(part))
 		}
-		if m.p.id[i] != 0 {
-			out = append(out, pr.out[i]...)
-		}
+		out = append(out, pr.out[i]...)
 	}
 	return out
 }

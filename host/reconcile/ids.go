@@ -176,8 +176,9 @@ func appendHead(b []byte, kind, namespace, jobID string, version uint64) []byte 
 
 // appendUUID appends the first 16 bytes of sum, formatted as a UUID-shaped
 // string: 8-4-4-4-12 lower-case hex digits. Written out byte pair by byte
-// pair at constant offsets (no loop, no branch, one bounds check): a loop
-// with the dashes' test cost a quarter of an update's derived ID.
+// pair at constant offsets (no loop, no test per byte): a loop with the
+// dashes' test cost a quarter of an update's derived ID, and encoding/hex
+// per group twice this (BenchmarkAppendUUID: 16-17 ns against 8).
 func appendUUID(dst, sum []byte) []byte {
 	at := len(dst)
 	dst = slices.Grow(dst, 36)[:at+36]
