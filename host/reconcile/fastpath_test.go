@@ -29,30 +29,22 @@ func TestABatchDerivesExactlyAllocIDsIDs(t *testing.T) {
 		{strings.Repeat("ns", 100), "api", 3, strings.Repeat("n", 300), "api.api[0]", ""},
 		{"", strings.Repeat("job", 50), 3, "n3", "api.api[0]", strings.Repeat("p", 200)},
 	}
-	// Texts of every length around the one- and two-block limits of
-	// SHA-256's padding (55, 56, 64, 119, 120, 128 bytes).
-	for n := 30; n <= 140; n++ {
+	// Texts of every length across XXH3's short, middle and long cases
+	// (16, 128, 240 bytes) and the batch's 128-byte scratch per kind.
+	for n := 0; n <= 260; n++ {
 		calls = append(calls, call{"", "web", 2, "n1", "web.web[0]", strings.Repeat("p", n)},
 			call{"", "web", 2, strings.Repeat("n", n), "web.web[0]", ""})
 	}
-	if !paddedSHA256 {
-		t.Error("the digest's marshaled state is not what the batch reads: every ID takes the slower path")
-	}
 	for _, c := range calls {
-		for _, finish := range []bool{false, true} {
-			b := newIDBatch(1, c.ns, c.job, c.version) // sized for one: the buffer grows under the first ID
-			if finish {
-				b.st = nil // the path taken if the digest's state were not readable
-			}
-			got := b.alloc(c.node, c.name, c.prev)
-			other := b.alloc(c.node+"x", c.name, "") // control: another text, another ID
-			again := b.alloc(c.node, c.name, c.prev)
-			if want := AllocID(c.ns, c.job, c.version, c.node, c.name, c.prev); got != want || again != want {
-				t.Errorf("%+v (finished by Sum: %v): batch %q and %q, AllocID %q", c, finish, got, again, want)
-			}
-			if other == got || other != AllocID(c.ns, c.job, c.version, c.node+"x", c.name, "") {
-				t.Errorf("%+v (finished by Sum: %v): control ID %q", c, finish, other)
-			}
+		b := newIDBatch(1, c.ns, c.job, c.version) // sized for one: the buffer grows under the first ID
+		got := b.alloc(c.node, c.name, c.prev)
+		other := b.alloc(c.node+"x", c.name, "") // control: another text, another ID
+		again := b.alloc(c.node, c.name, c.prev)
+		if want := AllocID(c.ns, c.job, c.version, c.node, c.name, c.prev); got != want || again != want {
+			t.Errorf("%+v: batch %q and %q, AllocID %q", c, got, again, want)
+		}
+		if other == got || other != AllocID(c.ns, c.job, c.version, c.node+"x", c.name, "") {
+			t.Errorf("%+v: control ID %q", c, other)
 		}
 	}
 }

@@ -39,6 +39,24 @@ func TestDerivedIDsAreStableUUIDShapedAndDistinct(t *testing.T) {
 	}
 }
 
+// Derived IDs are stored: an agent that restarts on a new build must derive
+// the IDs it derived before (a placement planned twice is one key), and
+// every agent of the fleet, of any release, the same deployment ID. These
+// are pinned; a change of scheme must change them knowingly.
+func TestDerivedIDsArePinnedAcrossBuilds(t *testing.T) {
+	for _, c := range []struct{ what, got, want string }{
+		// SHA-256, since the first release.
+		{"deployment", DeploymentID("prod", "web", 2), "32176b10-22fc-b673-d8eb-1d7d3e195c65"},
+		// XXH3-128 (ids.go).
+		{"first placement", AllocID("", "web", 2, "n1", "web.web[0]", ""), "b555d897-c4be-f198-a8ea-902b748d7e21"},
+		{"update", AllocID("", "web", 3, "n1", "web.web[0]", "f47ac10b-58cc-4372-0000-000000005000"), "425415b0-ed6b-9aae-dc0d-9c612667d1f6"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: derived %s, pinned %s", c.what, c.got, c.want)
+		}
+	}
+}
+
 // BenchmarkIDBatch is the cost of one derived ID of an update (AllocID
 // with a predecessor) through a round's batch, as ReconcileFleet derives
 // them: the hash, its padding and the UUID formatting.
