@@ -31,6 +31,25 @@ func Decode(data []byte, v any) error {
 	if de := checkKeys(data, reflect.TypeOf(v)); de != nil {
 		return de
 	}
+	// A document that decodes is parsed once (decodeOnce); json.Decoder
+	// (decodeStream) first reads the whole value into its own buffer,
+	// checking its syntax, and then unmarshals that copy.
+	if decodeOnce(data, v) {
+		return nil
+	}
+	// A document that does not decode is decoded again the way its errors
+	// have always been described, into a zero value (the first attempt may
+	// have filled part of v; the error names the same field either way).
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero()
+	}
+	return decodeStream(data, v)
+}
+
+// decodeStream decodes data into v through json.Decoder and describes its
+// error, if any, as a *DecodeError (Decode's slow path, and its reference
+// in the tests).
+func decodeStream(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
