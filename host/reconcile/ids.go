@@ -21,12 +21,15 @@ import (
 // predecessor, hashes the job, the version, the node and the name.
 //
 // An allocation's ID is its text's XXH3-128, not its SHA-256: nothing
-// depends on it being hard to forge (an allocation's key also carries its node and job, so a crafted
-// collision can only collide with the author's own job on one node, where
-// it is a conflict, not a takeover), and on an update the SHA-256 block
-// was a quarter of the reconciler's CPU (BENCHMARKS.md, "An allocation's
-// ID by XXH3-128": 8 ns against SHA-256's 82 on a UUID-sized text). An allocation ID is only ever derived by the agent of the node
-// it runs on, so agents of two releases never need to agree on one.
+// depends on it being hard to forge (an allocation's key also carries its
+// node and job, so a crafted collision can only meet the author's own job
+// on one node, where it is a conflict, not a takeover), and on an update
+// the SHA-256 block was a quarter of the reconciler's CPU (BENCHMARKS.md,
+// "An allocation's ID by XXH3-128": 8 ns against 82 on a UUID-sized
+// text). Only the agent of the node an allocation runs on derives its ID
+// to write it (a dry run and hivelet reconcile show IDs, and write none),
+// so agents of two releases never need to agree on one; an ID once
+// written is read, never derived again.
 //
 // A deployment's ID hashes the job and its version with SHA-256: one
 // deployment per (job, version), which is what makes creating it
