@@ -51,6 +51,14 @@ func newTestEngine(t testing.TB, opts Options) (*Engine, *faultLog, *prometheus.
 		// deadline itself is tested with 100 ms in faults_test.go.
 		opts.Deadline = 5 * time.Second
 	}
+	if opts.LoadDeadline == 0 {
+		// The same for a module's initialisation (default 2 s), which a
+		// fresh instance also runs after a trap: a Go guest's took over
+		// 2 s once in the suite beside three other packages under -race
+		// (TestWasmQuorumAgreesWithItsNativeRule; the controls after a
+		// trap in TestEveryFaultKindFallsBackToTheNativeDefaultAndIsReported).
+		opts.LoadDeadline = 30 * time.Second
+	}
 	opts.Registerer = reg
 	opts.OnFault = faults.add
 	e, err := New(context.Background(), opts)
