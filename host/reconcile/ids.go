@@ -24,7 +24,7 @@ import (
 // depends on it being hard to forge (an allocation's key also carries its
 // node and job, so a crafted collision can only meet the author's own job
 // on one node, where it is a conflict, not a takeover), and on an update
-// the SHA-256 block was a quarter of the reconciler's CPU (BENCHMARKS.md,
+// deriving the IDs was a quarter of the reconciler's CPU (BENCHMARKS.md,
 // "An allocation's ID by XXH3-128": 8 ns against 82 on a UUID-sized
 // text). Only the agent of the node an allocation runs on derives its ID
 // to write it (a dry run and hivelet reconcile show IDs, and write none),

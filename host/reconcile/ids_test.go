@@ -39,10 +39,10 @@ func TestDerivedIDsAreStableUUIDShapedAndDistinct(t *testing.T) {
 	}
 }
 
-// Derived IDs are stored: an agent that restarts on a new build must derive
-// the IDs it derived before (a placement planned twice is one key), and
-// every agent of the fleet, of any release, the same deployment ID. These
-// are pinned; a change of scheme must change them knowingly.
+// Derived IDs are stored, so their scheme is pinned, to be changed only
+// knowingly: every agent of the fleet, of any release, must derive the
+// same deployment ID; an allocation's ID may change between builds (ids.go
+// says why that is safe), but a change changes what new plans write.
 func TestDerivedIDsArePinnedAcrossBuilds(t *testing.T) {
 	for _, c := range []struct{ what, got, want string }{
 		// SHA-256, since the first release.
@@ -59,7 +59,7 @@ func TestDerivedIDsArePinnedAcrossBuilds(t *testing.T) {
 
 // BenchmarkIDBatch is the cost of one derived ID of an update (AllocID
 // with a predecessor) through a round's batch, as ReconcileFleet derives
-// them: the hash, its padding and the UUID formatting.
+// them: the hash and the UUID formatting.
 func BenchmarkIDBatch(b *testing.B) {
 	prev := make([]string, 1024)
 	for i := range prev {
