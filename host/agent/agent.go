@@ -217,7 +217,7 @@ type Agent struct {
 	lastGood     map[string]*state.JobRecord    // job key → last good job from the state store
 	jobsToSave   map[string]*state.JobRecord    // queued for the state store
 	saveJobs     chan struct{}
-	drivers      allocrunner.Drivers    // cfg.Drivers with config schemas cached
+	drivers      allocrunner.Drivers    // cfg.Drivers (the plugin manager keeps each process's schema)
 	rolloutQueue map[string]rolloutWork // job key → newest rollout work
 	rolloutWake  chan struct{}
 	// sumQueue holds, per job key, the newest rollout summary to write;
@@ -382,7 +382,7 @@ func New(cfg Config) (*Agent, error) {
 	a.writer.written = a.echoes.add
 	a.echoes.writing = func(id string) bool { _, busy := a.writer.keyState(id); return busy }
 	a.echoes.nodePrefix = n.ID + "."
-	a.drivers = newSchemaCache(cfg.Drivers, time.Now)
+	a.drivers = cfg.Drivers
 	// The whole bucket until a pass has counted the fleet (a large
 	// fleet's agent pulls every allocation once, at its start), unless
 	// told to narrow whatever the size.

@@ -59,6 +59,22 @@ type instance struct {
 	ticks   uint64
 	lastErr error
 	handles map[string]*driver.TaskHandle
+	// static is what the driver of one generation said of itself, asked
+	// once per process (sdk/driver: Capabilities and ConfigSchema do not
+	// change while a process runs): every start validates its task against
+	// the schema, and a second RPC on each start's path was a third of a
+	// start's latency on a loaded node.
+	static staticAnswers
+}
+
+// staticAnswers are a plugin process's answers to Capabilities and
+// ConfigSchema, for generation gen (a relaunched process is asked again:
+// it may run a new build of the plugin).
+type staticAnswers struct {
+	gen        uint64
+	caps       *driver.Capabilities
+	schema     *driver.Schema
+	haveSchema bool
 }
 
 func newInstance(m *Manager, p Plugin) *instance {

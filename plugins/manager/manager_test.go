@@ -60,6 +60,12 @@ func serve(name string) {
 		driver.Serve(mock.New())
 		return
 	}
+	if name == "mock-static" {
+		// Counts its Capabilities and ConfigSchema calls in a file
+		// (static_test.go); its schema's one field is named by another.
+		driver.Serve(&staticCounting{Driver: mock.New(), calls: os.Getenv(staticCallsEnv), field: os.Getenv(staticFieldEnv)})
+		return
+	}
 	f, ok := builtin.Registry()[name]
 	if !ok {
 		fmt.Fprintln(os.Stderr, "no such driver", name)

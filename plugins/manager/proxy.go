@@ -147,14 +147,60 @@ func (p *proxy) Info(ctx context.Context) (info driver.PluginInfo, err error) {
 	return info, err
 }
 
+// Capabilities is asked of each plugin process once (instance.static).
 func (p *proxy) Capabilities(ctx context.Context) (c driver.Capabilities, err error) {
-	err = p.call(ctx, true, func(d driver.Driver) error { c, err = d.Capabilities(ctx); return err })
+	err = p.callOn(ctx, true, func(d driver.Driver, gen uint64) error {
+		if got, ok := p.i.staticFor(gen, func(s *staticAnswers) bool { return s.caps != nil }); ok {
+			c = *got.caps
+			return nil
+		}
+		if c, err = d.Capabilities(ctx); err == nil {
+			p.i.keepStatic(gen, func(s *staticAnswers) { s.caps = &c })
+		}
+		return err
+	})
 	return c, err
 }
 
+// ConfigSchema is asked of each plugin process once (instance.static); the
+// Schema returned is shared and must not be modified.
 func (p *proxy) ConfigSchema(ctx context.Context) (s *driver.Schema, err error) {
-	err = p.call(ctx, true, func(d driver.Driver) error { s, err = d.ConfigSchema(ctx); return err })
+	err = p.callOn(ctx, true, func(d driver.Driver, gen uint64) error {
+		if got, ok := p.i.staticFor(gen, func(s *staticAnswers) bool { return s.haveSchema }); ok {
+			s = got.schema
+			return nil
+		}
+		if s, err = d.ConfigSchema(ctx); err == nil {
+			p.i.keepStatic(gen, func(a *staticAnswers) { a.schema, a.haveSchema = s, true })
+		}
+		return err
+	})
 	return s, err
+}
+
+// staticFor returns the static answers kept for generation gen, if has
+// says the one wanted is there.
+func (i *instance) staticFor(gen uint64, has func(*staticAnswers) bool) (staticAnswers, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.static.gen != gen || !has(&i.static) {
+		return staticAnswers{}, false
+	}
+	return i.static, true
+}
+
+// keepStatic records an answer of generation gen's process; answers of an
+// older generation than the one kept are dropped.
+func (i *instance) keepStatic(gen uint64, set func(*staticAnswers)) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	switch {
+	case gen < i.static.gen:
+		return
+	case gen > i.static.gen:
+		i.static = staticAnswers{gen: gen}
+	}
+	set(&i.static)
 }
 
 // StartTask is never retried: a start whose answer was lost may have

@@ -49,10 +49,14 @@ import (
 type Driver interface {
 	// Info names the driver and its version.
 	Info(ctx context.Context) (PluginInfo, error)
-	// Capabilities says what the driver supports.
+	// Capabilities says what the driver supports. The host asks once per
+	// plugin process and keeps the answer until that process ends: it must
+	// not change while the process runs.
 	Capabilities(ctx context.Context) (Capabilities, error)
 	// ConfigSchema describes the task `config` block the driver accepts; the
-	// host validates a task against it before calling StartTask.
+	// host validates a task against it before calling StartTask. Like
+	// Capabilities, it is asked once per plugin process, and the host
+	// treats the returned Schema as read-only.
 	ConfigSchema(ctx context.Context) (*Schema, error)
 	// Fingerprint streams the driver's health and attributes: one value at
 	// once, then one whenever something changes, until ctx ends.
