@@ -168,7 +168,19 @@ type Config struct {
 	// small fleet's every node is a steward candidate of most jobs
 	// anyway). 0: DefaultNarrowAbove; negative: always narrowed.
 	NarrowAbove int
+	// StartsFirst is how long the rollout's shared writes (records,
+	// transitions, verdicts, slots) wait for this node's driver starts in
+	// flight to return before they are made: on a busy node a start's
+	// round trip through its plugin shared the two cores with them (and
+	// their echoes' passes) and took half again as long. 0:
+	// DefaultStartsFirst; negative: no wait.
+	StartsFirst time.Duration
 }
+
+// DefaultStartsFirst is Config.StartsFirst's default: a bound, for a start
+// that takes long (an image pull); a start through a plugin returns in
+// about a millisecond.
+const DefaultStartsFirst = 20 * time.Millisecond
 
 // DefaultNarrowAbove is Config.NarrowAbove's default.
 const DefaultNarrowAbove = 10
@@ -218,6 +230,7 @@ type Agent struct {
 	jobsToSave   map[string]*state.JobRecord    // queued for the state store
 	saveJobs     chan struct{}
 	drivers      allocrunner.Drivers    // cfg.Drivers (the plugin manager keeps each process's schema)
+	starts       allocrunner.Starts     // this agent's driver starts in flight (StartsFirst)
 	rolloutQueue map[string]rolloutWork // job key → newest rollout work
 	rolloutWake  chan struct{}
 	// sumQueue holds, per job key, the newest rollout summary to write;
@@ -435,6 +448,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Node:      a.runnerNode(),
 		Drivers:   a.drivers,
 		Validate:  a.cfg.Validate,
+		Starts:    &a.starts,
 		Store:     a.cfg.Store,
 		AllocRoot: a.cfg.AllocRoot,
 		Handles:   handles,

@@ -325,6 +325,8 @@ type node struct {
 	completion reconcile.CompletionDecider
 	// metrics, when set before start, is the agent's Metrics.
 	metrics Metrics
+	// startsFirst, when set before start, is the agent's StartsFirst.
+	startsFirst time.Duration
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
@@ -457,6 +459,7 @@ func (n *node) start() {
 		NarrowAbove:    narrowAbove,
 		WatchAllAllocs: n.w.watchAll,
 		PassCPU:        n.w.passCPU,
+		StartsFirst:    n.startsFirst,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -976,6 +976,7 @@ func (a *Agent) rolloutLoop(ctx context.Context) {
 			return
 		case <-a.rolloutWake:
 		}
+		a.startsFirst(ctx)
 		a.mu.Lock()
 		batch := a.rolloutQueue
 		a.rolloutQueue = map[string]rolloutWork{}
@@ -992,6 +993,34 @@ func (a *Agent) rolloutLoop(ctx context.Context) {
 		a.mu.Lock()
 		a.status.DeploymentErrors = msgs
 		a.mu.Unlock()
+	}
+}
+
+// startsFirst lets this node's driver starts in flight return before the
+// rollout's writes are made (Config.StartsFirst): a task's start is what a
+// placement waits for, and these writes, their echoes and the passes those
+// cause can come a few milliseconds later at no cost (nothing is admitted
+// or released on a view they change until they are made).
+func (a *Agent) startsFirst(ctx context.Context) {
+	wait := a.cfg.StartsFirst
+	if wait == 0 {
+		wait = DefaultStartsFirst
+	}
+	idle := a.starts.Idle()
+	select {
+	case <-idle:
+		return
+	default:
+	}
+	if wait < 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -95,7 +95,12 @@ type Config struct {
 	// Validate checks a task's (interpolated) config against its driver's
 	// schema before StartTask; the agent passes driver.ValidateConfig.
 	Validate func(*driver.Schema, map[string]any) error
-	Store    Store
+	// Starts, if set, counts this runner's first start as in flight from
+	// Run until its tasks' first start attempts are over (or
+	// pendingWriteDelay has passed, or the runner ended): one Starts for
+	// all the runners of an agent.
+	Starts *Starts
+	Store  Store
 	// AllocRoot is the node's allocation directory; this allocation's is
 	// AllocRoot/<alloc id>.
 	AllocRoot string
@@ -366,6 +371,10 @@ func (r *Runner) Run() {
 		close(r.firstDone)
 	}
 	before := r.persists.Load()
+	starting := len(tasks) > stops
+	if starting {
+		r.cfg.Starts.Begin()
+	}
 	r.bgWG.Add(1)
 	go func() {
 		defer r.bgWG.Done()
@@ -375,6 +384,9 @@ func (r *Runner) Run() {
 		case <-r.firstDone:
 		case <-t.C:
 		case <-r.ctx.Done():
+		}
+		if starting {
+			r.cfg.Starts.End()
 		}
 		if r.persists.Load() == before {
 			r.persist()
