@@ -295,6 +295,11 @@ type Agent struct {
 	passSeq   uint64
 	decisions uint64            // Status.Decisions (passMu)
 	lastSig   map[string]uint64 // job key → signature when it last converged (passMu)
+	// unsettled are the jobs the last pass looked at that did not converge
+	// (not in lastSig): with the changed ones, all an incremental pass
+	// looks at (nil until a pass has walked every job; passMu). visited is
+	// that pass's scratch set.
+	unsettled, visited map[string]struct{}
 	// retryAt: when a job waiting on the clock is planned again. A job
 	// whose only work left is a wait (Decision.RetryIn: a summary held
 	// back, a creator's delay) or the completion verdict keeps its
@@ -370,6 +375,7 @@ func New(cfg Config) (*Agent, error) {
 		versions:       map[string]*model.Job{},
 		bootID:         cfg.BootID,
 		lastSig:        map[string]uint64{},
+		visited:        map[string]struct{}{},
 		retryAt:        map[string]time.Time{},
 		depWritten:     map[string]map[string]writtenDep{},
 		sumWritten:     map[string]*model.RolloutSummary{},

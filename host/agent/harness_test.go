@@ -327,6 +327,9 @@ type node struct {
 	metrics Metrics
 	// startsFirst, when set before start, is the agent's StartsFirst.
 	startsFirst time.Duration
+	// manual, when set before start, runs no agent loop: the test makes
+	// the passes (the source, heartbeats and runners run as ever).
+	manual bool
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
@@ -470,6 +473,10 @@ func (n *node) start() {
 		t.Fatal(err)
 	}
 	n.done = make(chan struct{})
+	if n.manual {
+		close(n.done)
+		return
+	}
 	go func() {
 		defer close(n.done)
 		_ = a.Run(ctx)
