@@ -300,6 +300,9 @@ type Agent struct {
 	// looks at (nil until a pass has walked every job; passMu). visited is
 	// that pass's scratch set.
 	unsettled, visited map[string]struct{}
+	// cutChecked is the source generation up to which the pass under way
+	// has looked for a new declaration (declarationWaiting; passMu).
+	cutChecked uint64
 	// retryAt: when a job waiting on the clock is planned again. A job
 	// whose only work left is a wait (Decision.RetryIn: a summary held
 	// back, a creator's delay) or the completion verdict keeps its
@@ -784,6 +787,9 @@ type Counts struct {
 	// Skipped counts jobs an incremental pass left alone: nothing they
 	// depend on changed since they last converged.
 	Skipped int `json:"skipped"`
+	// Deferred counts jobs a pass left to the next one: it gave way to a
+	// job's declaration put while it ran (passSlice).
+	Deferred int `json:"deferred,omitempty"`
 	// PolicyHeld counts jobs held because a policy they name is still
 	// loading (Config.PolicyPending).
 	PolicyHeld int `json:"policy_held"`

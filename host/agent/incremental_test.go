@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hivelet/hivelet/host/fleet"
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/internal/testutil"
 )
@@ -15,19 +17,21 @@ import (
 // An incremental pass looks at the jobs that changed, those that did not
 // converge at the last pass and those whose wait ended, not at every job:
 // the other jobs are counted as skipped, as a walk over all of them would.
-func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
-	w := newWorld(t)
+// noDeployment is a mock job that makes no deployment.
+func noDeployment(id string) *model.Job {
+	j := mockJob(id, 1, nil)
+	j.Groups[0].Update.MaxParallel = 0
+	return j
+}
+
+// manualNode is a node whose passes the test makes, running jobs jobs
+// j00… each converged, with nothing left to look at.
+func manualNode(t *testing.T, w *world, jobs int) *node {
+	t.Helper()
 	n := w.newNodeWith("node-a", nil, "", time.Hour, func(n *node) { n.manual = true })
-	defer n.stop(true)
 	a := n.agent
 	ctx := context.Background()
 	<-n.src.Synced()
-	const jobs = 20
-	noDeployment := func(id string) *model.Job {
-		j := mockJob(id, 1, nil)
-		j.Groups[0].Update.MaxParallel = 0
-		return j
-	}
 	for i := range jobs {
 		w.putJob(noDeployment(fmt.Sprintf("j%02d", i)))
 	}
@@ -43,13 +47,23 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 		}
 		return running == jobs
 	})
-	looked := func() []string { return slices.Sorted(maps.Keys(a.visited)) }
 	// Passes until nothing is left to look at: the allocations' status
 	// changes make their jobs dirty once more.
 	testutil.Eventually(t, 10*time.Second, "a pass that looks at nothing", func() bool {
 		a.pass(ctx, false)
-		return len(looked()) == 0
+		return len(a.visited) == 0
 	})
+	return n
+}
+
+func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
+	w := newWorld(t)
+	const jobs = 20
+	n := manualNode(t, w, jobs)
+	defer n.stop(true)
+	a := n.agent
+	ctx := context.Background()
+	looked := func() []string { return slices.Sorted(maps.Keys(a.visited)) }
 	if c := a.Status().LastCounts; c.Jobs != jobs || c.Skipped != jobs {
 		t.Fatalf("a pass with nothing changed counted %d jobs, %d skipped; want %d and %d", c.Jobs, c.Skipped, jobs, jobs)
 	}
@@ -97,4 +111,82 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 			t.Fatalf("a pass after the bad job's looked at %v, want default.bad among them", got)
 		}
 	}
+}
+
+// cutSource is a ViewSource that, while cut is set, reports a job's
+// declaration put after the view (a new generation whose change is in the
+// jobs bucket), as the Source does when a job is put during a pass.
+type cutSource struct {
+	ViewSource
+	cut atomic.Bool
+}
+
+const cutGen = 1 << 40
+
+func (s *cutSource) Generation() uint64 {
+	g := s.ViewSource.Generation()
+	if s.cut.Load() {
+		g += cutGen
+	}
+	return g
+}
+
+func (s *cutSource) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
+	now := s.ViewSource.Generation()
+	if !s.cut.Load() || to <= now {
+		return s.ViewSource.ChangesSince(from, to)
+	}
+	out, ok := s.ViewSource.ChangesSince(min(from, now), now)
+	return append(out, fleet.Change{Gen: to, Kind: fleet.KindJobs, Key: "default.meanwhile", Jobs: [2]string{"default.meanwhile"}}), ok
+}
+
+// A pass gives way to a job's declaration put while it runs: it stops
+// deciding the other jobs once it has decided passSlice's worth, and the
+// next pass decides the jobs it left, which are not taken as converged.
+// Heartbeats and other changes do not cut a pass.
+func TestAPassGivesWayToADeclarationAndTheNextDecidesWhatItLeft(t *testing.T) {
+	defer func(d time.Duration) { passSlice = d }(passSlice)
+	passSlice = 0 // give way after the first job
+	w := newWorld(t)
+	const jobs = 12
+	n := manualNode(t, w, jobs)
+	defer n.stop(true)
+	a := n.agent
+	ctx := context.Background()
+	src := &cutSource{ViewSource: a.cfg.Source}
+	a.cfg.Source = src
+
+	// Control: a full pass with no declaration waiting decides every job.
+	a.pass(ctx, true)
+	if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs {
+		t.Fatalf("a full pass with nothing put meanwhile: %d jobs, %d deferred; want %d, 0", c.Jobs, c.Deferred, jobs)
+	}
+
+	src.cut.Store(true)
+	a.pass(ctx, true)
+	if c := a.Status().LastCounts; c.Deferred != jobs-1 || c.Jobs != 1 {
+		t.Fatalf("a full pass with a declaration waiting: %d jobs decided, %d deferred; want 1, %d", c.Jobs, c.Deferred, jobs-1)
+	}
+	left := 0
+	for i := range jobs {
+		if _, ok := a.lastSig[fmt.Sprintf("default.j%02d", i)]; !ok {
+			left++
+		}
+	}
+	if left != jobs-1 {
+		t.Fatalf("%d jobs taken as not converged after the cut, want %d", left, jobs-1)
+	}
+
+	src.cut.Store(false)
+	a.pass(ctx, false)
+	if got := len(a.visited); got != jobs-1 {
+		t.Fatalf("the pass after the cut looked at %d jobs, want the %d left", got, jobs-1)
+	}
+	if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs || c.Skipped != 1 {
+		t.Fatalf("the pass after the cut: %d jobs, %d skipped, %d deferred; want %d, 1, 0", c.Jobs, c.Skipped, c.Deferred, jobs)
+	}
+	testutil.Eventually(t, 10*time.Second, "converged again", func() bool {
+		a.pass(ctx, false)
+		return len(a.visited) == 0
+	})
 }

@@ -232,7 +232,24 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// act (a kept or orphaned job never does), so each is one skipped job.
 	counts.Jobs += unchanged
 	counts.Skipped += unchanged
-	for _, k := range sorted {
+	loopStart := time.Now()
+	a.cutChecked = view.Generation
+	for i, k := range sorted {
+		if i > 0 && time.Since(loopStart) >= passSlice && a.declarationWaiting() {
+			// A job was put while this pass decides others (a full pass
+			// decides every job: tens of milliseconds at 500 jobs): the
+			// pass gives way, and the next one decides the new declaration
+			// first (a job this node runs nothing of comes first) and then
+			// the jobs left here, which are no longer taken as converged.
+			// Each pass decides passSlice's worth at least, so the jobs
+			// left are decided however fast jobs are put.
+			for _, r := range sorted[i:] {
+				delete(a.lastSig, r)
+			}
+			counts.Deferred = len(sorted) - i
+			a.KickFor("kick: a pass gave way to a declaration")
+			break
+		}
 		a.mu.Lock()
 		stored := a.lastGood[k]
 		a.mu.Unlock()
@@ -509,8 +526,35 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	a.log.Log(ctx, level, "reconcile pass", "pass", a.passSeq, "jobs", counts.Jobs, "place", counts.Place, "update", counts.Update,
 		"in_place", counts.InPlace, "stop", counts.Stop, "migrate", counts.Migrate, "lost", counts.Lost,
 		"disconnecting", counts.Disconnecting, "reconnecting", counts.Reconnecting, "ignore", counts.Ignore,
-		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "watch_held", counts.WatchHeld, "skipped", counts.Skipped, "policy_held", counts.PolicyHeld, "errors", counts.Errors, "orphaned", len(orphaned),
+		"awaiting_promotion", counts.Awaiting, "held", counts.Held, "watch_held", counts.WatchHeld, "skipped", counts.Skipped, "deferred", counts.Deferred, "policy_held", counts.PolicyHeld, "errors", counts.Errors, "orphaned", len(orphaned),
 		"view_generation", view.Generation, "duration_ms", a.status.LastPassMS)
+}
+
+// passSlice is how long a pass decides jobs before it may give way to a
+// job's declaration that came meanwhile (declarationWaiting).
+// (A variable for the tests.)
+var passSlice = 2 * time.Millisecond
+
+// declarationWaiting reports whether a job's declaration changed in the
+// source since the pass's view, or since the last time it was asked
+// (a.cutChecked). Only the jobs bucket counts: heartbeats, allocation
+// statuses and rollout writes wait for the pass under way.
+func (a *Agent) declarationWaiting() bool {
+	gen := a.cfg.Source.Generation()
+	if gen <= a.cutChecked {
+		return false
+	}
+	changes, ok := a.cfg.Source.ChangesSince(a.cutChecked, gen)
+	a.cutChecked = gen
+	if !ok {
+		return false
+	}
+	for _, c := range changes {
+		if c.Kind == fleet.KindJobs && c.Key != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // mix spreads a number over 64 bits (splitmix64's finaliser), so that sums
