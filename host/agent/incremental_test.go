@@ -119,6 +119,8 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 type cutSource struct {
 	ViewSource
 	cut atomic.Bool
+	// beat makes the change reported a heartbeat of another node instead.
+	beat atomic.Bool
 }
 
 const cutGen = 1 << 40
@@ -137,6 +139,9 @@ func (s *cutSource) ChangesSince(from, to uint64) ([]fleet.Change, bool) {
 		return s.ViewSource.ChangesSince(from, to)
 	}
 	out, ok := s.ViewSource.ChangesSince(min(from, now), now)
+	if s.beat.Load() {
+		return append(out, fleet.Change{Gen: to, Kind: fleet.KindNodes, Key: "node-z", HeartbeatOnly: true}), ok
+	}
 	return append(out, fleet.Change{Gen: to, Kind: fleet.KindJobs, Key: "default.meanwhile", Jobs: [2]string{"default.meanwhile"}}), ok
 }
 
@@ -156,12 +161,18 @@ func TestAPassGivesWayToADeclarationAndTheNextDecidesWhatItLeft(t *testing.T) {
 	src := &cutSource{ViewSource: a.cfg.Source}
 	a.cfg.Source = src
 
-	// Control: a full pass with no declaration waiting decides every job.
-	a.pass(ctx, true)
-	if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs {
-		t.Fatalf("a full pass with nothing put meanwhile: %d jobs, %d deferred; want %d, 0", c.Jobs, c.Deferred, jobs)
+	// Controls: a full pass with no declaration waiting decides every job,
+	// and so does one during which another node's heartbeat came.
+	for _, beat := range []bool{false, true} {
+		src.cut.Store(beat)
+		src.beat.Store(beat)
+		a.pass(ctx, true)
+		if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs {
+			t.Fatalf("a full pass with nothing put meanwhile (a heartbeat: %v): %d jobs, %d deferred; want %d, 0", beat, c.Jobs, c.Deferred, jobs)
+		}
 	}
 
+	src.beat.Store(false)
 	src.cut.Store(true)
 	a.pass(ctx, true)
 	if c := a.Status().LastCounts; c.Deferred != jobs-1 || c.Jobs != 1 {
