@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hivelet/hivelet/internal/testutil"
 	"github.com/hivelet/hivelet/policies"
@@ -45,7 +46,12 @@ func TestTheBuiltModulePassesItsCasesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	wasm, _ := os.ReadFile(out)
-	e, err := policies.New(ctx, policies.Options{CacheDir: testutil.WazeroCacheDir(t)})
+	// The agent's deadlines (100 ms a call, 2 s a module's initialisation)
+	// judge a module on a node; under -race beside three other test
+	// packages on two cores a call took longer (the suite failed on it
+	// once), so the cases get the generous ones `hivelet policy test
+	// --deadline` and `--load-deadline` allow.
+	e, err := policies.New(ctx, policies.Options{CacheDir: testutil.WazeroCacheDir(t), Deadline: 10 * time.Second, LoadDeadline: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
