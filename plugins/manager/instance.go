@@ -62,8 +62,8 @@ type instance struct {
 	// static is what the driver of one generation said of itself, asked
 	// once per process (sdk/driver: Capabilities and ConfigSchema do not
 	// change while a process runs): every start validates its task against
-	// the schema, and a second RPC on each start's path was a third of a
-	// start's latency on a loaded node.
+	// the schema, and one with volume mounts or script checks reads the
+	// capabilities; asked each time, each was an RPC on the start's path.
 	static staticAnswers
 }
 

@@ -155,7 +155,8 @@ func (p *proxy) Capabilities(ctx context.Context) (c driver.Capabilities, err er
 			return nil
 		}
 		if c, err = d.Capabilities(ctx); err == nil {
-			p.i.keepStatic(gen, func(s *staticAnswers) { s.caps = &c })
+			kept := c
+			p.i.keepStatic(gen, func(s *staticAnswers) { s.caps = &kept })
 		}
 		return err
 	})
