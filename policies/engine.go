@@ -32,7 +32,9 @@ type Options struct {
 	MemoryLimitPages uint32
 	// Deadline bounds one evaluation. Default 100 ms.
 	Deadline time.Duration
-	// LoadDeadline bounds a module's initialisation. Default 2 s.
+	// LoadDeadline bounds a module's initialisation, and each of the
+	// calls that read what it declares (ABI version, kinds, manifest) at
+	// load. Default 2 s.
 	LoadDeadline time.Duration
 	// OutputLimit bounds what a guest may write to stdout and to stderr per
 	// evaluation; the rest is dropped (and the drop logged). Default 4 KiB.
@@ -258,8 +260,12 @@ func (e *Engine) Compile(ctx context.Context, name string, wasm []byte) (*Module
 		return nil, fault(f)
 	}
 	discard := func() { inst.mod.Close(ctx); compiled.Close(ctx) }
+	// The ABI version, kinds and manifest are read as part of loading the
+	// module: under the load deadline, as its initialisation is (the
+	// per-call deadline is an evaluation's; a Go guest's first call into
+	// a fresh instance once took longer than it on a loaded machine).
 	call := func(fn string) (uint64, error) {
-		cctx, cancel := context.WithTimeout(ctx, e.opts.Deadline)
+		cctx, cancel := context.WithTimeout(ctx, e.opts.LoadDeadline)
 		defer cancel()
 		r, err := inst.mod.ExportedFunction(fn).Call(cctx)
 		if err != nil {

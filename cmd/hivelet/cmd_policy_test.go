@@ -53,20 +53,32 @@ const completionInput = `{"completion": {"now": "2027-01-01T00:00:00Z",
   "task_groups": {"g": {"desired_total": 3, "desired_canaries": 1, "auto_promote": true}}},
  "groups": {"g": {"placed": 1, "healthy": 1, "canaries_healthy": 1}}}}`
 
+// generous are the deadlines of the tests below that are not about
+// deadlines: the agent's (100 ms a call, 2 s a module's initialisation)
+// judge a module on a node, and under -race beside three other test
+// packages on two cores a Go guest's first call once took longer
+// (TestPolicyEvalPrintsTheDecisionReasonAndTime failed .ci/run on it).
+// (`policy test` judges calls by the agent's deadline, as a node would:
+// only its initialisation gets more.)
+var (
+	generous     = []string{"--deadline", "10s", "--load-deadline", "1m"}
+	generousLoad = []string{"--load-deadline", "1m"}
+)
+
 func TestPolicyEvalPrintsTheDecisionReasonAndTime(t *testing.T) {
 	// Parallel: most of its time is compiling three built-in modules under
 	// -race in this process; its files are its own, the cache is shared
 	// (policyCache) and safe for concurrent use.
 	t.Parallel()
-	code, out := runPolicyCLI(t, "policy", "eval", "builtin:percent", "--input", writeJSON(t, "in.json", canaryInput))
+	code, out := runPolicyCLI(t, append([]string{"policy", "eval", "builtin:percent", "--input", writeJSON(t, "in.json", canaryInput)}, generous...)...)
 	if code != 0 || !strings.Contains(out, "canaries: n1 n2") || !strings.Contains(out, "reason:") || !strings.Contains(out, "time:") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	code, out = runPolicyCLI(t, "policy", "eval", "builtin:spread", "--input", writeJSON(t, "in.json", canaryInput))
+	code, out = runPolicyCLI(t, append([]string{"policy", "eval", "builtin:spread", "--input", writeJSON(t, "in.json", canaryInput)}, generous...)...)
 	if code != 0 || !strings.Contains(out, "canaries: n2 n1") {
 		t.Fatalf("spread: exit %d:\n%s", code, out)
 	}
-	code, out = runPolicyCLI(t, "policy", "eval", "builtin:default", "--input", writeJSON(t, "in.json", completionInput))
+	code, out = runPolicyCLI(t, append([]string{"policy", "eval", "builtin:default", "--input", writeJSON(t, "in.json", completionInput)}, generous...)...)
 	if code != 0 || !strings.Contains(out, "decision: promote") {
 		t.Fatalf("completion: exit %d:\n%s", code, out)
 	}
@@ -79,11 +91,11 @@ func TestPolicyTestExitsNonZeroWithADiffOnAMismatch(t *testing.T) {
  {"name": "first two by id", "input": %s, "want": {"node_ids": ["n1", "n2"]}},
  {"name": "second", "input": %s, "want": {"node_ids": %s}}]}`, canaryInput, canaryInput, want)
 	}
-	code, out := runPolicyCLI(t, "policy", "test", "builtin:percent", writeJSON(t, "ok.json", cases(`["n1", "n2"]`)))
+	code, out := runPolicyCLI(t, append([]string{"policy", "test", "builtin:percent", writeJSON(t, "ok.json", cases(`["n1", "n2"]`))}, generousLoad...)...)
 	if code != 0 || !strings.Contains(out, "2 of 2 cases passed") {
 		t.Fatalf("control: exit %d:\n%s", code, out)
 	}
-	code, out = runPolicyCLI(t, "policy", "test", "builtin:percent", writeJSON(t, "bad.json", cases(`["n2", "n3"]`)))
+	code, out = runPolicyCLI(t, append([]string{"policy", "test", "builtin:percent", writeJSON(t, "bad.json", cases(`["n2", "n3"]`))}, generousLoad...)...)
 	if code != 1 || !strings.Contains(out, "FAIL second") || !strings.Contains(out, "node_ids: want [n2 n3], got [n1 n2]") || !strings.Contains(out, "1 of 2 cases passed") {
 		t.Fatalf("mismatch: exit %d:\n%s", code, out)
 	}
@@ -96,7 +108,7 @@ func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "sha256") {
 		t.Fatalf("build: exit %d:\n%s", code, out)
 	}
-	code, out = runPolicyCLI(t, "policy", "test", wasm, "../../examples/policies/canarymeta/cases.json")
+	code, out = runPolicyCLI(t, append([]string{"policy", "test", wasm, "../../examples/policies/canarymeta/cases.json"}, generousLoad...)...)
 	if code != 0 || !strings.Contains(out, "5 of 5 cases passed") {
 		t.Fatalf("test: exit %d:\n%s", code, out)
 	}
