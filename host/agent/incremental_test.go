@@ -64,6 +64,13 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 	a := n.agent
 	ctx := context.Background()
 	looked := func() []string { return slices.Sorted(maps.Keys(a.visited)) }
+	// A runner's late report (a task event) can make a job this node runs
+	// dirty at any moment on a loaded machine: the pass may look at such
+	// a job too, but not at every job.
+	lookedAt := func(must string) (got []string, ok bool) {
+		got = looked()
+		return got, slices.Contains(got, must) && len(got) <= jobs/2
+	}
 	if c := a.Status().LastCounts; c.Jobs != jobs || c.Skipped != jobs {
 		t.Fatalf("a pass with nothing changed counted %d jobs, %d skipped; want %d and %d", c.Jobs, c.Skipped, jobs, jobs)
 	}
@@ -73,13 +80,14 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 	w.putJob(noDeployment("new"))
 	testutil.Eventually(t, 10*time.Second, "the new job in view", func() bool { return n.src.View().Jobs.Len() == jobs+1 })
 	a.pass(ctx, false)
-	if got := looked(); !slices.Equal(got, []string{"default.new"}) {
-		t.Fatalf("the pass after a put looked at %v, want only default.new", got)
+	got, ok := lookedAt("default.new")
+	if !ok {
+		t.Fatalf("the pass after a put looked at %v, want default.new and few others", got)
 	}
 	// (Placed, or held until its allocations are watched: this node
 	// narrows its watches.)
-	if c := a.Status().LastCounts; c.Place+c.WatchHeld != 1 || c.Jobs != jobs+1 || c.Skipped != jobs {
-		t.Fatalf("the pass after a put: place %d, watch-held %d, %d jobs, %d skipped; want 1 of the first two, %d, %d", c.Place, c.WatchHeld, c.Jobs, c.Skipped, jobs+1, jobs)
+	if c := a.Status().LastCounts; c.Place+c.WatchHeld != 1 || c.Jobs != jobs+1 || c.Skipped < jobs-(len(got)-1) {
+		t.Fatalf("the pass after a put: place %d, watch-held %d, %d jobs, %d skipped; want 1 of the first two, %d, at least %d", c.Place, c.WatchHeld, c.Jobs, c.Skipped, jobs+1, jobs-(len(got)-1))
 	}
 	testutil.Eventually(t, 10*time.Second, "the new job placed", func() bool {
 		a.pass(ctx, false)
@@ -94,8 +102,8 @@ func TestAnIncrementalPassLooksOnlyAtTheJobsThatMayNeedIt(t *testing.T) {
 	})
 	a.retryAt["default.j07"] = time.Now().Add(-time.Second)
 	a.pass(ctx, false)
-	if got := looked(); !slices.Equal(got, []string{"default.j07"}) {
-		t.Fatalf("the pass after a wait ended looked at %v, want only default.j07", got)
+	if got, ok := lookedAt("default.j07"); !ok {
+		t.Fatalf("the pass after a wait ended looked at %v, want default.j07 and few others", got)
 	}
 
 	// A job that does not converge (its task cannot be placed: an unknown
@@ -178,26 +186,35 @@ func TestAPassGivesWayToADeclarationAndTheNextDecidesWhatItLeft(t *testing.T) {
 	if c := a.Status().LastCounts; c.Deferred != jobs-1 || c.Jobs != 1 {
 		t.Fatalf("a full pass with a declaration waiting: %d jobs decided, %d deferred; want 1, %d", c.Jobs, c.Deferred, jobs-1)
 	}
-	left := 0
+	var left []string
 	for i := range jobs {
-		if _, ok := a.lastSig[fmt.Sprintf("default.j%02d", i)]; !ok {
-			left++
+		if k := fmt.Sprintf("default.j%02d", i); !hasKey(a.lastSig, k) {
+			left = append(left, k)
 		}
 	}
-	if left != jobs-1 {
-		t.Fatalf("%d jobs taken as not converged after the cut, want %d", left, jobs-1)
+	if len(left) != jobs-1 {
+		t.Fatalf("%d jobs taken as not converged after the cut, want %d", len(left), jobs-1)
 	}
 
 	src.cut.Store(false)
 	a.pass(ctx, false)
-	if got := len(a.visited); got != jobs-1 {
-		t.Fatalf("the pass after the cut looked at %d jobs, want the %d left", got, jobs-1)
+	for _, k := range left {
+		if _, ok := a.visited[k]; !ok {
+			t.Fatalf("the pass after the cut did not look at %s, which the cut left", k)
+		}
 	}
-	if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs || c.Skipped != 1 {
-		t.Fatalf("the pass after the cut: %d jobs, %d skipped, %d deferred; want %d, 1, 0", c.Jobs, c.Skipped, c.Deferred, jobs)
+	// (The one job decided before the cut is skipped, unless a late
+	// report of its runner made it dirty meanwhile.)
+	if c := a.Status().LastCounts; c.Deferred != 0 || c.Jobs != jobs || c.Skipped > 1 {
+		t.Fatalf("the pass after the cut: %d jobs, %d skipped, %d deferred; want %d, at most 1, 0", c.Jobs, c.Skipped, c.Deferred, jobs)
 	}
 	testutil.Eventually(t, 10*time.Second, "converged again", func() bool {
 		a.pass(ctx, false)
 		return len(a.visited) == 0
 	})
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
