@@ -229,7 +229,6 @@ type Agent struct {
 	lastGood     map[string]*state.JobRecord    // job key → last good job from the state store
 	jobsToSave   map[string]*state.JobRecord    // queued for the state store
 	saveJobs     chan struct{}
-	drivers      allocrunner.Drivers    // cfg.Drivers (the plugin manager keeps each process's schema)
 	starts       allocrunner.Starts     // this agent's driver starts in flight (StartsFirst)
 	rolloutQueue map[string]rolloutWork // job key → newest rollout work
 	rolloutWake  chan struct{}
@@ -404,7 +403,6 @@ func New(cfg Config) (*Agent, error) {
 	a.writer.written = a.echoes.add
 	a.echoes.writing = func(id string) bool { _, busy := a.writer.keyState(id); return busy }
 	a.echoes.nodePrefix = n.ID + "."
-	a.drivers = cfg.Drivers
 	// The whole bucket until a pass has counted the fleet (a large
 	// fleet's agent pulls every allocation once, at its start), unless
 	// told to narrow whatever the size.
@@ -455,7 +453,7 @@ func (a *Agent) newRunner(alloc *model.Allocation, job *model.Job, handles map[s
 		Alloc:     alloc,
 		Job:       job,
 		Node:      a.runnerNode(),
-		Drivers:   a.drivers,
+		Drivers:   a.cfg.Drivers,
 		Validate:  a.cfg.Validate,
 		Starts:    &a.starts,
 		Store:     a.cfg.Store,

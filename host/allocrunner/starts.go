@@ -56,8 +56,8 @@ func (s *Starts) Idle() <-chan struct{} {
 	return s.idle
 }
 
-// InFlight is the number of starts in flight.
-func (s *Starts) InFlight() int {
+// inFlight is the number of starts in flight.
+func (s *Starts) inFlight() int {
 	if s == nil {
 		return 0
 	}

@@ -27,7 +27,7 @@ func TestAFirstStartIsInFlightUntilItsAttemptIsOverOrPendingWriteDelay(t *testin
 			Drivers: f.drv, Validate: validate, Store: f.store, AllocRoot: f.root, Starts: &starts})
 		began := time.Now()
 		r.Run()
-		if n := starts.InFlight(); n != 1 {
+		if n := starts.inFlight(); n != 1 {
 			t.Fatalf("start_delay %v: %d starts in flight once Run returned, want 1", tc.delay, n)
 		}
 		select {
@@ -46,7 +46,7 @@ func TestAFirstStartIsInFlightUntilItsAttemptIsOverOrPendingWriteDelay(t *testin
 		if err := r.Stop(context.Background(), "test over"); err != nil {
 			t.Fatal(err)
 		}
-		if n := starts.InFlight(); n != 0 {
+		if n := starts.inFlight(); n != 0 {
 			t.Fatalf("%d starts in flight at the end", n)
 		}
 	}

@@ -12,10 +12,11 @@ import (
 // whole value into a buffer of its own, checking its syntax, and then
 // unmarshals that copy: two passes over the bytes and a copy, a quarter
 // of a rollout summary's decode (which every agent makes for every
-// summary) and two fifths of a deployment record's (BenchmarkDecode). strictOptions are the decoder's own (encoding/json's semantics,
-// unknown fields refused), and Unmarshal refuses anything after the value
-// but white space, as decodeStream's check for the end does. Its error is
-// not kept: Decode describes a failure through decodeStream.
+// summary) and two fifths of a deployment record's (BenchmarkDecode).
+// strictOptions are the decoder's own (encoding/json's semantics, unknown
+// fields refused), and Unmarshal refuses anything after the value but
+// white space, as decodeStream's check for the end does. Its error is not
+// kept: Decode describes a failure through decodeStream.
 func decodeOnce(data []byte, v any) bool {
 	return jsonv2.Unmarshal(data, v, strictOptions) == nil
 }

@@ -59,22 +59,22 @@ type instance struct {
 	ticks   uint64
 	lastErr error
 	handles map[string]*driver.TaskHandle
-	// static is what the driver of one generation said of itself, asked
-	// once per process (sdk/driver: Capabilities and ConfigSchema do not
-	// change while a process runs): every start validates its task against
-	// the schema, and one with volume mounts or script checks reads the
-	// capabilities; asked each time, each was an RPC on the start's path.
-	static staticAnswers
+	// caps and schema are what the driver of one generation said of
+	// itself, asked once per process (sdk/driver: Capabilities and
+	// ConfigSchema do not change while a process runs): every start
+	// validates its task against the schema, and one with volume mounts
+	// or script checks reads the capabilities; asked each time, each was
+	// an RPC on the start's path. A relaunched process is asked again: it
+	// may run a new build of the plugin.
+	caps   perProcess[driver.Capabilities]
+	schema perProcess[*driver.Schema]
 }
 
-// staticAnswers are a plugin process's answers to Capabilities and
-// ConfigSchema, for generation gen (a relaunched process is asked again:
-// it may run a new build of the plugin).
-type staticAnswers struct {
-	gen        uint64
-	caps       *driver.Capabilities
-	schema     *driver.Schema
-	haveSchema bool
+// perProcess is an answer of the process of generation gen (0: none yet;
+// generations start at 1). Under instance.mu.
+type perProcess[T any] struct {
+	v   T
+	gen uint64
 }
 
 func newInstance(m *Manager, p Plugin) *instance {

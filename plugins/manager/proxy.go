@@ -147,61 +147,44 @@ func (p *proxy) Info(ctx context.Context) (info driver.PluginInfo, err error) {
 	return info, err
 }
 
-// Capabilities is asked of each plugin process once (instance.static).
+// Capabilities is asked of each plugin process once (instance.caps).
 func (p *proxy) Capabilities(ctx context.Context) (c driver.Capabilities, err error) {
 	err = p.callOn(ctx, true, func(d driver.Driver, gen uint64) error {
-		if got, ok := p.i.staticFor(gen, func(s *staticAnswers) bool { return s.caps != nil }); ok {
-			c = *got.caps
-			return nil
-		}
-		if c, err = d.Capabilities(ctx); err == nil {
-			kept := c
-			p.i.keepStatic(gen, func(s *staticAnswers) { s.caps = &kept })
-		}
+		c, err = askOnce(p.i, &p.i.caps, gen, func() (driver.Capabilities, error) { return d.Capabilities(ctx) })
 		return err
 	})
 	return c, err
 }
 
-// ConfigSchema is asked of each plugin process once (instance.static); the
+// ConfigSchema is asked of each plugin process once (instance.schema); the
 // Schema returned is shared and must not be modified.
 func (p *proxy) ConfigSchema(ctx context.Context) (s *driver.Schema, err error) {
 	err = p.callOn(ctx, true, func(d driver.Driver, gen uint64) error {
-		if got, ok := p.i.staticFor(gen, func(s *staticAnswers) bool { return s.haveSchema }); ok {
-			s = got.schema
-			return nil
-		}
-		if s, err = d.ConfigSchema(ctx); err == nil {
-			p.i.keepStatic(gen, func(a *staticAnswers) { a.schema, a.haveSchema = s, true })
-		}
+		s, err = askOnce(p.i, &p.i.schema, gen, func() (*driver.Schema, error) { return d.ConfigSchema(ctx) })
 		return err
 	})
 	return s, err
 }
 
-// staticFor returns the static answers kept for generation gen, if has
-// says the one wanted is there.
-func (i *instance) staticFor(gen uint64, has func(*staticAnswers) bool) (staticAnswers, bool) {
+// askOnce returns what k holds for generation gen, or asks and keeps the
+// answer; an answer of an older generation than the one kept is not kept.
+func askOnce[T any](i *instance, k *perProcess[T], gen uint64, ask func() (T, error)) (T, error) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.static.gen != gen || !has(&i.static) {
-		return staticAnswers{}, false
+	if k.gen == gen {
+		v := k.v
+		i.mu.Unlock()
+		return v, nil
 	}
-	return i.static, true
-}
-
-// keepStatic records an answer of generation gen's process; answers of an
-// older generation than the one kept are dropped.
-func (i *instance) keepStatic(gen uint64, set func(*staticAnswers)) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	switch {
-	case gen < i.static.gen:
-		return
-	case gen > i.static.gen:
-		i.static = staticAnswers{gen: gen}
+	i.mu.Unlock()
+	v, err := ask()
+	if err == nil {
+		i.mu.Lock()
+		if gen > k.gen {
+			k.v, k.gen = v, gen
+		}
+		i.mu.Unlock()
 	}
-	set(&i.static)
+	return v, err
 }
 
 // StartTask is never retried: a start whose answer was lost may have
