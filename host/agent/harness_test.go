@@ -386,6 +386,12 @@ func nodeRecord(id string) *model.Node {
 func (n *node) start() {
 	t := n.w.t
 	t.Helper()
+	// Every goroutine this node starts (its source, connection, heartbeat,
+	// agent loop and runners) carries the label node=<id>, so a CPU
+	// profile of a fleet run can be read one agent at a time
+	// (go tool pprof -tagfocus node=node-156).
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("node", n.id)))
+	defer pprof.SetGoroutineLabels(context.Background())
 	st, err := state.Open(n.dir, time.Second)
 	if err != nil {
 		t.Fatal(err)
