@@ -80,13 +80,24 @@ type handleStore interface {
 	PutAllocAndHandle(r *state.AllocRecord, task string, h *driver.TaskHandle) error
 }
 
+// jobEncoder is a Store that encodes a job once for the records that
+// carry it (state.Store can, and shares one encoding among the runners of
+// a job). A runner with one keeps its job's encoding and hands it with
+// each record (state.AllocRecord.JobEncoding), so the job, which does not
+// change between a runner's writes, is not encoded again by each of them.
+type jobEncoder interface {
+	EncodeJob(*model.Job) (*state.JobEncoding, error)
+}
+
 // Drivers finds a task's driver by name (the plugin manager).
 type Drivers interface {
 	Driver(ctx context.Context, name string) (driver.Driver, error)
 }
 
-// Config is what a runner needs. Alloc and Job are copied; the runner owns its
-// copies.
+// Config is what a runner needs. Alloc is copied; the runner owns its copy.
+// Job is not copied: it is shared with the caller (and the other runners of
+// the job), read while the runner runs and encoded once for its writes, so
+// neither it nor a job given later to UpdateInPlace may be modified.
 type Config struct {
 	Alloc   *model.Allocation
 	Job     *model.Job
@@ -187,6 +198,10 @@ type Runner struct {
 	persistMu sync.Mutex        // orders store writes: each writes the latest snapshot
 	snap      *model.Allocation // the last persisted state, shared read-only
 	persists  atomic.Uint64     // writes made
+	// jobEnc is the encoding of the job last written (with a jobEncoder
+	// store; nil without one), under persistMu: the first write of
+	// another job (UpdateInPlace's) replaces it.
+	jobEnc *state.JobEncoding
 
 	firstLeft atomic.Int32  // tasks whose first start (or reattach) attempt is still running
 	firstDone chan struct{} // closed when none is
@@ -769,6 +784,7 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 	rec := &state.AllocRecord{Alloc: a, Intent: r.intent, Job: r.job}
 	r.snap, r.shared = a, true // the next change takes a copy
 	r.mu.Unlock()
+	rec.JobEncoding = r.jobEncoding(rec.Job)
 	if hs != nil {
 		if err := hs.PutAllocAndHandle(rec, task, h); err != nil {
 			r.log.Error("storing allocation with a task handle", "task", task, "err", err)
@@ -791,6 +807,21 @@ func (r *Runner) persistWith(hs handleStore, task string, h *driver.TaskHandle) 
 	default:
 	}
 	r.pokeServices()
+}
+
+// jobEncoding returns the encoding of job for its record, made by the
+// store when job is not the one last encoded (nil if the store makes none,
+// or cannot encode job: the write then encodes the job itself, and reports
+// why it cannot). r.persistMu is held.
+func (r *Runner) jobEncoding(job *model.Job) *state.JobEncoding {
+	je, ok := r.cfg.Store.(jobEncoder)
+	if !ok || job == nil {
+		return nil
+	}
+	if r.jobEnc == nil || r.jobEnc.Job() != job {
+		r.jobEnc, _ = je.EncodeJob(job)
+	}
+	return r.jobEnc
 }
 
 func (r *Runner) setClientStatusLocked(s model.ClientStatus, desc string) {

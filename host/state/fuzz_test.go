@@ -20,7 +20,8 @@ import (
 // an error naming the key; a record returned is one the agent can act on
 // (an allocation with its ID, the one it is stored under, and no null task
 // state the runner dereferences; a job) and that, written back as the agent
-// writes it (PutAlloc, PutJob), reads back the same, byte for byte.
+// writes it (PutAlloc, PutJob), reads back the same, byte for byte (and is
+// the same document written with its job's encoding, as a runner writes it).
 
 func fuzzStore(f *testing.F) *Store {
 	s, err := Open(f.TempDir(), time.Second)
@@ -99,6 +100,17 @@ func FuzzStoredAllocation(f *testing.F) {
 		first, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r.Job != nil { // written with its job's encoding, as a runner writes it: the same document
+			e, err := s.EncodeJob(r.Job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withEnc := *r
+			withEnc.JobEncoding = e
+			if b, err := encodeAllocRecord(&withEnc); err != nil || !bytes.Equal(b, first) {
+				t.Fatalf("written with its job's encoding (%v):\n%s\nwhole:\n%s", err, b, first)
+			}
 		}
 		if err := s.PutAlloc(r); err != nil {
 			t.Fatalf("record read cannot be written back: %v", err)

@@ -17,16 +17,23 @@
 //   - A record that cannot be decoded is an error, never silently skipped:
 //     a node that cannot enumerate what it runs must fail closed
 //     (TestACorruptRecordFailsTheWholeRestore).
+//   - An allocation record is stored as the same JSON document whether its
+//     job is encoded with it or handed in already encoded (a runner's
+//     writes, AllocRecord.JobEncoding): byte for byte, so either agent
+//     reads what the other wrote
+//     (TestARecordWrittenWithItsJobsEncodingIsTheSameDocument).
 //   - The package reads no clock and starts no goroutine.
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,6 +72,100 @@ type AllocRecord struct {
 	// Intent is what this node decided the allocation should be: run or stop.
 	Intent model.DesiredStatus `json:"intent"`
 	Job    *model.Job          `json:"job"`
+	// JobEncoding, when it was made from Job (the same pointer: see
+	// Store.EncodeJob), is written as the record's job instead of encoding
+	// Job again; the stored document is the same, byte for byte. Any other
+	// is ignored. It is not stored: a record read back has none.
+	JobEncoding *JobEncoding `json:"-"`
+}
+
+// allocRecordHead is AllocRecord's stored members before the job, as
+// AllocRecord encodes them (TestAllocRecordHeadIsTheRecordWithoutItsJob).
+type allocRecordHead struct {
+	Alloc  *model.Allocation   `json:"alloc"`
+	Intent model.DesiredStatus `json:"intent"`
+}
+
+// encodeAllocRecord encodes r as json.Marshal does, taking the job's
+// bytes from r.JobEncoding when it is r.Job's: an allocation runner writes
+// its record several times per start, and its job does not change between
+// them (TestARecordWrittenWithItsJobsEncodingIsTheSameDocument).
+func encodeAllocRecord(r *AllocRecord) ([]byte, error) {
+	e := r.JobEncoding
+	if e == nil || e.job == nil || e.job != r.Job {
+		return json.Marshal(r)
+	}
+	head, err := json.Marshal(allocRecordHead{Alloc: r.Alloc, Intent: r.Intent})
+	if err != nil {
+		return nil, err
+	}
+	const member = `,"job":`
+	b := make([]byte, 0, len(head)+len(member)+len(e.data))
+	b = append(b, head[:len(head)-1]...) // without its closing brace
+	b = append(b, member...)
+	b = append(b, e.data...)
+	return append(b, '}'), nil
+}
+
+// JobEncoding is a job with its JSON encoding, for the allocation records
+// that carry the job (AllocRecord.JobEncoding). Make one with
+// Store.EncodeJob; the job must not be modified afterwards.
+type JobEncoding struct {
+	job  *model.Job
+	data []byte
+}
+
+// Job is the job encoded.
+func (e *JobEncoding) Job() *model.Job { return e.job }
+
+// jobEncodingsKept is how many of the last jobs encoded Store.EncodeJob
+// keeps for its next callers.
+const jobEncodingsKept = 8
+
+// jobEncodings are the encodings Store.EncodeJob made last, newest at
+// next-1, so that the runners of one job version share one copy of its
+// encoding (a node may run a thousand allocations of one job).
+type jobEncodings struct {
+	mu   sync.Mutex
+	last [jobEncodingsKept]*JobEncoding
+	next int
+}
+
+// EncodeJob encodes j for the allocation records that carry it
+// (AllocRecord.JobEncoding), or returns the encoding it made for j
+// (the same pointer) if that is one of the last few it made: callers of
+// one job share one encoding, and callers of equal jobs one copy of its
+// bytes. j must not be modified afterwards: the records would store it as
+// it was.
+func (s *Store) EncodeJob(j *model.Job) (*JobEncoding, error) {
+	if j == nil {
+		return nil, errors.New("encoding a job: no job")
+	}
+	c := &s.jobs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.last {
+		if e != nil && e.job == j {
+			return e, nil
+		}
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("encoding job %s: %w", j.ID, err)
+	}
+	for _, o := range c.last {
+		if o != nil && bytes.Equal(o.data, b) {
+			// An equal job: the restored allocations of a job each hold
+			// their own copy of it (decoded from their records), and
+			// share one copy of its bytes.
+			b = o.data
+			break
+		}
+	}
+	e := &JobEncoding{job: j, data: b}
+	c.last[c.next] = e
+	c.next = (c.next + 1) % len(c.last)
+	return e, nil
 }
 
 // JobRecord is the last good declaration of a job: decoded and accepted, with
@@ -81,6 +182,7 @@ type Store struct {
 	commits committer
 	fresh   bool
 	health  writeHealth
+	jobs    jobEncodings
 }
 
 // Fresh reports whether this Open created the store: its file did not
@@ -148,6 +250,12 @@ func (s *Store) Path() string { return s.db.Path() }
 // not the shared commit's) and writes it under key.
 func (s *Store) putOne(bucket []byte, key string, v any) error {
 	b, err := json.Marshal(v)
+	return s.putEncoded(bucket, key, b, err)
+}
+
+// putEncoded writes b, the encoding of a value, under key; err is its
+// encoder's.
+func (s *Store) putEncoded(bucket []byte, key string, b []byte, err error) error {
 	if err != nil {
 		return fmt.Errorf("encoding %s/%s: %w", bucket, key, err)
 	}
@@ -159,7 +267,8 @@ func (s *Store) PutAlloc(r *AllocRecord) error {
 	if r == nil || r.Alloc == nil || r.Alloc.ID == "" {
 		return errors.New("putting allocation: record without an allocation ID")
 	}
-	if err := s.putOne(bucketAllocs, r.Alloc.ID, r); err != nil {
+	b, err := encodeAllocRecord(r)
+	if err = s.putEncoded(bucketAllocs, r.Alloc.ID, b, err); err != nil {
 		return fmt.Errorf("storing allocation %s: %w", r.Alloc.ID, err)
 	}
 	return nil
@@ -290,7 +399,7 @@ func (s *Store) PutAllocAndHandle(r *AllocRecord, task string, h *driver.TaskHan
 	if task == "" || h == nil {
 		return fmt.Errorf("putting allocation %s and handle: no task name or no handle", r.Alloc.ID)
 	}
-	rb, err := json.Marshal(r)
+	rb, err := encodeAllocRecord(r)
 	if err != nil {
 		return fmt.Errorf("encoding allocation %s: %w", r.Alloc.ID, err)
 	}
