@@ -51,9 +51,9 @@ func TestTheDiffNamesGroupsAndTasksByName(t *testing.T) {
 }
 
 func planView(nodes []*model.Node, allocs ...*model.Allocation) *fleet.View {
-	v := &fleet.View{Nodes: map[string]wanted.NodeState{}, Allocs: fleet.MapOf(map[string]wanted.AllocState{})}
+	v := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{}), Allocs: fleet.MapOf(map[string]wanted.AllocState{})}
 	for _, n := range nodes {
-		v.Nodes[wanted.NodeKey(n.ID)] = wanted.NodeState{Key: wanted.NodeKey(n.ID), Value: n}
+		v.Nodes = v.Nodes.With(wanted.NodeKey(n.ID), wanted.NodeState{Key: wanted.NodeKey(n.ID), Value: n})
 	}
 	for _, a := range allocs {
 		k := wanted.AllocKey(a.NodeID, a.Namespace, a.JobID, a.ID)

@@ -27,7 +27,7 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 		k := wanted.DeploymentKey("", "web", 2)
 		return map[string]wanted.DeploymentState{k: {Key: k, Value: &model.Deployment{ID: "d", JobID: "web", JobVersion: 2, Status: s}}}
 	}
-	nodes := map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")}
+	nodes := fleet.MapOf(map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")})
 	// Waiting for manual promotion ends `job run` (exit 0) only once the
 	// canaries are healthy.
 	canarying := func() map[string]wanted.DeploymentState {
@@ -87,7 +87,7 @@ func TestJobRunProgressDecidesTheExitCodeFromTheFleetView(t *testing.T) {
 // record, once there, decides; the same view with max_parallel 0 is done
 // at once.
 func TestJobRunWaitsForTheRecordAVersionsUpdateStrategyAsksFor(t *testing.T) {
-	nodes := map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")}
+	nodes := fleet.MapOf(map[string]wanted.NodeState{"n1": progressNode("n1"), "n2": progressNode("n2")})
 	now := time.Now()
 	placedAt := func(at time.Time) map[string]wanted.AllocState {
 		out := map[string]wanted.AllocState{}

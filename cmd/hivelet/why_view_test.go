@@ -27,11 +27,11 @@ func whyNode(id, name string, drivers ...string) wanted.NodeState {
 // attribute and the node's value; the job status control, a job that
 // places everywhere, prints no placement section.
 func TestAJobThatPlacesNowhereSaysWhichFilterExcludedHowManyNodes(t *testing.T) {
-	v := &fleet.View{Nodes: map[string]wanted.NodeState{}}
+	v := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{})}
 	for _, n := range []wanted.NodeState{whyNode("n1", "web-1", "docker"), whyNode("n2", "web-2", "docker"), whyNode("n3", "db-1", "docker", "exec")} {
-		v.Nodes[n.Key] = n
+		v.Nodes = v.Nodes.With(n.Key, n)
 	}
-	v.Nodes[wanted.NodeKey("n3")].Value.Attributes["kernel.name"] = "linux"
+	v.Nodes.At(wanted.NodeKey("n3")).Value.Attributes["kernel.name"] = "linux"
 	typo := &model.Job{ID: "x", Type: model.JobTypeSystem, Groups: []*model.Group{{Name: "g", Count: 1,
 		Tasks: []*model.Task{{Name: "t", Driver: "dokcer"}}}}}
 	got := strings.Join(noPlacementLines(typo, v), "\n")
@@ -71,9 +71,9 @@ func TestAJobThatPlacesNowhereSaysWhichFilterExcludedHowManyNodes(t *testing.T) 
 // failed one of an older version.
 func TestAFailedDeploymentShowsEachFailingAllocationsNodeAndTellingEvent(t *testing.T) {
 	now := time.Unix(1000, 0)
-	v := &fleet.View{Nodes: map[string]wanted.NodeState{}, Allocs: fleet.MapOf(map[string]wanted.AllocState{})}
+	v := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{}), Allocs: fleet.MapOf(map[string]wanted.AllocState{})}
 	for _, n := range []wanted.NodeState{whyNode("n1", "web-1", "docker"), whyNode("n2", "web-2", "docker")} {
-		v.Nodes[n.Key] = n
+		v.Nodes = v.Nodes.With(n.Key, n)
 	}
 	no, yes := false, true
 	bad := progressAlloc("a-bad-0001", "n1", 3, model.ClientPending)

@@ -200,7 +200,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 					st, v := n.agent.Status(), n.src.View()
 					_, hasJob := v.Jobs.Get("default.web")
 					benchLogf("%s %s: synced %v, job in view %v, nodes %d, watched %v, passes %d, last pass %s counts %s errors %q",
-						n.id, what, v.Synced, hasJob, len(v.Nodes), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
+						n.id, what, v.Synced, hasJob, v.Nodes.Len(), v.Watched, st.Passes, st.LastPass.Format(time.RFC3339Nano), mustJSON(st.LastCounts), st.Errors)
 				}
 				shown := 0
 				for _, n := range f.nodes {

@@ -30,14 +30,14 @@ func (filterOnly) SetFilters(string, []string) {}
 // does not count.
 func TestNarrowingWaitsForTheFleetSizeAndForEveryLiveNodeToWriteSummaries(t *testing.T) {
 	view := func(nodes map[string]int, down ...string) *fleet.View {
-		v := &fleet.View{Nodes: map[string]wanted.NodeState{}}
+		v := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{})}
 		for id, level := range nodes {
-			v.Nodes[id] = wanted.NodeState{Value: &model.Node{ID: id, RolloutProtocol: level}}
+			v.Nodes = v.Nodes.With(id, wanted.NodeState{Value: &model.Node{ID: id, RolloutProtocol: level}})
 		}
 		for _, id := range down {
-			st := v.Nodes[id]
+			st := v.Nodes.At(id)
 			st.Absent = true
-			v.Nodes[id] = st
+			v.Nodes = v.Nodes.With(id, st)
 		}
 		return v
 	}
@@ -128,12 +128,12 @@ func TestANarrowedNodeWatchesTheSlotsOnlyOfTheJobsItNeedsThemFor(t *testing.T) {
 // older live node stops the growth.
 func TestTheFleetIsCountedForTheHeartbeatsTTL(t *testing.T) {
 	beat := rollout.BeatProtocol
-	v := &fleet.View{Nodes: map[string]wanted.NodeState{
+	v := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{
 		"n1": {Value: &model.Node{ID: "n1"}}, // this node: its record may be older than its agent
 		"n2": {Value: &model.Node{ID: "n2", RolloutProtocol: beat, HeartbeatTTL: model.Duration(60 * time.Second)}},
 		"n3": {Value: &model.Node{ID: "n3", RolloutProtocol: beat, HeartbeatTTL: model.Duration(30 * time.Second)}},
 		"n4": {Value: &model.Node{ID: "n4", RolloutProtocol: 1, HeartbeatTTL: model.Duration(time.Hour)}, Absent: true},
-	}}
+	})}
 	a := &Agent{nodeID: "n1"}
 	if f := a.Fleet(); f.Counted {
 		t.Fatalf("counted before any pass: %+v", f)
@@ -142,7 +142,7 @@ func TestTheFleetIsCountedForTheHeartbeatsTTL(t *testing.T) {
 	if f := a.Fleet(); f != (hostnode.FleetFacts{Live: 3, Grow: true, Counted: true, MaxTTL: 60 * time.Second}) {
 		t.Fatalf("fleet %+v", f)
 	}
-	v.Nodes["n5"] = wanted.NodeState{Value: &model.Node{ID: "n5", RolloutProtocol: rollout.SummaryProtocol}}
+	v.Nodes = v.Nodes.With("n5", wanted.NodeState{Value: &model.Node{ID: "n5", RolloutProtocol: rollout.SummaryProtocol}})
 	a.countFleet(v)
 	if f := a.Fleet(); f.Grow || f.Live != 4 {
 		t.Fatalf("with a live node below level 3: %+v", f)

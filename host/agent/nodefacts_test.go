@@ -26,7 +26,7 @@ func rolloutNodesRebuilt(job *model.Job, self *model.Node, view *fleet.View, all
 		carrying[al.NodeID] = true
 	}
 	var out []rollout.Node
-	for k, st := range view.Nodes {
+	for k, st := range view.Nodes.All() {
 		n := st.Value
 		if n == nil || k == self.ID {
 			continue
@@ -77,7 +77,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		return n
 	}
 	self := record("node-self")
-	view := &fleet.View{Nodes: map[string]wanted.NodeState{}, Downs: fleet.MapOf(map[string]wanted.VerdictState{})}
+	view := &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{}), Downs: fleet.MapOf(map[string]wanted.VerdictState{})}
 	job := jobs[0]
 	var allocs []*model.Allocation
 	var c, p nodeFactsCache // c rebuilt each time, p patched from log
@@ -92,8 +92,8 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	base := time.Unix(1_000_000, 0)
 	for step := 0; step < 3000; step++ {
 		// Each step changes a copy of the maps, as the source's snapshots do.
-		nodes := make(map[string]wanted.NodeState, len(view.Nodes))
-		for k, v := range view.Nodes {
+		nodes := make(map[string]wanted.NodeState, view.Nodes.Len())
+		for k, v := range view.Nodes.All() {
 			nodes[k] = v
 		}
 		id := fmt.Sprintf("node-%03d", rng.IntN(60))
@@ -162,7 +162,7 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 				log.changes[len(log.changes)-1].HeartbeatOnly = beat
 			}
 		}
-		view = &fleet.View{Generation: gen, Nodes: nodes, Downs: view.Downs}
+		view = &fleet.View{Generation: gen, Nodes: fleet.MapOf(nodes), Downs: view.Downs}
 		if rng.IntN(3) == 0 {
 			continue // the next call patches several changes at once
 		}
@@ -232,7 +232,7 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 		nodes[id] = wanted.NodeState{Key: id, Value: record(id)}
 	}
 	self := record("node-0000")
-	view := &fleet.View{Nodes: nodes}
+	view := &fleet.View{Nodes: fleet.MapOf(nodes)}
 	b.Run("afresh", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			id := fmt.Sprintf("node-%04d", i%1000)
@@ -280,7 +280,7 @@ func BenchmarkRolloutFactsNodes(b *testing.B) {
 // expired" (the loss walk's gate) what the view says.
 func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 8))
-	src := &fakeChanges{view: &fleet.View{Nodes: map[string]wanted.NodeState{}, NodesCopy: 1}}
+	src := &fakeChanges{view: &fleet.View{Nodes: fleet.MapOf(map[string]wanted.NodeState{}), NodesCopy: 1}}
 	a := &Agent{nodeID: "node-self", cfg: Config{Source: src}}
 	fresh := &Agent{nodeID: "node-self"}
 	skipped, expiredSeen := 0, false
@@ -288,10 +288,9 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 	for step := 0; step < 3000; step++ {
 		nodes := src.view.Nodes
 		id := fmt.Sprintf("node-%02d", rng.IntN(30))
-		prev, had := nodes[id]
+		prev, had := nodes.Get(id)
 		changed := func(st wanted.NodeState) {
-			nodes = maps.Clone(nodes)
-			nodes[id] = st
+			nodes = nodes.With(id, st)
 			copies++
 		}
 		switch op := rng.IntN(10); {
@@ -309,7 +308,7 @@ func TestAFleetCountSkippedAfterHeartbeatsEqualsAFreshCount(t *testing.T) {
 			}
 			changed(prev)
 		case op == 9 && rng.IntN(4) == 0: // a fold: the same records, copied anew
-			nodes = maps.Clone(nodes)
+			nodes = fleet.MapOf(nodes.Clone())
 			copies++
 		default:
 			// Another bucket's change.
@@ -399,7 +398,7 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 	}
 	copies := uint64(1)
 	self := mkNode("node-00", time.Unix(0, 0))
-	view := &fleet.View{Nodes: nodes, NodesCopy: copies}
+	view := &fleet.View{Nodes: fleet.MapOf(nodes), NodesCopy: copies}
 	hits, differsWithoutJob := 0, false
 	for step := 0; step < 3000; step++ {
 		at := time.Unix(int64(step), 0)
@@ -426,7 +425,7 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 			self = mkNode("node-00", at)
 		default:
 		}
-		view = &fleet.View{Nodes: nodes, NodesCopy: copies}
+		view = &fleet.View{Nodes: fleet.MapOf(nodes), NodesCopy: copies}
 		prevMemo := a.fleetNodes[wanted.JobKey(job.Namespace, job.ID)]
 		kept := a.fleetNodesOf(job, self, view)
 		if prevMemo != nil && prevMemo.nodes == kept {

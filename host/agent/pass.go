@@ -855,8 +855,8 @@ func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View)
 	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.job == job && model.SameButHeartbeat(m.self, self) {
 		return m.nodes
 	}
-	all := make([]*model.Node, 0, len(view.Nodes))
-	for _, st := range view.Nodes {
+	all := make([]*model.Node, 0, view.Nodes.Len())
+	for _, st := range view.Nodes.All() {
 		if n := wanted.NodeView(st); n != nil {
 			all = append(all, n)
 		}

@@ -123,25 +123,24 @@ func (a *Agent) decideNarrowing(view *fleet.View) {
 	if limit == 0 {
 		limit = DefaultNarrowAbove
 	}
-	live, older := 0, false
-	for k, st := range view.Nodes {
-		if st.Value != nil && !st.Absent {
-			live++
-			// A node that writes no summary may be a steward: the nodes
-			// it would leave without one could never be admitted.
-			older = older || (st.Value.RolloutProtocol < rollout.SummaryProtocol && k != a.nodeID)
-		}
+	tally := view.Tally()
+	older := false
+	for level := range tally.ProtocolsBut(view.Nodes.At(wanted.NodeKey(a.nodeID))) {
+		// A node that writes no summary may be a steward: the nodes it
+		// would leave without one could never be admitted.
+		older = older || level < rollout.SummaryProtocol
 	}
+	live := tally.Live
 	a.narrowNow = !older && (limit < 0 || live > limit)
 }
 
 // fleetCountStale reports whether the fleet must be counted again for
 // decideNarrowing, countFleet and anyNodeExpired: whether the view's node
-// records are another map than at the last count (View.NodesCopy). Each
-// of the three reads view.Nodes alone, which a heartbeat does not change
-// (heartbeats are kept beside it); with a thousand nodes each walk
-// dereferences every record, and almost every pass follows heartbeats
-// alone. A View not made by a Source (NodesCopy 0) is always counted.
+// records are another snapshot than at the last count (View.NodesCopy).
+// Each of the three reads the records' tally (View.Tally: counted by the
+// source as it applies them, not walked) and this node's own record,
+// which a heartbeat does not change (heartbeats are kept beside them).
+// A View not made by a Source (NodesCopy 0) is always counted.
 func (a *Agent) fleetCountStale(view *fleet.View) bool {
 	stale := view.NodesCopy == 0 || view.NodesCopy != a.fleetCountCopy
 	a.fleetCountCopy = view.NodesCopy
@@ -153,18 +152,15 @@ func (a *Agent) fleetCountStale(view *fleet.View) bool {
 // (rollout.BeatProtocol), and the longest TTL a live record says it was
 // written with.
 func (a *Agent) countFleet(view *fleet.View) {
-	f := hostnode.FleetFacts{Grow: true, Counted: true}
+	tally := view.Tally()
+	f := hostnode.FleetFacts{Grow: true, Counted: true, Live: tally.Live}
 	lowest := rollout.AssignProtocol // this agent's own level
-	for k, st := range view.Nodes {
-		if st.Value == nil || st.Absent {
-			continue
-		}
-		if k != a.nodeID {
-			lowest = min(lowest, st.Value.RolloutProtocol)
-		}
-		f.Live++
-		f.MaxTTL = max(f.MaxTTL, st.Value.HeartbeatTTL.D())
-		f.Grow = f.Grow && (st.Value.RolloutProtocol >= rollout.BeatProtocol || k == a.nodeID)
+	for level := range tally.ProtocolsBut(view.Nodes.At(wanted.NodeKey(a.nodeID))) {
+		lowest = min(lowest, level)
+		f.Grow = f.Grow && level >= rollout.BeatProtocol
+	}
+	for ttl := range tally.TTLs {
+		f.MaxTTL = max(f.MaxTTL, ttl.D())
 	}
 	a.fleetLevel = lowest
 	a.mu.Lock()
@@ -560,8 +556,8 @@ func (c *nodeFactsCache) row(job *model.Job, selfID string, st wanted.NodeState,
 func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.View, allocs []*model.Allocation, src changeLog) ([]rollout.Node, *rollout.NodeIndex) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.facts == nil || len(c.facts) > 2*len(view.Nodes)+16 {
-		c.facts = make(map[string]nodeDerived, len(view.Nodes)) // forget the nodes gone
+	if c.facts == nil || len(c.facts) > 2*view.Nodes.Len()+16 {
+		c.facts = make(map[string]nodeDerived, view.Nodes.Len()) // forget the nodes gone
 	}
 	carrying := map[string]bool{}
 	for _, al := range allocs {
@@ -628,7 +624,7 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 			continue
 		}
 		p, known := l.pos[ch.Key]
-		st, present := view.Nodes[ch.Key]
+		st, present := view.Nodes.Get(ch.Key)
 		if ch.Key == "" || !known || !present {
 			return false
 		}
@@ -650,15 +646,15 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 // the position of each node key in it; keys is nil when a record's ID is
 // not its key's order (the list is then sorted again and never patched).
 func (c *nodeFactsCache) build(job *model.Job, selfID string, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
-	out = make([]rollout.Node, 0, len(view.Nodes)+1)
-	if len(c.order) != len(view.Nodes) {
+	out = make([]rollout.Node, 0, view.Nodes.Len()+1)
+	if len(c.order) != view.Nodes.Len() {
 		c.order = c.order[:0]
 	}
-	pos := make(map[string]int, len(view.Nodes))
+	pos := make(map[string]int, view.Nodes.Len())
 	for attempt := 0; ; attempt++ {
-		complete := len(c.order) == len(view.Nodes)
+		complete := len(c.order) == view.Nodes.Len()
 		for _, k := range c.order {
-			st, ok := view.Nodes[k]
+			st, ok := view.Nodes.Get(k)
 			if !ok {
 				complete = false
 				break
@@ -677,14 +673,14 @@ func (c *nodeFactsCache) build(job *model.Job, selfID string, view *fleet.View, 
 		// The fleet's key set changed since the order was sorted.
 		out = out[:0]
 		clear(pos)
-		c.order = slices.Sorted(maps.Keys(view.Nodes))
+		c.order = slices.Sorted(view.Nodes.Keys())
 	}
 	cmp := func(x, y rollout.Node) int { return strings.Compare(x.ID, y.ID) }
 	if !slices.IsSortedFunc(out, cmp) {
 		slices.SortFunc(out, cmp) // a record whose ID is not its key
 		pos = nil
 	}
-	if len(pos) != len(view.Nodes) {
+	if len(pos) != view.Nodes.Len() {
 		pos = nil // not every key placed: never patched
 	}
 	return out, pos
@@ -1374,7 +1370,7 @@ func (a *Agent) lossPass(view *fleet.View, self *model.Node, now time.Time) {
 		return
 	}
 	var nodes []rollout.Node
-	for k, st := range view.Nodes {
+	for k, st := range view.Nodes.All() {
 		if st.Value == nil || k == a.nodeID {
 			continue
 		}
@@ -1434,12 +1430,11 @@ func anyVerdictOf(view *fleet.View, self string) bool {
 }
 
 func anyNodeExpired(view *fleet.View, self string) bool {
-	for k, st := range view.Nodes {
-		if st.Value != nil && st.Absent && st.Applied != 0 && !st.Expired.IsZero() && k != wanted.NodeKey(self) {
-			return true
-		}
+	n := view.Tally().Expired
+	if fleet.NodeExpired(view.Nodes.At(wanted.NodeKey(self))) {
+		n--
 	}
-	return false
+	return n > 0
 }
 
 // carryOutLosses writes and deletes the loss verdicts of the last pass.

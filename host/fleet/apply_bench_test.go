@@ -60,7 +60,7 @@ func BenchmarkApplyNodeHeartbeat(b *testing.B) {
 				rev++
 				s.apply(ref, wanted.Entry{Key: "node-1", Value: vals[i%len(vals)], Revision: rev, Op: wanted.OpPut, Time: t0.Add(time.Duration(rev) * time.Second)}, log)
 			}
-			st := s.nodes["node-1"]
+			st := s.nodes.At("node-1")
 			if st.Value == nil || st.Revision != rev || !st.Value.HeartbeatAt.Equal(t0.Add(time.Duration((rev-1)%64)*10*time.Second)) {
 				b.Fatalf("the record was not applied: %+v", st)
 			}

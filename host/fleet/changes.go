@@ -1,6 +1,9 @@
 package fleet
 
 import (
+	"slices"
+	"sort"
+
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
 )
@@ -72,19 +75,16 @@ func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
 	if from < s.changes.floor {
 		return nil, false
 	}
-	var out []Change
-	for i := len(s.changes.entries) - 1; i >= 0; i-- {
-		c := s.changes.entries[i]
-		if c.Gen <= from {
-			break
-		}
-		if c.Gen <= to {
-			out = append(out, c)
-		}
+	// The log is in generation order: the changes asked for are one run
+	// of it, found by two searches (a pass asks up to its view's
+	// generation while the heartbeats applied since pile up past it).
+	e := s.changes.entries
+	lo := sort.Search(len(e), func(i int) bool { return e[i].Gen > from })
+	hi := sort.Search(len(e), func(i int) bool { return e[i].Gen > to })
+	if hi <= lo {
+		return nil, true
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	out := slices.Clone(e[lo:hi])
 	return out, true
 }
 

@@ -120,10 +120,10 @@ func TestTheSourceAppliesHeartbeatsWithoutDecodingAndDecodesChanges(t *testing.T
 	ref := bucketRef{kind: KindNodes, name: "t_nodes"}
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	s.apply(ref, wanted.Entry{Key: "n1", Value: benchNode("n1", t0), Revision: 1, Op: wanted.OpPut}, nil)
-	before := reflect.ValueOf(s.nodes["n1"].Value.Attributes).Pointer()
+	before := reflect.ValueOf(s.nodes.At("n1").Value.Attributes).Pointer()
 	s.apply(ref, wanted.Entry{Key: "n1", Value: benchNode("n1", t0.Add(10*time.Second)), Revision: 2, Op: wanted.OpPut}, nil)
 	// Not decoded: the new record shares the decoded maps of the last.
-	if after := reflect.ValueOf(s.nodes["n1"].Value.Attributes).Pointer(); after != before {
+	if after := reflect.ValueOf(s.nodes.At("n1").Value.Attributes).Pointer(); after != before {
 		t.Fatal("the heartbeat was decoded again")
 	}
 	var n model.Node
@@ -135,7 +135,7 @@ func TestTheSourceAppliesHeartbeatsWithoutDecodingAndDecodesChanges(t *testing.T
 	if len(ch) != 3 || ch[0].HeartbeatOnly || !ch[1].HeartbeatOnly || ch[2].HeartbeatOnly {
 		t.Fatalf("changes %+v: want the first and last decoded, the middle one a heartbeat", ch)
 	}
-	if v := s.View().Nodes["n1"].Value; v.Status != model.NodeStatusInitializing || !v.HeartbeatAt.Equal(t0.Add(20*time.Second)) {
+	if v := s.View().Nodes.At("n1").Value; v.Status != model.NodeStatusInitializing || !v.HeartbeatAt.Equal(t0.Add(20*time.Second)) {
 		t.Fatalf("the view holds %+v", v)
 	}
 }

@@ -205,7 +205,7 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 		testutil.Eventually(b, 5*time.Minute, "a watcher's boot pull", func() bool {
 			if src, ok := s.(sourceWatcher); ok {
 				v := src.View()
-				return v.Synced && len(v.Nodes) >= nodes
+				return v.Synced && v.Nodes.Len() >= nodes
 			}
 			return s.entries() >= uint64(nodes)
 		})

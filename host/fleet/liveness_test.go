@@ -62,7 +62,7 @@ func TestALargerFleetRaisesTheBucketsTTLAndItsRecordsLiveByIt(t *testing.T) {
 	if gone := time.Since(stopped); gone < 3500*time.Millisecond || gone > 9*time.Second {
 		t.Fatalf("n1 seen down %s after its last heartbeat's stop, want between the old and new TTL", gone)
 	}
-	if st := src.View().Nodes[wanted.NodeKey("n1")]; !st.Absent {
+	if st := src.View().Nodes.At(wanted.NodeKey("n1")); !st.Absent {
 		t.Fatalf("n1's key not absent after the expiry: %+v", st)
 	}
 }

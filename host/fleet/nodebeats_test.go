@@ -58,7 +58,7 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 			at[k] = at[k].Add(time.Second)
 			put(k)
 		case r < 96: // an expiry (of a live record: a second one changes nothing)
-			if s.nodes[k].Absent {
+			if s.nodes.At(k).Absent {
 				continue
 			}
 			rev++
@@ -71,7 +71,7 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 			continue // no snapshot this step
 		}
 		v := s.View()
-		if len(v.Nodes) > 0 && reflect.ValueOf(v.Nodes).Pointer() == reflect.ValueOf(prev.Nodes).Pointer() && len(v.NodeBeats) > 0 {
+		if v.Nodes.Len() > 0 && v.Nodes.p == prev.Nodes.p && len(v.NodeBeats) > 0 {
 			shared++
 			// The heartbeats are the previous snapshot's and the ones
 			// applied since: prev's log, untouched, is a prefix of v's.
@@ -84,11 +84,11 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 		}
 		prev = v
 		if len(v.NodeBeats) > keys/nodeBeatsShare+1 {
-			t.Fatalf("step %d: %d heartbeats beside %d records", step, len(v.NodeBeats), len(v.Nodes))
+			t.Fatalf("step %d: %d heartbeats beside %d records", step, len(v.NodeBeats), v.Nodes.Len())
 		}
 		s.mu.Lock()
 		truth := map[string]wanted.NodeState{}
-		for k, st := range s.nodes {
+		for k, st := range s.nodes.All() {
 			truth[k] = st
 		}
 		s.mu.Unlock()
@@ -99,15 +99,15 @@ func TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState(t 
 		if !reflect.DeepEqual(newest, truth) {
 			t.Fatalf("step %d: NodesNewest differs from the source's states", step)
 		}
-		if len(v.Nodes) != len(truth) {
-			t.Fatalf("step %d: %d records, the source holds %d", step, len(v.Nodes), len(truth))
+		if v.Nodes.Len() != len(truth) {
+			t.Fatalf("step %d: %d records, the source holds %d", step, v.Nodes.Len(), len(truth))
 		}
 		for k, want := range truth {
 			got, ok := v.NodeState(k)
 			if !ok || !reflect.DeepEqual(got, want) {
 				t.Fatalf("step %d: NodeState(%s) = %+v, want %+v", step, k, got, want)
 			}
-			base := v.Nodes[k]
+			base := v.Nodes.At(k)
 			if want.Value != nil && base.Value != nil {
 				a, b := *base.Value, *want.Value
 				a.HeartbeatAt, b.HeartbeatAt = time.Time{}, time.Time{}
@@ -194,7 +194,7 @@ func TestASnapshotsRejectionsFollowTheRecordsThroughTheMemo(t *testing.T) {
 	put(nodes, "n1", benchNode("n1", t0.Add(time.Second)))            // a heartbeat
 	put(allocs, "n1.default.web.a1", []byte(`{"id":"a1","ID":"a1"}`)) // another kind, rejected too
 	v2 := s.View()
-	if reflect.ValueOf(v2.Nodes).Pointer() != reflect.ValueOf(v1.Nodes).Pointer() {
+	if v2.Nodes.p != v1.Nodes.p {
 		t.Fatal("the heartbeat copied the node records: the memo is not reached")
 	}
 	if r := v2.Rejections(); len(r) != 2 {

@@ -80,6 +80,17 @@ func (m Map[V]) All() iter.Seq2[string, V] {
 	return m.p.all
 }
 
+// Keys yields every key.
+func (m Map[V]) Keys() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k := range m.All() {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
 // get returns the value of key, and whether the parts hold it.
 func (p *mapParts[V]) get(key string) (V, bool) {
 	v, ok := p.part[shardOf(key)][key]

@@ -76,7 +76,10 @@ type Source struct {
 
 	mu    sync.Mutex
 	jobs  mapBuilder[wanted.JobState]
-	nodes map[string]wanted.NodeState
+	nodes mapBuilder[wanted.NodeState]
+	// tally counts nodes' records (View.NodeTally), kept as they are
+	// applied.
+	tally NodeTally
 	// nodeRaw is, per node key, the bytes of the record last accepted, so
 	// that a heartbeat changing nothing else is applied without a decode
 	// (heartbeatPut).
@@ -163,8 +166,7 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 	return &Source{
 		st: st, log: log, obs: observerOr(cfg.Observer), kinds: kinds, recreate: cfg.Recreate,
 		filters: filters, watched: map[string][]string{}, refilter: refilter, widening: map[string]bool{},
-		nodes: map[string]wanted.NodeState{}, nodeRaw: map[string][]byte{},
-		revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
+		nodeRaw: map[string][]byte{}, revs: map[string]uint64{}, epochs: map[string]time.Time{}, markerTTL: map[string]time.Duration{},
 		synced: map[string]bool{}, stage: map[string]string{}, restartWhy: map[string]uint64{}, resumedAt: map[string]time.Time{},
 		changed: make(chan struct{}, 1), syncedCh: make(chan struct{}), subs: map[int]chan struct{}{},
 	}
@@ -330,7 +332,7 @@ func (s *Source) readFleetSize(ctx context.Context) {
 func (s *Source) fleetSize() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return max(len(s.nodes), s.nodesAtStart)
+	return max(s.nodes.Len(), s.nodesAtStart)
 }
 
 func contains(xs []string, x string) bool {
@@ -700,11 +702,19 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 		return false, nil
 	}
 	s.revs[kind] = 0
+	s.forgetAppliedLocked(kind)
+	return true, nil
+}
+
+// forgetAppliedLocked forgets the revision each record of kind was applied
+// at (its bucket was re-created: the old revisions mean nothing there).
+func (s *Source) forgetAppliedLocked(kind string) {
 	switch kind {
 	case KindJobs:
 		forgetAppliedIn(&s.jobs)
 	case KindNodes:
-		forgetApplied(s.nodes)
+		forgetAppliedIn(&s.nodes)
+		s.tally = tallyOf(s.nodes.All()) // Expired counts applied records only
 	case KindIntents:
 		forgetAppliedIn(&s.intents)
 	case KindAllocs:
@@ -717,7 +727,6 @@ func (s *Source) checkEpoch(ctx context.Context, kind string, kv jetstream.KeyVa
 		forgetAppliedIn(&s.sums)
 	}
 	s.markStaleLocked(kind) // the records changed: the next snapshot copies them
-	return true, nil
 }
 
 // missingStream reports whether err says the bucket's stream does not
@@ -726,14 +735,8 @@ func missingStream(err error) bool {
 	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrStreamNotFound)
 }
 
-func forgetApplied[T any](m map[string]wanted.Record[T]) {
-	for k, r := range m {
-		r.Applied = 0
-		m[k] = r
-	}
-}
-
-// forgetAppliedIn is forgetApplied for a builder's records.
+// forgetAppliedIn clears the revision each of a builder's records was
+// applied at.
 func forgetAppliedIn[T any](b *mapBuilder[wanted.Record[T]]) {
 	b.Update(func(_ string, r wanted.Record[T]) (wanted.Record[T], bool) {
 		if r.Applied == 0 {
@@ -1144,7 +1147,7 @@ func (s *Source) purgeHeld(b bucketRef, drop func(key string) bool, log *slog.Lo
 	case KindJobs:
 		keys = heldWhere(s.jobs.All(), drop)
 	case KindNodes:
-		keys = heldWhere(maps.All(s.nodes), drop)
+		keys = heldWhere(s.nodes.All(), drop)
 	case KindIntents:
 		keys = heldWhere(s.intents.All(), drop)
 	case KindAllocs:
@@ -1203,15 +1206,19 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.jobs.Set(e.Key, st)
 		eff, rej = ef, st.Rejection
 	case KindNodes:
-		prev, had := s.nodes[e.Key]
+		prev, had := s.nodes.Get(e.Key)
 		if st, ok := heartbeatPut(prev, s.nodeRaw[e.Key], e); ok {
-			s.nodes[e.Key], eff, heartbeat = st, wanted.EffectAccepted, true
+			// Only the heartbeat time moved: the tally stays.
+			s.nodes.Set(e.Key, st)
+			eff, heartbeat = wanted.EffectAccepted, true
 			s.nodeRaw[e.Key] = e.Value
 			s.nodeApplies.Fast++
 			break
 		}
 		st, ef := wanted.ApplyNode(prev, e)
-		s.nodes[e.Key], eff, rej = st, ef, st.Rejection
+		s.nodes.Set(e.Key, st)
+		s.tally.replace(prev, had, st)
+		eff, rej = ef, st.Rejection
 		heartbeat = had && heartbeatOnly(prev, st)
 		if heartbeat {
 			s.nodeApplies.DecodedBeats++
@@ -1277,7 +1284,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 	if beatOnly {
 		// Kept beside the snapshot's node records, not copied into them
 		// (View.NodeBeats).
-		s.beats = append(s.beats, NodeBeat{Key: e.Key, State: s.nodes[e.Key]})
+		s.beats = append(s.beats, NodeBeat{Key: e.Key, State: s.nodes.At(e.Key)})
 		s.beatsStale = true
 	} else {
 		s.markStaleLocked(b.kind) // even a write with no effect replaced the record

@@ -3,12 +3,10 @@ package fleet
 import (
 	"iter"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/wanted"
@@ -33,18 +31,21 @@ type View struct {
 	// (HeartbeatAt, and the state's Revision, Applied and Time), which
 	// NodeBeats holds for the records whose newer puts were heartbeats
 	// alone. NodeState, NodesNewest, Node and NodeList read both. (A fleet's
-	// heartbeats would otherwise copy the whole map into every snapshot
-	// taken after one: 12 % of a 1,000-agent run's CPU.)
-	Nodes map[string]wanted.NodeState
+	// heartbeats would otherwise copy parts of the map into every snapshot
+	// taken after one.) Like the other kinds' Maps, a snapshot after a
+	// node's change shares every part of the map the change did not touch:
+	// copied whole, a thousand agents' registrations cost each agent a
+	// thousand copies of a thousand records.
+	Nodes Map[wanted.NodeState]
 	// NodeBeats are the heartbeats applied since Nodes was copied, in the
 	// order applied (a key may appear more than once: the last one is its
 	// newest state). Snapshots share it (each holds a prefix of one log the
 	// source only appends to), so a snapshot after a heartbeat costs no
 	// copy; it is folded into Nodes once it is as long as Nodes.
 	NodeBeats []NodeBeat
-	// NodesCopy numbers the copies of Nodes a Source made: two snapshots
-	// with the same NodesCopy share one Nodes map, so what is derived from
-	// Nodes alone need not be derived again (0: a View not made by a
+	// NodesCopy numbers the snapshots of Nodes a Source made: two
+	// snapshots with the same NodesCopy share one Nodes, so what is derived
+	// from Nodes alone need not be derived again (0: a View not made by a
 	// Source).
 	NodesCopy   uint64
 	Intents     Map[wanted.IntentState]
@@ -64,6 +65,19 @@ type View struct {
 	Revisions map[string]uint64
 
 	rejected *rejectionsMemo // the Source's, shared by its snapshots
+	// tally counts Nodes' records, kept by the Source as they are applied
+	// (nil: a View not made by a Source; Tally counts).
+	tally *NodeTally
+}
+
+// Tally counts the node records of Nodes (see NodeTally): the Source's
+// count, kept as it applied them, or for a View made otherwise a count
+// of Nodes whole.
+func (v *View) Tally() NodeTally {
+	if v.tally != nil {
+		return *v.tally
+	}
+	return tallyOf(v.Nodes.All())
 }
 
 // View returns the current snapshot. It is cheap when nothing changed since
@@ -90,20 +104,22 @@ func (s *Source) View() *View {
 	}
 	v.Jobs = snapshotOf(s.stale[KindJobs] || s.prev == nil, &s.jobs, p.Jobs)
 	switch {
-	case s.stale[KindNodes] || s.prev == nil || len(s.beats) > len(s.nodes)/nodeBeatsShare:
+	case s.stale[KindNodes] || s.prev == nil || len(s.beats) > s.nodes.Len()/nodeBeatsShare:
 		// A change that is not a heartbeat, or heartbeats enough to be
-		// worth folding in: the records are copied whole, at their newest,
-		// and a new log begins (the snapshots taken keep the old one).
-		v.Nodes = maps.Clone(s.nodes)
+		// worth folding in: the records at their newest (the parts written
+		// since the last fold copied, the rest shared), and a new log
+		// begins (the snapshots taken keep the old one).
+		t := s.tally.clone()
+		v.Nodes, v.tally = s.nodes.Snapshot(), &t
 		s.nodesCopy++
 		v.NodesCopy = s.nodesCopy
 		s.beats = nil
 	case s.beatsStale:
 		// The log as it stands, capped: the source's later appends land
 		// past this snapshot's end.
-		v.Nodes, v.NodeBeats, v.NodesCopy = p.Nodes, s.beats[:len(s.beats):len(s.beats)], p.NodesCopy
+		v.Nodes, v.tally, v.NodeBeats, v.NodesCopy = p.Nodes, p.tally, s.beats[:len(s.beats):len(s.beats)], p.NodesCopy
 	default:
-		v.Nodes, v.NodeBeats, v.NodesCopy = p.Nodes, p.NodeBeats, p.NodesCopy
+		v.Nodes, v.tally, v.NodeBeats, v.NodesCopy = p.Nodes, p.tally, p.NodeBeats, p.NodesCopy
 	}
 	s.beatsStale = false
 	v.Intents = snapshotOf(s.stale[KindIntents] || s.prev == nil, &s.intents, p.Intents)
@@ -141,7 +157,7 @@ func (v *View) NodesNewest() iter.Seq2[string, wanted.NodeState] {
 				newest[b.Key] = b.State
 			}
 		}
-		for k, st := range v.Nodes {
+		for k, st := range v.Nodes.All() {
 			if b, ok := newest[k]; ok {
 				st = b
 			}
@@ -160,8 +176,7 @@ func (v *View) NodeState(key string) (wanted.NodeState, bool) {
 			return v.NodeBeats[i].State, true
 		}
 	}
-	st, ok := v.Nodes[key]
-	return st, ok
+	return v.Nodes.Get(key)
 }
 
 // snapshotOf is a snapshot's Map of one bucket: cur's when it changed
@@ -202,7 +217,7 @@ func (v *View) Node(id string) *model.Node {
 
 // NodeList returns every known node (down ones included), sorted by ID.
 func (v *View) NodeList() []*model.Node {
-	out := make([]*model.Node, 0, len(v.Nodes))
+	out := make([]*model.Node, 0, v.Nodes.Len())
 	for _, st := range v.NodesNewest() {
 		if n := wanted.NodeView(st); n != nil {
 			out = append(out, n)
@@ -245,7 +260,7 @@ func (v *View) Deployment(namespace, jobID string, version uint64) (*model.Deplo
 func (v *View) Rejections() []wanted.Rejection {
 	var out []wanted.Rejection
 	out = memoMapRejections(out, v.rejected, KindJobs, v.Jobs)
-	out = append(out, memoRejections(v.rejected, KindNodes, v.Nodes)...)
+	out = memoMapRejections(out, v.rejected, KindNodes, v.Nodes)
 	out = memoMapRejections(out, v.rejected, KindIntents, v.Intents)
 	out = memoMapRejections(out, v.rejected, KindAllocs, v.Allocs)
 	out = memoMapRejections(out, v.rejected, KindDeployments, v.Deployments)
@@ -259,11 +274,6 @@ func (v *View) Rejections() []wanted.Rejection {
 	return out
 }
 
-// appendRejections appends the rejection in force of each record of m.
-func appendRejections[T any](out []wanted.Rejection, m map[string]wanted.Record[T]) []wanted.Rejection {
-	return appendRejectionsOf(out, maps.All(m))
-}
-
 // appendRejectionsOf appends the rejection in force of each record of seq.
 func appendRejectionsOf[T any](out []wanted.Rejection, seq iter.Seq2[string, wanted.Record[T]]) []wanted.Rejection {
 	for _, st := range seq {
@@ -274,48 +284,19 @@ func appendRejectionsOf[T any](out []wanted.Rejection, seq iter.Seq2[string, wan
 	return out
 }
 
-// rejectionsMemo keeps, per kind, the rejections found in the last map
-// walked: a snapshot shares an unchanged kind's map with the one before
-// (and a heartbeat does not change the nodes'), so a kind is walked again
-// only once its map is another. One Source's snapshots share one memo.
+// rejectionsMemo keeps, per kind and per part of its Map, the rejections
+// found in the part last walked: a snapshot shares an unchanged kind's
+// Map with the one before, and a changed Map shares most of its parts (a
+// heartbeat does not change the nodes'), so a part is walked again only
+// once it is another. One Source's snapshots share one memo.
 type rejectionsMemo struct {
-	mu   sync.Mutex
-	last map[string]rejectionsOf
-	// parts is the same for the kinds held in Maps, per part: a changed
-	// Map shares most of its parts with the last one.
+	mu    sync.Mutex
 	parts map[string]*partRejections
 }
 
 type partRejections struct {
 	id  [mapShards]uint64 // the parts walked (mapParts.id)
 	out [mapShards][]wanted.Rejection
-}
-
-type rejectionsOf struct {
-	// m is the map walked: a pointer, not an address, so the map stays
-	// alive while it is remembered and no later map can take its address.
-	m   unsafe.Pointer
-	out []wanted.Rejection
-}
-
-// memoRejections is appendRejections(nil, m), from r when m is the map
-// last walked for kind (a nil r walks every time).
-func memoRejections[T any](r *rejectionsMemo, kind string, m map[string]wanted.Record[T]) []wanted.Rejection {
-	if r == nil {
-		return appendRejections(nil, m)
-	}
-	id := reflect.ValueOf(m).UnsafePointer()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l, ok := r.last[kind]; ok && l.m == id && id != nil {
-		return l.out
-	}
-	out := appendRejections(nil, m)
-	if r.last == nil {
-		r.last = map[string]rejectionsOf{}
-	}
-	r.last[kind] = rejectionsOf{m: id, out: out}
-	return out
 }
 
 // memoMapRejections appends the rejections of m's records to out,

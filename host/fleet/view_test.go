@@ -16,7 +16,7 @@ func TestRejectionsListsEveryBucketsRejectionsInForceSorted(t *testing.T) {
 			"web": {Key: "web", Rejection: rej("jobs", "web")},
 			"api": {Key: "api"}, // control: a record without a rejection is not listed
 		}),
-		Nodes:       map[string]wanted.NodeState{"n1": {Key: "n1", Rejection: rej("nodes", "n1")}},
+		Nodes:       MapOf(map[string]wanted.NodeState{"n1": {Key: "n1", Rejection: rej("nodes", "n1")}}),
 		Intents:     MapOf(map[string]wanted.IntentState{"n1": {Key: "n1", Rejection: rej("intents", "n1")}}),
 		Allocs:      MapOf(map[string]wanted.AllocState{"n1.a": {Key: "n1.a", Rejection: rej("allocs", "n1.a")}}),
 		Deployments: MapOf(map[string]wanted.DeploymentState{"d": {Key: "d", Rejection: rej("deployments", "d")}}),
