@@ -114,3 +114,49 @@ func BenchmarkViewAfterOneChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkViewAfterOneNodeChange is what a snapshot costs once one node
+// record of a fleet of n changed in more than its heartbeat time (a
+// registration, a drain, a status change): every agent takes one per
+// pass after each, so a fleet's start-up makes n of them per agent.
+// "apply only" times the record's apply alone.
+func BenchmarkViewAfterOneNodeChange(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, mode := range []string{"view", "apply only"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, mode), func(b *testing.B) {
+				s := NewSource(nil, SourceConfig{})
+				ref := bucketRef{kind: KindNodes, name: "nodes"}
+				log := slog.New(slog.DiscardHandler)
+				t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+				val := func(i int, st model.NodeStatus) []byte {
+					var node model.Node
+					_ = json.Unmarshal(benchNode(fmt.Sprintf("n%05d", i), t0), &node)
+					node.Status = st
+					v, _ := json.Marshal(node)
+					return v
+				}
+				rev := uint64(0)
+				for i := range n {
+					rev++
+					s.apply(ref, wanted.Entry{Key: fmt.Sprintf("n%05d", i), Value: val(i, model.NodeStatusReady), Revision: rev, Op: wanted.OpPut}, log)
+				}
+				s.View()
+				// 64 records, each flipped in turn between two statuses.
+				keys, vals := make([]string, 64), make([][2][]byte, 64)
+				for j := range keys {
+					i := j * 7 % n
+					keys[j], vals[j] = fmt.Sprintf("n%05d", i), [2][]byte{val(i, model.NodeStatusInitializing), val(i, model.NodeStatusReady)}
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					rev++
+					j := i % len(keys)
+					s.apply(ref, wanted.Entry{Key: keys[j], Value: vals[j][i/len(keys)%2], Revision: rev, Op: wanted.OpPut}, log)
+					if mode == "view" {
+						s.View()
+					}
+				}
+			})
+		}
+	}
+}
