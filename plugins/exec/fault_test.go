@@ -32,6 +32,9 @@ import (
 const envHold = "HIVELET_TEST_EXEC_HOLD"
 
 func TestMain(m *testing.M) {
+	if mib := os.Getenv(envBallast); mib != "" {
+		holdBallast(mib) // leftovers_test.go
+	}
 	if len(os.Args) == 4 && os.Args[1] == "plugin" && os.Args[2] == "serve" && os.Args[3] == exec.Name {
 		d, err := exec.NewFromEnv()
 		if err != nil {
@@ -186,10 +189,24 @@ func alive(pid int) bool {
 	return err == nil && st.State != "Z" && st.State != "X"
 }
 
-// groupGone reports whether no live process is left in pid's group.
-func groupGone(pid int) bool {
-	members, err := proc.Group(pid)
+// groupGone reports whether no live process is left in process group
+// pgid.
+func groupGone(pgid int) bool {
+	members, err := proc.Group(pgid)
 	return err == nil && len(members) == 0
+}
+
+// groupOf is the process group of the live process pid. A task's PID (the
+// one its shell writes) is not its group's ID: the group is led by the
+// task's status keeper (status.go), and no group has the task's PID as ID,
+// so groupGone of that PID would hold from the start.
+func groupOf(t *testing.T, pid int) int {
+	t.Helper()
+	st, err := proc.ReadStat(pid)
+	if err != nil {
+		t.Fatalf("the process group of pid %d: %v", pid, err)
+	}
+	return st.PGID
 }
 
 func pidOf(t *testing.T, ctx context.Context, d driver.Driver, id string) int {
@@ -250,6 +267,7 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	// The same start is retried: adopted.
 	tc := r.task("retry", ":")
 	orphan := r.interrupt(ctx, tc)
+	orphanGroup := groupOf(t, orphan)
 	at := time.Now()
 	h, err := r.d.StartTask(ctx, tc)
 	if err != nil {
@@ -272,15 +290,24 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	if res, ok := <-wait; !ok || res == nil {
 		t.Fatal("no exit of the adopted task")
 	}
-	testutil.Eventually(t, 5*time.Second, "the adopted task's group gone", func() bool { return groupGone(orphan) })
+	testutil.Eventually(t, 5*time.Second, "the adopted task's group gone", func() bool { return groupGone(orphanGroup) })
 
 	// The host retries with another config (a new job version): the
 	// leftover is killed, the new start runs.
 	tc2 := r.task("replace", ":")
 	old := r.interrupt(ctx, tc2)
+	oldGroup := groupOf(t, old)
 	tc2.Env["CHANGED"] = "yes"
 	if _, err := r.d.StartTask(ctx, tc2); err != nil {
 		t.Fatalf("start with another config: %v", err)
+	}
+	// By the time the start returns, every process of the leftover's
+	// group is gone: the task's own shell, not only the keeper leading
+	// the group (a SIGKILLed process dies when the scheduler next runs it;
+	// TestAKilledLeftoverIsGoneWithItsWholeGroup).
+	if alive(old) || !groupGone(oldGroup) {
+		members, _ := proc.Group(oldGroup)
+		t.Fatalf("the start with another config returned with the leftover's process %d alive %v, its group %d: %+v", old, alive(old), oldGroup, members)
 	}
 	now := r.started(tc2, 2)
 	if alive(old) || !alive(now) || pidOf(t, ctx, r.d, tc2.ID) != now {
@@ -290,13 +317,18 @@ func TestAStartInterruptedByAPluginSIGKILLIsAdoptedOrDestroyed(t *testing.T) {
 	// The host gives up instead: DestroyTask by ID, without a handle.
 	tc3 := r.task("giveup", ":")
 	left := r.interrupt(ctx, tc3)
+	leftGroup := groupOf(t, left)
 	if err := r.d.DestroyTask(ctx, tc3.ID, false); err == nil || errors.Is(err, driver.ErrTaskNotFound) {
 		t.Fatalf("DestroyTask without force of a running leftover: %v, want a refusal", err)
 	}
 	if err := r.d.DestroyTask(ctx, tc3.ID, true); err != nil {
 		t.Fatalf("destroying what the interrupted start left: %v", err)
 	}
-	testutil.Eventually(t, 5*time.Second, "the interrupted start's group gone after DestroyTask", func() bool { return groupGone(left) })
+	// Gone by the time DestroyTask returns, as for the start above.
+	if !groupGone(leftGroup) {
+		members, _ := proc.Group(leftGroup)
+		t.Fatalf("DestroyTask returned with the interrupted start's group %d alive: %+v", leftGroup, members)
+	}
 	// Control: nothing left, so the ID is unknown.
 	if err := r.d.DestroyTask(ctx, tc3.ID, true); !errors.Is(err, driver.ErrTaskNotFound) {
 		t.Fatalf("DestroyTask of a task with nothing left: %v, want ErrTaskNotFound", err)
@@ -319,6 +351,7 @@ func TestAStopInterruptedByAPluginSIGKILLStillEndsTheTaskOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := r.started(tc, 1)
+	group := groupOf(t, pid)
 	wait, err := r.d.WaitTask(ctx, tc.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +377,7 @@ func TestAStopInterruptedByAPluginSIGKILLStillEndsTheTaskOnce(t *testing.T) {
 	} else {
 		t.Logf("exit seen by the wait opened before the SIGKILL: %+v", res)
 	}
-	testutil.Eventually(t, 5*time.Second, "the task's group gone", func() bool { return groupGone(pid) })
+	testutil.Eventually(t, 5*time.Second, "the task's group gone", func() bool { return groupGone(group) })
 	if p := r.pids(tc); len(p) != 1 {
 		t.Fatalf("the task started %d times (pids %v), want once", len(p), p)
 	}
@@ -367,6 +400,7 @@ func TestAWaitAcrossAPluginSIGKILLFollowsTheSameProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := r.started(tc, 1)
+	group := groupOf(t, pid)
 	wait, err := r.d.WaitTask(ctx, tc.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -400,7 +434,7 @@ func TestAWaitAcrossAPluginSIGKILLFollowsTheSameProcess(t *testing.T) {
 	if p := r.pids(tc); len(p) != 1 {
 		t.Fatalf("the task started %d times (pids %v), want once", len(p), p)
 	}
-	testutil.Eventually(t, 5*time.Second, "the task's group gone after its exit", func() bool { return groupGone(pid) })
+	testutil.Eventually(t, 5*time.Second, "the task's group gone after its exit", func() bool { return groupGone(group) })
 }
 
 // testLog sends the manager's and the plugin's log lines to the test's log.
