@@ -101,15 +101,7 @@ func BenchmarkViewAfterOneChange(b *testing.B) {
 					i := j * 7 % n
 					keys[j], vals[j] = key(i), [2][]byte{val(i, 1), val(i, 2)}
 				}
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					rev++
-					j := i % len(keys)
-					s.apply(ref, wanted.Entry{Key: keys[j], Value: vals[j][i/len(keys)%2], Revision: rev, Op: wanted.OpPut}, log)
-					if mode == "view" {
-						s.View()
-					}
-				}
+				loopOverChanges(b, s, ref, rev, keys, vals, mode == "view")
 			})
 		}
 	}
@@ -147,16 +139,24 @@ func BenchmarkViewAfterOneNodeChange(b *testing.B) {
 					i := j * 7 % n
 					keys[j], vals[j] = fmt.Sprintf("n%05d", i), [2][]byte{val(i, model.NodeStatusInitializing), val(i, model.NodeStatusReady)}
 				}
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					rev++
-					j := i % len(keys)
-					s.apply(ref, wanted.Entry{Key: keys[j], Value: vals[j][i/len(keys)%2], Revision: rev, Op: wanted.OpPut}, log)
-					if mode == "view" {
-						s.View()
-					}
-				}
+				loopOverChanges(b, s, ref, rev, keys, vals, mode == "view")
 			})
+		}
+	}
+}
+
+// loopOverChanges is the timed loop of the view benchmarks: each op puts
+// one of keys with the next of its two values in turn, after revision rev,
+// and takes a snapshot when view is set.
+func loopOverChanges(b *testing.B, s *Source, ref bucketRef, rev uint64, keys []string, vals [][2][]byte, view bool) {
+	log := slog.New(slog.DiscardHandler)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		rev++
+		j := i % len(keys)
+		s.apply(ref, wanted.Entry{Key: keys[j], Value: vals[j][i/len(keys)%2], Revision: rev, Op: wanted.OpPut}, log)
+		if view {
+			s.View()
 		}
 	}
 }
