@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"slices"
 	"sort"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -60,7 +59,9 @@ func (l *changeLog) add(c Change) {
 	if len(l.entries) >= maxChanges {
 		drop := len(l.entries) / 2
 		l.floor = l.entries[drop-1].Gen
-		l.entries = append(l.entries[:0], l.entries[drop:]...)
+		// Into a new array: ChangesSince hands out runs of the old one,
+		// which no later change may write.
+		l.entries = append(make([]Change, 0, maxChanges), l.entries[drop:]...)
 	}
 	l.entries = append(l.entries, c)
 }
@@ -68,7 +69,9 @@ func (l *changeLog) add(c Change) {
 // ChangesSince returns the changes with from < Gen <= to, oldest first, and
 // whether that is all of them (false when the log no longer reaches back to
 // from: the caller must rebuild from a View). Every generation is made by
-// exactly one change, so a complete answer holds to - from changes.
+// exactly one change, so a complete answer holds to - from changes. The
+// slice is shared with the source and other callers: read it, never write
+// it.
 func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,7 +87,10 @@ func (s *Source) ChangesSince(from, to uint64) ([]Change, bool) {
 	if hi <= lo {
 		return nil, true
 	}
-	out := slices.Clone(e[lo:hi])
+	// The log's own run, capped: appends land past its end and a
+	// compaction makes a new array, so it never changes (a pass's copy of
+	// a long run of heartbeats was 1.6 % of a 1,000-agent rollout's CPU).
+	out := e[lo:hi:hi]
 	return out, true
 }
 

@@ -97,3 +97,48 @@ func TestAViewCopiesOnlyTheKindsThatChanged(t *testing.T) {
 		t.Fatalf("after a job change: shared %v, jobs %d (older snapshot %d)", same(v2.Jobs, v3.Jobs), v3.Jobs.Len(), v2.Jobs.Len())
 	}
 }
+
+// ChangesSince hands out the log's own runs, not copies: a run answered
+// must stay as it was while the log grows past it and is compacted (half
+// of it dropped each time it is full), over four times the log's length
+// of changes. Each run is checked against the copy taken when it was
+// answered, and against the changes' generations.
+func TestARunOfTheChangeLogNeverChangesAfterItIsAnswered(t *testing.T) {
+	s := NewSource(nil, SourceConfig{})
+	log := slog.New(slog.DiscardHandler)
+	allocs := bucketRef{kind: KindAllocs, name: "allocs"}
+	type answered struct {
+		run, copied []Change
+	}
+	var runs []answered
+	for i := range 4 * maxChanges {
+		key := wanted.AllocKey("n1", "default", "web", "a1")
+		s.apply(allocs, wanted.Entry{Key: key, Value: allocValue(t, "n1", "a1", "web"), Revision: uint64(i + 1), Op: wanted.OpPut}, log)
+		if i%97 != 0 {
+			continue
+		}
+		g := s.Generation()
+		run, ok := s.ChangesSince(g-min(g, 50), g)
+		if !ok || uint64(len(run)) != min(g, 50) || run[len(run)-1].Gen != g {
+			t.Fatalf("change %d: %d changes up to %d (complete %v)", i, len(run), g, ok)
+		}
+		runs = append(runs, answered{run, append([]Change(nil), run...)})
+	}
+	compactions := 0
+	s.mu.Lock()
+	floor := s.changes.floor
+	s.mu.Unlock()
+	for i, r := range runs {
+		if r.run[0].Gen <= floor {
+			compactions++
+		}
+		for j := range r.run {
+			if r.run[j] != r.copied[j] || (j > 0 && r.run[j].Gen != r.run[j-1].Gen+1) {
+				t.Fatalf("run %d changed after it was answered: at %d %+v, was %+v", i, j, r.run[j], r.copied[j])
+			}
+		}
+	}
+	if compactions == 0 {
+		t.Fatal("control: no run answered before a compaction")
+	}
+}
