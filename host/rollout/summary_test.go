@@ -428,9 +428,13 @@ func TestASummaryAssignsSlotsAndAWaiterKeepsItsIndexUntilItTakes(t *testing.T) {
 // SummaryCatch for slots whose replacements are due to turn healthy (and
 // be released) within it, so that one summary admits the whole wave
 // (BENCHMARKS.md, "2026-12-06": without it a wave split across two
-// summaries stays split). Controls: a replacement due later than
-// SummaryCatch, one not running yet and one judged by hand hold nothing,
-// and the hold ends at SummaryCatch whatever the holder does.
+// summaries stays split). A release already late (its replacement turned
+// healthy, its holder has not released yet: a loaded fleet's lag) is
+// waited for too, expected releaseLag from now (BENCHMARKS.md,
+// "2026-12-07"). Controls: a replacement due later than SummaryCatch, a
+// release later than releaseLate, one not running yet and one judged by
+// hand hold nothing, and the hold ends at SummaryCatch whatever the holder
+// does.
 func TestASummaryWaitsBrieflyForTheReleasesOfItsWave(t *testing.T) {
 	setup := func(t *testing.T, startedAfter time.Duration, mod func(a *model.Allocation, w *world)) (Facts, string) {
 		t.Helper()
@@ -493,12 +497,28 @@ func TestASummaryWaitsBrieflyForTheReleasesOfItsWave(t *testing.T) {
 	if dec := Decide(f); dec.Summary == nil || len(dec.Summary.Groups["g"].Slots) != 1 {
 		t.Fatalf("held past SummaryCatch: %+v", dec.Summary)
 	}
+	// b's replacement turned healthy 400 ms before the summary could be
+	// written and its release has not come: it may come at any moment, and
+	// the summary waits for it, releaseLag at a time, up to SummaryCatch.
+	f, _ = setup(t, SummaryEvery-mht-400*time.Millisecond, nil)
+	dec = Decide(f)
+	if dec.Summary != nil || dec.RetryIn != releaseLag || !slices.ContainsFunc(dec.Due, func(k string) bool { return strings.HasPrefix(k, "catch:") }) {
+		t.Fatalf("a release 400 ms late: summary %v, retry in %s, due %v", dec.Summary, dec.RetryIn, dec.Due)
+	}
+	for _, k := range dec.Due {
+		if strings.HasPrefix(k, "catch:") {
+			f.Overdue[k] = SummaryCatch
+		}
+	}
+	if dec := Decide(f); dec.Summary == nil || len(dec.Summary.Groups["g"].Slots) != 1 {
+		t.Fatalf("a late release held the summary past SummaryCatch: %+v", dec.Summary)
+	}
 	for name, c := range map[string]struct {
 		after time.Duration
 		mod   func(a *model.Allocation, w *world)
 	}{
 		"due after SummaryCatch": {after: SummaryEvery - mht + SummaryCatch, mod: nil},
-		"already past due":       {after: -time.Second, mod: nil},
+		"later than releaseLate": {after: SummaryEvery - mht - releaseLate - releaseLag - time.Millisecond, mod: nil},
 		"not running yet": {after: SummaryEvery - mht + 100*time.Millisecond, mod: func(a *model.Allocation, _ *world) {
 			a.ClientStatus = model.ClientPending
 			a.TaskStates["t"].State = "pending"
