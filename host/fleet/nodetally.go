@@ -93,7 +93,7 @@ func tallyOf(records iter.Seq2[string, wanted.NodeState]) NodeTally {
 
 // ProtocolsBut yields each rollout protocol level of the live records
 // with how many records have it, the record self (when live) left out.
-func (t NodeTally) ProtocolsBut(self wanted.NodeState) func(yield func(level, n int) bool) {
+func (t NodeTally) ProtocolsBut(self wanted.NodeState) iter.Seq2[int, int] {
 	return func(yield func(int, int) bool) {
 		for p, n := range t.Protocols {
 			if NodeLive(self) && self.Value.RolloutProtocol == p {
