@@ -77,7 +77,7 @@ type Source struct {
 	mu    sync.Mutex
 	jobs  mapBuilder[wanted.JobState]
 	nodes mapBuilder[wanted.NodeState]
-	// tally counts nodes' records (View.NodeTally), kept as they are
+	// tally counts nodes' records (View.Tally), kept as they are
 	// applied.
 	tally NodeTally
 	// nodeRaw is, per node key, the bytes of the record last accepted, so
