@@ -66,12 +66,10 @@ func bump[K comparable](m map[K]int, k K, d int) {
 	}
 }
 
-// replace moves the tally from a record's state prev (had: it held one)
-// to next.
-func (t *NodeTally) replace(prev wanted.NodeState, had bool, next wanted.NodeState) {
-	if had {
-		t.count(prev, -1)
-	}
+// replace moves the tally from a record's state prev (the zero state
+// when there was none: it counts for nothing) to next.
+func (t *NodeTally) replace(prev, next wanted.NodeState) {
+	t.count(prev, -1)
 	t.count(next, 1)
 }
 

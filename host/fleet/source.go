@@ -1217,7 +1217,7 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		}
 		st, ef := wanted.ApplyNode(prev, e)
 		s.nodes.Set(e.Key, st)
-		s.tally.replace(prev, had, st)
+		s.tally.replace(prev, st)
 		eff, rej = ef, st.Rejection
 		heartbeat = had && heartbeatOnly(prev, st)
 		if heartbeat {
