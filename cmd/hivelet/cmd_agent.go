@@ -382,7 +382,7 @@ func runAgent(ctx context.Context, o agentOpts) (err error) {
 		n.Attributes[AttrAllocDir] = allocRoot
 		n.Attributes[AttrNetworkAddress] = portTable.Address()
 		n.HostVolumes, n.HostNetworks = hostVolumes, hostNetworks
-		n.RolloutProtocol, n.BootID = fleetrollout.AssignProtocol, bootID
+		n.RolloutProtocol, n.BootID = fleetrollout.HandoffProtocol, bootID
 		return n
 	}
 	// The heartbeat's TTL grows with the fleet the agent counts (its

@@ -238,9 +238,10 @@ type Agent struct {
 	sumQueue       map[string]*model.RolloutSummary
 	sumWake        chan struct{}
 	sumLast        map[string]*model.RolloutSummary
-	slotsHeld      map[string]heldSlot // slot key → a slot this agent took that the view may not show yet
-	slotsGone      map[string]uint64   // slot key → revision this agent released (hidden until the view catches up)
-	slotsReleasing map[string]uint64   // slot key → revision queued for release (hidden from later passes)
+	slotsHeld      map[string]heldSlot     // slot key → a slot this agent took that the view may not show yet
+	slotsGone      map[string]uint64       // slot key → revision this agent released (hidden until the view catches up)
+	slotsReleasing map[string]uint64       // slot key → revision queued for release (hidden from later passes)
+	released       map[string]releasedHint // slot key → a release its holder told this node of (handoff.go)
 	// slotsToCheck are slot keys a summary lists as held by this node
 	// that its memory does not hold (a take whose answer was lost): the
 	// rollout writer reads each and adopts one this boot took
@@ -390,6 +391,7 @@ func New(cfg Config) (*Agent, error) {
 		driverUse:      map[string]int{},
 		ownJobs:        map[string]map[string]struct{}{},
 		ownDirty:       map[string]bool{},
+		released:       map[string]releasedHint{},
 		rolloutWake:    make(chan struct{}, 1),
 		sumQueue:       map[string]*model.RolloutSummary{},
 		sumWake:        make(chan struct{}, 1),
@@ -609,6 +611,7 @@ func (a *Agent) Restore(ctx context.Context) error {
 // Run runs the loop until ctx ends: it waits for the fleet view's first
 // complete pull, then passes on every change. It returns ctx's error.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.listenReleases()()
 	a.bg.Add(4)
 	go func() {
 		defer a.bg.Done()
@@ -732,6 +735,13 @@ type Status struct {
 	LastCounts Counts            `json:"last_counts"`
 	// Errors are the per-allocation errors of the last pass.
 	Errors []string `json:"errors,omitempty"`
+	// HandoffsSent counts the release hints this agent sent to the waiter
+	// a summary queued on a slot it released or reclaimed; HandoffsHeard
+	// those it was sent; HandoffTakes its slot takes made on a hint (the
+	// slot handoff, rollout.HandoffProtocol).
+	HandoffsSent  uint64 `json:"handoffs_sent,omitempty"`
+	HandoffsHeard uint64 `json:"handoffs_heard,omitempty"`
+	HandoffTakes  uint64 `json:"handoff_takes,omitempty"`
 	// DeploymentErrors are the errors of the last deployment writes.
 	DeploymentErrors []string `json:"deployment_errors,omitempty"`
 	// Orphaned are job keys whose key vanished while allocations run.

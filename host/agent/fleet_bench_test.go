@@ -446,11 +446,13 @@ func BenchmarkFleetRollout(b *testing.B) {
 			srv := w.emb.Server()
 			b.ReportMetric(float64(srv.NumSlowConsumers()), "slow-consumers")
 		}
-		var foreign, passes, most uint64
+		var foreign, passes, most, handSent, handTakes uint64
 		var busiest Status
 		for _, n := range f.nodes {
 			st := n.agent.Status()
 			foreign += st.ForeignWrites
+			handSent += st.HandoffsSent
+			handTakes += st.HandoffTakes
 			passes += st.Passes
 			if st.Passes > most {
 				most, busiest = st.Passes, st
@@ -458,6 +460,9 @@ func BenchmarkFleetRollout(b *testing.B) {
 		}
 		benchLogf("the agent with the most passes, %s: %d passes, by cause %v; its rollout writes %v", busiest.NodeID, most, busiest.PassCauses, busiest.RolloutWrites)
 		b.ReportMetric(float64(foreign), "foreign-writes")
+		// The slot handoff: release hints sent, and the takes made on one.
+		b.ReportMetric(float64(handSent), "handoffs-sent/rollout")
+		b.ReportMetric(float64(handTakes), "handoff-takes/rollout")
 		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
 		b.ReportMetric(shares.max*100, "max-agent-pass-%")
 		b.ReportMetric(shares.median*100, "median-agent-pass-%")

@@ -100,8 +100,14 @@ func newFleet(t *testing.T, n int, ttl time.Duration) *testFleet {
 
 func (f *testFleet) add(t *testing.T, id string) *node {
 	t.Helper()
+	return f.addWith(t, id, nil)
+}
+
+// addWith is add with a hook that sets the node up before it starts.
+func (f *testFleet) addWith(t *testing.T, id string, setup func(*node)) *node {
+	t.Helper()
 	drv := &countingDriver{Driver: &recordingDriver{Driver: mock.New(), node: id, rec: f.rec}}
-	n := f.w.newNodeResync(id, drv, "", 200*time.Millisecond)
+	n := f.w.newNodeWith(id, drv, "", 200*time.Millisecond, setup)
 	f.nodes = append(f.nodes, n)
 	return n
 }

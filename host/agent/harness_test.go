@@ -330,6 +330,9 @@ type node struct {
 	// manual, when set before start, runs no agent loop: the test makes
 	// the passes (the source, heartbeats and runners run as ever).
 	manual bool
+	// protocol, when set before start, is the rollout protocol level its
+	// record advertises (0: rollout.HandoffProtocol, this agent's).
+	protocol int
 	// driverDown makes the node's record say its mock driver is unhealthy
 	// (the fingerprint of a driver whose plugin died).
 	driverDown atomic.Bool
@@ -341,6 +344,9 @@ type node struct {
 // its heartbeat time, as the daemon's (host/node.Record).
 func (n *node) record() *model.Node {
 	r := nodeRecord(n.id)
+	if n.protocol != 0 {
+		r.RolloutProtocol = n.protocol
+	}
 	r.HeartbeatAt = time.Now().UTC()
 	if n.driverDown.Load() {
 		r.Drivers["mock"] = model.DriverInfo{Detected: true, Healthy: false, HealthDesc: "plugin exited"}
@@ -380,7 +386,7 @@ func (w *world) newNodeWith(id string, mockDrv *countingDriver, dir string, resy
 func nodeRecord(id string) *model.Node {
 	return &model.Node{ID: id, Name: id, Datacenter: "dc1", NodePool: "default", Status: model.NodeStatusReady, Eligibility: model.Eligible,
 		Attributes: map[string]string{"kernel.name": "linux", "driver.mock": "1"}, Meta: map[string]string{},
-		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.AssignProtocol}
+		Drivers: map[string]model.DriverInfo{"mock": {Detected: true, Healthy: true}}, RolloutProtocol: rollout.HandoffProtocol}
 }
 
 func (n *node) start() {
@@ -404,6 +410,9 @@ func (n *node) start() {
 	n.src = fleet.NewSource(store, fleet.SourceConfig{Log: n.w.log})
 	go n.src.Run(ctx)
 	rec := nodeRecord(n.id)
+	if n.protocol != 0 {
+		rec.RolloutProtocol = n.protocol
+	}
 	// A busy server (a thousand agents pulling the buckets as they
 	// start) may miss one write's deadline: try again for five minutes,
 	// as the daemon would forever (a retried write is logged: how long the

@@ -279,6 +279,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
 		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
 		sum, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
+		_, releasedSig := a.releasedFor(job)
 		if !a.summaryMatters(k, job, own, slots) {
 			sumSig = 0
 		} else if a.narrowFor(view, job) && !summaryLists(sum, a.nodeID) {
@@ -300,7 +301,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		}
 		// quiet is the signature but for the other nodes' allocations and
 		// the slots (what an idle deputy puts off: below).
-		quiet := baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ depsSig*7 ^ allocsSig(own) ^ sumSig*19
+		quiet := baseSig ^ mix(st.Applied) ^ mix(st.Revision+1)*3 ^ depsSig*7 ^ allocsSig(own) ^ sumSig*19 ^ releasedSig*31
 		if a.filtered() && view.Watches(fleet.KindAllocs, wanted.AllocJobFilter(job.Namespace, job.ID)) {
 			quiet ^= mix(23) // watched on every node, or not: a different decision
 		}

@@ -154,7 +154,7 @@ func (a *Agent) fleetCountStale(view *fleet.View) bool {
 func (a *Agent) countFleet(view *fleet.View) {
 	tally := view.Tally()
 	f := hostnode.FleetFacts{Grow: true, Counted: true, Live: tally.Live}
-	lowest := rollout.AssignProtocol // this agent's own level
+	lowest := rollout.HandoffProtocol // this agent's own level
 	for level := range tally.ProtocolsBut(view.Nodes.At(wanted.NodeKey(a.nodeID))) {
 		lowest = min(lowest, level)
 		f.Grow = f.Grow && level >= rollout.BeatProtocol
@@ -398,6 +398,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 	}
 	f.Summary, _ = a.summaryOf(view, wanted.JobKey(job.Namespace, job.ID), job.Namespace, job.ID)
 	a.noticeOwnSummarySlots(f.Summary)
+	f.Released, _ = a.releasedFor(job)
 	f.Nodes, f.Index = a.nodeFacts.nodes(job, self, view, f.Allocs, a.changeLog())
 	for _, e := range plan.Place {
 		if a.failedHere(e.PreviousAllocID, job.Version) {
@@ -1074,6 +1075,7 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 			errs = append(errs, err)
 			continue
 		}
+		a.handOff(w.facts.Summary, s)
 		what, why := "released", "the replacement's health is known"
 		holder := nodeFact(w.facts, s.Slot.Holder)
 		if s.Slot.Holder != a.nodeID {
@@ -1160,6 +1162,7 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	until := a.cfg.Now().Add(ttl) // counted from before the Create: never later than the server's
 	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, ttl)
 	if errors.Is(err, fleet.ErrSlotTaken) {
+		a.dropHint(t.Key) // a release told of is stale: the slot is held again
 		return false, nil // lost the race: wait for the next change
 	}
 	if err != nil {
@@ -1179,8 +1182,13 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	}
 	a.mu.Lock()
 	a.slotsHeld[t.Key] = heldSlot{s: rollout.Slot{Key: t.Key, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: t.Slot}, until: until}
+	_, handed := a.released[t.Key]
+	if handed {
+		delete(a.released, t.Key)
+		a.status.HandoffTakes++
+	}
 	a.mu.Unlock()
-	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank)
+	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank, "handoff", handed)
 	return true, nil
 }
 

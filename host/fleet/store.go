@@ -50,6 +50,9 @@ const (
 // BucketNames are the names of the buckets.
 type BucketNames struct {
 	Jobs, Nodes, Intents, Allocs, Deployments, Rollout, JobVersions string
+	// Prefix is the prefix they were derived from (Names); the core NATS
+	// subjects of the fleet (a slot's release hint) start with it.
+	Prefix string
 }
 
 // Names derives the bucket names from a prefix: <prefix>_jobs,
@@ -67,6 +70,7 @@ func Names(prefix string) BucketNames {
 		Deployments: prefix + "_deployments",
 		Rollout:     prefix + "_rollout",
 		JobVersions: prefix + "_job_versions",
+		Prefix:      prefix,
 	}
 }
 

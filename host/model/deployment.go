@@ -262,6 +262,14 @@ type GroupSummary struct {
 	// waiter that acts on an older summary and one that acts on the newer
 	// try different keys.
 	Assigned []int `json:"assigned,omitempty"`
+	// Next are the held update slot indices the steward queued the waiters
+	// after the admitted ones on: Next[j] is Waiting[len(Assigned)+j]'s,
+	// the waiter that takes that slot once its holder releases it (rollout
+	// protocol 5, rollout.HandoffProtocol). The holder tells that waiter
+	// of its release (SlotReleased), so the slot is taken again without
+	// waiting for the next summary; a waiter never told waits for the
+	// summary that shows the slot free (and assigns it to the same waiter).
+	Next []int `json:"next,omitempty"`
 	// Slots are the group's held update slots (any version), by index:
 	// what a narrowed waiter counts as occupied when it does not watch the
 	// slot keys (docs/rollout.md, "Admission").
@@ -280,6 +288,21 @@ type GroupSummary struct {
 type SummarySlot struct {
 	Index  int    `json:"i"`
 	Holder string `json:"node"`
+}
+
+// SlotReleased is what a slot's holder (or the steward reclaiming it)
+// tells the waiter a summary queued on the slot (GroupSummary.Next) once
+// the slot's key is deleted: a hint, sent over core NATS and never stored.
+// The waiter still takes the slot by create-if-absent of its key, so a
+// hint that is stale, repeated or forged costs at most a refused create.
+type SlotReleased struct {
+	Namespace string `json:"namespace,omitempty"`
+	JobID     string `json:"job_id"`
+	// Key is the slot's key; Holder the node whose take was released.
+	Key    string `json:"key"`
+	Holder string `json:"holder"`
+	// DeploymentID is the deployment of the summary that named the waiter.
+	DeploymentID string `json:"deployment_id"`
 }
 
 // SummaryWaiter is one waiting allocation: its node and ID.

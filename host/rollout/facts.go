@@ -34,6 +34,17 @@ const BeatProtocol = 3
 // with the field.
 const AssignProtocol = 4
 
+// HandoffProtocol is the level a node advertises when its agent, besides
+// the above, reads the waiters a summary queues on held slots
+// (model.GroupSummary.Next), tells the queued waiter when it releases (or
+// reclaims) such a slot, and takes a slot it is told of: a steward queues
+// only while every live node is at this level (an older agent decodes
+// summaries strictly). The handoff takes the summary's interval out of a
+// slot's cycle: the next waiter takes a released slot at once instead of
+// at the next summary, up to SummaryEvery later (docs/rollout.md, "The
+// rollout summary").
+const HandoffProtocol = 5
+
 // Defaults of the protocol (docs/rollout.md).
 const (
 	// CreateStep and CreateMax: a creator of rank r waits min(r×step, max).
@@ -132,6 +143,13 @@ type Facts struct {
 	// Summary is the job's stored rollout summary, if any (of any
 	// deployment: it is used only when it names the record's).
 	Summary *model.RolloutSummary `json:"summary,omitempty"`
+	// Released are the slots whose release this node was told of since
+	// its summary was written (model.SlotReleased: the holder's hint to
+	// the waiter the summary queued on the slot), by key: the holder whose
+	// take was released. Admission counts a summary's slot at such a key,
+	// held by that holder, as free (admissionSlots). Only a take rests on
+	// it, which is still a create-if-absent of the key (I5).
+	Released map[string]string `json:"released,omitempty"`
 	// Plan is the reconciler's plan for this node, made with the record of
 	// the job's version as its deployment (or none).
 	Plan *reconcile.Plan `json:"plan"`

@@ -243,12 +243,15 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		held, holding, holders := groupSlots(slots, name)
 		free, nfree := freeIndices(held, maxP)
 		ws := f.waiters(d, name, holding)
-		var assigned map[string]int
+		var assigned, queued map[string]int
 		if f.Narrow {
 			// The steward's assignment, when its summary makes one: each
 			// admitted waiter tries the index assigned to it (kept from one
-			// summary to the next until the steward sees it taken).
+			// summary to the next until the steward sees it taken). A
+			// waiter queued on a held slot takes it once told of its
+			// release (HandoffProtocol).
 			assigned = f.assignedSlots(d, name)
+			queued = f.queuedSlots(d, name)
 		}
 		for _, e := range entries {
 			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
@@ -262,7 +265,19 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 			if ok {
 				idx = free[r]
 			}
-			if assigned != nil {
+			if qi, q := queued[e.AllocID]; q && r >= 0 {
+				// Queued on a slot: taken once the holder the summary
+				// names there (or the waiter it admits to it) said it
+				// released it (Released; the summary's slot is then not
+				// counted), and only while the group holds fewer than
+				// max_parallel slots in this node's view (I5).
+				h, told := f.Released[wanted.SlotKey(d.Namespace, d.JobID, name, qi)]
+				if !told || !HandedBy(f.Summary, name, qi, h) || qi >= maxP || held[qi] || len(held) >= maxP {
+					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: next for slot %d by the steward's summary, not released yet", qi)})
+					continue
+				}
+				idx, ok = qi, true
+			} else if assigned != nil {
 				// Only a waiter its own view still counts (r >= 0: live,
 				// ready, eligible, not already holding for it) tries.
 				idx, ok = assigned[e.AllocID]

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,10 +39,12 @@ const SummaryLazy = 3 * time.Second
 
 // admitsMore reports how many waiters summary next admits that cur does
 // not (those ranked below next's free slot count, max_parallel less the
-// slots it lists, that are not ranked below cur's), and how many of
-// next's waiters stay beyond its free count (spare: they would take slots
-// freed next). Takes admit nobody new; releases and a promotion do.
-func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spare int) {
+// slots it lists, that are not ranked below cur's), how many of next's
+// waiters stay beyond its free count (spare: they would take slots freed
+// next), and how many it queues on a held slot that cur did not queue
+// there (queued). Takes admit nobody new; releases and a promotion do; a
+// take queues the next waiter on the slot taken.
+func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spare, queued int) {
 	admitted := func(g *model.GroupSummary, maxP int) []model.SummaryWaiter {
 		if g == nil {
 			return nil
@@ -66,9 +69,18 @@ func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spa
 		}
 		if gn != nil {
 			spare += max(gn.WaitingTotal-len(now), 0)
+			// A waiter queued on a held slot it was not queued on before:
+			// the slot's holder tells it of its release only once a
+			// summary names it (HandoffProtocol).
+			q := queuedByAlloc(cur.Groups[name])
+			for a, idx := range queuedByAlloc(gn) {
+				if p, ok := q[a]; !ok || p != idx {
+					queued++
+				}
+			}
 		}
 	}
-	return more, spare
+	return more, spare, queued
 }
 
 // SummarySettle is how long the steward lets a change of a deployment's
@@ -183,6 +195,16 @@ func catchWait(now time.Time, dues []time.Time, more, spare int) time.Duration {
 		}
 	}
 	return best
+}
+
+// catchFor is catchWait for a summary that admits more waiters (none:
+// a summary that only queues waiters on held slots is not held for
+// releases, which the handoff passes on anyway).
+func (f *Facts) catchFor(more, spare int, d *model.Deployment) time.Duration {
+	if more == 0 {
+		return 0
+	}
+	return catchWait(f.Now, f.releasesDue(d), more, spare)
 }
 
 // summaryWaiters is how many waiters a summary lists per group, as a
@@ -349,6 +371,7 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 	s := &model.RolloutSummary{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,
 		Steward: f.Self, Time: f.Now, Groups: map[string]*model.GroupSummary{}}
 	assign := f.allAt(AssignProtocol)
+	handoff := assign && f.allAt(HandoffProtocol)
 	for _, name := range slices.Sorted(mapsKeys(d.TaskGroups)) {
 		st := d.TaskGroups[name]
 		if st == nil {
@@ -374,7 +397,11 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 			if f.Summary != nil && f.Summary.DeploymentID == d.ID {
 				prev = f.Summary.Groups[name]
 			}
-			g.Assigned = assignSlots(f.Slots, name, maxP, g.Waiting, prev)
+			if handoff {
+				g.Waiting, g.Assigned, g.Next = queueSlots(f.Slots, name, maxP, g.Waiting, prev)
+			} else {
+				g.Assigned = assignSlots(f.Slots, name, maxP, g.Waiting, prev)
+			}
 		}
 		s.Groups[name] = g
 	}
@@ -421,6 +448,163 @@ func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWai
 	return out
 }
 
+// queueSlots is assignSlots with the handoff (HandoffProtocol): it admits
+// waiters to the free indices and queues the next ones on the held
+// indices, and returns the waiters reordered to match: the admitted first
+// (Assigned[i] is waiting[i]'s), then the queued (Next[j] is
+// waiting[len(Assigned)+j]'s), then the rest in admission order.
+//
+// A waiter that prev queued on, or assigned, an index free now is admitted
+// to it first: its holder told it of the release, and it may be taking it
+// already, so the summary names the same waiter for the same key. The
+// other free indices go to the first waiters left, in admission order. A
+// waiter queued on an index still held stays queued on it; the other held
+// indices get the next waiters left. Indices are queued on only while the
+// group holds no more than max_parallel slots, so that each release
+// admits exactly one waiter (a slot of an older version beyond
+// max_parallel still counts, I5: its release admits nobody).
+func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) (order []model.SummaryWaiter, assigned, next []int) {
+	held, _, _ := groupSlots(slots, name)
+	free, n := freeIndices(held, maxP)
+	n = min(n, len(waiting))
+	was := map[string]int{}
+	maps.Copy(was, assignedByAlloc(prev))
+	maps.Copy(was, queuedByAlloc(prev))
+	used := make([]bool, len(waiting))
+	taken := map[int]bool{}
+	var admitted, queued []int // positions in waiting
+	admit := func(i, idx int) {
+		used[i], taken[idx] = true, true
+		admitted = append(admitted, i)
+		assigned = append(assigned, idx)
+	}
+	for i, w := range waiting {
+		if len(admitted) == n {
+			break
+		}
+		if idx, ok := was[w.Alloc]; ok && idx >= 0 && idx < maxP && !held[idx] && !taken[idx] {
+			admit(i, idx)
+		}
+	}
+	for i := range waiting {
+		if len(admitted) == n {
+			break
+		}
+		if used[i] {
+			continue
+		}
+		k := slices.IndexFunc(free, func(fi int) bool { return !taken[fi] })
+		if k < 0 {
+			break
+		}
+		admit(i, free[k])
+	}
+	if len(held) <= maxP {
+		// The held indices first (their releases come first), then the
+		// ones just assigned: the waiter queued on one of those is told
+		// by the waiter admitted to it, once that one has taken the slot,
+		// replaced its allocation and released it (the summary naming
+		// the admitted waiter's successor in advance: the summary after
+		// the take comes a whole SummaryEvery later, often after the
+		// release).
+		var heldIdx []int
+		for i := 0; i < maxP; i++ {
+			if held[i] {
+				heldIdx = append(heldIdx, i)
+			}
+		}
+		heldIdx = append(heldIdx, assigned...)
+		queuedOn := map[int]bool{}
+		for _, h := range heldIdx {
+			for i, w := range waiting {
+				if p, ok := was[w.Alloc]; ok && p == h && !used[i] {
+					used[i], queuedOn[h] = true, true
+					queued = append(queued, i)
+					next = append(next, h)
+					break
+				}
+			}
+		}
+		for _, h := range heldIdx {
+			if queuedOn[h] {
+				continue
+			}
+			i := slices.Index(used, false)
+			if i < 0 {
+				break
+			}
+			used[i], queuedOn[h] = true, true
+			queued = append(queued, i)
+			next = append(next, h)
+		}
+	}
+	order = make([]model.SummaryWaiter, 0, len(waiting))
+	for _, i := range admitted {
+		order = append(order, waiting[i])
+	}
+	for _, i := range queued {
+		order = append(order, waiting[i])
+	}
+	for i, w := range waiting {
+		if !used[i] {
+			order = append(order, w)
+		}
+	}
+	return order, assigned, next
+}
+
+// queuedByAlloc maps each waiter g queues on a held slot (Next) to that
+// slot's index.
+func queuedByAlloc(g *model.GroupSummary) map[string]int {
+	if g == nil || len(g.Next) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(g.Next))
+	for j, idx := range g.Next {
+		if i := len(g.Assigned) + j; i < len(g.Waiting) {
+			out[g.Waiting[i].Alloc] = idx
+		}
+	}
+	return out
+}
+
+// HandedBy reports whether a release of slot index of group name by
+// holder is one that summary s queues a waiter on: s lists holder at the
+// index, or assigns the index to a waiter on node holder (whose take the
+// release ends).
+func HandedBy(s *model.RolloutSummary, name string, index int, holder string) bool {
+	if s == nil || s.Groups[name] == nil {
+		return false
+	}
+	g := s.Groups[name]
+	for _, sl := range g.Slots {
+		if sl.Index == index {
+			return sl.Holder == holder
+		}
+	}
+	for i, idx := range g.Assigned {
+		if idx == index && i < len(g.Waiting) {
+			return g.Waiting[i].Node == holder
+		}
+	}
+	return false
+}
+
+// QueuedOn is the waiter summary s queues on slot index of group name
+// (GroupSummary.Next), if any: who a holder releasing that slot tells.
+func QueuedOn(s *model.RolloutSummary, name string, index int) (model.SummaryWaiter, bool) {
+	if s == nil || s.Groups[name] == nil {
+		return model.SummaryWaiter{}, false
+	}
+	g := s.Groups[name]
+	for j, idx := range g.Next {
+		if i := len(g.Assigned) + j; idx == index && i < len(g.Waiting) {
+			return g.Waiting[i], true
+		}
+	}
+	return model.SummaryWaiter{}, false
+}
+
 // allAt reports whether every live node advertises rollout protocol
 // level at least: of the whole fleet (FleetProtocol) and of the facts'
 // nodes (self included).
@@ -445,6 +629,16 @@ func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
 		return nil
 	}
 	return assignedByAlloc(s.Groups[name])
+}
+
+// queuedSlots are the held slot indices the summary of record d queues
+// waiters of group name on, by allocation ID (nil when none).
+func (f *Facts) queuedSlots(d *model.Deployment, name string) map[string]int {
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID {
+		return nil
+	}
+	return queuedByAlloc(s.Groups[name])
 }
 
 // assignedByAlloc maps each waiter g assigns a slot index to that index
@@ -489,7 +683,7 @@ func sameSummary(a, b *model.RolloutSummary) bool {
 		if gb == nil || ga.WaitingTotal != gb.WaitingTotal || ga.Desired != gb.Desired || ga.Placed != gb.Placed ||
 			ga.Healthy != gb.Healthy || ga.Unhealthy != gb.Unhealthy || ga.Pending != gb.Pending || ga.Outdated != gb.Outdated ||
 			ga.InFlight != gb.InFlight || !slices.Equal(ga.Waiting, gb.Waiting) || !slices.Equal(ga.Slots, gb.Slots) ||
-			!slices.Equal(ga.Assigned, gb.Assigned) {
+			!slices.Equal(ga.Assigned, gb.Assigned) || !slices.Equal(ga.Next, gb.Next) {
 			return false
 		}
 	}
@@ -525,12 +719,12 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 		// release would admit one waiter and hold the rest an interval.
 		since := f.Now.Sub(cur.Time)
 		wait := SummaryLazy - since
-		if more, spare := admitsMore(d, cur, next); more > 0 {
+		if more, spare, queued := admitsMore(d, cur, next); more > 0 || queued > 0 {
 			settle := "settle:" + key
 			wait = max(SummaryEvery-since, SummarySettle-f.Overdue[settle])
 			if wait > 0 {
 				dec.Due = append(dec.Due, settle)
-			} else if w := catchWait(f.Now, f.releasesDue(d), more, spare); w > 0 {
+			} else if w := f.catchFor(more, spare, d); w > 0 {
 				// Writable, but more of the wave's slots are about to be
 				// released: one summary admits them too (SummaryCatch).
 				catch := "catch:" + key
@@ -587,7 +781,11 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 			if mine[name+"\x00"+strconv.Itoa(sl.Index)] {
 				continue
 			}
-			out = append(out, Slot{Key: wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index),
+			key := wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index)
+			if h, ok := f.Released[key]; ok && h == sl.Holder {
+				continue // its holder told this node of its release (HandoffProtocol)
+			}
+			out = append(out, Slot{Key: key,
 				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, Group: name, Index: sl.Index, Holder: sl.Holder}})
 		}
 	}
