@@ -71,7 +71,7 @@ func (a *Agent) onReleased(r model.SlotReleased) {
 
 // releasedFor are the release hints of job's slots, and their share of the
 // job's signature. Whether a hint admits a take is the core's to say, on
-// the summary of the pass (rollout.HandedBy): one that came before the
+// the summary of the pass (rollout.TellsAt): one that came before the
 // summary that queued this node is kept for it. A hint is forgotten once
 // its slot is taken here, or its take refused, or after releasedHintTTL.
 func (a *Agent) releasedFor(job *model.Job) (map[string]string, uint64) {
@@ -119,9 +119,9 @@ func (a *Agent) handOff(s *model.RolloutSummary, sl rollout.Slot) {
 	if s == nil || s.DeploymentID == "" {
 		return
 	}
-	w, ok := rollout.QueuedOn(s, sl.Slot.Group, sl.Slot.Index)
-	if !ok || !rollout.HandedBy(s, sl.Slot.Group, sl.Slot.Index, sl.Slot.Holder) {
-		return // queued on another holder's take of the index, or on none
+	w, ok := rollout.QueuedOn(s, sl.Slot.Group, sl.Slot.Index, sl.Slot.Holder)
+	if !ok {
+		return // nobody queued behind this holder's take of the index
 	}
 	r := model.SlotReleased{Namespace: s.Namespace, JobID: s.JobID, Key: sl.Key, Holder: sl.Slot.Holder, DeploymentID: s.DeploymentID}
 	if w.Node == a.nodeID {

@@ -37,7 +37,8 @@ func settledAt(t *testing.T, w *world, steward string, cur *model.RolloutSummary
 // release. A queued waiter takes its slot only once told of the release by
 // the holder the summary names there, or by the waiter it admitted there
 // (Released), only that slot, and only while fewer than max_parallel are
-// held in its view (I5). The summary that then sees the slot free admits
+// held in its view (I5); the second of a slot's queue takes it once told
+// by the first. The summary that then sees the slot free admits
 // the same waiter to the same index. Controls: a fleet with one node at
 // protocol 4 queues nobody, a waiter without the hint or with a hint from
 // another node takes nothing, and another queued waiter takes nothing on a
@@ -71,6 +72,13 @@ func TestAWaiterQueuedOnASlotTakesItOnceToldOfItsRelease(t *testing.T) {
 		if !slices.Equal(g1.Next, []int{0, 1, 2, 3}) || len(g1.Waiting) != 8 {
 			t.Fatalf("S1 queues %v on %d waiters, want the next four on 0..3", g1.Next, len(g1.Waiting))
 		}
+		// Derived again on itself, nothing changed: the same summary (the
+		// queue is kept, not reshuffled), so none is written.
+		again := w.facts(t, steward)
+		again.Summary, again.Now = s1, s1.Time.Add(SummaryLazy)
+		if s := Decide(again).Summary; s != nil {
+			t.Fatalf("S1 derived again on itself, unchanged, gives another summary: %+v", s.Groups["g"])
+		}
 		holders, queued := g1.Waiting[:4], g1.Waiting[4:8]
 		for i, h := range holders {
 			got := Decide(w.ownOnly(t, h.Node, s1)).Takes
@@ -91,21 +99,25 @@ func TestAWaiterQueuedOnASlotTakesItOnceToldOfItsRelease(t *testing.T) {
 			t.Fatal("no summary after the takes")
 		}
 		g2 := s2.Groups["g"]
-		if len(g2.Assigned) != 0 || len(g2.Slots) != 4 || !slices.Equal(g2.Next, []int{0, 1, 2, 3}) || !slices.Equal(g2.Waiting[:4], queued) {
+		if len(g2.Assigned) != 0 || len(g2.Slots) != 4 || !slices.Equal(g2.Next, []int{0, 1, 2, 3}) || !slices.Equal(g2.Waiting[:4], queued) || len(g2.Waiting) != 8 {
 			t.Fatalf("S2 (every slot taken) assigns %v, lists %v, queues %v on %v", g2.Assigned, g2.Slots, g2.Next, g2.Waiting)
 		}
+		seconds := g2.Waiting[4:8] // second in each slot's queue
 		q0, q1 := queued[0], queued[1]
 		key0 := wanted.SlotKey("", "web", "g", 0)
 		// W0's replacement turns healthy; it releases slot 0.
 		w.slots = slices.DeleteFunc(w.slots, func(s Slot) bool { return s.Key == key0 })
 		w.alloc(holders[0].Alloc).JobVersion = 2
 		w.alloc(holders[0].Alloc).DeploymentStatus = &model.AllocDeploymentStatus{Healthy: new(true)}
-		if got, ok := QueuedOn(s1, "g", 0); !ok || got != q0 || !HandedBy(s1, "g", 0, holders[0].Node) {
-			t.Fatalf("QueuedOn(slot 0) = %v %v, want %v, handed by %s", got, ok, q0, holders[0].Node)
+		if got, ok := QueuedOn(s1, "g", 0, holders[0].Node); !ok || got != q0 {
+			t.Fatalf("QueuedOn(slot 0, released by %s) = %v %v, want %v", holders[0].Node, got, ok, q0)
+		}
+		if got, ok := QueuedOn(s1, "g", 0, holders[1].Node); ok {
+			t.Fatalf("QueuedOn(slot 0, released by %s, admitted to slot 1) = %v", holders[1].Node, got)
 		}
 		f := w.ownOnly(t, q0.Node, s1)
 		dec := Decide(f)
-		if len(dec.Takes) != 0 || len(dec.Held) != 1 || !strings.Contains(dec.Held[0].Reason, "next for slot 0") {
+		if len(dec.Takes) != 0 || len(dec.Held) != 1 || !strings.Contains(dec.Held[0].Reason, "queued on slot 0") {
 			t.Fatalf("control: queued, not told: takes %+v, held %+v", dec.Takes, dec.Held)
 		}
 		f.Released = map[string]string{key0: holders[1].Node}
@@ -121,6 +133,22 @@ func TestAWaiterQueuedOnASlotTakesItOnceToldOfItsRelease(t *testing.T) {
 		f2.Released = map[string]string{key0: holders[0].Node}
 		if got := Decide(f2).Takes; len(got) != 1 || got[0].Key != key0 {
 			t.Fatalf("queued on slot 0 by S2, which lists its holder, and told: takes %+v, want %s", got, key0)
+		}
+		// The second of slot 0's queue is told by the first, once that one
+		// took the slot (after S2) and released it: the holder S2 lists
+		// there is gone then too. Told by the holder S2 lists, it takes
+		// nothing (that release is the first's to act on).
+		if got, ok := QueuedOn(s2, "g", 0, q0.Node); !ok || got != seconds[0] {
+			t.Fatalf("QueuedOn(slot 0, released by the first of its queue) = %v %v, want %v", got, ok, seconds[0])
+		}
+		fs := w.ownOnly(t, seconds[0].Node, s2)
+		fs.Released = map[string]string{key0: holders[0].Node}
+		if got := Decide(fs).Takes; len(got) != 0 {
+			t.Fatalf("control: second in slot 0's queue, told by the holder, takes %+v", got)
+		}
+		fs.Released = map[string]string{key0: q0.Node}
+		if got := Decide(fs).Takes; len(got) != 1 || got[0].Key != key0 {
+			t.Fatalf("second in slot 0's queue, told by the first: takes %+v, want %s", got, key0)
 		}
 		f1 := w.ownOnly(t, q1.Node, s1)
 		f1.Released = map[string]string{key0: holders[0].Node}
@@ -150,8 +178,9 @@ func TestAWaiterQueuedOnASlotTakesItOnceToldOfItsRelease(t *testing.T) {
 		if len(g3.Assigned) != 1 || g3.Assigned[0] != 0 || g3.Waiting[0] != q0 {
 			t.Fatalf("S3 admits %v to %v, want %v to slot 0", g3.Waiting[:len(g3.Assigned)], g3.Assigned, q0)
 		}
-		if !slices.Equal(g3.Next, []int{1, 2, 3, 0}) || !slices.Equal(g3.Waiting[1:4], queued[1:]) {
-			t.Fatalf("S3 queues %v on %v, want %v kept on 1..3 and a new one on 0", g3.Waiting[1:1+len(g3.Next)], g3.Next, queued[1:])
+		want := append(slices.Clone(queued[1:]), seconds[0])
+		if !slices.Equal(g3.Next, []int{1, 2, 3, 0}) || !slices.Equal(g3.Waiting[1:5], want) {
+			t.Fatalf("S3 queues %v on %v, want %v: the first kept on 1..3, slot 0's second moved up", g3.Waiting[1:1+len(g3.Next)], g3.Next, want)
 		}
 		if got := Decide(w.ownOnly(t, q0.Node, s3)).Takes; len(got) != 1 || got[0].Key != key0 {
 			t.Fatalf("q0 on S3 takes %+v, want %s as on its hint", got, key0)
@@ -176,10 +205,17 @@ func TestQueueSlotsQueuesOnlyWhereAReleaseAdmits(t *testing.T) {
 	if !slices.Equal(assigned, []int{0, 2}) || !slices.Equal(next, []int{1, 0}) || !slices.Equal(order, ws) {
 		t.Fatalf("1 held of 3: admitted %v, queued %v, order %v", assigned, next, order)
 	}
-	// prev queued C on slot 1, now free: C is admitted to 1 first.
+	// prev queued C first and D second on slot 1, now free: C is admitted
+	// to 1 first, D moves up to first in 1's queue, the others fill the
+	// places left (A first on 0, B second on 0).
 	prev := &model.GroupSummary{Waiting: []model.SummaryWaiter{ws[2], ws[3]}, Next: []int{1}}
 	order, assigned, next = queueSlots([]Slot{slot(0, "x")}, "g", 2, ws, prev)
-	if !slices.Equal(assigned, []int{1}) || !slices.Equal(next, []int{0, 1}) || !slices.Equal(order, []model.SummaryWaiter{ws[2], ws[0], ws[1], ws[3]}) {
-		t.Fatalf("C queued on 1, 1 freed: admitted %v, queued %v, order %v", assigned, next, order)
+	if !slices.Equal(assigned, []int{1}) || !slices.Equal(next, []int{0, 1}) || !slices.Equal(order, []model.SummaryWaiter{ws[2], ws[0], ws[3], ws[1]}) {
+		t.Fatalf("C, D queued on 1, 1 freed: admitted %v, queued %v, order %v", assigned, next, order)
+	}
+	// C gone (it took 1 and released it): D, second, is admitted to 1.
+	order, assigned, _ = queueSlots([]Slot{slot(0, "x")}, "g", 2, []model.SummaryWaiter{ws[0], ws[1], ws[3]}, prev)
+	if !slices.Equal(assigned, []int{1}) || order[0] != ws[3] {
+		t.Fatalf("D second on 1, C gone, 1 free: admitted %v, order %v", assigned, order)
 	}
 }

@@ -144,6 +144,12 @@ func (f *Facts) placing(old *model.Allocation) bool {
 	return false
 }
 
+// slotHeld reports whether Slots (this node's own memory, or the slot
+// keys it watches) hold index of group name.
+func (f *Facts) slotHeld(name string, index int) bool {
+	return slices.ContainsFunc(f.Slots, func(s Slot) bool { return s.Slot.Group == name && s.Slot.Index == index })
+}
+
 // waiter is an outdated allocation that may take a slot.
 type waiter struct {
 	node, name, id string
@@ -243,7 +249,8 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		held, holding, holders := groupSlots(slots, name)
 		free, nfree := freeIndices(held, maxP)
 		ws := f.waiters(d, name, holding)
-		var assigned, queued map[string]int
+		var assigned map[string]int
+		var queued map[string]Queued
 		if f.Narrow {
 			// The steward's assignment, when its summary makes one: each
 			// admitted waiter tries the index assigned to it (kept from one
@@ -265,18 +272,24 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 			if ok {
 				idx = free[r]
 			}
-			if qi, q := queued[e.AllocID]; q && r >= 0 {
-				// Queued on a slot: taken once the holder the summary
-				// names there (or the waiter it admits to it) said it
-				// released it (Released; the summary's slot is then not
-				// counted), and only while the group holds fewer than
-				// max_parallel slots in this node's view (I5).
-				h, told := f.Released[wanted.SlotKey(d.Namespace, d.JobID, name, qi)]
-				if !told || !HandedBy(f.Summary, name, qi, h) || qi >= maxP || held[qi] || len(held) >= maxP {
-					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: next for slot %d by the steward's summary, not released yet", qi)})
+			if q, isQueued := queued[e.AllocID]; isQueued && r >= 0 {
+				// Queued on a slot: taken once the node ahead of this one
+				// in the slot's queue (its holder, the waiter admitted to
+				// it, or the first of its queue) said it released it
+				// (Released, TellsAt). The summary's holder of the slot
+				// is then gone, but the slot must not be held in this
+				// node's own view (its own memory, or the slot keys it
+				// watches), and fewer than max_parallel others (I5).
+				h, told := f.Released[wanted.SlotKey(d.Namespace, d.JobID, name, q.Index)]
+				others := len(held)
+				if held[q.Index] {
+					others--
+				}
+				if !told || TellsAt(f.Summary, name, q.Index, h) != q.Depth || q.Index >= maxP || f.slotHeld(name, q.Index) || others >= maxP {
+					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: queued on slot %d (place %d) by the steward's summary, not released yet", q.Index, q.Depth)})
 					continue
 				}
-				idx, ok = qi, true
+				idx, ok = q.Index, true
 			} else if assigned != nil {
 				// Only a waiter its own view still counts (r >= 0: live,
 				// ready, eligible, not already holding for it) tries.

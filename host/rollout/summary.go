@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,8 +72,8 @@ func admitsMore(d *model.Deployment, cur, next *model.RolloutSummary) (more, spa
 			// the slot's holder tells it of its release only once a
 			// summary names it (HandoffProtocol).
 			q := queuedByAlloc(cur.Groups[name])
-			for a, idx := range queuedByAlloc(gn) {
-				if p, ok := q[a]; !ok || p != idx {
+			for a, place := range queuedByAlloc(gn) {
+				if p, ok := q[a]; !ok || p.Index != place.Index {
 					queued++
 				}
 			}
@@ -449,41 +448,58 @@ func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWai
 }
 
 // queueSlots is assignSlots with the handoff (HandoffProtocol): it admits
-// waiters to the free indices and queues the next ones on the held
-// indices, and returns the waiters reordered to match: the admitted first
-// (Assigned[i] is waiting[i]'s), then the queued (Next[j] is
-// waiting[len(Assigned)+j]'s), then the rest in admission order.
+// waiters to the free indices and queues the next ones on the slots, two
+// deep, and returns the waiters reordered to match: the admitted first
+// (Assigned[i] is waiting[i]'s), then the first in each slot's queue
+// (Next[j] is waiting[len(Assigned)+j]'s), then the second in the queue of
+// Next[j] (waiting[len(Assigned)+len(Next)+j], as far as waiters remain),
+// then the rest in admission order.
 //
 // A waiter that prev queued on, or assigned, an index free now is admitted
-// to it first: its holder told it of the release, and it may be taking it
-// already, so the summary names the same waiter for the same key. The
-// other free indices go to the first waiters left, in admission order. A
-// waiter queued on an index still held stays queued on it; the other held
-// indices get the next waiters left. Indices are queued on only while the
-// group holds no more than max_parallel slots, so that each release
-// admits exactly one waiter (a slot of an older version beyond
-// max_parallel still counts, I5: its release admits nobody).
+// to it first (the first of its queue before the second): its holder told
+// it of the release, and it may be taking it already, so the summary names
+// the same waiter for the same key. The other free indices go to the first
+// waiters left, in admission order. The slots queued on are the held ones
+// (their releases come first) and then the ones just assigned, whose
+// waiter's release comes a cycle later: a summary comes at most once a
+// SummaryEvery, often after the first of a queue has taken the slot,
+// replaced its allocation and released it, so the second is told by the
+// first. A waiter queued on an index keeps its place, the second moving up
+// to first once the first has gone; the remaining places go to the next
+// waiters in admission order. Indices are queued on only while the group
+// holds no more than max_parallel slots, so that each release admits
+// exactly one waiter (a slot of an older version beyond max_parallel still
+// counts, I5: its release admits nobody).
 func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) (order []model.SummaryWaiter, assigned, next []int) {
 	held, _, _ := groupSlots(slots, name)
 	free, n := freeIndices(held, maxP)
 	n = min(n, len(waiting))
-	was := map[string]int{}
-	maps.Copy(was, assignedByAlloc(prev))
-	maps.Copy(was, queuedByAlloc(prev))
+	// was is each waiter's place in prev: its index, and 0 when prev
+	// assigned it, else its depth in the index's queue (1 or 2).
+	type place struct{ idx, depth int }
+	was := map[string]place{}
+	for a, idx := range assignedByAlloc(prev) {
+		was[a] = place{idx, 0}
+	}
+	for a, q := range queuedByAlloc(prev) {
+		was[a] = place{q.Index, q.Depth}
+	}
 	used := make([]bool, len(waiting))
 	taken := map[int]bool{}
-	var admitted, queued []int // positions in waiting
+	var admitted []int // positions in waiting
 	admit := func(i, idx int) {
 		used[i], taken[idx] = true, true
 		admitted = append(admitted, i)
 		assigned = append(assigned, idx)
 	}
-	for i, w := range waiting {
-		if len(admitted) == n {
-			break
-		}
-		if idx, ok := was[w.Alloc]; ok && idx >= 0 && idx < maxP && !held[idx] && !taken[idx] {
-			admit(i, idx)
+	for depth := 0; depth <= 2; depth++ {
+		for i, w := range waiting {
+			if len(admitted) == n {
+				break
+			}
+			if p, ok := was[w.Alloc]; ok && p.depth == depth && p.idx >= 0 && p.idx < maxP && !held[p.idx] && !taken[p.idx] && !used[i] {
+				admit(i, p.idx)
+			}
 		}
 	}
 	for i := range waiting {
@@ -499,51 +515,55 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 		}
 		admit(i, free[k])
 	}
+	var first, second []int // positions in waiting, by position in next
 	if len(held) <= maxP {
-		// The held indices first (their releases come first), then the
-		// ones just assigned: the waiter queued on one of those is told
-		// by the waiter admitted to it, once that one has taken the slot,
-		// replaced its allocation and released it (the summary naming
-		// the admitted waiter's successor in advance: the summary after
-		// the take comes a whole SummaryEvery later, often after the
-		// release).
-		var heldIdx []int
 		for i := 0; i < maxP; i++ {
 			if held[i] {
-				heldIdx = append(heldIdx, i)
+				next = append(next, i)
 			}
 		}
-		heldIdx = append(heldIdx, assigned...)
-		queuedOn := map[int]bool{}
-		for _, h := range heldIdx {
+		next = append(next, assigned...)
+		// claim gives queue place k of index h to the waiter prev had
+		// closest to the head of h's queue (at depth >= from), if any.
+		claim := func(h, from int) int {
+			best, bestDepth := -1, 3
 			for i, w := range waiting {
-				if p, ok := was[w.Alloc]; ok && p == h && !used[i] {
-					used[i], queuedOn[h] = true, true
-					queued = append(queued, i)
-					next = append(next, h)
-					break
+				if p, ok := was[w.Alloc]; ok && !used[i] && p.idx == h && p.depth >= from && p.depth < bestDepth {
+					best, bestDepth = i, p.depth
 				}
 			}
+			return best
 		}
-		for _, h := range heldIdx {
-			if queuedOn[h] {
-				continue
+		fill := func() int { return slices.Index(used, false) }
+		for k, h := range next {
+			i := claim(h, 1)
+			if i < 0 {
+				i = fill()
 			}
-			i := slices.Index(used, false)
+			if i < 0 {
+				next = next[:k]
+				break
+			}
+			used[i] = true
+			first = append(first, i)
+		}
+		for _, h := range next {
+			i := claim(h, 2)
+			if i < 0 {
+				i = fill()
+			}
 			if i < 0 {
 				break
 			}
-			used[i], queuedOn[h] = true, true
-			queued = append(queued, i)
-			next = append(next, h)
+			used[i] = true
+			second = append(second, i)
 		}
 	}
 	order = make([]model.SummaryWaiter, 0, len(waiting))
-	for _, i := range admitted {
-		order = append(order, waiting[i])
-	}
-	for _, i := range queued {
-		order = append(order, waiting[i])
+	for _, part := range [][]int{admitted, first, second} {
+		for _, i := range part {
+			order = append(order, waiting[i])
+		}
 	}
 	for i, w := range waiting {
 		if !used[i] {
@@ -553,53 +573,73 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 	return order, assigned, next
 }
 
-// queuedByAlloc maps each waiter g queues on a held slot (Next) to that
-// slot's index.
-func queuedByAlloc(g *model.GroupSummary) map[string]int {
+// Queued is a waiter's place in a slot's queue: the slot's index, and
+// its depth (1: told by the slot's holder, or by the waiter admitted to
+// it; 2: told by the first of the queue, once that one took it and
+// released it).
+type Queued struct{ Index, Depth int }
+
+// queuedByAlloc maps each waiter g queues on a slot (Next) to its place.
+func queuedByAlloc(g *model.GroupSummary) map[string]Queued {
 	if g == nil || len(g.Next) == 0 {
 		return nil
 	}
-	out := make(map[string]int, len(g.Next))
+	out := make(map[string]Queued, 2*len(g.Next))
 	for j, idx := range g.Next {
 		if i := len(g.Assigned) + j; i < len(g.Waiting) {
-			out[g.Waiting[i].Alloc] = idx
+			out[g.Waiting[i].Alloc] = Queued{idx, 1}
+		}
+		if i := len(g.Assigned) + len(g.Next) + j; i < len(g.Waiting) {
+			out[g.Waiting[i].Alloc] = Queued{idx, 2}
 		}
 	}
 	return out
 }
 
-// HandedBy reports whether a release of slot index of group name by
-// holder is one that summary s queues a waiter on: s lists holder at the
-// index, or assigns the index to a waiter on node holder (whose take the
-// release ends).
-func HandedBy(s *model.RolloutSummary, name string, index int, holder string) bool {
+// TellsAt is the depth of the queue of slot index of group name, in
+// summary s, whose waiter a release of that slot by node teller admits
+// (0: none): 1 when s lists teller holding the index, or assigns the index
+// to a waiter on teller; 2 when teller is the first of the index's queue
+// (it took the slot after s was written, and released it since).
+func TellsAt(s *model.RolloutSummary, name string, index int, teller string) int {
 	if s == nil || s.Groups[name] == nil {
-		return false
+		return 0
 	}
 	g := s.Groups[name]
 	for _, sl := range g.Slots {
-		if sl.Index == index {
-			return sl.Holder == holder
+		if sl.Index == index && sl.Holder == teller {
+			return 1
 		}
 	}
 	for i, idx := range g.Assigned {
-		if idx == index && i < len(g.Waiting) {
-			return g.Waiting[i].Node == holder
+		if idx == index && i < len(g.Waiting) && g.Waiting[i].Node == teller {
+			return 1
 		}
 	}
-	return false
+	for j, idx := range g.Next {
+		if i := len(g.Assigned) + j; idx == index && i < len(g.Waiting) && g.Waiting[i].Node == teller {
+			return 2
+		}
+	}
+	return 0
 }
 
 // QueuedOn is the waiter summary s queues on slot index of group name
-// (GroupSummary.Next), if any: who a holder releasing that slot tells.
-func QueuedOn(s *model.RolloutSummary, name string, index int) (model.SummaryWaiter, bool) {
-	if s == nil || s.Groups[name] == nil {
+// that a release of the slot by node teller admits (TellsAt): who the
+// releasing node tells.
+func QueuedOn(s *model.RolloutSummary, name string, index int, teller string) (model.SummaryWaiter, bool) {
+	depth := TellsAt(s, name, index, teller)
+	if depth == 0 {
 		return model.SummaryWaiter{}, false
 	}
 	g := s.Groups[name]
-	for j, idx := range g.Next {
-		if i := len(g.Assigned) + j; idx == index && i < len(g.Waiting) {
-			return g.Waiting[i], true
+	for a, q := range queuedByAlloc(g) {
+		if q.Index == index && q.Depth == depth {
+			for _, w := range g.Waiting {
+				if w.Alloc == a {
+					return w, true
+				}
+			}
 		}
 	}
 	return model.SummaryWaiter{}, false
@@ -631,9 +671,9 @@ func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
 	return assignedByAlloc(s.Groups[name])
 }
 
-// queuedSlots are the held slot indices the summary of record d queues
-// waiters of group name on, by allocation ID (nil when none).
-func (f *Facts) queuedSlots(d *model.Deployment, name string) map[string]int {
+// queuedSlots are the places the summary of record d queues waiters of
+// group name at, by allocation ID (nil when none).
+func (f *Facts) queuedSlots(d *model.Deployment, name string) map[string]Queued {
 	s := f.Summary
 	if s == nil || s.DeploymentID != d.ID {
 		return nil
@@ -781,11 +821,7 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 			if mine[name+"\x00"+strconv.Itoa(sl.Index)] {
 				continue
 			}
-			key := wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index)
-			if h, ok := f.Released[key]; ok && h == sl.Holder {
-				continue // its holder told this node of its release (HandoffProtocol)
-			}
-			out = append(out, Slot{Key: key,
+			out = append(out, Slot{Key: wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index),
 				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, Group: name, Index: sl.Index, Holder: sl.Holder}})
 		}
 	}
