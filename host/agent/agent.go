@@ -742,6 +742,10 @@ type Status struct {
 	HandoffsSent  uint64 `json:"handoffs_sent,omitempty"`
 	HandoffsHeard uint64 `json:"handoffs_heard,omitempty"`
 	HandoffTakes  uint64 `json:"handoff_takes,omitempty"`
+	// HandoffWaitMS sums, over the takes made on a hint, the time from
+	// the hint's arrival to the take's Create (this node's pass and its
+	// rollout writer ahead of it).
+	HandoffWaitMS float64 `json:"handoff_wait_ms,omitempty"`
 	// DeploymentErrors are the errors of the last deployment writes.
 	DeploymentErrors []string `json:"deployment_errors,omitempty"`
 	// Orphaned are job keys whose key vanished while allocations run.

@@ -447,12 +447,22 @@ func BenchmarkFleetRollout(b *testing.B) {
 			b.ReportMetric(float64(srv.NumSlowConsumers()), "slow-consumers")
 		}
 		var foreign, passes, most, handSent, handTakes uint64
+		var handWait float64
+		var takeN, releaseN int
+		var takeMS, releaseMS float64
 		var busiest Status
 		for _, n := range f.nodes {
 			st := n.agent.Status()
 			foreign += st.ForeignWrites
 			handSent += st.HandoffsSent
 			handTakes += st.HandoffTakes
+			handWait += st.HandoffWaitMS
+			if w, ok := st.RolloutWrites["take"]; ok {
+				takeN, takeMS = takeN+int(w.Count), takeMS+w.TotalMS
+			}
+			if w, ok := st.RolloutWrites["release"]; ok {
+				releaseN, releaseMS = releaseN+int(w.Count), releaseMS+w.TotalMS
+			}
 			passes += st.Passes
 			if st.Passes > most {
 				most, busiest = st.Passes, st
@@ -463,6 +473,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 		// The slot handoff: release hints sent, and the takes made on one.
 		b.ReportMetric(float64(handSent), "handoffs-sent/rollout")
 		b.ReportMetric(float64(handTakes), "handoff-takes/rollout")
+		if handTakes > 0 {
+			b.ReportMetric(handWait/float64(handTakes), "handoff-hint-to-take-ms")
+		}
+		if takeN > 0 && releaseN > 0 {
+			benchLogf("slot writes, all agents: %d takes, %.0f ms each on average (Create and the record's re-read); %d releases and reclaims, %.0f ms each", takeN, takeMS/float64(takeN), releaseN, releaseMS/float64(releaseN))
+		}
 		b.ReportMetric(float64(passes)/float64(agents), "passes/agent")
 		b.ReportMetric(shares.max*100, "max-agent-pass-%")
 		b.ReportMetric(shares.median*100, "median-agent-pass-%")

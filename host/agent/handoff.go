@@ -10,10 +10,10 @@ import (
 )
 
 // The slot handoff (rollout.HandoffProtocol, docs/rollout.md "The rollout
-// summary"). A steward's summary queues a waiter on each held slot
+// summary"). A steward's summary queues waiters on each slot, two deep
 // (model.GroupSummary.Next). The holder that releases a slot, or the
-// steward that reclaims it, tells that waiter over core NATS; the waiter's
-// next pass counts the summary's slot as free and takes it, by
+// steward that reclaims it, tells the waiter next behind it over core
+// NATS; the waiter's next pass counts the slot as free and takes it, by
 // create-if-absent as every take (I5), without waiting for the summary
 // that shows it free (up to rollout.SummaryEvery later, and on a loaded
 // fleet a second or more). A hint is never stored and never trusted for
@@ -113,8 +113,10 @@ func (a *Agent) dropHint(key string) {
 }
 
 // handOff tells the waiter that the summary s (the one the release was
-// decided on) queues on slot sl that it is released. A waiter on this
-// node is told directly.
+// decided on) queues behind sl's holder on its slot that the slot is
+// released (rollout.QueuedOn: the first of the slot's queue behind the
+// holder s lists or admits there, the second behind the first). A waiter
+// on this node is told directly.
 func (a *Agent) handOff(s *model.RolloutSummary, sl rollout.Slot) {
 	if s == nil || s.DeploymentID == "" {
 		return

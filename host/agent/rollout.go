@@ -1159,6 +1159,9 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	a.mu.Unlock()
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	a.mu.Lock()
+	hint, hinted := a.released[t.Key]
+	a.mu.Unlock()
 	until := a.cfg.Now().Add(ttl) // counted from before the Create: never later than the server's
 	rev, err := a.cfg.Deployments.TakeSlot(tctx, t.Key, t.Slot, ttl)
 	if errors.Is(err, fleet.ErrSlotTaken) {
@@ -1182,13 +1185,15 @@ func (a *Agent) takeSlot(ctx context.Context, t rollout.Take) (bool, error) {
 	}
 	a.mu.Lock()
 	a.slotsHeld[t.Key] = heldSlot{s: rollout.Slot{Key: t.Key, Revision: rev, Time: a.serverNow(a.cfg.Now()), Slot: t.Slot}, until: until}
-	_, handed := a.released[t.Key]
-	if handed {
-		delete(a.released, t.Key)
+	delete(a.released, t.Key)
+	if t.Handoff {
 		a.status.HandoffTakes++
+		if hinted {
+			a.status.HandoffWaitMS += float64(until.Add(-ttl).Sub(hint.at).Microseconds()) / 1000
+		}
 	}
 	a.mu.Unlock()
-	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank, "handoff", handed)
+	a.log.Info("update slot taken", "job", t.Slot.JobID, "slot", t.Key, "old_alloc", t.Slot.OldAlloc, "new_alloc", t.Slot.NewAlloc, "rank", t.Rank, "handoff", t.Handoff)
 	return true, nil
 }
 

@@ -27,6 +27,9 @@ type Take struct {
 	TTL   time.Duration   `json:"ttl"`
 	Entry reconcile.Entry `json:"entry"`
 	Rank  int             `json:"rank"`
+	// Handoff: taken on a release hint, as queued on the slot by the
+	// summary (HandoffProtocol), not as admitted by it.
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // Held is a plan entry this node does not act on now, and why.

@@ -126,7 +126,7 @@ func TestAWaiterQueuedOnASlotTakesItOnceToldOfItsRelease(t *testing.T) {
 		}
 		f.Released = map[string]string{key0: holders[0].Node}
 		got := Decide(f).Takes
-		if len(got) != 1 || got[0].Key != key0 || got[0].Slot.OldAlloc != q0.Alloc {
+		if len(got) != 1 || got[0].Key != key0 || got[0].Slot.OldAlloc != q0.Alloc || !got[0].Handoff {
 			t.Fatalf("queued on slot 0 and told of its release: takes %+v, want %s", got, key0)
 		}
 		f2 := w.ownOnly(t, q0.Node, s2)

@@ -268,7 +268,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				continue
 			}
 			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
-			idx, ok := -1, r >= 0 && r < nfree
+			idx, ok, handoff := -1, r >= 0 && r < nfree, false
 			if ok {
 				idx = free[r]
 			}
@@ -289,7 +289,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: queued on slot %d (place %d) by the steward's summary, not released yet", q.Index, q.Depth)})
 					continue
 				}
-				idx, ok = q.Index, true
+				idx, ok, handoff = q.Index, true, true
 			} else if assigned != nil {
 				// Only a waiter its own view still counts (r >= 0: live,
 				// ready, eligible, not already holding for it) tries.
@@ -323,7 +323,7 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				Key: wanted.SlotKey(d.Namespace, d.JobID, name, idx),
 				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, JobVersion: d.JobVersion, DeploymentID: d.ID,
 					Group: name, Index: idx, Holder: f.Self, BootID: f.BootID, OldAlloc: e.AllocID, NewAlloc: e.NewAllocID, Nonce: f.Nonce},
-				TTL: SlotTTL(g), Entry: e, Rank: r,
+				TTL: SlotTTL(g), Entry: e, Rank: r, Handoff: handoff,
 			})
 		}
 	}
