@@ -308,8 +308,10 @@ func TestAStewardAsksTheCompletionVerdictOnChangesAndOnItsClockNotPerPass(t *tes
 // An idle deputy of a job's steward decides the job again at most each
 // deputyEvery when only other nodes' allocations changed, and then does
 // decide it: twenty changes of another node's allocation 25 ms apart cost
-// it at most a few decisions (one per deputyEvery, and two more). Control:
-// the steward, which acts on such changes, decides on them as they come.
+// it at most a few decisions (one per deputyEvery, and two more). The
+// steward, with the slot handoff in force (every node at protocol 5),
+// decides such changes at most each stewardEvery: more often than the
+// deputy (it acts on them), and it too decides the last one.
 func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T) {
 	w := newWorld(t)
 	var nodes []*node
@@ -323,25 +325,25 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 		d := w.deployment("", "web", 0)
 		return d != nil && d.Status == model.DeploymentSuccessful
 	})
-	idleDeputy := func(n *node) bool {
+	every := func(n *node) time.Duration {
 		n.agent.passMu.Lock()
 		defer n.agent.passMu.Unlock()
-		_, ok := n.agent.deputyLast["default.web"]
-		return ok
+		return n.agent.deputyLast["default.web"].every
 	}
 	var deputy, steward *node
 	testutil.Eventually(t, 10*time.Second, "two idle deputies and a steward", func() bool {
 		deputy, steward = nil, nil
 		deputies := 0
 		for _, n := range nodes {
-			if idleDeputy(n) {
+			switch every(n) {
+			case deputyEvery:
 				deputies++
 				deputy = n
-			} else {
+			case stewardEvery:
 				steward = n
 			}
 		}
-		return deputies == 2
+		return deputies == 2 && steward != nil
 	})
 	// A finished allocation of the job on a node that left the fleet,
 	// written again and again: a change of another node's allocation,
@@ -359,14 +361,20 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	}
 	lastPut := time.Now().Add(-25 * time.Millisecond)
 	took := time.Since(start)
-	// Under load the steward's passes coalesce changes: a few decisions
-	// are enough to show the changes were delivered and decided.
+	// Under load the steward's passes coalesce changes further: two
+	// decisions are enough to show the changes were delivered and decided.
 	testutil.Eventually(t, 5*time.Second, "the steward's decisions of the changes", func() bool {
-		return steward.agent.Status().LocalPlans-sBefore >= 4
+		return steward.agent.Status().LocalPlans-sBefore >= 2
 	})
-	dAfter := deputy.agent.Status().LocalPlans
+	testutil.Eventually(t, 10*stewardEvery, "the steward's decision after the last change", func() bool {
+		return deputyDecidedSince(steward, lastPut)
+	})
+	dAfter, sAfter := deputy.agent.Status().LocalPlans, steward.agent.Status().LocalPlans
 	if most := uint64(took/deputyEvery) + 2; dAfter-dBefore > most {
 		t.Fatalf("the idle deputy decided the job %d times in %s of other nodes' changes (at most %d)", dAfter-dBefore, took.Round(time.Millisecond), most)
+	}
+	if most := uint64(time.Since(start)/stewardEvery) + 2; sAfter-sBefore > most {
+		t.Fatalf("the steward decided the job %d times in %s of other nodes' changes (at most %d)", sAfter-sBefore, time.Since(start).Round(time.Millisecond), most)
 	}
 	// The last change is not lost: the deputy decides it at its next
 	// turn. The wait allows for a loaded machine (it once took over 3

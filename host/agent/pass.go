@@ -316,11 +316,12 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(deputyEvery)) {
+		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(d.every)) {
 			// An idle deputy (below) whose job moved only in other nodes'
 			// allocations or slots since it last decided, less than
-			// deputyEvery ago: it decides again then.
-			at := d.at.Add(deputyEvery)
+			// deputyEvery ago (a steward under the handoff: stewardEvery):
+			// it decides again then.
+			at := d.at.Add(d.every)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
 				a.wakeFor(k, at.Sub(now), "timer: a deputy's next decision")
@@ -426,10 +427,17 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// otherwise at most each deputyEvery (above): a duty is seen
 		// overdue at most that much later.
 		planEmpty := len(plan.Place)+len(plan.Update)+len(plan.Stop)+len(plan.Migrate) == 0
-		if dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && len(jobErrs) == 0 && planEmpty &&
-			len(dec.Held) == 0 && work.empty() && dec.Disruption == "" {
-			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now}
-		} else {
+		//
+		// The steward itself, while the slot handoff is in force, decides
+		// other nodes' allocation and slot changes at most each
+		// stewardEvery (its work of this pass is queued as ever).
+		idle := len(jobErrs) == 0 && planEmpty && len(dec.Held) == 0 && dec.Disruption == ""
+		switch {
+		case idle && dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && work.empty():
+			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: deputyEvery}
+		case idle && dec.StewardRank == 0 && dec.Record != nil && a.fleetLevel >= rollout.HandoffProtocol:
+			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: stewardEvery}
+		default:
 			delete(a.deputyLast, k)
 		}
 		settled := len(jobErrs) == 0 && planEmpty &&

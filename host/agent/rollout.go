@@ -73,11 +73,28 @@ const verdictEvery = time.Second
 // changed (pass).
 const deputyEvery = rollout.DeputyStep / 4
 
-// deputyDecision is an idle deputy's last decision of a job: its
-// signature without the other nodes' allocations and slots, and when.
+// stewardEvery is how often at most a steward with nothing of its own to
+// do (no update of its own, nothing held) decides its job again when only
+// other nodes' allocations or slots changed, while the slot handoff is in
+// force (every live node at rollout.HandoffProtocol). Admission then no
+// longer waits for the steward: a released slot's queued waiter is told
+// by its holder. What the steward derives from those changes (a summary,
+// written at most once a second after rollout.SummarySettle; the
+// coalesced progress; the completion verdict; the reclaim of a slot whose
+// holder has not released it) may come that much later. With the handoff
+// a rollout's takes and releases no longer come in waves a summary apart
+// but one by one, and a steward deciding at each of them passed twice as
+// often as before (57-79 passes a second at 300 agents against 33-36, 6-8 %
+// of a core against 3 %: BENCHMARKS.md, "The slot handoff").
+const stewardEvery = 200 * time.Millisecond
+
+// deputyDecision is an idle deputy's (or a handoff steward's) last
+// decision of a job: its signature without the other nodes' allocations
+// and slots, when, and how long a change of those alone waits.
 type deputyDecision struct {
 	quiet uint64
 	at    time.Time
+	every time.Duration
 }
 
 // verdictAlone reports whether w's only write is the completion verdict.
