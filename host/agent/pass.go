@@ -274,7 +274,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			}
 		}
 		own := a.ownOf(k)
-		others, othersSig := a.index.othersOf(view, k)
+		othersSig := a.index.othersSig(k) // the allocations themselves only when decided (below)
 		viewDeps, viewDepsSig := a.index.depsOf(view, k)
 		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
 		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
@@ -329,6 +329,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
+		others, _ := a.index.othersOf(view, k)
 		plan, err := a.plan(job, self, own, view, others, deps, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))
