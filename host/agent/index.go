@@ -25,7 +25,7 @@ type viewIndex struct {
 	gen    uint64
 	self   uint64                         // this node's record (nodeSig), as of gen
 	nodes  uint64                         // counts the changes of the node set a reconcile reads (heartbeats are not)
-	others map[string]*otherAllocs         // job key → other nodes' allocations
+	others map[string]*otherAllocs        // job key → other nodes' allocations
 	deps   map[string]map[string]struct{} // job key → deployment keys
 }
 
