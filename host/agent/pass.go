@@ -436,7 +436,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		switch {
 		case idle && dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && work.empty():
 			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: deputyEvery}
-		case idle && dec.StewardRank == 0 && dec.Record != nil && a.fleetLevel >= rollout.HandoffProtocol:
+		case idle && dec.StewardRank == 0 && dec.Record != nil && a.fleetLevel >= rollout.HandoffProtocol && clocksStarted(dec.Record.D):
 			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: stewardEvery}
 		default:
 			delete(a.deputyLast, k)
@@ -565,6 +565,22 @@ func (a *Agent) declarationWaiting() bool {
 		}
 	}
 	return false
+}
+
+// clocksStarted reports whether every group of record d with a progress
+// deadline has its progress clock started (T6): until then the steward
+// decides other nodes' changes at once, so the clock starts with the first
+// slot taken, not up to stewardEvery after it.
+func clocksStarted(d *model.Deployment) bool {
+	if d == nil {
+		return false
+	}
+	for _, st := range d.TaskGroups {
+		if st != nil && st.ProgressDeadline > 0 && st.RequireProgressBy.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // mix spreads a number over 64 bits (splitmix64's finaliser), so that sums
