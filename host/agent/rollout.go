@@ -76,7 +76,9 @@ const deputyEvery = rollout.DeputyStep / 4
 // stewardEvery is how often at most a steward with nothing of its own to
 // do (no update of its own, nothing held) decides its job again when only
 // other nodes' allocations or slots changed, while the slot handoff is in
-// force (every live node at rollout.HandoffProtocol). Admission then no
+// force (every live node at rollout.HandoffProtocol) and every group's
+// progress clock has started (clocksStarted: T6 starts it with the first
+// slot taken, at once). Admission then no
 // longer waits for the steward: a released slot's queued waiter is told
 // by its holder. What the steward derives from those changes (a summary,
 // written at most once a second after rollout.SummarySettle; the
