@@ -28,23 +28,23 @@ type releaseHints interface {
 	SubscribeReleased(node string, fn func(model.SlotReleased)) (stop func(), err error)
 }
 
-// releasedHint is a release this node was told of.
+// releasedHint is a release this node was told of: the holder whose take
+// was released, and when the hint came.
 type releasedHint struct {
-	holder, job string // the holder whose take was released; the job key
-	at          time.Time
+	holder string
+	at     time.Time
 }
 
-// releasedHintTTL is how long a hint is kept without a summary that drops
-// it (a summary that no longer shows the holder at the key does): past a
-// few summaries the steward has seen the release, or the slot is held
-// again.
+// releasedHintTTL is how long a hint not taken (nor refused) is kept:
+// past a few summaries the steward has seen the release and a summary
+// shows the slot free, or the slot is held again.
 const releasedHintTTL = 5 * rollout.SummaryEvery
 
 // listenReleases subscribes to this node's release hints; the returned
 // function ends the subscription.
 func (a *Agent) listenReleases() func() {
 	h, ok := a.cfg.Deployments.(releaseHints)
-	if !ok || a.cfg.Deployments == nil {
+	if !ok {
 		return func() {}
 	}
 	stop, err := h.SubscribeReleased(a.nodeID, a.onReleased)
@@ -60,10 +60,9 @@ func (a *Agent) onReleased(r model.SlotReleased) {
 	if !strings.HasPrefix(r.Key, wanted.SlotPrefix(r.Namespace, r.JobID)) || r.Holder == "" {
 		return
 	}
-	jobKey := wanted.JobKey(r.Namespace, r.JobID)
 	a.mu.Lock()
-	a.released[r.Key] = releasedHint{holder: r.Holder, job: jobKey, at: a.cfg.Now()}
-	a.ownDirty[jobKey] = true
+	a.released[r.Key] = releasedHint{holder: r.Holder, at: a.cfg.Now()}
+	a.ownDirty[wanted.JobKey(r.Namespace, r.JobID)] = true
 	a.status.HandoffsHeard++
 	a.mu.Unlock()
 	a.KickFor("kick: a slot released to this node")
@@ -85,14 +84,11 @@ func (a *Agent) releasedFor(job *model.Job) (map[string]string, uint64) {
 	var out map[string]string
 	var sig uint64
 	for k, h := range a.released {
-		if !strings.HasPrefix(k, prefix) {
-			if now.Sub(h.at) > releasedHintTTL {
-				delete(a.released, k)
-			}
-			continue
-		}
 		if now.Sub(h.at) > releasedHintTTL {
 			delete(a.released, k)
+			continue
+		}
+		if !strings.HasPrefix(k, prefix) {
 			continue
 		}
 		if out == nil {

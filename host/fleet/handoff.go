@@ -19,10 +19,7 @@ func (s *Store) ReleasedSubject(node string) (string, error) {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	if !wanted.ValidToken(node) {
-		return "", fmt.Errorf("node ID %q cannot be a NATS subject token", node)
-	}
-	return p + ".released." + node, nil
+	return wanted.NodeSubject(p, "released", node)
 }
 
 // NotifyReleased tells node that a slot was released (the handoff of

@@ -74,16 +74,9 @@ type Reply struct {
 // Subject is the subject on which the agent of nodeID serves log requests.
 func Subject(prefix, nodeID string) (string, error) { return nodeSubject(prefix, "logs", nodeID) }
 
-// nodeSubject is <prefix>.<service>.<node_id>, once prefix and node ID are
-// each one valid subject token.
+// nodeSubject is <prefix>.<service>.<node_id> (wanted.NodeSubject).
 func nodeSubject(prefix, service, nodeID string) (string, error) {
-	if !wanted.ValidToken(prefix) {
-		return "", fmt.Errorf("bucket prefix %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", prefix)
-	}
-	if !wanted.ValidToken(nodeID) {
-		return "", fmt.Errorf("node ID %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", nodeID)
-	}
-	return prefix + "." + service + "." + nodeID, nil
+	return wanted.NodeSubject(prefix, service, nodeID)
 }
 
 // nameRE is what allocation IDs and task names can be (host/model's rule

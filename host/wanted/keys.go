@@ -25,6 +25,19 @@ import (
 //	              down.<node_id>.<nodes-revision>               (loss verdicts)
 //	              sum.<namespace>.<job_id>                      (rollout summaries: one writer, the steward)
 
+// NodeSubject is the core NATS subject <prefix>.<service>.<node_id> on
+// which one node is reached (its logs, its allocations' details, a slot's
+// release hint), once prefix and node ID are each one valid token.
+func NodeSubject(prefix, service, nodeID string) (string, error) {
+	if !ValidToken(prefix) {
+		return "", fmt.Errorf("bucket prefix %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", prefix)
+	}
+	if !ValidToken(nodeID) {
+		return "", fmt.Errorf("node ID %q cannot be a NATS subject token (allowed: letters, digits, '-', '_', '=', '/')", nodeID)
+	}
+	return prefix + "." + service + "." + nodeID, nil
+}
+
 // ValidToken reports whether s can be one token of a key.
 func ValidToken(s string) bool {
 	if s == "" {
