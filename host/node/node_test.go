@@ -180,8 +180,16 @@ func TestRegistrationRetriesThenHeartbeatsAndPokes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- hb.Run(ctx) }()
+	// The writer records a write before the heartbeater counts it and
+	// observes it: wait for all three.
+	settled := func() bool {
+		mu.Lock()
+		n := observed
+		mu.Unlock()
+		return w.count() >= 4 && hb.Status().Heartbeats >= 4 && n >= 7
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for w.count() < 4 && time.Now().Before(deadline) {
+	for !settled() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if w.count() < 4 {

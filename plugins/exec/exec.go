@@ -305,7 +305,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driver.TaskConfig) (*driver
 // mainPID is the task's own process: its keeper's child when it has one
 // (status.go), else the group leader.
 func (t *task) mainPID() int {
-	if t.status != "" {
+	if t.status != "" && !t.exit.Exited() {
 		if m := mainPID(t.pid); m > 0 {
 			return m
 		}
@@ -407,8 +407,10 @@ func exitResult(ps *os.ProcessState, err error) *driver.ExitResult {
 const errUnknownExit = "exit status unknown: the task exited while not a child of the exec driver (it was recovered after a plugin restart) and no status keeper recorded it"
 
 // RecoverTask takes back a task from its handle if its PID still belongs to
-// the process started at the recorded tick; its exit will be seen but its
-// exit status will be unknown (see the package comment).
+// the process started at the recorded tick (its exit is then read from its
+// status keeper's file when it comes, or is unknown without one: see the
+// package comment), or as already exited if it ended while the plugin was
+// down and its keeper recorded how.
 func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if h == nil || h.Driver != Name || h.Version != handleVersion {
 		return fmt.Errorf("recovering exec task: not an exec handle of version %d", handleVersion)
@@ -420,11 +422,28 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 	if _, err := d.tasks.Get(h.TaskID); err == nil {
 		return nil
 	}
-	if !proc.Same(st.PID, st.StartTicks) {
-		return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
-			h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
-	}
 	t := &task{id: h.TaskID, pid: st.PID, startTicks: st.StartTicks, startedAt: h.StartedAt, status: st.Status}
+	if !proc.Same(st.PID, st.StartTicks) {
+		// Gone while no plugin watched it (the plugin was down when the
+		// task ended, e.g. a stop's trap that finished during the
+		// relaunch). Its keeper wrote how it ended: the task is taken
+		// back as exited with that status, so a stop retried on the
+		// relaunched plugin, a wait and an inspect see the exit instead
+		// of an unknown task. The file is kept (a later relaunch reads it
+		// again; it goes with the allocation directory). No group is
+		// signalled: its ID may belong to another process by now.
+		res, ok := readStatus(st.Status)
+		if !ok {
+			return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
+				h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
+		}
+		if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
+			return nil
+		}
+		t.exit.Finish(res)
+		d.emit(t, "exited")
+		return nil
+	}
 	if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
 		return nil // a concurrent RecoverTask took it back
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	osexec "os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -528,6 +529,72 @@ func TestTheAllowRootOptionComesFromTheAgentsEnvironment(t *testing.T) {
 		})
 		if (err != nil) != c.bad || o.AllowRoot != c.want {
 			t.Errorf("%s=%q: %+v, %v", EnvAllowRoot, c.env, o, err)
+		}
+	}
+}
+
+// A task that ended while no plugin watched it (its keeper wrote its
+// status, then the plugin relaunched) is recovered as exited with that
+// status: a stop retried on the relaunched plugin, a wait and an inspect
+// see its exit, not an unknown task. Control: with no status written, the
+// gone process cannot be recovered.
+func TestATaskThatEndedWhileThePluginWasDownIsRecoveredExited(t *testing.T) {
+	ctx := context.Background()
+	gone := osexec.Command("/bin/sh", "-c", "exit 0")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := gone.Process.Pid
+	ticks, err := proc.StartTicks(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	status := filepath.Join(t.TempDir(), "status")
+	handle := func() *driver.TaskHandle {
+		raw, _ := json.Marshal(state{PID: pid, StartTicks: ticks, Status: status})
+		return &driver.TaskHandle{Version: handleVersion, TaskID: "ended", Driver: Name, DriverState: raw}
+	}
+	// Control: the keeper wrote nothing (killed from outside).
+	if err := os.WriteFile(status, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := asTheTestsUser().RecoverTask(ctx, handle()); !errors.Is(err, driver.ErrTaskNotFound) {
+		t.Fatalf("recover of a gone process with no status: %v, want ErrTaskNotFound", err)
+	}
+	for _, c := range []struct {
+		written      string
+		code, signal int
+	}{{"3\n", 3, 0}, {"143\n", 143, 15}} {
+		if err := os.WriteFile(status, []byte(c.written), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fresh := asTheTestsUser()
+		if err := fresh.RecoverTask(ctx, handle()); err != nil {
+			t.Fatalf("recover of a task whose keeper wrote %q: %v", c.written, err)
+		}
+		st, err := fresh.InspectTask(ctx, "ended")
+		if err != nil || st.State != driver.TaskStateExited || st.ExitResult == nil ||
+			st.ExitResult.ExitCode != c.code || st.ExitResult.Signal != c.signal || st.Attributes["pid"] != strconv.Itoa(pid) {
+			t.Fatalf("recovered %q: %+v %v", c.written, st, err)
+		}
+		if r := waitExit(t, fresh, "ended", 5*time.Second); r.ExitCode != c.code || r.Signal != c.signal || r.Err != "" {
+			t.Fatalf("wait on the recovered %q: %+v", c.written, r)
+		}
+		if err := fresh.StopTask(ctx, "ended", time.Second, ""); err != nil {
+			t.Fatalf("stop of the recovered %q: %v", c.written, err)
+		}
+		if err := fresh.RecoverTask(ctx, handle()); err != nil {
+			t.Fatalf("recovering again: %v", err)
+		}
+		if err := fresh.DestroyTask(ctx, "ended", false); err != nil {
+			t.Fatalf("destroy of the recovered %q: %v", c.written, err)
+		}
+		// The file stays for a later relaunch.
+		if b, err := os.ReadFile(status); err != nil || string(b) != c.written {
+			t.Fatalf("status file after the recovery: %q %v", b, err)
 		}
 	}
 }
