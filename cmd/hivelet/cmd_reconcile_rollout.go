@@ -34,6 +34,14 @@ type rolloutFixture struct {
 	Nodes   []rollout.Node      `json:"nodes"`
 	Slots   []rollout.Slot      `json:"slots"`
 	Now     time.Time           `json:"now"`
+	// Narrow, OwnSlotsOnly, Summary and Released are a narrowed node's
+	// view (rollout.Facts): its own allocations and slots only, the
+	// admission order from the job's rollout summary, and the slot
+	// releases it was told of (the handoff, protocol 5).
+	Narrow       bool                  `json:"narrow,omitempty"`
+	OwnSlotsOnly bool                  `json:"own_slots_only,omitempty"`
+	Summary      *model.RolloutSummary `json:"summary,omitempty"`
+	Released     map[string]string     `json:"released,omitempty"`
 	// NodeTTL defaults to 30s; SinceSeen (how long the version was seen
 	// without a record) to rollout.CreateMax, so a creator's rank delay
 	// has passed unless the fixture says otherwise.
@@ -70,7 +78,8 @@ type rolloutOutput struct {
 func (fx *rolloutFixture) facts() rollout.Facts {
 	f := rollout.Facts{Self: fx.Self, BootID: fx.BootID, Job: fx.Job, Records: fx.Records, Allocs: fx.Allocs,
 		Nodes: fx.Nodes, Slots: fx.Slots, Now: fx.Now, NodeTTL: fx.NodeTTL.D(), ReconnectedAt: fx.ReconnectedAt,
-		SinceSeen: rollout.CreateMax, InPlace: fx.InPlace, FailedHere: fx.FailedHere, Nonce: fx.Nonce}
+		SinceSeen: rollout.CreateMax, InPlace: fx.InPlace, FailedHere: fx.FailedHere, Nonce: fx.Nonce,
+		Narrow: fx.Narrow, OwnSlotsOnly: fx.OwnSlotsOnly, Summary: fx.Summary, Released: fx.Released}
 	if f.NodeTTL <= 0 {
 		f.NodeTTL = 30 * time.Second
 	}

@@ -111,6 +111,33 @@ func TestEachRolloutFixtureShowsWhatItsCommentSays(t *testing.T) {
 			},
 		},
 		{
+			// The handoff (protocol 5): the summary lists slot 0 held by
+			// n1 and queues n10 on it; n1 told n10 of its release.
+			name: "handoff-take",
+			check: func(t *testing.T, out *rolloutOutput) {
+				d := out.Decision
+				if len(d.Takes) != 1 || d.Takes[0].Key != "slot.default.web.g.0" || !d.Takes[0].Handoff ||
+					d.Takes[0].Slot.Holder != "n10" || d.Takes[0].Slot.OldAlloc != "a-n10" {
+					t.Fatalf("takes = %+v, want slot 0 taken on the hint", d.Takes)
+				}
+				if got := heldReasons(d); len(got) != 0 {
+					t.Fatalf("held = %v", got)
+				}
+			},
+			// Control: without the hint the queued node waits for the
+			// next summary, and says where it is queued.
+			control: func(fx *rolloutFixture) { fx.Released = nil },
+			after: func(t *testing.T, out *rolloutOutput) {
+				d := out.Decision
+				if len(d.Takes) != 0 {
+					t.Fatalf("a take without the release hint: %+v", d.Takes)
+				}
+				if got := heldReasons(d); len(got) != 1 || !strings.Contains(got[0], "queued on slot 0") {
+					t.Fatalf("held = %v", got)
+				}
+			},
+		},
+		{
 			name: "reclaim-lost-holder",
 			check: func(t *testing.T, out *rolloutOutput) {
 				d := out.Decision
