@@ -709,12 +709,38 @@ func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []st
 		rankings = append(rankings, rollout.RankedNodes(rollout.RankingKey(fleetJob(v, nil).Namespace, "web", v), ids))
 	}
 	for _, e := range each[:min(5, len(each))] {
-		c.top += fmt.Sprintf(" %s %.2f%% (v1/v2/v3 rank %d/%d/%d)", e.id, e.share*100,
-			slices.Index(rankings[0], e.id), slices.Index(rankings[1], e.id), slices.Index(rankings[2], e.id))
+		c.top += fmt.Sprintf(" %s %.2f%% (v1/v2/v3 rank %d/%d/%d; %s)", e.id, e.share*100,
+			slices.Index(rankings[0], e.id), slices.Index(rankings[1], e.id), slices.Index(rankings[2], e.id), f.passCauses(e.id, 3))
 	}
 	slices.Sort(all)
 	c.median, c.p90, c.p99 = all[len(all)/2], all[len(all)*9/10], all[len(all)*99/100]
 	return c
+}
+
+// passCauses is node id's pass count over the run and its n most frequent
+// causes.
+func (f *testFleet) passCauses(id string, n int) string {
+	for _, nd := range f.nodes {
+		if nd.id != id {
+			continue
+		}
+		st := nd.agent.Status()
+		type cause struct {
+			why string
+			n   uint64
+		}
+		var cs []cause
+		for why, k := range st.PassCauses {
+			cs = append(cs, cause{why, k})
+		}
+		slices.SortFunc(cs, func(a, b cause) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.why, b.why)) })
+		out := fmt.Sprintf("%d passes, %d job decisions", st.Passes, st.Decisions)
+		for _, c := range cs[:min(n, len(cs))] {
+			out += fmt.Sprintf(", %s %d", c.why, c.n)
+		}
+		return out
+	}
+	return ""
 }
 
 func (c cpuShares) String() string {

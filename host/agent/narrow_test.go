@@ -384,6 +384,75 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	})
 }
 
+// A node that watches a job's allocations only for its next version's sake
+// (one of that version's first nodes: aheadJobs) and whose allocation waits
+// in the rollout in force (here for the one slot, held for a minute)
+// decides other nodes' changes at most each stewardEvery, and does decide
+// the last one: twenty changes of another node's allocation 25 ms apart cost
+// it a few decisions, not twenty (at 1,000 agents such a node was the
+// fleet's costliest, deciding the whole rollout on every allocation's
+// change).
+func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *testing.T) {
+	w := newWorld(t)
+	var nodes []*node
+	for i := range 8 {
+		n := w.newNodeResync(fmt.Sprintf("n%d", i+1), nil, "", time.Hour)
+		defer n.stop(true)
+		nodes = append(nodes, n)
+	}
+	w.putJob(mockJob("web", 0, nil))
+	testutil.Eventually(t, 20*time.Second, "v0 successful", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	v1 := mockJob("web", 1, nil)
+	v1.Groups[0].Tasks[0].Env = map[string]string{"V": "1"} // a destructive update
+	// The first node admitted holds the one slot for a minute: the
+	// others wait for it.
+	v1.Groups[0].Update.MinHealthyTime = model.Duration(time.Minute)
+	v1.Groups[0].Update.HealthyDeadline = model.Duration(2 * time.Minute)
+	v1.Groups[0].Update.ProgressDeadline = model.Duration(5 * time.Minute)
+	w.putJob(v1)
+	aheadWaiting := func(n *node) bool {
+		n.agent.passMu.Lock()
+		defer n.agent.passMu.Unlock()
+		d, ok := n.agent.deputyLast["default.web"]
+		return n.agent.aheadJobs["default.web"] && ok && d.every == stewardEvery
+	}
+	var ahead *node
+	testutil.Eventually(t, 10*time.Second, "a waiter watching for v2's sake", func() bool {
+		for _, n := range nodes {
+			if aheadWaiting(n) {
+				ahead = n
+				return true
+			}
+		}
+		return false
+	})
+	other := w.store.ForNode("gone")
+	start := time.Now()
+	before := ahead.agent.Status().LocalPlans
+	for i := range 20 {
+		a := &model.Allocation{ID: "old-alloc", NodeID: "gone", Namespace: "default", JobID: "web", TaskGroup: "g",
+			DesiredStatus: model.DesiredStop, ClientStatus: model.ClientComplete, ModifyTime: time.Now().Add(time.Duration(i))}
+		if _, err := other.PutAlloc(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	lastPut := time.Now().Add(-25 * time.Millisecond)
+	testutil.Eventually(t, 10*stewardEvery, "the ahead waiter's decision after the last change", func() bool {
+		return deputyDecidedSince(ahead, lastPut)
+	})
+	if decided, most := ahead.agent.Status().LocalPlans-before, uint64(time.Since(start)/stewardEvery)+2; decided > most {
+		t.Fatalf("%s, waiting and watching only for v2, decided the job %d times in %s of other nodes' changes (at most %d)",
+			ahead.id, decided, time.Since(start).Round(time.Millisecond), most)
+	}
+	if d := w.deployment("", "web", 1); d == nil || d.Status != model.DeploymentRunning {
+		t.Fatalf("v1's deployment is no longer running: %+v", d)
+	}
+}
+
 func deputyDecidedSince(n *node, t time.Time) bool {
 	n.agent.passMu.Lock()
 	defer n.agent.passMu.Unlock()

@@ -432,11 +432,24 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		// The steward itself, while the slot handoff is in force, decides
 		// other nodes' allocation and slot changes at most each
 		// stewardEvery (its work of this pass is queued as ever).
+		//
+		// A node watching the job only for its next version's sake (one of
+		// that version's first nodes: aheadJobs) whose allocations wait
+		// for a slot of the version in force watches every allocation of
+		// the job, so each one's change made it derive the whole rollout
+		// again: at 1,000 agents such a node decided its job 386 times in
+		// a rollout, the costliest agent of the fleet, more than the
+		// steward. It waits like any waiter: its admission also comes with
+		// a summary or a release hint (both in quiet: at once), and it
+		// decides other nodes' changes at most each stewardEvery.
 		idle := len(jobErrs) == 0 && planEmpty && len(dec.Held) == 0 && dec.Disruption == ""
 		switch {
 		case idle && dec.StewardRank > 0 && dec.StewardRank < rollout.StewardDepth && work.empty():
 			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: deputyEvery}
 		case idle && dec.StewardRank == 0 && dec.Record != nil && a.fleetLevel >= rollout.HandoffProtocol && clocksStarted(dec.Record.D):
+			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: stewardEvery}
+		case a.narrowing() && a.aheadJobs[k] && len(jobErrs) == 0 && work.empty() && len(dec.Due) == 0 &&
+			dec.Disruption == "" && waitsForSlots(plan, &dec):
 			a.deputyLast[k] = deputyDecision{quiet: quiet, at: now, every: stewardEvery}
 		default:
 			delete(a.deputyLast, k)
@@ -848,7 +861,7 @@ func summaryLists(s *model.RolloutSummary, node string) bool {
 // place, stop or migrate, and each update waiting for a summary that
 // lists this node.
 func waitsUnlisted(plan *reconcile.Plan, dec *rollout.Decision) bool {
-	if len(plan.Place)+len(plan.Stop)+len(plan.Migrate) != 0 || len(plan.Update) == 0 || len(dec.Held) != len(plan.Update) {
+	if !waitsForSlots(plan, dec) {
 		return false
 	}
 	for _, h := range dec.Held {
@@ -857,6 +870,13 @@ func waitsUnlisted(plan *reconcile.Plan, dec *rollout.Decision) bool {
 		}
 	}
 	return true
+}
+
+// waitsForSlots reports whether the plan's only work is updates and the
+// rollout core holds every one of them (a wait for an update slot, an
+// admission or a promotion).
+func waitsForSlots(plan *reconcile.Plan, dec *rollout.Decision) bool {
+	return len(plan.Place)+len(plan.Stop)+len(plan.Migrate) == 0 && len(plan.Update) > 0 && len(dec.Held) == len(plan.Update)
 }
 
 // fleetNodesMemo is the node part of the last whole-fleet plan's input of
