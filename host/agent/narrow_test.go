@@ -348,18 +348,9 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 	// A finished allocation of the job on a node that left the fleet,
 	// written again and again: a change of another node's allocation,
 	// which asks nothing of anyone.
-	other := w.store.ForNode("gone")
 	start := time.Now()
 	dBefore, sBefore := deputy.agent.Status().LocalPlans, steward.agent.Status().LocalPlans
-	for i := range 20 {
-		a := &model.Allocation{ID: "old-alloc", NodeID: "gone", Namespace: "default", JobID: "web", TaskGroup: "g",
-			DesiredStatus: model.DesiredStop, ClientStatus: model.ClientComplete, ModifyTime: time.Now().Add(time.Duration(i))}
-		if _, err := other.PutAlloc(context.Background(), a); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	lastPut := time.Now().Add(-25 * time.Millisecond)
+	lastPut := changeAGoneNodesAlloc(t, w)
 	took := time.Since(start)
 	// Under load the steward's passes coalesce changes further: two
 	// decisions are enough to show the changes were delivered and decided.
@@ -429,18 +420,9 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 		}
 		return false
 	})
-	other := w.store.ForNode("gone")
 	start := time.Now()
 	before := ahead.agent.Status().LocalPlans
-	for i := range 20 {
-		a := &model.Allocation{ID: "old-alloc", NodeID: "gone", Namespace: "default", JobID: "web", TaskGroup: "g",
-			DesiredStatus: model.DesiredStop, ClientStatus: model.ClientComplete, ModifyTime: time.Now().Add(time.Duration(i))}
-		if _, err := other.PutAlloc(context.Background(), a); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	lastPut := time.Now().Add(-25 * time.Millisecond)
+	lastPut := changeAGoneNodesAlloc(t, w)
 	testutil.Eventually(t, 10*stewardEvery, "the ahead waiter's decision after the last change", func() bool {
 		return deputyDecidedSince(ahead, lastPut)
 	})
@@ -451,6 +433,24 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 	if d := w.deployment("", "web", 1); d == nil || d.Status != model.DeploymentRunning {
 		t.Fatalf("v1's deployment is no longer running: %+v", d)
 	}
+}
+
+// changeAGoneNodesAlloc writes a finished allocation of job web on a node
+// that left the fleet twenty times, 25 ms apart: a change of another node's
+// allocation that asks nothing of anyone. It returns when the last was
+// written.
+func changeAGoneNodesAlloc(t *testing.T, w *world) time.Time {
+	t.Helper()
+	other := w.store.ForNode("gone")
+	for i := range 20 {
+		a := &model.Allocation{ID: "old-alloc", NodeID: "gone", Namespace: "default", JobID: "web", TaskGroup: "g",
+			DesiredStatus: model.DesiredStop, ClientStatus: model.ClientComplete, ModifyTime: time.Now().Add(time.Duration(i))}
+		if _, err := other.PutAlloc(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return time.Now().Add(-25 * time.Millisecond)
 }
 
 func deputyDecidedSince(n *node, t time.Time) bool {
