@@ -540,7 +540,8 @@ func TestTheAllowRootOptionComesFromTheAgentsEnvironment(t *testing.T) {
 // gone process cannot be recovered.
 func TestATaskThatEndedWhileThePluginWasDownIsRecoveredExited(t *testing.T) {
 	ctx := context.Background()
-	gone := osexec.Command("/bin/sh", "-c", "exit 0")
+	// A process that lives until its start time is read, then is gone.
+	gone := osexec.Command("sleep", "60")
 	if err := gone.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -549,9 +550,8 @@ func TestATaskThatEndedWhileThePluginWasDownIsRecoveredExited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gone.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	_ = gone.Process.Kill()
+	_ = gone.Wait()
 	status := filepath.Join(t.TempDir(), "status")
 	handle := func() *driver.TaskHandle {
 		raw, _ := json.Marshal(state{PID: pid, StartTicks: ticks, Status: status})
