@@ -455,7 +455,7 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 	before := ahead.agent.Status().LocalPlans
 	lastPut := changeAGoneNodesAlloc(t, w)
 	lastPut = changeAGoneNodesAlloc(t, w) // forty changes in all
-	time.Sleep(2 * stewardEvery) // the decision put off past the last change, if any
+	time.Sleep(2 * stewardEvery)          // the decision put off past the last change, if any
 	if decided, most := ahead.agent.Status().LocalPlans-before, uint64(time.Since(start)/stewardEvery)+2; decided > most {
 		t.Fatalf("%s, waiting and watching only for v2, decided the job %d times in %s of other nodes' changes (at most %d)",
 			ahead.id, decided, time.Since(start).Round(time.Millisecond), most)
