@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -1003,11 +1004,36 @@ func CloneAlloc(a *model.Allocation) *model.Allocation {
 
 func errIsNotFound(err error) bool { return errors.Is(err, driver.ErrTaskNotFound) }
 
+// mkdirs makes each directory and its missing parents, as os.MkdirAll,
+// but with the mkdir first: a task's directories are new at its start, and
+// MkdirAll's stat before each mkdir (and of each parent) made eleven stats
+// and six mkdirs per start where six mkdirs and two failed ones do. A path
+// that exists is checked to be a directory.
 func mkdirs(paths ...string) error {
 	for _, p := range paths {
-		if err := os.MkdirAll(p, 0o755); err != nil {
+		if err := mkdirFirst(p, 0); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func mkdirFirst(p string, depth int) error {
+	err := os.Mkdir(p, 0o755)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist) && depth < 64:
+		if parent := filepath.Dir(p); parent != p {
+			if err := mkdirFirst(parent, depth+1); err != nil {
+				return err
+			}
+			if err = os.Mkdir(p, 0o755); err == nil || !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+		}
+	}
+	// It exists (or the mkdir failed otherwise): MkdirAll says whether it
+	// is a directory, or why not.
+	return os.MkdirAll(p, 0o755)
 }
