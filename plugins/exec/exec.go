@@ -437,11 +437,10 @@ func (d *Driver) RecoverTask(_ context.Context, h *driver.TaskHandle) error {
 			return fmt.Errorf("recovering exec task %s: pid %d is not the process started at tick %d: %w",
 				h.TaskID, st.PID, st.StartTicks, driver.ErrTaskNotFound)
 		}
-		if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
-			return nil
+		t.exit.Finish(res) // before it is listed: never seen running
+		if _, added := d.tasks.Add(h.TaskID, t, nil); added {
+			d.emit(t, "exited")
 		}
-		t.exit.Finish(res)
-		d.emit(t, "exited")
 		return nil
 	}
 	if _, added := d.tasks.Add(h.TaskID, t, nil); !added {
