@@ -279,9 +279,11 @@ type Agent struct {
 	// allocsWide, rolloutWide: narrowed, but the kind is watched whole
 	// for its many per-job filters (manyJobFilters; under passMu).
 	allocsWide, rolloutWide bool
-	// deputyLast: the jobs this node is an idle deputy of, as last
-	// decided, with that decision (other nodes' changes wait for its next
-	// timed one; under passMu).
+	// deputyLast: the jobs whose other nodes' changes this node decides
+	// on a timer (an idle deputy, a steward under the handoff, a waiter
+	// that watches only for the next version), as last decided, with that
+	// decision (other nodes' changes wait for its next timed one; under
+	// passMu).
 	deputyLast map[string]deputyDecision
 
 	passMu    sync.Mutex
