@@ -541,6 +541,19 @@ func fleetSource(w *world) *fleet.Source {
 	return fleet.NewSource(w.store, fleet.SourceConfig{Log: w.log})
 }
 
+// waitQuiet waits until the node's agent has made a pass and then none
+// for d.
+func (n *node) waitQuiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	last, since := n.agent.Status().Passes, time.Now()
+	testutil.Eventually(t, 10*time.Second, "the node quiet", func() bool {
+		if p := n.agent.Status().Passes; p != last {
+			last, since = p, time.Now()
+		}
+		return last > 0 && time.Since(since) > d
+	})
+}
+
 // waitPasses waits until the node's agent made k more passes (full passes
 // come every resync period): a "nothing happened" check waits for passes
 // that could have made it happen, never for a length of time.

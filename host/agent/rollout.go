@@ -1149,7 +1149,7 @@ func (a *Agent) carryOut(ctx context.Context, w rolloutWork) []error {
 		kick = true
 	}
 	if kick {
-		a.KickFor("kick: rollout writes made")
+		a.KickFor(kickRolloutWrites)
 	}
 	return errs
 }
