@@ -680,15 +680,17 @@ func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []st
 	type agentShare struct {
 		id    string
 		share float64
+		st    Status
 	}
 	var each []agentShare
 	var ids []string
 	for _, n := range f.nodes {
-		ms := passTime(n.agent.Status(), cpu) - before[n.id]
+		st := n.agent.Status()
+		ms := passTime(st, cpu) - before[n.id]
 		c.passes += ms / 1000
 		share := ms / 1000 / d.Seconds()
 		all = append(all, share)
-		each = append(each, agentShare{n.id, share})
+		each = append(each, agentShare{n.id, share, st})
 		ids = append(ids, n.id)
 		if share > c.max {
 			c.max, c.maxNode = share, n.id
@@ -710,37 +712,30 @@ func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []st
 	}
 	for _, e := range each[:min(5, len(each))] {
 		c.top += fmt.Sprintf(" %s %.2f%% (v1/v2/v3 rank %d/%d/%d; %s)", e.id, e.share*100,
-			slices.Index(rankings[0], e.id), slices.Index(rankings[1], e.id), slices.Index(rankings[2], e.id), f.passCauses(e.id, 3))
+			slices.Index(rankings[0], e.id), slices.Index(rankings[1], e.id), slices.Index(rankings[2], e.id), passCauses(e.st, 3))
 	}
 	slices.Sort(all)
 	c.median, c.p90, c.p99 = all[len(all)/2], all[len(all)*9/10], all[len(all)*99/100]
 	return c
 }
 
-// passCauses is node id's pass count over the run and its n most frequent
-// causes.
-func (f *testFleet) passCauses(id string, n int) string {
-	for _, nd := range f.nodes {
-		if nd.id != id {
-			continue
-		}
-		st := nd.agent.Status()
-		type cause struct {
-			why string
-			n   uint64
-		}
-		var cs []cause
-		for why, k := range st.PassCauses {
-			cs = append(cs, cause{why, k})
-		}
-		slices.SortFunc(cs, func(a, b cause) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.why, b.why)) })
-		out := fmt.Sprintf("%d passes, %d job decisions", st.Passes, st.Decisions)
-		for _, c := range cs[:min(n, len(cs))] {
-			out += fmt.Sprintf(", %s %d", c.why, c.n)
-		}
-		return out
+// passCauses is an agent's pass count over the run, its job decisions
+// and its n most frequent pass causes.
+func passCauses(st Status, n int) string {
+	type cause struct {
+		why string
+		n   uint64
 	}
-	return ""
+	var cs []cause
+	for why, k := range st.PassCauses {
+		cs = append(cs, cause{why, k})
+	}
+	slices.SortFunc(cs, func(a, b cause) int { return cmp.Or(cmp.Compare(b.n, a.n), strings.Compare(a.why, b.why)) })
+	out := fmt.Sprintf("%d passes, %d job decisions", st.Passes, st.Decisions)
+	for _, c := range cs[:min(n, len(cs))] {
+		out += fmt.Sprintf(", %s %d", c.why, c.n)
+	}
+	return out
 }
 
 func (c cpuShares) String() string {

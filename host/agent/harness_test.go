@@ -545,10 +545,17 @@ func fleetSource(w *world) *fleet.Source {
 // for d.
 func (n *node) waitQuiet(t *testing.T, d time.Duration) {
 	t.Helper()
-	last, since := n.agent.Status().Passes, time.Now()
-	testutil.Eventually(t, 10*time.Second, "the node quiet", func() bool {
-		if p := n.agent.Status().Passes; p != last {
-			last, since = p, time.Now()
+	waitStill(t, 10*time.Second, "the node quiet", d, func() uint64 { return n.agent.Status().Passes })
+}
+
+// waitStill waits, within limit, until count is above zero and has not
+// moved for d.
+func waitStill(t *testing.T, limit time.Duration, what string, d time.Duration, count func() uint64) {
+	t.Helper()
+	last, since := count(), time.Now()
+	testutil.Eventually(t, limit, what, func() bool {
+		if c := count(); c != last {
+			last, since = c, time.Now()
 		}
 		return last > 0 && time.Since(since) > d
 	})

@@ -199,21 +199,22 @@ func (ix *viewIndex) refresh(src ViewSource, view *fleet.View, nodeID string, se
 // not with heartbeats.
 func (ix *viewIndex) baseSig() uint64 { return mix(ix.nodes) ^ ix.self }
 
-// othersOf returns another nodes' allocations of a job with the sum of
-// their revisions' mixes (the signature's share).
-func (ix *viewIndex) othersOf(view *fleet.View, jk string) ([]*model.Allocation, uint64) {
+// othersOf returns the other nodes' allocations of a job (their
+// signature's share is othersSig).
+func (ix *viewIndex) othersOf(view *fleet.View, jk string) []*model.Allocation {
 	o := ix.others[jk]
 	if o == nil {
-		return nil, 0
+		return nil
 	}
 	out := make([]*model.Allocation, 0, len(o.keys))
 	for k := range o.keys {
 		out = append(out, view.Allocs.At(k).Value)
 	}
-	return out, o.sig
+	return out
 }
 
-// othersSig is othersOf's signature share alone, without a lookup.
+// othersSig is the sum of the mixes of the revisions of the other nodes'
+// allocations of a job (the job signature's share), kept as they change.
 func (ix *viewIndex) othersSig(jk string) uint64 {
 	if o := ix.others[jk]; o != nil {
 		return o.sig

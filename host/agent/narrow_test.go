@@ -317,17 +317,7 @@ func TestAStewardAsksTheCompletionVerdictOnChangesAndOnItsClockNotPerPass(t *tes
 // deputy (it acts on them), and it too decides the last one.
 func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T) {
 	w := newWorld(t)
-	var nodes []*node
-	for _, id := range []string{"n1", "n2", "n3"} {
-		n := w.newNodeResync(id, nil, "", time.Hour)
-		defer n.stop(true)
-		nodes = append(nodes, n)
-	}
-	w.putJob(mockJob("web", 0, nil))
-	testutil.Eventually(t, 15*time.Second, "deployment successful", func() bool {
-		d := w.deployment("", "web", 0)
-		return d != nil && d.Status == model.DeploymentSuccessful
-	})
+	nodes := settledFleet(t, w, 15*time.Second, "n1", "n2", "n3")
 	every := func(n *node) time.Duration {
 		n.agent.passMu.Lock()
 		defer n.agent.passMu.Unlock()
@@ -388,17 +378,7 @@ func TestAnIdleDeputyDecidesOtherNodesChangesAtMostEachDeputyEvery(t *testing.T)
 // change).
 func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *testing.T) {
 	w := newWorld(t)
-	var nodes []*node
-	for i := range 8 {
-		n := w.newNodeResync(fmt.Sprintf("n%d", i+1), nil, "", time.Hour)
-		defer n.stop(true)
-		nodes = append(nodes, n)
-	}
-	w.putJob(mockJob("web", 0, nil))
-	testutil.Eventually(t, 20*time.Second, "v0 successful", func() bool {
-		d := w.deployment("", "web", 0)
-		return d != nil && d.Status == model.DeploymentSuccessful
-	})
+	nodes := settledFleet(t, w, 20*time.Second, "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8")
 	v1 := mockJob("web", 1, nil)
 	v1.Groups[0].Tasks[0].Env = map[string]string{"V": "1"} // a destructive update
 	// The first node admitted holds the one slot for a minute: the
@@ -447,13 +427,7 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 	// The rollout's own changes (the take, the summary, the record's
 	// clock) are this node's to decide at once: measure once they are
 	// over, when it has decided nothing for half a second.
-	last, since := ahead.agent.Status().LocalPlans, time.Now()
-	testutil.Eventually(t, 20*time.Second, "the ahead waiter quiet", func() bool {
-		if p := ahead.agent.Status().LocalPlans; p != last {
-			last, since = p, time.Now()
-		}
-		return time.Since(since) > 500*time.Millisecond
-	})
+	waitStill(t, 20*time.Second, "the ahead waiter quiet", 500*time.Millisecond, func() uint64 { return ahead.agent.Status().LocalPlans })
 	start := time.Now()
 	before := ahead.agent.Status().LocalPlans
 	lastPut := changeAGoneNodesAlloc(t, w)
@@ -470,6 +444,25 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 	if d := w.deployment("", "web", 1); d == nil || d.Status != model.DeploymentRunning {
 		t.Fatalf("v1's deployment is no longer running: %+v", d)
 	}
+}
+
+// settledFleet starts agents with the given IDs (full passes off: a
+// resync of an hour), stopped when the test ends, and runs job web at
+// version 0 on them until its deployment is successful, within limit.
+func settledFleet(t *testing.T, w *world, limit time.Duration, ids ...string) []*node {
+	t.Helper()
+	var nodes []*node
+	for _, id := range ids {
+		n := w.newNodeResync(id, nil, "", time.Hour)
+		t.Cleanup(func() { n.stop(true) })
+		nodes = append(nodes, n)
+	}
+	w.putJob(mockJob("web", 0, nil))
+	testutil.Eventually(t, limit, "web v0 successful", func() bool {
+		d := w.deployment("", "web", 0)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+	return nodes
 }
 
 // changeAGoneNodesAlloc writes a finished allocation of job web on a node

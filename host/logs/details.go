@@ -11,13 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // DetailsSubject is the subject on which the agent of nodeID serves the
 // whole record of an allocation it runs or ran (every event of its tasks;
 // the allocations bucket carries a compact copy: allocrunner.ForWire).
 func DetailsSubject(prefix, nodeID string) (string, error) {
-	return nodeSubject(prefix, "alloc", nodeID)
+	return wanted.NodeSubject(prefix, "alloc", nodeID)
 }
 
 // DetailsRequest asks a node's agent for an allocation's whole record.

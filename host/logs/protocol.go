@@ -72,11 +72,8 @@ type Reply struct {
 }
 
 // Subject is the subject on which the agent of nodeID serves log requests.
-func Subject(prefix, nodeID string) (string, error) { return nodeSubject(prefix, "logs", nodeID) }
-
-// nodeSubject is <prefix>.<service>.<node_id> (wanted.NodeSubject).
-func nodeSubject(prefix, service, nodeID string) (string, error) {
-	return wanted.NodeSubject(prefix, service, nodeID)
+func Subject(prefix, nodeID string) (string, error) {
+	return wanted.NodeSubject(prefix, "logs", nodeID)
 }
 
 // nameRE is what allocation IDs and task names can be (host/model's rule
