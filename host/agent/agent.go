@@ -88,7 +88,10 @@ type Metrics interface {
 	// ObserveReconcile records a pass: outcome "ok", "errors" or
 	// "failed_closed".
 	ObserveReconcile(outcome string, d time.Duration)
-	SetAllocsByStatus(counts map[string]int)
+	// CountAllocsWith hands over the function that counts this node's
+	// allocations by client status; the metric calls it when it is read
+	// (a scrape), not the agent on each pass. New calls it once.
+	CountAllocsWith(count func() map[string]int)
 	SetEnumerationFailed(failed bool)
 	// CountPassCause counts one pass of the loop by what made it
 	// (Status.PassCauses).
@@ -98,7 +101,7 @@ type Metrics interface {
 type nopMetrics struct{}
 
 func (nopMetrics) ObserveReconcile(string, time.Duration) {}
-func (nopMetrics) SetAllocsByStatus(map[string]int)       {}
+func (nopMetrics) CountAllocsWith(func() map[string]int)  {}
 func (nopMetrics) SetEnumerationFailed(bool)              {}
 func (nopMetrics) CountPassCause(string)                  {}
 
@@ -412,6 +415,7 @@ func New(cfg Config) (*Agent, error) {
 	// told to narrow whatever the size.
 	a.narrowNow = a.filtered() && cfg.NarrowAbove < 0
 	a.setFilters()
+	cfg.Metrics.CountAllocsWith(a.countByStatus)
 	return a, nil
 }
 

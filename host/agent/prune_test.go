@@ -12,9 +12,11 @@ import (
 )
 
 // TestGoneJobsAreLookedForOnlyWhenTheJobsMoved: a pass walks the
-// job-keyed maps for gone jobs' keys on its first and full passes and
-// after the jobs bucket changed (its revision, or the job count: a view
-// that lost a key), and not otherwise.
+// job-keyed maps for gone jobs' keys on its first and full passes, when
+// the job count went down (a view that lost a key) and when the jobs
+// bucket's revision went back (re-created); not when the revision only
+// went forward with as many jobs or more (declarations and new jobs put:
+// a Source's view keeps every key it has seen).
 func TestGoneJobsAreLookedForOnlyWhenTheJobsMoved(t *testing.T) {
 	view := func(rev uint64, keys ...string) *fleet.View {
 		v := &fleet.View{Jobs: fleet.MapOf(map[string]wanted.JobState{}), Revisions: map[string]uint64{fleet.KindJobs: rev}}
@@ -32,13 +34,15 @@ func TestGoneJobsAreLookedForOnlyWhenTheJobsMoved(t *testing.T) {
 	}{
 		{"the first pass, with no job", false, view(0), true},
 		{"nothing moved", false, view(0), false},
-		{"a job put", false, view(3, "default.a"), true},
+		{"a job put", false, view(3, "default.a"), false},
 		{"nothing moved since", false, view(3, "default.a"), false},
 		{"a full pass", true, view(3, "default.a"), true},
-		{"another job put", false, view(4, "default.a", "default.b"), true},
+		{"another job put", false, view(4, "default.a", "default.b"), false},
 		{"a view that lost a key at the same revision", false, view(4, "default.a"), true},
 		{"the same again", false, view(4, "default.a"), false},
+		{"a declaration put again, the revision forward", false, view(9, "default.a"), false},
 		{"the bucket pulled again, the revision lower", false, view(2, "default.a"), true},
+		{"the revision forward from there", false, view(3, "default.a"), false},
 	}
 	for _, s := range steps {
 		if got := m.due(s.full, s.v); got != s.want {

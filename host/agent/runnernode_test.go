@@ -72,27 +72,32 @@ func TestRunnersShareTheNodeRecordWhileOnlyItsHeartbeatMoves(t *testing.T) {
 	}
 }
 
-// statusMetrics records the allocations-by-status counts the agent sets.
+// statusMetrics keeps the allocations counter the agent hands over, and
+// calls it as a scrape would.
 type statusMetrics struct {
 	nopMetrics
-	mu   sync.Mutex
-	last map[string]int
+	mu    sync.Mutex
+	count func() map[string]int
 }
 
-func (m *statusMetrics) SetAllocsByStatus(c map[string]int) {
+func (m *statusMetrics) CountAllocsWith(count func() map[string]int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.last = maps.Clone(c)
+	m.count = count
 }
 
 func (m *statusMetrics) get() map[string]int {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return maps.Clone(m.last)
+	count := m.count
+	m.mu.Unlock()
+	if count == nil {
+		return nil
+	}
+	return count()
 }
 
 // TestTheAllocationsMetricCountsLiveAndFinishedAllocationsByStatus: the
-// metric a pass sets counts this node's live runners and its finished
+// metric, read as a scrape reads it, counts this node's live runners and its finished
 // allocations by client status, as Allocs lists them.
 func TestTheAllocationsMetricCountsLiveAndFinishedAllocationsByStatus(t *testing.T) {
 	w := newWorld(t)

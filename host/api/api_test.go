@@ -114,7 +114,8 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 	m.CountPassCause("change: jobs")
 	m.CountPassCause("change: jobs")
 	m.CountPassCause("timer: a rollout wait")
-	m.SetAllocsByStatus(map[string]int{"running": 4})
+	counts := map[string]int{"running": 4, "pending": 1}
+	m.CountAllocsWith(func() map[string]int { return counts })
 	m.WatchRestarted(fleet.KindJobs, "reconnect")
 	m.DeclarationRejected(fleet.KindJobs, "default.web")
 	m.DeclarationRejected(fleet.KindJobs, "default.web")
@@ -130,6 +131,7 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 		`hivelet_reconcile_pass_causes_total{cause="timer: a rollout wait"} 1`,
 		`hivelet_reconcile_duration_seconds_count 1`,
 		`hivelet_allocations{status="running"} 4`,
+		`hivelet_allocations{status="pending"} 1`,
 		`hivelet_kv_watch_restarts_total{bucket="jobs",reason="reconnect"} 1`,
 		`hivelet_rejected_declarations_total{bucket="jobs"} 2`,
 		`hivelet_plugin_restarts_total{plugin="docker"} 1`,
@@ -142,6 +144,18 @@ func TestMetricsAreServedFromThePassedRegistry(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// The allocations gauge is counted when read: a later scrape shows
+	// the counts of then, and a status no longer counted has no series.
+	counts = map[string]int{"running": 2, "complete": 3}
+	_, body = get(t, NewHandler(Providers{}, reg), "/metrics")
+	for _, want := range []string{`hivelet_allocations{status="running"} 2`, `hivelet_allocations{status="complete"} 3`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("second scrape lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `hivelet_allocations{status="pending"}`) {
+		t.Error("second scrape still shows the status no longer counted")
 	}
 	// A second registry gets its own collectors: no global state.
 	if _, body := get(t, NewHandler(Providers{}, func() *prometheus.Registry { r := prometheus.NewRegistry(); NewMetrics(r); return r }()), "/metrics"); strings.Contains(body, `outcome="ok"`) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +21,11 @@ type Metrics struct {
 	PassCauses *prometheus.CounterVec
 	// ReconcileDuration observes each pass's wall time in seconds.
 	ReconcileDuration prometheus.Histogram
-	// AllocsByStatus is the number of this node's allocations per client status.
+	// AllocsByStatus is the number of this node's allocations per client
+	// status, set when the registry is read from the function given to
+	// CountAllocsWith (registered through allocsCollector, not directly).
 	AllocsByStatus *prometheus.GaugeVec
+	allocs         *allocsCollector
 	// KVWatchRestarts counts re-created KV watchers by bucket and reason.
 	KVWatchRestarts *prometheus.CounterVec
 	// PluginRestarts counts driver plugin restarts by plugin.
@@ -79,7 +83,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hivelet_health_failing", Help: "1 for each health check that fails (enumeration, kv, heartbeat, watch, store).",
 		}, []string{"check"}),
 	}
-	reg.MustRegister(m.ReconcilePasses, m.PassCauses, m.ReconcileDuration, m.AllocsByStatus, m.KVWatchRestarts,
+	m.allocs = &allocsCollector{vec: m.AllocsByStatus}
+	reg.MustRegister(m.ReconcilePasses, m.PassCauses, m.ReconcileDuration, m.allocs, m.KVWatchRestarts,
 		m.PluginRestarts, m.RejectedDeclarations, m.NATSConnState, m.EnumerationFailed, m.Heartbeats, m.HealthFailing)
 	m.SetHealth(Health{})
 	for _, s := range fleet.ConnStates {
@@ -121,13 +126,38 @@ func (m *Metrics) CountPassCause(cause string) {
 	m.PassCauses.WithLabelValues(cause).Inc()
 }
 
-// SetAllocsByStatus replaces the allocation counts (statuses absent from
-// counts are set to 0).
-func (m *Metrics) SetAllocsByStatus(counts map[string]int) {
-	m.AllocsByStatus.Reset()
-	for s, n := range counts {
-		m.AllocsByStatus.WithLabelValues(s).Set(float64(n))
+// CountAllocsWith sets the function the allocations gauge is read from:
+// each collection (a scrape) calls it and replaces the gauge's series with
+// its counts (a status it no longer names is dropped). Until it is set
+// the gauge has no series.
+func (m *Metrics) CountAllocsWith(count func() map[string]int) {
+	m.allocs.mu.Lock()
+	defer m.allocs.mu.Unlock()
+	m.allocs.count = count
+}
+
+// allocsCollector collects AllocsByStatus, refreshed from count first.
+type allocsCollector struct {
+	mu    sync.Mutex // one refresh and collection at a time
+	vec   *prometheus.GaugeVec
+	count func() map[string]int
+}
+
+// Describe implements prometheus.Collector.
+func (c *allocsCollector) Describe(ch chan<- *prometheus.Desc) { c.vec.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (c *allocsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.count != nil {
+		counts := c.count()
+		c.vec.Reset()
+		for s, n := range counts {
+			c.vec.WithLabelValues(s).Set(float64(n))
+		}
 	}
+	c.vec.Collect(ch)
 }
 
 // HeartbeatResult counts one node record write (node.HeartbeatConfig.Observe).
