@@ -1,7 +1,7 @@
 package model
 
 import (
-	"reflect"
+	"maps"
 	"time"
 )
 
@@ -80,14 +80,33 @@ func (d *DriverInfo) UnmarshalJSON(data []byte) error {
 }
 
 // SameButHeartbeat reports whether two records (neither nil) say the same
-// but for their heartbeat time: what a heartbeat alone changes.
+// but for their heartbeat time: what a heartbeat alone changes. A nil and
+// an empty map say the same; times compare as instants. It compares field
+// by field (every field but HeartbeatAt: TestSameButHeartbeatSeesEveryField)
+// without allocating: it runs per decided job on each pass and per runner
+// made, where reflect.DeepEqual allocated ~140 objects per put (500 jobs).
 func SameButHeartbeat(a, b *Node) bool {
 	if a == b {
 		return true
 	}
-	x, y := *a, *b
-	x.HeartbeatAt, y.HeartbeatAt = time.Time{}, time.Time{}
-	return reflect.DeepEqual(x, y)
+	return a.ID == b.ID && a.Name == b.Name && a.Datacenter == b.Datacenter && a.NodePool == b.NodePool &&
+		a.Class == b.Class && a.Status == b.Status && a.Eligibility == b.Eligibility && sameDrain(a.Drain, b.Drain) &&
+		maps.Equal(a.Attributes, b.Attributes) && maps.Equal(a.Meta, b.Meta) &&
+		maps.EqualFunc(a.Drivers, b.Drivers, DriverInfo.same) &&
+		maps.Equal(a.HostVolumes, b.HostVolumes) && maps.Equal(a.HostNetworks, b.HostNetworks) &&
+		a.HeartbeatTTL == b.HeartbeatTTL && a.RolloutProtocol == b.RolloutProtocol && a.BootID == b.BootID
+}
+
+func sameDrain(a, b *DrainStrategy) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Deadline == b.Deadline && a.Started.Equal(b.Started)
+}
+
+func (d DriverInfo) same(e DriverInfo) bool {
+	return d.Detected == e.Detected && d.Healthy == e.Healthy && d.HealthDesc == e.HealthDesc &&
+		maps.Equal(d.Attributes, e.Attributes)
 }
 
 // Ready reports whether the node may receive placements: status ready,
