@@ -501,8 +501,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 	// went back). It is made then and on full passes (a view not made by
 	// a Source that swapped one key for another), not on each new
 	// declaration or job: with new jobs put back to back at 500 jobs that
-	// walk of six maps was 4 % of a put's CPU and a quarter of its
-	// passes'.
+	// walk of six maps was a quarter of the passes' CPU.
 	if a.pruned.due(full, view) {
 		forgetGone(a.watchJobs, view.Jobs)
 		forgetGone(a.aheadJobs, view.Jobs)
@@ -616,12 +615,13 @@ func hashString(s string) uint64 { return maphash.String(hashSeed, s) }
 
 // countByStatus counts this node's allocations (live runners' snapshots and
 // finished ones) by client status, for the allocations metric, which calls
-// it when read (Metrics.CountAllocsWith): a pass with its own allocations'
-// changes used to count them all, a sixth of a pass's CPU at 500 jobs with
-// puts back to back. It counts into counters: no list is built. The runners are read after
-// a.mu is released, as ownAllocs reads them: no runner's lock is taken under
-// a.mu (a runner's reports take a.mu under the runner's persist lock, and
-// a.mu held across a thousand runners' locks would stall those reports).
+// it when read (Metrics.CountAllocsWith), from any goroutine: a pass with
+// its own allocations' changes used to count them all, a sixth of the
+// passes' CPU at 500 jobs with puts back to back. It counts into counters:
+// no list is built. The runners are read after a.mu is released, as
+// ownAllocs reads them: no runner's lock is taken under a.mu (a runner's
+// reports take a.mu under the runner's persist lock, and a.mu held across
+// a thousand runners' locks would stall those reports).
 func (a *Agent) countByStatus() map[string]int {
 	n := make([]int, len(model.ClientStatuses))
 	other := map[string]int{}
