@@ -112,7 +112,9 @@ func TestPolicyTestRunsTheExampleCasesFile(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "5 of 5 cases passed") {
 		t.Fatalf("test: exit %d:\n%s", code, out)
 	}
-	code, out = runPolicyCLI(t, "policy", "inspect", wasm)
+	// inspect loads the module too (its initialisation hit the 2 s load
+	// deadline once under the suite's load).
+	code, out = runPolicyCLI(t, append([]string{"policy", "inspect", wasm}, generousLoad...)...)
 	if code != 0 || !strings.Contains(out, "kinds:       canary") || !strings.Contains(out, "meta canary") || !strings.Contains(out, "abi version: 2") {
 		t.Fatalf("inspect: exit %d:\n%s", code, out)
 	}

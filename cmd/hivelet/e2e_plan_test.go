@@ -66,7 +66,8 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	if code, out := p.cli("job", "status", "web"); code != 0 || !strings.Contains(out, "Version    = 0") {
 		t.Fatalf("after the plans the job is no longer at version 0: exit %d\n%s", code, out)
 	}
-	// The per-job and per-deployment metrics say the same as job status.
+	// The per-job and per-deployment metrics say the same as job status,
+	// and so does the node's allocations gauge (counted when scraped).
 	resp, err := http.Get("http://" + p.apiAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,8 @@ func TestEndToEndJobPlanShowsTheDiffAndEachNodesDecision(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{`hivelet_job_allocations{job="web",namespace="default",status="running"} 1`,
 		`hivelet_deployment_status{job="web",namespace="default",status="successful",version="0"} 1`,
-		`hivelet_deployment_allocations{health="healthy",job="web",namespace="default",version="0"} 1`} {
+		`hivelet_deployment_allocations{health="healthy",job="web",namespace="default",version="0"} 1`,
+		`hivelet_allocations{status="running"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -573,7 +573,10 @@ func TestFollowRidesOutAnAgentRestart(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the first line", func() bool { return out.String() == "before\n" })
 	r.srv.Stop()
 	r.alloc.write(t, "web", false, "during\n")
-	testutil.Eventually(t, 5*time.Second, "the outage notice", func() bool { return strings.Contains(notices.String(), "did not answer") })
+	// At worst the notice waits for a long poll sent as the server
+	// unsubscribed, which nobody answers: MaxWait and the client's timeout
+	// (15 s; seen over 5 s once under the suite's load).
+	testutil.Eventually(t, MaxWait+DefaultTimeout+5*time.Second, "the outage notice", func() bool { return strings.Contains(notices.String(), "did not answer") })
 	srv, err := Serve(connect(t, r.nats), prefix, nodeID, r.alloc.resolve, nil)
 	if err != nil {
 		t.Fatal(err)
