@@ -610,7 +610,6 @@ func TestAnUnlistedWaiterIsNotDecidedAgainOnEachSummary(t *testing.T) {
 		if l > 0 {
 			t.Logf("%s: %d later unlisted summaries, %d decisions on them", f.nodes[i].id, l, d)
 		}
-
 	}
 	if later < 3 {
 		t.Fatalf("control: only %d later unlisted summaries seen by narrowed waiters; the test shows nothing", later)
