@@ -1,0 +1,68 @@
+package rollout
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
+)
+
+// stewardMidway is a fleet of n nodes halfway through a rollout with
+// max_parallel maxP: a third of the allocations replaced and healthy,
+// maxP slots held with their replacements pending, the rest waiting, every
+// node at HandoffProtocol (the steward assigns and queues), and a summary
+// of the moment before stored. It returns the steward's facts.
+func stewardMidway(tb testing.TB, n, maxP int) Facts {
+	w := newWorld(n, maxP, 0)
+	for i := range w.nodes {
+		w.nodes[i].Protocol = HandoffProtocol
+	}
+	d := w.record(nil)
+	healthy := true
+	for i := 0; i < n/3; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		w.allocs[i].DesiredStatus, w.allocs[i].ClientStatus = model.DesiredStop, model.ClientComplete
+		w.allocs = append(w.allocs, &model.Allocation{ID: "b-" + id, Name: "web.g[0]", JobID: "web", JobVersion: 2, TaskGroup: "g",
+			NodeID: id, DeploymentID: d.ID, DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning,
+			DeploymentStatus: &model.AllocDeploymentStatus{Healthy: &healthy}})
+	}
+	for k := 0; k < maxP; k++ {
+		i := n/3 + k
+		id := fmt.Sprintf("n%d", i+1)
+		w.allocs = append(w.allocs, &model.Allocation{ID: "b-" + id, Name: "web.g[0]", JobID: "web", JobVersion: 2, TaskGroup: "g",
+			NodeID: id, DeploymentID: d.ID, DesiredStatus: model.DesiredRun, ClientStatus: model.ClientRunning})
+		w.slots = append(w.slots, Slot{Key: wanted.SlotKey("", "web", "g", k), Revision: uint64(k + 1), Time: t0,
+			Slot: model.Slot{JobID: "web", JobVersion: 2, DeploymentID: d.ID, Group: "g", Index: k, Holder: id,
+				OldAlloc: "a-" + id, NewAlloc: "b-" + id}})
+	}
+	d.TaskGroups["g"].HealthyAllocs = n / 3
+	steward := w.stewardOf(tb)
+	f := w.facts(tb, steward)
+	sum := Summarize(d, &f, Derive(d, &f))
+	sum.Time = t0.Add(-SummaryLazy / 2)
+	f.Summary = sum
+	return f
+}
+
+// BenchmarkStewardDecide: the steward's decision for a job with one
+// allocation on each of 1,000 nodes in the middle of a rollout
+// (max_parallel 100), as its pass makes it on each change it hears:
+// derive the counts, the summary, the duties.
+//
+//	go test -run '^$' -bench StewardDecide -benchmem ./host/rollout/
+func BenchmarkStewardDecide(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		base := stewardMidway(b, n, n/10)
+		base.Index = NewNodeIndex(base.Nodes)
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				f := base
+				if d := Decide(f); d.StewardRank != 0 || d.Counts["g"].InFlight != n/10 {
+					b.Fatalf("not the steward's decision: rank %d, counts %+v", d.StewardRank, d.Counts["g"])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/alloc")
+		})
+	}
+}
