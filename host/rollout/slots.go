@@ -248,7 +248,12 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		}
 		held, holding, holders := groupSlots(slots, name)
 		free, nfree := freeIndices(held, maxP)
-		ws := f.waiters(d, name, holding)
+		var ws []waiter
+		if f.OwnSlotsOnly {
+			ws = f.waiters(d, name, holding) // the summary's slots counted too
+		} else {
+			ws = f.slotWaiters(d, name) // slots is f.Slots: the summary's ranking
+		}
 		var assigned map[string]int
 		var queued map[string]Queued
 		if f.Narrow {

@@ -9,7 +9,8 @@ import (
 )
 
 // stewardMidway is a fleet of n nodes halfway through a rollout with
-// max_parallel maxP: a third of the allocations replaced and healthy,
+// max_parallel maxP and a tenth of the nodes canaries, promoted: a third
+// of the allocations replaced and healthy (the canaries among them),
 // maxP slots held with their replacements pending, the rest waiting, every
 // node at HandoffProtocol (the steward assigns and queues), and a summary
 // of the moment before stored. It returns the steward's facts.
@@ -18,7 +19,13 @@ func stewardMidway(tb testing.TB, n, maxP int) Facts {
 	for i := range w.nodes {
 		w.nodes[i].Protocol = HandoffProtocol
 	}
-	d := w.record(nil)
+	d := w.record(func(d *model.Deployment) {
+		st := d.TaskGroups["g"]
+		for i := range n / 10 {
+			st.CanaryNodes = append(st.CanaryNodes, fmt.Sprintf("n%d", i+1))
+		}
+		st.DesiredCanaries, st.Promoted = n/10, true
+	})
 	healthy := true
 	for i := 0; i < n/3; i++ {
 		id := fmt.Sprintf("n%d", i+1)
@@ -39,7 +46,8 @@ func stewardMidway(tb testing.TB, n, maxP int) Facts {
 	d.TaskGroups["g"].HealthyAllocs = n / 3
 	steward := w.stewardOf(tb)
 	f := w.facts(tb, steward)
-	sum := Summarize(d, &f, Derive(d, &f))
+	g := f // the facts' memory of this decision stays with it
+	sum := Summarize(d, &g, Derive(d, &g))
 	sum.Time = t0.Add(-SummaryLazy / 2)
 	f.Summary = sum
 	return f
@@ -47,7 +55,8 @@ func stewardMidway(tb testing.TB, n, maxP int) Facts {
 
 // BenchmarkStewardDecide: the steward's decision for a job with one
 // allocation on each of 1,000 nodes in the middle of a rollout
-// (max_parallel 100), as its pass makes it on each change it hears:
+// (max_parallel 100, 100 canaries promoted), and of 10,000 (1,000 and
+// 1,000), as its pass makes it on each change it hears:
 // derive the counts, the summary, the duties.
 //
 //	go test -run '^$' -bench StewardDecide -benchmem ./host/rollout/

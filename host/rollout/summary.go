@@ -264,12 +264,16 @@ func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]boo
 		return f.summaryWaiters(d, name, holding)
 	}
 	st := d.TaskGroups[name]
+	var canaries map[string]bool
+	if canarying(st) {
+		canaries = canarySet(st)
+	}
 	var ws []waiter
 	for _, a := range f.Allocs {
 		if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
 			continue
 		}
-		if canarying(st) && !canaryNode(st, a.NodeID) {
+		if canarying(st) && !canaries[a.NodeID] {
 			continue
 		}
 		if a.NodeID == f.Self && f.InPlace[a.ID] {
@@ -293,6 +297,28 @@ func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]boo
 		return strings.Compare(a.id, b.id)
 	})
 	return ws
+}
+
+// slotWaiters is waiters with the holding of the facts' own slots
+// (f.Slots), remembered for the decision: the steward's summary and its
+// own admission both rank the group's waiters, and each ranking hashes and
+// sorts every outdated allocation of the job.
+func (f *Facts) slotWaiters(d *model.Deployment, name string) []waiter {
+	k := waitersKey{d: d, group: name}
+	if ws, ok := f.waitersMemo[k]; ok {
+		return ws
+	}
+	ws := f.waiters(d, name, holdingOf(f.Slots, name))
+	if f.waitersMemo == nil {
+		f.waitersMemo = map[waitersKey][]waiter{}
+	}
+	f.waitersMemo[k] = ws
+	return ws
+}
+
+type waitersKey struct {
+	d     *model.Deployment
+	group string
 }
 
 // summaryWaiters are the waiters of a node without the fleet's
@@ -376,8 +402,7 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 		if st == nil {
 			continue
 		}
-		_, holding, _ := groupSlots(f.Slots, name)
-		ws := f.waiters(d, name, holding)
+		ws := f.slotWaiters(d, name)
 		maxP := max(st.MaxParallel, 1)
 		c := counts[name]
 		g := &model.GroupSummary{WaitingTotal: len(ws), Desired: c.Desired, Placed: c.Placed, Healthy: c.Healthy,
@@ -417,7 +442,7 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 // another key (with the index a waiter's rank names in the free list, the
 // two tried the same key, and one of them waited an interval for nothing).
 func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) []int {
-	held, _, _ := groupSlots(slots, name)
+	held := heldOf(slots, name)
 	free, n := freeIndices(held, maxP)
 	n = min(n, len(waiting))
 	if n == 0 {
@@ -471,22 +496,34 @@ func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWai
 // exactly one waiter (a slot of an older version beyond max_parallel still
 // counts, I5: its release admits nobody).
 func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) (order []model.SummaryWaiter, assigned, next []int) {
-	held, _, _ := groupSlots(slots, name)
+	held := heldOf(slots, name)
 	free, n := freeIndices(held, maxP)
 	n = min(n, len(waiting))
 	// was is each waiter's place in prev: its index, and 0 when prev
-	// assigned it, else its depth in the index's queue (1 or 2); placed
-	// is that place by position in waiting, and queuedAt the positions
-	// prev queued on each index, in waiting's order. Each is built once:
-	// looking the waiters up again for each slot made a summary of
-	// max_parallel 1,000 cost 40 ms (BenchmarkStewardDecide).
+	// assigned it, else its depth in the index's queue (1 or 2), a later
+	// place overriding an earlier one (assignedByAlloc, then
+	// queuedByAlloc); placed is that place by position in waiting, and
+	// queuedAt the positions prev queued on each index, in waiting's
+	// order. Each is built once: looking the waiters up again for each
+	// slot made a summary of max_parallel 1,000 cost 43 ms
+	// (BenchmarkStewardDecide).
 	type place struct{ idx, depth int }
-	was := map[string]place{}
-	for a, idx := range assignedByAlloc(prev) {
-		was[a] = place{idx, 0}
-	}
-	for a, q := range queuedByAlloc(prev) {
-		was[a] = place{q.Index, q.Depth}
+	var was map[string]place
+	if prev != nil {
+		was = make(map[string]place, len(prev.Assigned)+2*len(prev.Next))
+		for i, idx := range prev.Assigned {
+			if i < len(prev.Waiting) {
+				was[prev.Waiting[i].Alloc] = place{idx, 0}
+			}
+		}
+		for j, idx := range prev.Next {
+			if i := len(prev.Assigned) + j; i < len(prev.Waiting) {
+				was[prev.Waiting[i].Alloc] = place{idx, 1}
+			}
+			if i := len(prev.Assigned) + len(prev.Next) + j; i < len(prev.Waiting) {
+				was[prev.Waiting[i].Alloc] = place{idx, 2}
+			}
+		}
 	}
 	placed := make([]place, len(waiting))
 	queuedAt := map[int][]int{}
@@ -500,8 +537,8 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 		placed[i] = p
 	}
 	used := make([]bool, len(waiting))
-	taken := map[int]bool{}
-	var admitted []int // positions in waiting
+	taken := make([]bool, maxP) // only indices below maxP are admitted to
+	var admitted []int          // positions in waiting
 	admit := func(i, idx int) {
 		used[i], taken[idx] = true, true
 		admitted = append(admitted, i)
@@ -857,6 +894,30 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 		}
 	}
 	return out
+}
+
+// heldOf is groupSlots' first result alone: the group's held slot
+// indices.
+func heldOf(slots []Slot, group string) map[int]bool {
+	held := map[int]bool{}
+	for _, s := range slots {
+		if s.Slot.Group == group {
+			held[s.Slot.Index] = true
+		}
+	}
+	return held
+}
+
+// holdingOf is groupSlots' second result alone: the old allocations the
+// group's held slots replace.
+func holdingOf(slots []Slot, group string) map[string]bool {
+	holding := map[string]bool{}
+	for _, s := range slots {
+		if s.Slot.Group == group {
+			holding[s.Slot.OldAlloc] = true
+		}
+	}
+	return holding
 }
 
 // groupSlots reads the group's held slots: their indexes, the old
