@@ -329,7 +329,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			counts.Skipped++
 			continue
 		}
-		others := a.index.othersOf(view, k)
+		others := a.index.othersOf(k)
 		plan, err := a.plan(job, self, own, view, others, deps, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconciling job %s: %w", k, err))

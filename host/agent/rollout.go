@@ -579,12 +579,18 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 	if c.facts == nil || len(c.facts) > 2*view.Nodes.Len()+16 {
 		c.facts = make(map[string]nodeDerived, view.Nodes.Len()) // forget the nodes gone
 	}
-	carrying := map[string]bool{}
+	jk := wanted.JobKey(job.Namespace, job.ID)
+	// Sized as the last list's: a steward's set is the fleet's, and
+	// growing it from empty on each decision was most of this call.
+	size := 0
+	if l := c.lists[jk]; l != nil {
+		size = len(l.carrying)
+	}
+	carrying := make(map[string]bool, size)
 	for _, al := range allocs {
 		carrying[al.NodeID] = true
 	}
 	downSince := view.LostSince()
-	jk := wanted.JobKey(job.Namespace, job.ID)
 	var rows []rollout.Node
 	l := c.lists[jk]
 	if l != nil && src != nil && l.job == job && l.selfID == self.ID && view.Generation >= l.gen &&

@@ -269,8 +269,8 @@ func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]boo
 		canaries = canarySet(st)
 	}
 	var ws []waiter
-	for _, a := range f.Allocs {
-		if a.TaskGroup != name || a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
+	for _, a := range f.groupAllocs(d, name) {
+		if a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
 			continue
 		}
 		if canarying(st) && !canaries[a.NodeID] {
