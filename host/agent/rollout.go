@@ -327,11 +327,19 @@ type heldSlot struct {
 func (a *Agent) slotsOf(view *fleet.View, ns, jobID string) ([]rollout.Slot, uint64, bool) {
 	prefix := wanted.SlotPrefix(ns, jobID)
 	watched := view.Watches(fleet.KindRollout, wanted.SlotFilter(ns, jobID))
+	// Sized for the slots in view, up to 128 (a job's are at most its
+	// groups' max_parallel; a node watching every job's holds more): a
+	// steward's pass, on each slot change, grew the list from empty, and
+	// the copies of its large elements were most of this call
+	// (BENCHMARKS.md, "The steward's decision").
 	var out []rollout.Slot
 	var sig uint64
 	now := a.cfg.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if watched {
+		out = make([]rollout.Slot, 0, min(view.Slots.Len(), 128)+len(a.slotsHeld))
+	}
 	inView := map[string]bool{}
 	for k, st := range view.Slots.All() {
 		if !watched || !strings.HasPrefix(k, prefix) || st.Value == nil || st.Absent {
