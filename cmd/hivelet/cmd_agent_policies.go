@@ -218,6 +218,7 @@ type policyLoader struct {
 	engFailed bool
 	done      map[string]bool      // refKey → settled (loaded or refused)
 	retryAt   map[string]time.Time // refKey → earliest next fetch attempt
+	loadTries map[string]int       // refKey → loads stopped at the load deadline so far
 	quiet     map[string]string    // refKey → last quiet case logged
 }
 
@@ -228,7 +229,8 @@ func newPolicyLoader(pol *lazyPolicies, opts policies.Options, store func(string
 		np[k] = normDigest(v)
 	}
 	l := &policyLoader{pol: pol, opts: opts, store: store, modCache: modCache, pins: np, disabled: disabled, log: log,
-		kick: make(chan struct{}, 1), done: map[string]bool{}, retryAt: map[string]time.Time{}, quiet: map[string]string{}}
+		kick: make(chan struct{}, 1), done: map[string]bool{}, retryAt: map[string]time.Time{}, loadTries: map[string]int{},
+		quiet: map[string]string{}}
 	if !disabled {
 		pol.start = func() {
 			select {
@@ -239,6 +241,11 @@ func newPolicyLoader(pol *lazyPolicies, opts policies.Options, store func(string
 	}
 	return l
 }
+
+// maxLoadTries is how many times a module whose initialisation ran past
+// the load deadline is loaded again before it is taken as refused (a
+// quarter of an hour of waits).
+const maxLoadTries = 8
 
 // run loads what the declared jobs name until ctx ends, then closes the
 // engine. It wakes on every change of the view, on a kick, and every 5 s
@@ -303,9 +310,26 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		err := l.ensure(ectx, r)
 		cancel()
 
-		if _, fault := policies.AsFault(err); err == nil || fault {
+		f, fault := policies.AsFault(err)
+		if fault && f.Kind == policies.FaultDeadline && l.loadTries[k] < maxLoadTries {
+			// Its initialisation ran past the load deadline: on a busy
+			// machine (an agent starting beside everything else a boot
+			// starts) that passes, where a trap or a missing export does
+			// not. Tried again after 5 s, the wait doubling to 5 min,
+			// maxLoadTries times; meanwhile the native default decides,
+			// saying so, as for a module not fetched yet.
+			l.loadTries[k]++
+			wait := min(5*time.Second<<(l.loadTries[k]-1), 5*time.Minute)
+			l.retryAt[k] = time.Now().Add(wait)
+			l.pol.settled(r)
+			l.log.Warn("policy module's initialisation passed the load deadline; retrying",
+				"policy", r.Name, "attempt", l.loadTries[k], "retry_in", wait, "err", err)
+			continue
+		}
+		if err == nil || fault {
 			// Loaded, or refused: either way the engine answers for it
 			// (a refused module makes every decision fall back, reported).
+			delete(l.loadTries, k)
 			l.done[k] = true
 			l.pol.markLoaded(r)
 			l.pol.settled(r) // after markLoaded: a held job resumes on the module
