@@ -186,10 +186,11 @@ type Facts struct {
 	// ignored for any other slice).
 	Index *NodeIndex `json:"-"`
 
-	// Indexes of Nodes and Allocs, each group's allocations (groupAllocs),
-	// and the groups' waiters ranked over Slots (slotWaiters), built on first use by the decision that owns
-	// this copy of the facts (never shared between goroutines, and the
-	// fields they derive from never changed while it is in use).
+	// Indexes of Nodes and Allocs, each group's allocations (groupAllocs)
+	// and the groups' waiters ranked over Slots (slotWaiters), built on
+	// first use by the decision that owns this copy of the facts (never
+	// shared between goroutines, and the fields they derive from never
+	// changed while it is in use).
 	nodeIdx     map[string]int
 	allocIdx    map[string]*model.Allocation
 	waitersMemo map[waitersKey][]waiter
