@@ -277,7 +277,23 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		othersSig := a.index.othersSig(k) // the allocations themselves only when decided (below)
 		viewDeps, viewDepsSig := a.index.depsOf(view, k)
 		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
-		slots, slotsSig, slotsWatched := a.slotsOf(view, job.Namespace, job.ID)
+		// The job's slots are read before the signature only where the
+		// summary's share of it depends on them (summaryMatters); a node
+		// that watches the job (its steward, its deputies) reads them
+		// once its pass is not put off (deputyLast, below): copying the
+		// job's held slots from the view on each of its passes, most of
+		// which it puts off, was a third of a 1,000-agent steward's CPU
+		// (BENCHMARKS.md, "The steward's decision").
+		var slots []rollout.Slot
+		var slotsSig uint64
+		var slotsWatched, slotsRead bool
+		readSlots := func() {
+			slots, slotsSig, slotsWatched = a.slotsOf(view, job.Namespace, job.ID)
+			slotsRead = true
+		}
+		if !a.summaryNeedsNoSlots(k) {
+			readSlots()
+		}
 		sum, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
 		_, releasedSig := a.releasedFor(job)
 		if !a.summaryMatters(k, job, own, slots) {
@@ -291,7 +307,8 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			// queue.
 			sumSig = unlistedSig
 		}
-		if a.narrowing() && a.aheadJobs[k] {
+		aheadOnly := a.narrowing() && a.aheadJobs[k]
+		if aheadOnly {
 			// Watching only for the next version (its record's first
 			// nodes): the other nodes' allocations and the slots change
 			// nothing this node decides for the version in force; its
@@ -311,22 +328,35 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		if stored != nil {
 			quiet ^= mix(stored.Revision) * 11
 		}
-		sig := quiet ^ othersSig*5 ^ slotsSig*17
-		if prev, ok := a.lastSig[k]; ok && prev == sig {
-			counts.Skipped++
-			continue
-		}
-		if d, ok := a.deputyLast[k]; ok && d.quiet == quiet && now.Before(d.at.Add(d.every)) {
-			// An idle deputy (below) whose job moved only in other nodes'
-			// allocations or slots since it last decided, less than
-			// deputyEvery ago (a steward under the handoff: stewardEvery):
-			// it decides again then.
+		// putOff: an idle deputy (below) whose job moved only in other
+		// nodes' allocations or slots since it last decided, less than
+		// deputyEvery ago (a steward under the handoff: stewardEvery),
+		// decides again then.
+		putOff := func() bool {
+			d, ok := a.deputyLast[k]
+			if !ok || d.quiet != quiet || !now.Before(d.at.Add(d.every)) {
+				return false
+			}
 			at := d.at.Add(d.every)
 			if t, set := a.retryAt[k]; !set || at.Before(t) {
 				a.retryAt[k] = at
 				a.wakeFor(k, at.Sub(now), "timer: a deputy's next decision")
 			}
 			counts.Skipped++
+			return true
+		}
+		if !slotsRead {
+			if putOff() {
+				continue // whatever the slots say: they are not read
+			}
+			readSlots() // never an ahead-only job's: those were read above
+		}
+		sig := quiet ^ othersSig*5 ^ slotsSig*17
+		if prev, ok := a.lastSig[k]; ok && prev == sig {
+			counts.Skipped++
+			continue
+		}
+		if putOff() {
 			continue
 		}
 		others := a.index.othersOf(k)
@@ -829,7 +859,7 @@ func (a *Agent) plan(job *model.Job, self *model.Node, own []*model.Allocation, 
 // updates): at 1,000 agents every summary made a pass on every node, most
 // of them done or not yet admitted (under passMu).
 func (a *Agent) summaryMatters(k string, job *model.Job, own []*model.Allocation, slots []rollout.Slot) bool {
-	if !a.narrowing() || (a.watchJobs[k] && !a.aheadJobs[k]) {
+	if a.summaryNeedsNoSlots(k) {
 		return true
 	}
 	for _, al := range own {
@@ -838,6 +868,14 @@ func (a *Agent) summaryMatters(k string, job *model.Job, own []*model.Allocation
 		}
 	}
 	return slices.ContainsFunc(slots, func(s rollout.Slot) bool { return s.Slot.Holder == a.nodeID })
+}
+
+// summaryNeedsNoSlots reports whether summaryMatters answers for job key k
+// without the job's slots (true: the summary matters), as it does for a
+// node that does not narrow its watches or watches the job for the version
+// in force.
+func (a *Agent) summaryNeedsNoSlots(k string) bool {
+	return !a.narrowing() || (a.watchJobs[k] && !a.aheadJobs[k])
 }
 
 // unlistedSig stands for a summary that does not list this node, in the
