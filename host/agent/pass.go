@@ -278,12 +278,15 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 		viewDeps, viewDepsSig := a.index.depsOf(view, k)
 		deps, depsSig := a.withWritten(k, viewDeps, view, viewDepsSig)
 		// The job's slots are read before the signature only where the
-		// summary's share of it depends on them (summaryMatters); a node
-		// that watches the job (its steward, its deputies) reads them
-		// once its pass is not put off (deputyLast, below): copying the
-		// job's held slots from the view on each of its passes, most of
-		// which it puts off, was a third of a 1,000-agent steward's CPU
-		// (BENCHMARKS.md, "The steward's decision").
+		// summary's share of it depends on them (summaryMatters) or the
+		// node watches every job whole (a small fleet, one node); a node
+		// of a narrowed fleet that watches the job (its steward, its
+		// deputies) reads them once its pass is not put off (deputyLast,
+		// below): copying the job's held slots from the view on each of
+		// its passes, most of which it puts off, was a third of a
+		// 1,000-agent steward's CPU (BENCHMARKS.md, "The steward's
+		// decision"). Put off before the signature is known, a pass arms
+		// the put-off's timer also when nothing changed (one more pass).
 		var slots []rollout.Slot
 		var slotsSig uint64
 		var slotsWatched, slotsRead bool
@@ -291,7 +294,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			slots, slotsSig, slotsWatched = a.slotsOf(view, job.Namespace, job.ID)
 			slotsRead = true
 		}
-		if !a.summaryNeedsNoSlots(k) {
+		if !a.narrowing() || !a.summaryNeedsNoSlots(k) {
 			readSlots()
 		}
 		sum, sumSig := a.summaryOf(view, k, job.Namespace, job.ID)
