@@ -311,6 +311,9 @@ func (l *policyLoader) sync(ctx context.Context, refs []*model.PolicyRef) {
 		cancel()
 
 		f, fault := policies.AsFault(err)
+		if fault && f.Kind == policies.FaultDeadline && ctx.Err() != nil {
+			return // the agent is stopping: the load was cut short, not slow
+		}
 		if fault && f.Kind == policies.FaultDeadline && l.loadTries[k] < maxLoadTries {
 			// Its initialisation ran past the load deadline: on a busy
 			// machine (an agent starting beside everything else a boot

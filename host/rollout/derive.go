@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hivelet/hivelet/host/model"
+	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // Rendezvous is the rendezvous hash of (key, node): the order of nodes for
@@ -328,14 +329,19 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 // ones and the waiters each go through them, and on a loaded fleet each
 // comparison of an allocation's job, namespace and group read memory no
 // cache held (most of a steward's decision at 1,000 agents).
+//
+// An empty namespace is "default" (wanted.JobKey), on either side: a job
+// declared without one and declared again with "default" is one job, and
+// its allocations of either spelling are its own.
 func (f *Facts) groupAllocs(d *model.Deployment, name string) []*model.Allocation {
-	k := groupKey{ns: d.Namespace, job: d.JobID, group: name}
+	ns := namespaceOr(d.Namespace)
+	k := groupKey{ns: ns, job: d.JobID, group: name}
 	if as, ok := f.groupMemo[k]; ok {
 		return as
 	}
 	var as []*model.Allocation
 	for _, a := range f.Allocs {
-		if a.TaskGroup == name && a.JobID == d.JobID && a.Namespace == d.Namespace {
+		if a.TaskGroup == name && a.JobID == d.JobID && namespaceOr(a.Namespace) == ns {
 			as = append(as, a)
 		}
 	}
@@ -347,6 +353,14 @@ func (f *Facts) groupAllocs(d *model.Deployment, name string) []*model.Allocatio
 }
 
 type groupKey struct{ ns, job, group string }
+
+// namespaceOr is ns, or wanted.DefaultNamespace when it is empty.
+func namespaceOr(ns string) string {
+	if ns == "" {
+		return wanted.DefaultNamespace
+	}
+	return ns
+}
 
 // awayCounts derives the group's allocations on nodes that are not live:
 // lost or disconnected by the loss verdict and the group's

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/hivelet/hivelet/host/model"
 )
 
 // rendezvousReference is Rendezvous as first written, over hash/fnv: the
@@ -97,4 +99,24 @@ func BenchmarkStewardRank(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A job declared without a namespace and declared again with "default" is
+// one job (wanted.JobKey): its allocations of either spelling are counted
+// and ranked for the record of the other. Control: another namespace's
+// allocation of the same job ID is neither.
+func TestAnEmptyNamespaceIsTheDefaultOne(t *testing.T) {
+	w := newWorld(4, 1, 0)
+	d := w.record(func(d *model.Deployment) { d.Namespace = "default" })
+	w.job.Namespace = "default"
+	w.allocs[3].Namespace = "other" // not this job's
+	f := w.facts(t, w.stewardOf(t))
+	c := Derive(d, &f)["g"]
+	if c.Outdated != 3 || c.Waiting != 3 {
+		t.Fatalf("counts %+v: want the 3 allocations of namespace \"\" outdated and waiting", c)
+	}
+	ws := f.waiters(d, "g", map[string]bool{})
+	if len(ws) != 3 || slices.ContainsFunc(ws, func(x waiter) bool { return x.id == w.allocs[3].ID }) {
+		t.Fatalf("waiters %+v: want the 3 of namespace \"\", not the other namespace's", ws)
+	}
 }
