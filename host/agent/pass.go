@@ -310,8 +310,7 @@ func (a *Agent) pass(ctx context.Context, full bool) {
 			// queue.
 			sumSig = unlistedSig
 		}
-		aheadOnly := a.narrowing() && a.aheadJobs[k]
-		if aheadOnly {
+		if a.narrowing() && a.aheadJobs[k] {
 			// Watching only for the next version (its record's first
 			// nodes): the other nodes' allocations and the slots change
 			// nothing this node decides for the version in force; its

@@ -264,16 +264,13 @@ func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]boo
 		return f.summaryWaiters(d, name, holding)
 	}
 	st := d.TaskGroups[name]
-	var canaries map[string]bool
-	if canarying(st) {
-		canaries = canarySet(st)
-	}
+	canaryOnly, canaries := canarying(st), canarySet(st)
 	var ws []waiter
 	for _, a := range f.groupAllocs(d, name) {
 		if a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
 			continue
 		}
-		if canarying(st) && !canaries[a.NodeID] {
+		if canaryOnly && !canaries[a.NodeID] {
 			continue
 		}
 		if a.NodeID == f.Self && f.InPlace[a.ID] {
@@ -366,16 +363,10 @@ func (f *Facts) summaryListed(s *model.RolloutSummary, d *model.Deployment, name
 		}
 	}
 	st := d.TaskGroups[name]
-	var canaries map[string]bool
-	if canarying(st) {
-		canaries = make(map[string]bool, len(st.CanaryNodes))
-		for _, id := range st.CanaryNodes {
-			canaries[id] = true
-		}
-	}
+	canaryOnly, canaries := canarying(st), canarySet(st)
 	var out []model.SummaryWaiter
 	for _, w := range s.Groups[name].Waiting {
-		if !f.mayUpdate(w.Node) || canaries != nil && !canaries[w.Node] {
+		if !f.mayUpdate(w.Node) || canaryOnly && !canaries[w.Node] {
 			continue
 		}
 		out = append(out, w)
@@ -500,30 +491,18 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 	free, n := freeIndices(held, maxP)
 	n = min(n, len(waiting))
 	// was is each waiter's place in prev: its index, and 0 when prev
-	// assigned it, else its depth in the index's queue (1 or 2), a later
-	// place overriding an earlier one (assignedByAlloc, then
-	// queuedByAlloc); placed is that place by position in waiting, and
-	// queuedAt the positions prev queued on each index, in waiting's
-	// order. Each is built once: looking the waiters up again for each
-	// slot made a summary of max_parallel 1,000 cost 43 ms
-	// (BenchmarkStewardDecide).
+	// assigned it, else its depth in the index's queue (1 or 2); placed
+	// is that place by position in waiting, and queuedAt the positions
+	// prev queued on each index, in waiting's order. Each is built once:
+	// looking the waiters up again for each slot made a summary of
+	// max_parallel 1,000 cost 43 ms (BenchmarkStewardDecide).
 	type place struct{ idx, depth int }
-	var was map[string]place
-	if prev != nil {
-		was = make(map[string]place, len(prev.Assigned)+2*len(prev.Next))
-		for i, idx := range prev.Assigned {
-			if i < len(prev.Waiting) {
-				was[prev.Waiting[i].Alloc] = place{idx, 0}
-			}
-		}
-		for j, idx := range prev.Next {
-			if i := len(prev.Assigned) + j; i < len(prev.Waiting) {
-				was[prev.Waiting[i].Alloc] = place{idx, 1}
-			}
-			if i := len(prev.Assigned) + len(prev.Next) + j; i < len(prev.Waiting) {
-				was[prev.Waiting[i].Alloc] = place{idx, 2}
-			}
-		}
+	was := map[string]place{}
+	for a, idx := range assignedByAlloc(prev) {
+		was[a] = place{idx, 0}
+	}
+	for a, q := range queuedByAlloc(prev) {
+		was[a] = place{q.Index, q.Depth}
 	}
 	placed := make([]place, len(waiting))
 	queuedAt := map[int][]int{}
@@ -896,8 +875,7 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 	return out
 }
 
-// heldOf is groupSlots' first result alone: the group's held slot
-// indices.
+// heldOf is the group's held slot indices (groupSlots' first result).
 func heldOf(slots []Slot, group string) map[int]bool {
 	held := map[int]bool{}
 	for _, s := range slots {
@@ -908,8 +886,8 @@ func heldOf(slots []Slot, group string) map[int]bool {
 	return held
 }
 
-// holdingOf is groupSlots' second result alone: the old allocations the
-// group's held slots replace.
+// holdingOf is the old allocations the group's held slots replace
+// (groupSlots' second result).
 func holdingOf(slots []Slot, group string) map[string]bool {
 	holding := map[string]bool{}
 	for _, s := range slots {
@@ -923,12 +901,10 @@ func holdingOf(slots []Slot, group string) map[string]bool {
 // groupSlots reads the group's held slots: their indexes, the old
 // allocations they replace, and their holders by slot index.
 func groupSlots(slots []Slot, group string) (held map[int]bool, holding map[string]bool, holders []string) {
-	held, holding = map[int]bool{}, map[string]bool{}
+	held, holding = heldOf(slots, group), holdingOf(slots, group)
 	var hs []Slot
 	for _, s := range slots {
 		if s.Slot.Group == group {
-			held[s.Slot.Index] = true
-			holding[s.Slot.OldAlloc] = true
 			hs = append(hs, s)
 		}
 	}
