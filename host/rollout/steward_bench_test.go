@@ -1,7 +1,11 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hivelet/hivelet/host/model"
@@ -73,5 +77,73 @@ func BenchmarkStewardDecide(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/alloc")
 		})
+	}
+}
+
+// BenchmarkStewardDecideCold is BenchmarkStewardDecide as a steward of a
+// fleet makes it: the allocations decoded from their JSON one by one among
+// other values (each string of each allocation a copy of its own,
+// scattered over the heap, as in an agent's view), the node IDs likewise,
+// and the caches emptied before each decision (a steward's decisions are a
+// few a second, among everything else its process does). "decoded" is
+// that; "interned" shares the strings that repeat across the fleet
+// (model.Intern, as wanted.DecodeAlloc and DecodeNode do).
+//
+//	go test -run '^$' -bench StewardDecideCold -benchtime 200x ./host/rollout/
+func BenchmarkStewardDecideCold(b *testing.B) {
+	evict := make([]byte, 64<<20) // larger than this machine kind's caches
+	for _, n := range []int{1000, 10000} {
+		for _, interned := range []bool{false, true} {
+			base := stewardMidway(b, n, n/10)
+			var keep [][]byte // the values decoded between the allocations
+			allocs := make([]*model.Allocation, len(base.Allocs))
+			for i, a := range base.Allocs {
+				raw, err := json.Marshal(a)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var c model.Allocation
+				if err := json.Unmarshal(raw, &c); err != nil {
+					b.Fatal(err)
+				}
+				if interned {
+					c.InternStrings()
+				}
+				allocs[i] = &c
+				keep = append(keep, make([]byte, 512+i%7*256))
+			}
+			nodes := slices.Clone(base.Nodes)
+			for i := range nodes {
+				nodes[i].ID = strings.Clone(nodes[i].ID)
+				if interned {
+					nodes[i].ID = model.Intern(nodes[i].ID)
+				}
+				keep = append(keep, make([]byte, 256))
+			}
+			base.Allocs, base.Nodes = allocs, nodes
+			base.Index = NewNodeIndex(base.Nodes)
+			name := "decoded"
+			if interned {
+				name = "interned"
+			}
+			b.Run(fmt.Sprintf("nodes=%d/%s", n, name), func(b *testing.B) {
+				var sum byte
+				for range b.N {
+					b.StopTimer()
+					for i := 0; i < len(evict); i += 64 {
+						evict[i]++
+						sum += evict[i]
+					}
+					f := base
+					b.StartTimer()
+					if d := Decide(f); d.StewardRank != 0 || d.Counts["g"].InFlight != n/10 {
+						b.Fatalf("not the steward's decision: rank %d, counts %+v", d.StewardRank, d.Counts["g"])
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/alloc")
+				runtime.KeepAlive(keep)
+				_ = sum
+			})
+		}
 	}
 }

@@ -278,6 +278,7 @@ func DecodeNode(key string, value []byte) (*model.Node, error) {
 	if n.Meta == nil {
 		n.Meta = map[string]string{}
 	}
+	n.ID = model.Intern(n.ID) // shared with its allocations' node_id (model.Intern)
 	return &n, nil
 }
 
@@ -312,6 +313,7 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 			return nil, fmt.Errorf("decoding allocation: %w", &model.DecodeError{Path: "task_states." + name, Reason: "null: a task's state is an object"})
 		}
 	}
+	a.InternStrings()
 	return &a, nil
 }
 
@@ -347,6 +349,13 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	}
 	if d.TaskGroups == nil {
 		d.TaskGroups = map[string]*model.DeploymentState{}
+	}
+	// The canary nodes share their IDs' bytes with the allocations and
+	// node records (model.Intern): a steward asks membership for each.
+	for _, g := range d.TaskGroups {
+		for i, n := range g.CanaryNodes {
+			g.CanaryNodes[i] = model.Intern(n)
+		}
 	}
 	return &d, nil
 }
