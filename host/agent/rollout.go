@@ -70,8 +70,13 @@ const verdictEvery = time.Second
 
 // deputyEvery is how often at most a deputy with nothing to do derives
 // its steward's duties again when only other nodes' allocations or slots
-// changed (pass).
-const deputyEvery = rollout.DeputyStep / 4
+// changed (pass): a duty the steward leaves undone is seen at most that
+// much after it appears, and taken over DeputyStepFor(rank) after that.
+// At a quarter of DeputyStep (until 2026-12-07) each of the two deputies
+// of a 1,000-agent rollout took 1.0-1.5 % of a core, 30-45 times a median
+// agent, deciding twice a second (BENCHMARKS.md, "The steward's and
+// deputies' pace").
+const deputyEvery = rollout.DeputyStep / 2
 
 // stewardEvery is how often at most a steward with nothing of its own to
 // do (no update of its own, nothing held) decides its job again when only
@@ -87,8 +92,13 @@ const deputyEvery = rollout.DeputyStep / 4
 // a rollout's takes and releases no longer come in waves a summary apart
 // but one by one, and a steward deciding at each of them passed twice as
 // often as before (57-79 passes a second at 300 agents against 33-36, 6-8 %
-// of a core against 3 %: BENCHMARKS.md, "The slot handoff").
-const stewardEvery = 200 * time.Millisecond
+// of a core against 3 %: BENCHMARKS.md, "The slot handoff"). At 200 ms
+// (until 2026-12-07) a 1,000-agent steward still made 120-160 decisions
+// of 3-4 ms each per rollout (1.8-2.2 % of a core); at 500 ms it makes
+// about half as many, and the rollout's pace did not change (the summary
+// is written at most once a second anyway): BENCHMARKS.md, "The steward's
+// and deputies' pace".
+const stewardEvery = 500 * time.Millisecond
 
 // deputyDecision is an idle deputy's (or a handoff steward's) last
 // decision of a job: its signature without the other nodes' allocations
