@@ -9,5 +9,7 @@
 //     ever half-decoded (wanted-state.md, "an unknown value is not a partial
 //     instruction"). TestEveryEnumRejectsUnknownValues enforces this.
 //   - Decode and DecodeJob refuse unknown fields and trailing data.
-//   - The package performs no I/O and reads no clock.
+//   - The package performs no I/O and reads no clock. Its one shared state
+//     is Intern's table, bounded, which never changes a value (only where
+//     its bytes are).
 package model
