@@ -847,6 +847,77 @@ func TestADeadCanaryNodeIsReplacedByThePolicysChoice(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "every live node on v2", func() bool { return f.allRun(2) })
 }
 
+// The steward of a rollout dies (its agent stopped, its task left, no more
+// heartbeats) as soon as the record exists, before its canary is healthy,
+// and the rest of the ranking does its duties: deputy 1, which acts on a
+// duty overdue for rollout.DeputyStep while the dead steward still counts
+// as live (asserted with a long node TTL), or with a short TTL whichever
+// comes first of it and the next node as steward once the dead node's key
+// expired. Either way the canary is
+// auto-promoted by a live node, only the canary set updates before that,
+// max_parallel holds among the live nodes, and the rollout finishes on
+// them (once the dead node expired: it still owed its update). Each round
+// a fresh fleet (HIVELET_FLEET_REPEAT rounds).
+func TestADeadStewardsDutiesAreTakenOverAndTheRolloutFinishes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ttl  time.Duration
+	}{{"successor", 3 * time.Second}, {"deputy", 12 * time.Second}} {
+		for round := range repeats(1) {
+			t.Run(fmt.Sprintf("%s/round=%d", c.name, round), func(t *testing.T) {
+				f := newFleet(t, 5, c.ttl)
+				mod := func(g *model.Group) {
+					g.Update.MaxParallel = 1
+					g.Update.Canary = 20 // one of five
+					g.Update.AutoPromote = true
+					g.Update.MinHealthyTime = model.Duration(time.Second)
+				}
+				f.atV1(t, mod)
+				f.w.putJob(fleetJob(2, mod))
+				var d *model.Deployment
+				testutil.Eventually(t, 20*time.Second, "v2's record", func() bool {
+					d = f.w.deployment("", "web", 2)
+					return d != nil
+				})
+				canaries := slices.Clone(d.TaskGroups["g"].CanaryNodes)
+				var ids []string
+				for _, n := range f.nodes {
+					ids = append(ids, n.id)
+				}
+				steward := rollout.RankedNodes(d.ID, ids)[0]
+				for _, n := range f.nodes {
+					if n.id == steward {
+						n.stopOnce(false)
+					}
+				}
+				killed := time.Now()
+				d = f.waitStatus(t, 2, model.DeploymentSuccessful, 60*time.Second)
+				testutil.Eventually(t, 10*time.Second, "every live node on v2", func() bool { return f.allRun(2) })
+				g := d.TaskGroups["g"]
+				t.Logf("steward %s stopped; promoted by %s %v later, successful %v later (canaries %v, then %v)",
+					steward, g.PromotedBy, g.PromotedAt.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), canaries, g.CanaryNodes)
+				if !g.Promoted || g.PromotedBy == steward || g.PromotedBy == "cli" || g.PromotedBy == "" {
+					t.Fatalf("promoted %v by %q: not by a live node (the dead steward is %s)", g.Promoted, g.PromotedBy, steward)
+				}
+				// The dead node's key lives at least two thirds of the TTL
+				// after its last heartbeat (a third of the TTL apart).
+				if c.name == "deputy" && g.PromotedAt.Sub(killed) >= c.ttl*2/3 {
+					t.Fatalf("promoted %v after the steward died: not before its key could expire (%v), so not by a deputy", g.PromotedAt.Sub(killed), c.ttl*2/3)
+				}
+				canaries = append(canaries, g.CanaryNodes...) // a dead canary node is replaced
+				for _, e := range f.rec.all() {
+					if e.op == "start" && e.version == "v2" && e.at.Before(g.PromotedAt) && !slices.Contains(canaries, e.node) {
+						t.Fatalf("%s started v2 at %v, before the promotion at %v, and is not a canary (%v)", e.node, e.at, g.PromotedAt, canaries)
+					}
+				}
+				if got := f.maxInFlight(t, "v1", "v2"); got > 1 {
+					t.Fatalf("%d replacements in flight at once among the live nodes, max_parallel 1", got)
+				}
+			})
+		}
+	}
+}
+
 // A node that stops heartbeating gets one loss verdict, written by another
 // node; when it comes back it settles its allocations by the verdict and
 // the group's disconnect block, then deletes the verdict (T14): within
