@@ -212,13 +212,7 @@ func Records(v *fleet.View, namespace, jobID string) []rollout.Record {
 }
 
 func sameNamespace(a, b string) bool {
-	norm := func(s string) string {
-		if s == "" {
-			return wanted.DefaultNamespace
-		}
-		return s
-	}
-	return norm(a) == norm(b)
+	return wanted.NamespaceOr(a) == wanted.NamespaceOr(b)
 }
 
 // FleetFacts are the rollout facts of a job as a reader of the buckets sees

@@ -334,14 +334,14 @@ func Derive(d *model.Deployment, f *Facts) map[string]Counts {
 // declared without one and declared again with "default" is one job, and
 // its allocations of either spelling are its own.
 func (f *Facts) groupAllocs(d *model.Deployment, name string) []*model.Allocation {
-	ns := namespaceOr(d.Namespace)
+	ns := wanted.NamespaceOr(d.Namespace)
 	k := groupKey{ns: ns, job: d.JobID, group: name}
 	if as, ok := f.groupMemo[k]; ok {
 		return as
 	}
 	var as []*model.Allocation
 	for _, a := range f.Allocs {
-		if a.TaskGroup == name && a.JobID == d.JobID && namespaceOr(a.Namespace) == ns {
+		if a.TaskGroup == name && a.JobID == d.JobID && wanted.NamespaceOr(a.Namespace) == ns {
 			as = append(as, a)
 		}
 	}
@@ -353,14 +353,6 @@ func (f *Facts) groupAllocs(d *model.Deployment, name string) []*model.Allocatio
 }
 
 type groupKey struct{ ns, job, group string }
-
-// namespaceOr is ns, or wanted.DefaultNamespace when it is empty.
-func namespaceOr(ns string) string {
-	if ns == "" {
-		return wanted.DefaultNamespace
-	}
-	return ns
-}
 
 // awayCounts derives the group's allocations on nodes that are not live:
 // lost or disconnected by the loss verdict and the group's

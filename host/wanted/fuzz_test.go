@@ -108,7 +108,7 @@ func FuzzDecodeJob(f *testing.F) {
 			return
 		}
 		ns, id, ok := ParseJobKey(key)
-		if !ok || ns != namespaceOr(j.Namespace) || id != j.ID {
+		if !ok || ns != NamespaceOr(j.Namespace) || id != j.ID {
 			t.Fatalf("job %q of namespace %q accepted under key %q", j.ID, j.Namespace, key)
 		}
 		if err := j.Validate(); err != nil {
@@ -132,7 +132,7 @@ func FuzzDecodeJobVersion(f *testing.F) {
 			return
 		}
 		ns, id, v, ok := ParseDeploymentKey(key)
-		if !ok || ns != namespaceOr(j.Namespace) || id != j.ID || v != j.Version {
+		if !ok || ns != NamespaceOr(j.Namespace) || id != j.ID || v != j.Version {
 			t.Fatalf("version %d of job %q (namespace %q) accepted under key %q", j.Version, j.ID, j.Namespace, key)
 		}
 		if err := j.Validate(); err != nil {
@@ -173,7 +173,7 @@ func FuzzDecodeAlloc(f *testing.F) {
 			return
 		}
 		node, ns, job, id, ok := ParseAllocKeyFull(key)
-		if !ok || node != a.NodeID || ns != namespaceOr(a.Namespace) || job != a.JobID || id != a.ID {
+		if !ok || node != a.NodeID || ns != NamespaceOr(a.Namespace) || job != a.JobID || id != a.ID {
 			t.Fatalf("allocation %q of node %q, job %q (namespace %q) accepted under key %q", a.ID, a.NodeID, a.JobID, a.Namespace, key)
 		}
 		for name, ts := range a.TaskStates {
@@ -196,7 +196,7 @@ func FuzzDecodeDeployment(f *testing.F) {
 			return
 		}
 		ns, job, v, ok := ParseDeploymentKey(key)
-		if !ok || ns != namespaceOr(d.Namespace) || job != d.JobID || v != d.JobVersion {
+		if !ok || ns != NamespaceOr(d.Namespace) || job != d.JobID || v != d.JobVersion {
 			t.Fatalf("deployment of version %d of job %q (namespace %q) accepted under key %q", d.JobVersion, d.JobID, d.Namespace, key)
 		}
 		if d.TaskGroups == nil {
@@ -222,7 +222,7 @@ func FuzzDecodeSlot(f *testing.F) {
 			return
 		}
 		ns, job, group, index, ok := ParseSlotKey(key)
-		if !ok || ns != namespaceOr(sl.Namespace) || job != sl.JobID || group != GroupToken(sl.Group) || index != sl.Index {
+		if !ok || ns != NamespaceOr(sl.Namespace) || job != sl.JobID || group != GroupToken(sl.Group) || index != sl.Index {
 			t.Fatalf("slot %d of group %q of job %q (namespace %q) accepted under key %q", sl.Index, sl.Group, sl.JobID, sl.Namespace, key)
 		}
 		checkRoundTrip(t, DecodeSlot, key, sl)
@@ -523,7 +523,7 @@ func FuzzDecodeSummary(f *testing.F) {
 			return
 		}
 		ns, job, ok := ParseSummaryKey(key)
-		if !ok || ns != namespaceOr(v.Namespace) || job != v.JobID {
+		if !ok || ns != NamespaceOr(v.Namespace) || job != v.JobID {
 			t.Fatalf("summary of job %q (namespace %q) accepted under key %q", v.JobID, v.Namespace, key)
 		}
 		checkRoundTrip(t, DecodeSummary, key, v)

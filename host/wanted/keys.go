@@ -64,7 +64,9 @@ func CheckTokens(parts ...string) error {
 	return nil
 }
 
-func namespaceOr(ns string) string {
+// NamespaceOr is ns, or DefaultNamespace when it is empty: an empty
+// namespace and "default" name one namespace (JobKey).
+func NamespaceOr(ns string) string {
 	if ns == "" {
 		return DefaultNamespace
 	}
@@ -72,7 +74,7 @@ func namespaceOr(ns string) string {
 }
 
 // JobKey is the jobs-bucket key of a job; an empty namespace is "default".
-func JobKey(namespace, jobID string) string { return namespaceOr(namespace) + "." + jobID }
+func JobKey(namespace, jobID string) string { return NamespaceOr(namespace) + "." + jobID }
 
 // ParseJobKey splits a jobs-bucket key.
 func ParseJobKey(key string) (namespace, jobID string, ok bool) {
@@ -90,7 +92,7 @@ func NodeKey(nodeID string) string { return nodeID }
 // node and the job, so a watch can take one node's allocations
 // (AllocKeyPrefix) or one job's (AllocJobFilter) by subject filter.
 func AllocKey(nodeID, namespace, jobID, allocID string) string {
-	return nodeID + "." + namespaceOr(namespace) + "." + jobID + "." + allocID
+	return nodeID + "." + NamespaceOr(namespace) + "." + jobID + "." + allocID
 }
 
 // ParseAllocKey splits an allocations-bucket key into its node and
@@ -119,7 +121,7 @@ func AllocKeyPrefix(nodeID string) string { return nodeID + ".>" }
 
 // AllocJobFilter is the watch filter of one job's allocations, on every node.
 func AllocJobFilter(namespace, jobID string) string {
-	return "*." + namespaceOr(namespace) + "." + jobID + ".*"
+	return "*." + NamespaceOr(namespace) + "." + jobID + ".*"
 }
 
 // JobVersionKey is the job_versions-bucket key of one version of a job.
@@ -130,12 +132,12 @@ func JobVersionKey(namespace, jobID string, version uint64) string {
 // SlotKey is the rollout-bucket key of update slot index of a job group.
 // The version is not in the key: a job's versions share its slots.
 func SlotKey(namespace, jobID, group string, index int) string {
-	return "slot." + namespaceOr(namespace) + "." + jobID + "." + GroupToken(group) + "." + strconv.Itoa(index)
+	return "slot." + NamespaceOr(namespace) + "." + jobID + "." + GroupToken(group) + "." + strconv.Itoa(index)
 }
 
 // SlotPrefix is the rollout-bucket filter of every slot of a job.
 func SlotPrefix(namespace, jobID string) string {
-	return "slot." + namespaceOr(namespace) + "." + jobID + "."
+	return "slot." + NamespaceOr(namespace) + "." + jobID + "."
 }
 
 // SlotFilter is the watch filter of one job's update slots.
@@ -179,7 +181,7 @@ func GroupToken(group string) string {
 // DeploymentKey is the deployments-bucket key of a job version's deployment:
 // one per job version, so that two hosts creating it race on Create.
 func DeploymentKey(namespace, jobID string, version uint64) string {
-	return namespaceOr(namespace) + "." + jobID + "." + strconv.FormatUint(version, 10)
+	return NamespaceOr(namespace) + "." + jobID + "." + strconv.FormatUint(version, 10)
 }
 
 // ParseDeploymentKey splits a deployments-bucket key.
@@ -295,7 +297,7 @@ func ParseDownKey(key string) (nodeID string, revision uint64, ok bool) {
 // SummaryKey is the rollout-bucket key of a job's rollout summary (one per
 // job: each deployment's steward overwrites it).
 func SummaryKey(namespace, jobID string) string {
-	return "sum." + namespaceOr(namespace) + "." + jobID
+	return "sum." + NamespaceOr(namespace) + "." + jobID
 }
 
 // ParseSummaryKey splits a rollout-bucket summary key.

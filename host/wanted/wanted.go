@@ -208,7 +208,7 @@ func sortedNames[V any](m map[string]V) []string {
 // all fail the whole declaration.
 func DecodeJob(key string, value []byte) (*model.Job, error) {
 	return decodeJobUnder(key, value, "job", func(j *model.Job) (string, string) {
-		return JobKey(j.Namespace, j.ID), fmt.Sprintf("job %q of namespace %q", j.ID, namespaceOr(j.Namespace))
+		return JobKey(j.Namespace, j.ID), fmt.Sprintf("job %q of namespace %q", j.ID, NamespaceOr(j.Namespace))
 	})
 }
 
@@ -219,7 +219,7 @@ func DecodeJob(key string, value []byte) (*model.Job, error) {
 // revert writes back.
 func DecodeJobVersion(key string, value []byte) (*model.Job, error) {
 	return decodeJobUnder(key, value, "job version", func(j *model.Job) (string, string) {
-		return JobVersionKey(j.Namespace, j.ID, j.Version), fmt.Sprintf("version %d of job %q of namespace %q", j.Version, j.ID, namespaceOr(j.Namespace))
+		return JobVersionKey(j.Namespace, j.ID, j.Version), fmt.Sprintf("version %d of job %q of namespace %q", j.Version, j.ID, NamespaceOr(j.Namespace))
 	})
 }
 
@@ -242,7 +242,7 @@ func decodeJobUnder(key string, value []byte, what string, home func(*model.Job)
 	}
 	// The key matching is not enough: an ID with a '.' ("a.b" under
 	// "default.a.b") would give the job allocation keys no host can parse.
-	if err := CheckTokens(namespaceOr(j.Namespace), j.ID); err != nil {
+	if err := CheckTokens(NamespaceOr(j.Namespace), j.ID); err != nil {
 		return nil, fmt.Errorf("%s under key %q: %w", what, key, err)
 	}
 	// A declaration put straight into the bucket skipped the CLI's checks:
@@ -297,7 +297,7 @@ func DecodeAlloc(key string, value []byte) (*model.Allocation, error) {
 	}
 	// Each part a token, so that the key's node and job are the record's
 	// (a namespace "x.default" would otherwise match a five-token key).
-	if err := CheckTokens(a.NodeID, namespaceOr(a.Namespace), a.JobID, a.ID); err != nil {
+	if err := CheckTokens(a.NodeID, NamespaceOr(a.Namespace), a.JobID, a.ID); err != nil {
 		return nil, fmt.Errorf("allocation under key %q: %w", key, err)
 	}
 	if err := errors.Join(required("allocation", "desired_status", a.DesiredStatus), required("allocation", "client_status", a.ClientStatus)); err != nil {
@@ -330,7 +330,7 @@ func DecodeDeployment(key string, value []byte) (*model.Deployment, error) {
 	if want := DeploymentKey(d.Namespace, d.JobID, d.JobVersion); want != key {
 		return nil, fmt.Errorf("deployment belongs under key %q, not %q", want, key)
 	}
-	if err := CheckTokens(namespaceOr(d.Namespace), d.JobID); err != nil {
+	if err := CheckTokens(NamespaceOr(d.Namespace), d.JobID); err != nil {
 		return nil, fmt.Errorf("deployment under key %q: %w", key, err)
 	}
 	if err := required("deployment", "status", d.Status); err != nil {
@@ -412,7 +412,7 @@ func DecodeSummary(key string, value []byte) (*model.RolloutSummary, error) {
 	if want := SummaryKey(v.Namespace, v.JobID); want != key {
 		return nil, fmt.Errorf("rollout summary belongs under key %q, not %q", want, key)
 	}
-	if ns, job, ok := ParseSummaryKey(key); !ok || ns != namespaceOr(v.Namespace) || job != v.JobID {
+	if ns, job, ok := ParseSummaryKey(key); !ok || ns != NamespaceOr(v.Namespace) || job != v.JobID {
 		return nil, fmt.Errorf("rollout summary under key %q: a namespace or job that cannot be part of its key", key)
 	}
 	return &v, nil
