@@ -208,6 +208,16 @@ func canarySet(st *model.DeploymentState) map[string]bool {
 	return set
 }
 
+// canaryGate is canarying(st) and, while it is, the canary set: then only
+// the set's nodes may update (a nil set: none). After the promotion no set
+// is built.
+func canaryGate(st *model.DeploymentState) (bool, map[string]bool) {
+	if !canarying(st) {
+		return false, nil
+	}
+	return true, canarySet(st)
+}
+
 // canarying reports whether st still waits for promotion.
 // A group whose canary policy chose nobody (with its reason) still waits
 // for a promotion: it never silently skips its canary phase.

@@ -264,7 +264,7 @@ func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]boo
 		return f.summaryWaiters(d, name, holding)
 	}
 	st := d.TaskGroups[name]
-	canaryOnly, canaries := canarying(st), canarySet(st)
+	canaryOnly, canaries := canaryGate(st)
 	var ws []waiter
 	for _, a := range f.groupAllocs(d, name) {
 		if a.Terminal() || a.JobVersion >= d.JobVersion || holding[a.ID] || !f.mayUpdate(a.NodeID) {
@@ -363,7 +363,7 @@ func (f *Facts) summaryListed(s *model.RolloutSummary, d *model.Deployment, name
 		}
 	}
 	st := d.TaskGroups[name]
-	canaryOnly, canaries := canarying(st), canarySet(st)
+	canaryOnly, canaries := canaryGate(st)
 	var out []model.SummaryWaiter
 	for _, w := range s.Groups[name].Waiting {
 		if !f.mayUpdate(w.Node) || canaryOnly && !canaries[w.Node] {
