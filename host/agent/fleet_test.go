@@ -134,6 +134,15 @@ func fleetJob(version uint64, mod func(g *model.Group)) *model.Job {
 	return j
 }
 
+// ids are the fleet's node IDs, stopped nodes among them.
+func (f *testFleet) ids() []string {
+	var ids []string
+	for _, n := range f.nodes {
+		ids = append(ids, n.id)
+	}
+	return ids
+}
+
 // runs reports the version each live node's allocation of web runs
 // (healthy ones only when healthy is set).
 func (f *testFleet) runs(healthy bool) map[string]uint64 {
@@ -419,10 +428,7 @@ func TestReplacementsInFlightNeverExceedMaxParallel(t *testing.T) {
 			// Watching ranks nodes by the record of the version in force
 			// and of the next one (v1's and v2's, then v2's and v3's): a
 			// node first in any of these watched the job for a while.
-			var ids []string
-			for _, n := range f.nodes {
-				ids = append(ids, n.id)
-			}
+			ids := f.ids()
 			ranked := map[string]bool{}
 			for _, key := range []string{rollout.RankingKey("", "web", 1), rollout.RankingKey("", "web", 2), rollout.RankingKey("", "web", 3)} {
 				for _, id := range rollout.RankedNodes(key, ids)[:rollout.StewardDepth] {
@@ -880,11 +886,7 @@ func TestADeadStewardsDutiesAreTakenOverAndTheRolloutFinishes(t *testing.T) {
 					return d != nil
 				})
 				canaries := slices.Clone(d.TaskGroups["g"].CanaryNodes)
-				var ids []string
-				for _, n := range f.nodes {
-					ids = append(ids, n.id)
-				}
-				steward := rollout.RankedNodes(d.ID, ids)[0]
+				steward := rollout.RankedNodes(d.ID, f.ids())[0]
 				for _, n := range f.nodes {
 					if n.id == steward {
 						n.stopOnce(false)
