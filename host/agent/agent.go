@@ -288,6 +288,10 @@ type Agent struct {
 	// decision (other nodes' changes wait for its next timed one; under
 	// passMu).
 	deputyLast map[string]deputyDecision
+	// paced is deputyLast as the last pass left it, each job with the
+	// time of its next timed decision: Run's wait reads it (waitsUntil)
+	// while no pass holds passMu.
+	paced atomic.Pointer[pacedEvery]
 
 	passMu    sync.Mutex
 	kick      chan struct{}
@@ -669,7 +673,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.countCause(cause)
 		a.pass(ctx, full)
 		full = false
-		var batch <-chan time.Time    // other nodes' changes wait for it (nodeChangeEvery)
+		// Changes that can wait (waitsUntil: other nodes' records, and
+		// other nodes' allocations and slots of jobs decided on a timer)
+		// wait for due.
+		var due *time.Timer
+		var dueC <-chan time.Time
+		var dueAt time.Time
+		dueWhy := ""
 		var coalesce <-chan time.Time // kicks for own work wait for it (kickCoalesce)
 	wait:
 		for {
@@ -695,24 +705,34 @@ func (a *Agent) Run(ctx context.Context) error {
 				if echoes {
 					continue // only this agent's own writes came back
 				}
-				if a.echoes.onlyOtherNodes(a.cfg.Source, a.nodeID) {
-					if d := nodeChangeEvery - time.Since(began); d > 0 {
-						if batch == nil {
-							batch = time.After(d)
+				var paced pacedEvery
+				if p := a.paced.Load(); p != nil {
+					paced = *p
+				}
+				now := time.Now()
+				if at, what, ok := a.echoes.waitsUntil(a.cfg.Source, a.nodeID, began.Add(nodeChangeEvery), paced, now); ok && at.After(now) {
+					if due == nil || at.Before(dueAt) {
+						if due != nil {
+							due.Stop()
 						}
-						continue // applied with the next batch
+						due = time.NewTimer(at.Sub(now))
+						dueC, dueAt, dueWhy = due.C, at, what
 					}
+					continue // read by the pass then
 				}
 				cause = "change: " + why
 				break wait
-			case <-batch:
-				cause = "change: nodes, batched"
+			case <-dueC:
+				cause = dueWhy
 				break wait
 			case <-tick.C:
 				full = true
 				cause = "resync"
 				break wait
 			}
+		}
+		if due != nil {
+			due.Stop()
 		}
 	}
 }

@@ -273,26 +273,87 @@ func (e *ownEchoes) onlyEchoes(src echoSource) (bool, string) {
 // node visits in all.
 const nodeChangeEvery = time.Second
 
-// onlyOtherNodes reports whether every change src applied since the last
-// pass read the view is a record of a node other than self (see
-// nodeChangeEvery). Unlike onlyEchoes it marks nothing read: the pass that
-// follows reads them.
-func (e *ownEchoes) onlyOtherNodes(src echoSource, self string) bool {
+// pacedEvery is what waitsUntil reads of the jobs whose other nodes'
+// changes this node decides on a timer (Agent.deputyLast): each job key
+// with the time its next timed decision is due.
+type pacedEvery map[string]time.Time
+
+// waitsUntil reports whether every change src applied since the last pass
+// read the view can wait for a pass at a later time, and until when: other
+// nodes' record changes until batchAt (nodeChangeEvery); another node's
+// allocation, or a slot, of a job in paced until that job's time, as long
+// as it is after now (the pass would put that job's decision off until
+// then: deputyLast, and decide nothing else anew); a heartbeat and this
+// agent's own allocation writes known by their revisions not at all. Any
+// other change, this node's own record or allocation key, a whole-bucket
+// change, a summary or a log that no longer reaches back makes a pass at
+// once (false). The cause names what the wait was for. Unlike onlyEchoes
+// it marks nothing read: the pass that follows reads them.
+func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, paced pacedEvery, now time.Time) (time.Time, string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gen := src.Generation()
 	if !e.primed || gen <= e.seenGen || gen-e.seenGen > maxEchoGap {
-		return false
+		return time.Time{}, "", false
 	}
 	changes, complete := src.ChangesSince(e.seenGen, gen)
 	if !complete || uint64(len(changes)) != gen-e.seenGen {
-		return false
+		return time.Time{}, "", false
 	}
 	selfKey := wanted.NodeKey(self)
-	for _, c := range changes {
-		if c.Kind != fleet.KindNodes || c.Key == "" || c.Key == selfKey {
-			return false
+	var due time.Time
+	cause := ""
+	until := func(at time.Time, why string) {
+		if due.IsZero() || at.Before(due) {
+			due, cause = at, why
 		}
 	}
-	return true
+	pacedJob := func(ns, job string) bool {
+		at, ok := paced[wanted.JobKey(ns, job)]
+		if !ok || !at.After(now) {
+			return false
+		}
+		until(at, causePaced)
+		return true
+	}
+	for _, c := range changes {
+		if c.Key == "" {
+			return time.Time{}, "", false
+		}
+		switch c.Kind {
+		case fleet.KindNodes:
+			if c.HeartbeatOnly {
+				continue // a pass reads nothing of it (onlyEchoes)
+			}
+			if c.Key == selfKey {
+				return time.Time{}, "", false
+			}
+			until(batchAt, causeNodesBatched)
+		case fleet.KindAllocs:
+			if e.revs[c.Revision] {
+				continue // this agent's own write, by the revision it returned
+			}
+			if e.nodePrefix != "" && strings.HasPrefix(c.Key, e.nodePrefix) {
+				return time.Time{}, "", false
+			}
+			_, ns, job, _, ok := wanted.ParseAllocKeyFull(c.Key)
+			if !ok || !pacedJob(ns, job) {
+				return time.Time{}, "", false
+			}
+		case fleet.KindRollout:
+			ns, job, _, _, ok := wanted.ParseSlotKey(c.Key)
+			if !ok || !pacedJob(ns, job) {
+				return time.Time{}, "", false
+			}
+		default:
+			return time.Time{}, "", false
+		}
+	}
+	return due, cause, !due.IsZero()
 }
+
+// The causes of the passes waitsUntil put off (Status.PassCauses).
+const (
+	causeNodesBatched = "change: nodes, batched"
+	causePaced        = "change: other nodes' allocations or slots, paced"
+)

@@ -176,47 +176,83 @@ func TestOnlyEchoesRecognisesOwnKeysAndPlannedCreationsWithoutTheirRevisions(t *
 	}
 }
 
-// Other nodes' record changes alone are batched (nodeChangeEvery); any
-// other change, this node's own record, a whole-bucket change or a log that
-// no longer reaches back makes a pass at once. Nothing is marked read.
-func TestOnlyOtherNodesTellsABatchableChangeFromEverythingElse(t *testing.T) {
+// Other nodes' record changes are batched (nodeChangeEvery) and other
+// nodes' allocations and slots of a job decided on a timer wait for it
+// (deputyLast); any other change, this node's own record or allocation, a
+// paced job's summary, a job not paced or paced no more, a whole-bucket
+// change or a log that no longer reaches back makes a pass at once.
+// Nothing is marked read.
+func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 	al := &model.Allocation{ID: "a"}
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	batchAt := now.Add(time.Second)
+	pacedAt := now.Add(300 * time.Millisecond)
+	paced := pacedEvery{"default.web": pacedAt, "default.gone": now.Add(-time.Millisecond)}
 	cases := []struct {
-		name  string
-		do    func(w *echoWorld)
-		batch bool
+		name string
+		do   func(w *echoWorld)
+		at   time.Time // zero: a pass at once
+		why  string
 	}{
 		{"two other nodes joined", func(w *echoWorld) {
 			w.log(fleet.KindNodes, "n3", 4, nil)
 			w.log(fleet.KindNodes, "n4", 5, nil)
-		}, true},
-		{"control: this node's own record", func(w *echoWorld) { w.log(fleet.KindNodes, "n2", 4, nil) }, false},
-		{"control: another node, and an allocation", func(w *echoWorld) {
+		}, batchAt, causeNodesBatched},
+		{"another node's allocation of a paced job", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n3.default.web.x", 21, al)
+		}, pacedAt, causePaced},
+		{"a slot of a paced job, another node's allocation and a join", func(w *echoWorld) {
+			w.log(fleet.KindRollout, "slot.default.web.g.3", 7, nil)
+			w.log(fleet.KindAllocs, "n3.default.web.x", 21, al)
+			w.log(fleet.KindNodes, "n4", 5, nil)
+		}, pacedAt, causePaced},
+		{"this agent's own allocation write, known by its revision, beside a paced change", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.default.web.a", 30, al)
+			w.log(fleet.KindAllocs, "n3.default.web.x", 31, al)
+		}, pacedAt, causePaced},
+		{"control: this node's own record", func(w *echoWorld) { w.log(fleet.KindNodes, "n2", 4, nil) }, time.Time{}, ""},
+		{"control: another node, and an allocation of a job not paced", func(w *echoWorld) {
 			w.log(fleet.KindNodes, "n3", 4, nil)
-			w.log(fleet.KindAllocs, "n3.x", 21, al)
-		}, false},
-		{"control: the nodes bucket pulled whole", func(w *echoWorld) { w.log(fleet.KindNodes, "", 4, nil) }, false},
-		{"control: an intent", func(w *echoWorld) { w.log(fleet.KindIntents, "n3", 2, nil) }, false},
-		{"control: nothing new", func(w *echoWorld) {}, false},
+			w.log(fleet.KindAllocs, "n3.default.api.x", 21, al)
+		}, time.Time{}, ""},
+		{"control: a job whose timed decision is due", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n3.default.gone.x", 21, al)
+		}, time.Time{}, ""},
+		{"control: this node's allocation of a paced job, not known as its write", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n2.default.web.b", 21, al)
+		}, time.Time{}, ""},
+		{"control: a paced job's summary", func(w *echoWorld) {
+			w.log(fleet.KindRollout, "sum.default.web", 7, nil)
+		}, time.Time{}, ""},
+		{"control: a paced job's record", func(w *echoWorld) {
+			w.log(fleet.KindDeployments, "default.web.2", 6, nil)
+		}, time.Time{}, ""},
+		{"control: the nodes bucket pulled whole", func(w *echoWorld) { w.log(fleet.KindNodes, "", 4, nil) }, time.Time{}, ""},
+		{"control: an intent", func(w *echoWorld) { w.log(fleet.KindIntents, "n3", 2, nil) }, time.Time{}, ""},
+		{"control: nothing new", func(w *echoWorld) {}, time.Time{}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newEchoWorld()
 			e := &ownEchoes{nodePrefix: "n2."}
 			e.passed(w.view)
+			e.add(30)
 			c.do(w)
-			if got := e.onlyOtherNodes(w, "n2"); got != c.batch {
-				t.Fatalf("onlyOtherNodes = %v, want %v", got, c.batch)
+			at, why, ok := e.waitsUntil(w, "n2", batchAt, paced, now)
+			if ok != !c.at.IsZero() || !at.Equal(c.at) || why != c.why {
+				t.Fatalf("waitsUntil = %v, %q, %v; want %v, %q", at, why, ok, c.at, c.why)
 			}
-			if c.batch && e.onlyOtherNodes(w, "n2") != true {
-				t.Fatal("the changes were marked read")
+			if ok {
+				if at2, _, ok2 := e.waitsUntil(w, "n2", batchAt, paced, now); !ok2 || !at2.Equal(at) {
+					t.Fatal("the changes were marked read")
+				}
 			}
 		})
 	}
 	// Not primed (no pass yet): a pass.
 	w := newEchoWorld()
 	w.log(fleet.KindNodes, "n3", 4, nil)
-	if (&ownEchoes{}).onlyOtherNodes(w, "n2") {
+	if _, _, ok := (&ownEchoes{}).waitsUntil(w, "n2", batchAt, paced, now); ok {
 		t.Fatal("batched before any pass")
 	}
 }

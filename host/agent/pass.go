@@ -47,6 +47,7 @@ func (a *Agent) Pass(ctx context.Context) { a.pass(ctx, true) }
 func (a *Agent) pass(ctx context.Context, full bool) {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
+	defer a.notePaced()
 	start := time.Now()
 	if a.cfg.PassCPU {
 		runtime.LockOSThread()
@@ -1363,4 +1364,28 @@ func hasLive(allocs []*model.Allocation) bool {
 		}
 	}
 	return false
+}
+
+// notePaced publishes deputyLast for Run's wait (Agent.paced): the jobs
+// whose other nodes' allocation and slot changes a pass would put off, and
+// until when (under passMu).
+func (a *Agent) notePaced() {
+	if len(a.deputyLast) == 0 {
+		if a.paced.Load() != nil {
+			a.paced.Store(nil)
+		}
+		return
+	}
+	// Passes read the agent's clock (Config.Now), Run's wait the wall
+	// clock: each time is carried over as what is left of it, never more
+	// than its period.
+	now, wall := a.cfg.Now(), time.Now()
+	p := make(pacedEvery, len(a.deputyLast))
+	for k, d := range a.deputyLast {
+		left := min(d.at.Add(d.every).Sub(now), d.every)
+		if left > 0 {
+			p[k] = wall.Add(left)
+		}
+	}
+	a.paced.Store(&p)
 }
