@@ -467,6 +467,48 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 	}
 }
 
+// A node that watches a job only for its next version's sake, with
+// nothing left to do for the version in force (converged), makes no pass
+// for other nodes' allocation changes at all: they are not in its job's
+// signature. Twenty of them made twenty passes before (Agent.waitsUntil).
+// The changes are read by its next pass for another cause: here the next
+// version's put, which it creates or stewards.
+func TestAConvergedNodeWatchingAheadMakesNoPassForOtherNodesChanges(t *testing.T) {
+	w := newWorld(t)
+	nodes := settledFleet(t, w, 20*time.Second, "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8")
+	aheadOnly := func(n *node) bool {
+		n.agent.passMu.Lock()
+		defer n.agent.passMu.Unlock()
+		_, converged := n.agent.lastSig["default.web"]
+		_, timed := n.agent.deputyLast["default.web"]
+		return n.agent.narrowing() && n.agent.aheadJobs["default.web"] && converged && !timed
+	}
+	var ahead *node
+	testutil.Eventually(t, 10*time.Second, "a converged node watching for v1's sake", func() bool {
+		for _, n := range nodes {
+			if aheadOnly(n) {
+				ahead = n
+				return true
+			}
+		}
+		return false
+	})
+	waitStill(t, 20*time.Second, "the ahead watcher quiet", 500*time.Millisecond, func() uint64 { return ahead.agent.Status().Passes })
+	before, causes := ahead.agent.Status().Passes, ahead.agent.Status().PassCauses
+	changeAGoneNodesAlloc(t, w)
+	time.Sleep(2 * stewardEvery)
+	if n, most := ahead.agent.Status().Passes-before, passesForElse(causes, ahead.agent.Status().PassCauses)+1; n > most {
+		t.Fatalf("%s, converged and watching only for v1, passed %d times for twenty changes of another node's allocation (at most %d); causes %v",
+			ahead.id, n, most, ahead.agent.Status().PassCauses)
+	}
+	// The next version: created and rolled out.
+	w.putJob(mockJob("web", 1, nil))
+	testutil.Eventually(t, 20*time.Second, "web v1 successful", func() bool {
+		d := w.deployment("", "web", 1)
+		return d != nil && d.Status == model.DeploymentSuccessful
+	})
+}
+
 // settledFleet starts agents with the given IDs (full passes off: a
 // resync of an hour), stopped when the test ends, and runs job web at
 // version 0 on them until its deployment is successful, within limit.

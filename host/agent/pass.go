@@ -1369,8 +1369,15 @@ func hasLive(allocs []*model.Allocation) bool {
 // notePaced publishes deputyLast for Run's wait (Agent.paced): the jobs
 // whose other nodes' allocation and slot changes a pass would put off, and
 // until when (under passMu).
+//
+// A job this node watches only for its next version's sake (aheadJobs,
+// narrowed) and that converged (lastSig) is in it too, until the next
+// resync: other nodes' allocations and slots are not in its signature
+// (pass), so a pass for them alone would skip it. A pass for any other
+// cause reads them.
 func (a *Agent) notePaced() {
-	if len(a.deputyLast) == 0 {
+	ahead := a.narrowing() && len(a.aheadJobs) > 0
+	if len(a.deputyLast) == 0 && !ahead {
 		if a.paced.Load() != nil {
 			a.paced.Store(nil)
 		}
@@ -1381,6 +1388,13 @@ func (a *Agent) notePaced() {
 	// than its period.
 	now, wall := a.cfg.Now(), time.Now()
 	p := make(pacedEvery, len(a.deputyLast))
+	if ahead {
+		for k, only := range a.aheadJobs {
+			if _, converged := a.lastSig[k]; only && converged {
+				p[k] = wall.Add(a.cfg.Resync)
+			}
+		}
+	}
 	for k, d := range a.deputyLast {
 		left := min(d.at.Add(d.every).Sub(now), d.every)
 		if left > 0 {
