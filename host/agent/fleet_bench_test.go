@@ -338,10 +338,12 @@ func BenchmarkFleetRollout(b *testing.B) {
 			b.Fatal(err)
 		}
 		passes0, decided0 := map[string]uint64{}, map[string]uint64{}
+		causes0 := map[string]map[string]uint64{}
 		cpu0 := map[string]float64{}
 		for _, n := range f.nodes {
 			st := n.agent.Status()
 			passes0[n.id], cpu0[n.id], decided0[n.id] = st.Passes, passTime(st, w.passCPU), st.Decisions
+			causes0[n.id] = st.PassCauses
 		}
 		proc0 := processCPU()
 		// HIVELET_FLEET_PROFILE: a CPU profile of the rollout alone (the
@@ -374,6 +376,7 @@ func BenchmarkFleetRollout(b *testing.B) {
 			benchLog(f.timeline("web", 2, start))
 			benchLog(trace.report(2, "g", maxParallel, f.starts(2), f.healthyAt("web", 2)))
 			benchLog(f.passShares(passes0, decided0, trace.stewards(), time.Since(start)))
+			benchLog(f.passCausesSince(causes0))
 			shares = f.cpuShares(cpu0, w.passCPU, trace.stewards(), time.Since(start), processCPU()-proc0)
 			benchLog(shares.String())
 		})
@@ -717,6 +720,26 @@ func (f *testFleet) cpuShares(before map[string]float64, cpu bool, stewards []st
 	slices.Sort(all)
 	c.median, c.p90, c.p99 = all[len(all)/2], all[len(all)*9/10], all[len(all)*99/100]
 	return c
+}
+
+// passCausesSince sums the fleet's passes by cause since the readings in
+// before (Status.PassCauses per agent), the largest first.
+func (f *testFleet) passCausesSince(before map[string]map[string]uint64) string {
+	sum := map[string]uint64{}
+	for _, n := range f.nodes {
+		for why, k := range n.agent.Status().PassCauses {
+			sum[why] += k - before[n.id][why]
+		}
+	}
+	whys := slices.Collect(maps.Keys(sum))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(cmp.Compare(sum[b], sum[a]), strings.Compare(a, b)) })
+	line := "the fleet's passes during the rollout by cause:"
+	for _, why := range whys {
+		if sum[why] > 0 {
+			line += fmt.Sprintf(" %s %d;", why, sum[why])
+		}
+	}
+	return line
 }
 
 // passCauses is an agent's pass count over the run, its job decisions
