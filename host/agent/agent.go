@@ -705,12 +705,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				if echoes {
 					continue // only this agent's own writes came back
 				}
-				var paced pacedEvery
-				if p := a.paced.Load(); p != nil {
-					paced = *p
-				}
 				now := time.Now()
-				if at, what, ok := a.echoes.waitsUntil(a.cfg.Source, a.nodeID, began.Add(nodeChangeEvery), paced, now); ok && at.After(now) {
+				if at, what, ok := a.echoes.waitsUntil(a.cfg.Source, a.nodeID, began.Add(nodeChangeEvery), a.paced.Load(), now); ok && at.After(now) {
 					if due == nil || at.Before(dueAt) {
 						if due != nil {
 							due.Stop()

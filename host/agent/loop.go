@@ -77,6 +77,16 @@ type ownEchoes struct {
 	seenAllocRev uint64                       // allocations-bucket revision it read
 	seenDepRev   uint64                       // deployments-bucket revision it read
 	primed       bool
+
+	// waitsUntil's scan so far: the changes after waitBase up to waitGen
+	// can all wait, the earliest until waitDue (waitWhy). It holds while
+	// seenGen is waitBase and the paced jobs and the batch time are the
+	// same: each notification then reads only the changes after waitGen.
+	waitBase, waitGen uint64
+	waitPaced         *pacedEvery
+	waitBatch         time.Time
+	waitDue           time.Time
+	waitWhy           string
 }
 
 // beginDeploymentWrite records that this agent is writing the deployment
@@ -289,27 +299,40 @@ type pacedEvery map[string]time.Time
 // change, a summary or a log that no longer reaches back makes a pass at
 // once (false). The cause names what the wait was for. Unlike onlyEchoes
 // it marks nothing read: the pass that follows reads them.
-func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, paced pacedEvery, now time.Time) (time.Time, string, bool) {
+func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, paced *pacedEvery, now time.Time) (time.Time, string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gen := src.Generation()
 	if !e.primed || gen <= e.seenGen || gen-e.seenGen > maxEchoGap {
 		return time.Time{}, "", false
 	}
-	changes, complete := src.ChangesSince(e.seenGen, gen)
-	if !complete || uint64(len(changes)) != gen-e.seenGen {
+	from, due, cause := e.seenGen, time.Time{}, ""
+	if e.waitBase == e.seenGen && e.waitPaced == paced && e.waitBatch.Equal(batchAt) && e.waitGen > e.seenGen && e.waitGen <= gen {
+		from, due, cause = e.waitGen, e.waitDue, e.waitWhy // scanned by the last call
+	}
+	e.waitGen = 0 // until this scan ends with changes that can all wait
+	if from == gen {
+		return due, cause, !due.IsZero()
+	}
+	changes, complete := src.ChangesSince(from, gen)
+	if !complete || uint64(len(changes)) != gen-from {
 		return time.Time{}, "", false
 	}
+	var jobs pacedEvery
+	if paced != nil {
+		jobs = *paced
+	}
 	selfKey := wanted.NodeKey(self)
-	var due time.Time
-	cause := ""
 	until := func(at time.Time, why string) {
 		if due.IsZero() || at.Before(due) {
 			due, cause = at, why
 		}
 	}
-	pacedJob := func(ns, job string) bool {
-		at, ok := paced[wanted.JobKey(ns, job)]
+	pacedJob := func(jobKey string, ok bool) bool {
+		if !ok {
+			return false
+		}
+		at, ok := jobs[jobKey]
 		if !ok || !at.After(now) {
 			return false
 		}
@@ -336,20 +359,45 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 			if e.nodePrefix != "" && strings.HasPrefix(c.Key, e.nodePrefix) {
 				return time.Time{}, "", false
 			}
-			_, ns, job, _, ok := wanted.ParseAllocKeyFull(c.Key)
-			if !ok || !pacedJob(ns, job) {
+			if !pacedJob(allocKeyJob(c.Key)) {
 				return time.Time{}, "", false
 			}
 		case fleet.KindRollout:
-			ns, job, _, _, ok := wanted.ParseSlotKey(c.Key)
-			if !ok || !pacedJob(ns, job) {
+			if !pacedJob(slotKeyJob(c.Key)) {
 				return time.Time{}, "", false
 			}
 		default:
 			return time.Time{}, "", false
 		}
 	}
-	return due, cause, !due.IsZero()
+	if due.IsZero() {
+		return due, cause, false // heartbeats and echoes only: onlyEchoes' to judge
+	}
+	e.waitBase, e.waitGen, e.waitPaced, e.waitBatch, e.waitDue, e.waitWhy = e.seenGen, gen, paced, batchAt, due, cause
+	return due, cause, true
+}
+
+// allocKeyJob is the job key (wanted.JobKey) of an allocations-bucket key
+// "<node>.<ns>.<job>.<alloc>", cut from it without a copy: every change
+// of another node's allocation is looked up by it (waitsUntil).
+func allocKeyJob(key string) (string, bool) {
+	i, j := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
+	if i < 0 || strings.Count(key, ".") != 3 {
+		return "", false
+	}
+	return key[i+1 : j], true
+}
+
+// slotKeyJob is the job key of a slot key "slot.<ns>.<job>.<group>.<n>"
+// (wanted.SlotPrefix), cut from it without a copy.
+func slotKeyJob(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "slot.")
+	if !ok || strings.Count(rest, ".") != 3 {
+		return "", false
+	}
+	ns := strings.IndexByte(rest, '.')
+	job := strings.IndexByte(rest[ns+1:], '.')
+	return rest[:ns+1+job], true
 }
 
 // The causes of the passes waitsUntil put off (Status.PassCauses).

@@ -238,12 +238,12 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 			e.passed(w.view)
 			e.add(30)
 			c.do(w)
-			at, why, ok := e.waitsUntil(w, "n2", batchAt, paced, now)
+			at, why, ok := e.waitsUntil(w, "n2", batchAt, &paced, now)
 			if ok != !c.at.IsZero() || !at.Equal(c.at) || why != c.why {
 				t.Fatalf("waitsUntil = %v, %q, %v; want %v, %q", at, why, ok, c.at, c.why)
 			}
 			if ok {
-				if at2, _, ok2 := e.waitsUntil(w, "n2", batchAt, paced, now); !ok2 || !at2.Equal(at) {
+				if at2, _, ok2 := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok2 || !at2.Equal(at) {
 					t.Fatal("the changes were marked read")
 				}
 			}
@@ -252,7 +252,7 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 	// Not primed (no pass yet): a pass.
 	w := newEchoWorld()
 	w.log(fleet.KindNodes, "n3", 4, nil)
-	if _, _, ok := (&ownEchoes{}).waitsUntil(w, "n2", batchAt, paced, now); ok {
+	if _, _, ok := (&ownEchoes{}).waitsUntil(w, "n2", batchAt, &paced, now); ok {
 		t.Fatal("batched before any pass")
 	}
 }
@@ -475,5 +475,48 @@ func TestAJobHasOneWakeUpPending(t *testing.T) {
 	defer a.mu.Unlock()
 	if len(a.wakes) != 0 {
 		t.Fatalf("wake-ups left after they fired: %v", a.wakes)
+	}
+}
+
+// Each notification reads only the changes after those the last one
+// found can wait; a change that cannot makes a pass at once however many
+// came before it, and a later call scans again from the last pass.
+func TestWaitsUntilReadsOnlyTheChangesAfterItsLastScan(t *testing.T) {
+	al := &model.Allocation{ID: "a"}
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	batchAt := now.Add(time.Second)
+	paced := pacedEvery{"default.web": now.Add(300 * time.Millisecond), "default.api": now.Add(200 * time.Millisecond)}
+	w := newEchoWorld()
+	e := &ownEchoes{nodePrefix: "n2."}
+	e.passed(w.view)
+	w.log(fleet.KindAllocs, "n3.default.web.x", 21, al)
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok || !at.Equal(paced["default.web"]) {
+		t.Fatalf("one paced change: %v %v", at, ok)
+	}
+	w.log(fleet.KindRollout, "slot.default.api.g.0", 8, nil)
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok || !at.Equal(paced["default.api"]) {
+		t.Fatalf("a second, due sooner: %v %v", at, ok)
+	}
+	if e.waitGen != w.view.Generation {
+		t.Fatalf("scanned to %d, want %d", e.waitGen, w.view.Generation)
+	}
+	w.log(fleet.KindAllocs, "n3.default.other.x", 22, al)
+	if _, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); ok {
+		t.Fatal("a job not paced after two that are: no pass")
+	}
+	// Another snapshot of the paced jobs: scanned again from the start.
+	again := pacedEvery{"default.web": now.Add(time.Second), "default.api": now.Add(time.Second), "default.other": now.Add(time.Second)}
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &again, now); !ok || !at.Equal(now.Add(time.Second)) {
+		t.Fatalf("rescanned with the new snapshot: %v %v", at, ok)
+	}
+	for key, want := range map[string]string{"n3.default.web.x": "default.web", "a.b.c": "", "a.b.c.d.e": "", "n.ns.j.": "ns.j"} {
+		if got, ok := allocKeyJob(key); got != want || ok != (want != "") {
+			t.Errorf("allocKeyJob(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	for key, want := range map[string]string{"slot.default.web.g.3": "default.web", "slot.a.b.c": "", "sum.default.web": "", "slot.a.b.c.d.e": ""} {
+		if got, ok := slotKeyJob(key); got != want || ok != (want != "") {
+			t.Errorf("slotKeyJob(%q) = %q, %v; want %q", key, got, ok, want)
+		}
 	}
 }
