@@ -328,16 +328,22 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 			due, cause = at, why
 		}
 	}
-	pacedJob := func(jobKey string, ok bool) bool {
-		if !ok {
-			return false
+	// pacedChange: the change names a job (Change.Jobs, what the pass's
+	// index marks dirty) and every job it names is paced past now.
+	pacedChange := func(c fleet.Change) bool {
+		named := false
+		for _, jk := range c.Jobs {
+			if jk == "" {
+				continue
+			}
+			at, ok := jobs[jk]
+			if !ok || !at.After(now) {
+				return false
+			}
+			until(at, causePaced)
+			named = true
 		}
-		at, ok := jobs[jobKey]
-		if !ok || !at.After(now) {
-			return false
-		}
-		until(at, causePaced)
-		return true
+		return named
 	}
 	for _, c := range changes {
 		if c.Key == "" {
@@ -359,11 +365,11 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 			if e.nodePrefix != "" && strings.HasPrefix(c.Key, e.nodePrefix) {
 				return time.Time{}, "", false
 			}
-			if !pacedJob(allocKeyJob(c.Key)) {
+			if !pacedChange(c) {
 				return time.Time{}, "", false
 			}
 		case fleet.KindRollout:
-			if !pacedJob(slotKeyJob(c.Key)) {
+			if !strings.HasPrefix(c.Key, "slot.") || !pacedChange(c) {
 				return time.Time{}, "", false
 			}
 		default:
@@ -375,29 +381,6 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 	}
 	e.waitBase, e.waitGen, e.waitPaced, e.waitBatch, e.waitDue, e.waitWhy = e.seenGen, gen, paced, batchAt, due, cause
 	return due, cause, true
-}
-
-// allocKeyJob is the job key (wanted.JobKey) of an allocations-bucket key
-// "<node>.<ns>.<job>.<alloc>", cut from it without a copy: every change
-// of another node's allocation is looked up by it (waitsUntil).
-func allocKeyJob(key string) (string, bool) {
-	i, j := strings.IndexByte(key, '.'), strings.LastIndexByte(key, '.')
-	if i < 0 || strings.Count(key, ".") != 3 {
-		return "", false
-	}
-	return key[i+1 : j], true
-}
-
-// slotKeyJob is the job key of a slot key "slot.<ns>.<job>.<group>.<n>"
-// (wanted.SlotPrefix), cut from it without a copy.
-func slotKeyJob(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, "slot.")
-	if !ok || strings.Count(rest, ".") != 3 {
-		return "", false
-	}
-	ns := strings.IndexByte(rest, '.')
-	job := strings.IndexByte(rest[ns+1:], '.')
-	return rest[:ns+1+job], true
 }
 
 // The causes of the passes waitsUntil put off (Status.PassCauses).

@@ -25,7 +25,21 @@ func newEchoWorld() *echoWorld {
 // the view (nil: no record, a delete).
 func (w *echoWorld) log(kind, key string, rev uint64, rec any) {
 	w.view.Generation++
-	w.changes = append(w.changes, fleet.Change{Gen: w.view.Generation, Kind: kind, Key: key, Revision: rev})
+	// The job the record belongs to, before and after, as the source
+	// says (Change.Jobs): the key's, here.
+	var jk string
+	if _, ns, job, _, ok := wanted.ParseAllocKeyFull(key); ok && kind == fleet.KindAllocs {
+		jk = wanted.JobKey(ns, job)
+	} else if ns, job, _, _, ok := wanted.ParseSlotKey(key); ok && kind == fleet.KindRollout {
+		jk = wanted.JobKey(ns, job)
+	} else if ns, job, ok := wanted.ParseSummaryKey(key); ok && kind == fleet.KindRollout {
+		jk = wanted.JobKey(ns, job)
+	}
+	jobs := [2]string{jk, jk}
+	if rec == nil {
+		jobs[1] = ""
+	}
+	w.changes = append(w.changes, fleet.Change{Gen: w.view.Generation, Kind: kind, Key: key, Revision: rev, Jobs: jobs})
 	switch r := rec.(type) {
 	case *model.Allocation:
 		w.view.Allocs = w.view.Allocs.With(key, wanted.AllocState{Key: key, Revision: rev, Value: r})
@@ -220,6 +234,9 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 		}, time.Time{}, ""},
 		{"control: this node's allocation of a paced job, not known as its write", func(w *echoWorld) {
 			w.log(fleet.KindAllocs, "n2.default.web.b", 21, al)
+		}, time.Time{}, ""},
+		{"control: another node's allocation key that names no job", func(w *echoWorld) {
+			w.log(fleet.KindAllocs, "n3.x", 21, al)
 		}, time.Time{}, ""},
 		{"control: a paced job's summary", func(w *echoWorld) {
 			w.log(fleet.KindRollout, "sum.default.web", 7, nil)
@@ -508,15 +525,5 @@ func TestWaitsUntilReadsOnlyTheChangesAfterItsLastScan(t *testing.T) {
 	again := pacedEvery{"default.web": now.Add(time.Second), "default.api": now.Add(time.Second), "default.other": now.Add(time.Second)}
 	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &again, now); !ok || !at.Equal(now.Add(time.Second)) {
 		t.Fatalf("rescanned with the new snapshot: %v %v", at, ok)
-	}
-	for key, want := range map[string]string{"n3.default.web.x": "default.web", "a.b.c": "", "a.b.c.d.e": "", "n.ns.j.": "ns.j"} {
-		if got, ok := allocKeyJob(key); got != want || ok != (want != "") {
-			t.Errorf("allocKeyJob(%q) = %q, %v; want %q", key, got, ok, want)
-		}
-	}
-	for key, want := range map[string]string{"slot.default.web.g.3": "default.web", "slot.a.b.c": "", "sum.default.web": "", "slot.a.b.c.d.e": ""} {
-		if got, ok := slotKeyJob(key); got != want || ok != (want != "") {
-			t.Errorf("slotKeyJob(%q) = %q, %v; want %q", key, got, ok, want)
-		}
 	}
 }
