@@ -250,7 +250,7 @@ func BenchmarkCheckKeys(b *testing.B) {
 	}
 }
 
-func benchSummary(b *testing.B) []byte {
+func benchSummary(b testing.TB) []byte {
 	t0 := time.Date(2026, 12, 5, 11, 0, 0, 123456789, time.UTC)
 	g := &GroupSummary{WaitingTotal: 240, Desired: 1000, Placed: 1000, Healthy: 760, Pending: 8, Outdated: 240, InFlight: 8}
 	for i := range 200 {

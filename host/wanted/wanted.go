@@ -405,8 +405,8 @@ func DecodeSummary(key string, value []byte) (*model.RolloutSummary, error) {
 	if err := checkSize(value); err != nil {
 		return nil, err
 	}
-	var v model.RolloutSummary
-	if err := model.Decode(value, &v); err != nil {
+	v, err := model.DecodeSummary(value)
+	if err != nil {
 		return nil, fmt.Errorf("decoding rollout summary: %w", err)
 	}
 	if want := SummaryKey(v.Namespace, v.JobID); want != key {
@@ -415,7 +415,7 @@ func DecodeSummary(key string, value []byte) (*model.RolloutSummary, error) {
 	if ns, job, ok := ParseSummaryKey(key); !ok || ns != NamespaceOr(v.Namespace) || job != v.JobID {
 		return nil, fmt.Errorf("rollout summary under key %q: a namespace or job that cannot be part of its key", key)
 	}
-	return &v, nil
+	return v, nil
 }
 
 // ApplySummary applies a rollout-bucket summary entry.
