@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hivelet/hivelet/host/model"
 )
@@ -165,6 +166,79 @@ func compareVersions(a, b string) int {
 		}
 	}
 	return 0
+}
+
+// scopeSig is everything of job that inScope and driversOK read, as one
+// string: two jobs with the same one place a node in scope, and find its
+// drivers, alike. A new version of a job that changes only its tasks'
+// images, counts or update strategy has the scope of the last version, so
+// what is derived per node from the scope (the rollout facts' node list,
+// the whole-fleet plan's classification) is kept across the version
+// instead of walked again over the whole fleet (at 1,000 agents each walk
+// is a thousand record reads per agent: BENCHMARKS.md). Whatever inScope
+// or driversOK come to read of a job must be added here
+// (TestScopeSigSeesEverythingTheScopeReads).
+func scopeSig(job *model.Job) string {
+	// Each string with its length before it, each list with its count:
+	// no two different scopes write the same bytes.
+	var b []byte
+	str := func(v string) {
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
+	strs := func(vs []string) {
+		b = strconv.AppendInt(b, int64(len(vs)), 10)
+		b = append(b, '[')
+		for _, v := range vs {
+			str(v)
+		}
+	}
+	constraints := func(cs []model.Constraint) {
+		b = strconv.AppendInt(b, int64(len(cs)), 10)
+		b = append(b, '(')
+		for _, c := range cs {
+			str(c.Attribute)
+			str(string(c.Operator))
+			str(c.Value)
+		}
+	}
+	strs(job.Datacenters)
+	str(job.NodePool)
+	constraints(job.Constraints)
+	b = strconv.AppendInt(b, int64(len(job.Groups)), 10)
+	for _, g := range job.Groups {
+		b = append(b, '{')
+		constraints(g.Constraints)
+		strs(g.HostVolumesWanted())
+		strs(g.HostNetworksWanted())
+		b = strconv.AppendInt(b, int64(len(g.Tasks)), 10)
+		for _, t := range g.Tasks {
+			str(t.Driver)
+		}
+	}
+	return string(b)
+}
+
+// scopeMemo keeps the scopeSig of the last jobs asked (the view hands out
+// the same job value until it changes).
+type scopeMemo struct {
+	mu   sync.Mutex
+	sigs map[*model.Job]string
+}
+
+func (m *scopeMemo) of(job *model.Job) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sigs[job]; ok {
+		return s
+	}
+	if m.sigs == nil || len(m.sigs) >= 64 {
+		m.sigs = map[*model.Job]string{} // versions gone: each is signed again once
+	}
+	s := scopeSig(job)
+	m.sigs[job] = s
+	return s
 }
 
 // inScope reports whether a node is in a job's scope: its datacenter, node

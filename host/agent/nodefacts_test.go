@@ -57,13 +57,20 @@ func rolloutNodesRebuilt(job *model.Job, self *model.Node, view *fleet.View, all
 // after each of 3,000 random steps: records replaced (driver health, drain,
 // eligibility, datacenter), nodes joining, expiring, coming back and
 // leaving, verdicts written and withdrawn, the job replaced by a version
-// with another scope or driver, allocations carried by nodes out of scope.
+// with another scope or driver or by one with the same scope (scopeSig: the
+// list is then patched, not built again), allocations carried by nodes out
+// of scope.
 func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	jobs := []*model.Job{
 		{ID: "web", Namespace: "default", Datacenters: []string{"dc1"}, Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock"}}}}},
 		{ID: "web", Namespace: "default", Datacenters: []string{"dc*"}, Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock"}, {Name: "u", Driver: "exec"}}}}},
+		// The next versions of those two: other tasks' configs, the same scopes.
+		{ID: "web", Namespace: "default", Version: 2, Datacenters: []string{"dc1"}, Groups: []*model.Group{{Name: "g", Count: 2, Tasks: []*model.Task{{Name: "t", Driver: "mock", Config: map[string]any{"image": "b"}}}}}},
+		{ID: "web", Namespace: "default", Version: 2, Datacenters: []string{"dc*"}, Groups: []*model.Group{{Name: "g", Tasks: []*model.Task{{Name: "t", Driver: "mock", Config: map[string]any{"image": "b"}}, {Name: "u", Driver: "exec"}}}}},
 	}
+	sameScopeSwitches := 0 // calls after a switch to another job of the same scope that patched the list
+	switched := false
 	record := func(id string) *model.Node {
 		n := &model.Node{ID: id, Name: id, Datacenter: []string{"dc1", "dc2"}[rng.IntN(2)], NodePool: "default",
 			Status: model.NodeStatusReady, Eligibility: model.Eligible, RolloutProtocol: rng.IntN(2),
@@ -125,7 +132,9 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 			}
 			view = &fleet.View{Nodes: view.Nodes, Downs: fleet.MapOf(downs)}
 		case op == 7:
-			job = jobs[rng.IntN(2)]
+			next := jobs[rng.IntN(len(jobs))]
+			switched = switched || next != job && scopeSig(next) == scopeSig(job)
+			job = next
 		case op == 8:
 			allocs = append(allocs[:0:0], allocs...)
 			allocs = append(allocs, &model.Allocation{ID: fmt.Sprint(step), NodeID: id})
@@ -174,7 +183,12 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		if idx != nil {
 			t.Fatalf("step %d: a list built without a change log came with an index", step)
 		}
+		patchesBefore := p.patches
 		got, idx = p.nodes(job, self, view, allocs, log)
+		if switched && p.patches > patchesBefore {
+			sameScopeSwitches++
+		}
+		switched = false
 		// A list handed out again may hold a record older by its heartbeat
 		// time alone (nothing a decision reads): equal but for that.
 		if !reflect.DeepEqual(withoutBeats(got), withoutBeats(want)) {
@@ -213,6 +227,11 @@ func TestTheRolloutFactsNodeCacheEqualsTheNodesDerivedAfresh(t *testing.T) {
 		t.Fatalf("the node list was patched %d times in 3,000 steps: the test no longer reaches the patch path", p.patches)
 	}
 	t.Logf("patched %d times", p.patches)
+	// Control: a new version of the same scope kept the list.
+	if sameScopeSwitches < 20 {
+		t.Fatalf("the list was patched after %d switches to a job of the same scope: the test no longer reaches that path", sameScopeSwitches)
+	}
+	t.Logf("patched after %d switches to a job of the same scope", sameScopeSwitches)
 }
 
 // BenchmarkRolloutFactsNodes: the rollout facts' node list for a job over
@@ -366,7 +385,8 @@ func withoutBeats(list []rollout.Node) []rollout.Node {
 // (datacenters, driver) and changes of self's own record, the inputs agree
 // on every ready node (but for heartbeat times), the not-ready and the
 // tainted ones, and the known set. Controls: the memo is used (most
-// heartbeat steps hit it), and a memo that ignored the job would differ.
+// heartbeat steps hit it, and a new job value of the same scope hits it:
+// scopeSig), and a memo that ignored the job would differ.
 func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 3))
 	a := &Agent{nodeID: "node-00"}
@@ -400,6 +420,7 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 	self := mkNode("node-00", time.Unix(0, 0))
 	view := &fleet.View{Nodes: fleet.MapOf(nodes), NodesCopy: copies}
 	hits, differsWithoutJob := 0, false
+	sameScope, sameScopeHits := false, 0
 	for step := 0; step < 3000; step++ {
 		at := time.Unix(int64(step), 0)
 		id := fmt.Sprintf("node-%02d", 1+rng.IntN(24))
@@ -420,7 +441,9 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 			nodes = maps.Clone(nodes)
 			copies++
 		case op == 17:
+			prev := job
 			job = mkJob()
+			sameScope = scopeSig(prev) == scopeSig(job)
 		case op == 18:
 			self = mkNode("node-00", at)
 		default:
@@ -430,7 +453,11 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 		kept := a.fleetNodesOf(job, self, view)
 		if prevMemo != nil && prevMemo.nodes == kept {
 			hits++
+			if sameScope {
+				sameScopeHits++
+			}
 		}
+		sameScope = false
 		var all []*model.Node
 		for _, st := range nodes {
 			if n := wanted.NodeView(st); n != nil {
@@ -451,7 +478,10 @@ func TestAFleetPlansKeptNodeClassificationEqualsAFreshOne(t *testing.T) {
 	if !differsWithoutJob {
 		t.Fatal("no other job classified the nodes differently: the job control proves nothing")
 	}
-	t.Logf("kept classification used at %d of 3,000 steps", hits)
+	if sameScopeHits < 10 {
+		t.Fatalf("the kept classification was used %d times for a new job of the same scope: the test no longer reaches that path", sameScopeHits)
+	}
+	t.Logf("kept classification used at %d of 3,000 steps (%d for a new job of the same scope)", hits, sameScopeHits)
 }
 
 func sameClasses(x, y *fleetNodes) bool {

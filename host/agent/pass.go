@@ -926,7 +926,7 @@ func waitsForSlots(plan *reconcile.Plan, dec *rollout.Decision) bool {
 // one job, with what it was made from.
 type fleetNodesMemo struct {
 	copy  uint64 // View.NodesCopy
-	job   *model.Job
+	sig   string // the job's scopeSig: classifyNodes reads the job through it alone
 	self  *model.Node
 	nodes *fleetNodes
 }
@@ -936,12 +936,14 @@ type fleetNodesMemo struct {
 // classification of the job's last such plan is kept while the view's node
 // records are the same map (View.NodesCopy: a heartbeat is kept beside
 // them, and neither the classification nor the reconciler reads heartbeat
-// times), the job is the same and this node's record says the same but
+// times), the job's scope is the same (scopeSig: a new version that changes
+// only its tasks keeps it) and this node's record says the same but
 // for its heartbeat: with a thousand nodes, listing, sorting and
 // classifying them took a whole-fleet pass's time again (under passMu).
 func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View) *fleetNodes {
 	k := wanted.JobKey(job.Namespace, job.ID)
-	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.job == job && model.SameButHeartbeat(m.self, self) {
+	sig := a.nodeFacts.scopes.of(job)
+	if m := a.fleetNodes[k]; m != nil && view.NodesCopy != 0 && m.copy == view.NodesCopy && m.sig == sig && model.SameButHeartbeat(m.self, self) {
 		return m.nodes
 	}
 	all := make([]*model.Node, 0, view.Nodes.Len())
@@ -957,7 +959,7 @@ func (a *Agent) fleetNodesOf(job *model.Job, self *model.Node, view *fleet.View)
 	if a.fleetNodes == nil || len(a.fleetNodes) >= 64 {
 		a.fleetNodes = map[string]*fleetNodesMemo{} // jobs gone: each rebuilds once
 	}
-	a.fleetNodes[k] = &fleetNodesMemo{copy: view.NodesCopy, job: job, self: self, nodes: fn}
+	a.fleetNodes[k] = &fleetNodesMemo{copy: view.NodesCopy, sig: sig, self: self, nodes: fn}
 	return fn
 }
 

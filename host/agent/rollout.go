@@ -468,6 +468,7 @@ func (a *Agent) rolloutFacts(job *model.Job, self *model.Node, view *fleet.View,
 // job alone.
 type nodeDerived struct {
 	job             *model.Job
+	sig             string // the job's scopeSig: a job with the same one derives the same
 	rec             *model.Node
 	scope, eligible bool
 	ready           bool // eligible, ready and every driver of the job healthy (live aside)
@@ -501,6 +502,8 @@ type nodeFactsCache struct {
 	// lists are the last node list built per job key, patched from the
 	// source's change log while only node records changed (nodeList).
 	lists map[string]*nodeList
+	// scopes are the jobs' scopeSigs.
+	scopes scopeMemo
 	// patches counts the lists patched from the log, reused the lists
 	// handed out again unchanged (tests).
 	patches, reused uint64
@@ -517,6 +520,7 @@ type nodeFactsCache struct {
 type nodeList struct {
 	gen      uint64
 	job      *model.Job
+	sig      string // job's scopeSig
 	selfID   string
 	carrying map[string]bool
 	down     map[string]time.Time
@@ -553,11 +557,12 @@ type changeLog interface {
 	ChangesSince(from, to uint64) ([]fleet.Change, bool)
 }
 
-func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
-	if f, ok := c.facts[n.ID]; ok && f.job == job && f.rec == n {
+func (c *nodeFactsCache) fact(job *model.Job, sig string, n *model.Node) nodeDerived {
+	if f, ok := c.facts[n.ID]; ok && f.rec == n && (f.job == job || f.sig == sig) {
 		return f
 	}
 	f := derive(job, n)
+	f.sig = sig
 	c.facts[n.ID] = f
 	return f
 }
@@ -565,12 +570,12 @@ func (c *nodeFactsCache) fact(job *model.Job, n *model.Node) nodeDerived {
 // row is the rollout node of the record st under key k, and whether the
 // list includes it (a record in force, not self's, in the job's scope or
 // carrying one of its allocations).
-func (c *nodeFactsCache) row(job *model.Job, selfID string, st wanted.NodeState, carrying map[string]bool, downSince map[string]time.Time) (rollout.Node, bool) {
+func (c *nodeFactsCache) row(job *model.Job, sig, selfID string, st wanted.NodeState, carrying map[string]bool, downSince map[string]time.Time) (rollout.Node, bool) {
 	n := st.Value
 	if n == nil || n.ID == selfID {
 		return rollout.Node{}, false
 	}
-	nf := c.fact(job, n)
+	nf := c.fact(job, sig, n)
 	if !nf.scope && !carrying[n.ID] {
 		return rollout.Node{}, false
 	}
@@ -598,6 +603,7 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 		c.facts = make(map[string]nodeDerived, view.Nodes.Len()) // forget the nodes gone
 	}
 	jk := wanted.JobKey(job.Namespace, job.ID)
+	sig := c.scopes.of(job)
 	// Sized as the last list's: a steward's set is the fleet's, and
 	// growing it from empty on each decision was most of this call.
 	size := 0
@@ -611,13 +617,16 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 	downSince := view.LostSince()
 	var rows []rollout.Node
 	l := c.lists[jk]
-	if l != nil && src != nil && l.job == job && l.selfID == self.ID && view.Generation >= l.gen &&
+	if l != nil && src != nil && (l.job == job || l.sig == sig) && l.selfID == self.ID && view.Generation >= l.gen &&
 		maps.Equal(l.carrying, carrying) && maps.Equal(l.down, downSince) && c.patch(l, job, view, src) {
+		// A new version of the job with the scope of the last one (scopeSig)
+		// keeps the list: no row reads the job but through its scope.
+		l.job = job
 		rows = l.rows
 	} else {
 		l = nil
 		var keys map[string]int
-		rows, keys = c.build(job, self.ID, view, carrying, downSince)
+		rows, keys = c.build(job, sig, self.ID, view, carrying, downSince)
 		if c.lists == nil {
 			c.lists = map[string]*nodeList{}
 		}
@@ -626,7 +635,7 @@ func (c *nodeFactsCache) nodes(job *model.Job, self *model.Node, view *fleet.Vie
 			if len(c.lists) >= 64 {
 				clear(c.lists) // jobs gone; the next pass of each rebuilds once
 			}
-			l = &nodeList{gen: view.Generation, job: job, selfID: self.ID, carrying: carrying, down: downSince, rows: rows, pos: keys}
+			l = &nodeList{gen: view.Generation, job: job, sig: sig, selfID: self.ID, carrying: carrying, down: downSince, rows: rows, pos: keys}
 			c.lists[jk] = l
 		}
 	}
@@ -672,7 +681,7 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 		if ch.Key == "" || !known || !present {
 			return false
 		}
-		rn, in := c.row(job, l.selfID, st, l.carrying, l.down)
+		rn, in := c.row(job, l.sig, l.selfID, st, l.carrying, l.down)
 		if in != (p >= 0) || in && rn.ID != l.rows[p].ID {
 			return false
 		}
@@ -689,7 +698,7 @@ func (c *nodeFactsCache) patch(l *nodeList, job *model.Job, view *fleet.View, sr
 // build derives the list but self afresh (through the per-node facts), and
 // the position of each node key in it; keys is nil when a record's ID is
 // not its key's order (the list is then sorted again and never patched).
-func (c *nodeFactsCache) build(job *model.Job, selfID string, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
+func (c *nodeFactsCache) build(job *model.Job, sig, selfID string, view *fleet.View, carrying map[string]bool, downSince map[string]time.Time) (out []rollout.Node, keys map[string]int) {
 	out = make([]rollout.Node, 0, view.Nodes.Len()+1)
 	if len(c.order) != view.Nodes.Len() {
 		c.order = c.order[:0]
@@ -703,7 +712,7 @@ func (c *nodeFactsCache) build(job *model.Job, selfID string, view *fleet.View, 
 				complete = false
 				break
 			}
-			rn, in := c.row(job, selfID, st, carrying, downSince)
+			rn, in := c.row(job, sig, selfID, st, carrying, downSince)
 			if !in {
 				pos[k] = -1
 				continue
