@@ -271,3 +271,32 @@ func BenchmarkDecodeSummary(b *testing.B) {
 		})
 	}
 }
+
+// TestSpecialSeesEverySpecialByte holds the eight-byte test to the byte
+// table: a word with any byte the table refuses (or a '"') is special, in
+// any position and next to any other byte; a word of plain bytes is not.
+func TestSpecialSeesEverySpecialByte(t *testing.T) {
+	edges := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '\\', 0x5b, 0x5d, 0x7e, 0x7f, 0x80, 0x81, 0xfe, 0xff, 'a', '0'}
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 200000 {
+		var w [8]byte
+		want := false
+		for i := range w {
+			if r.IntN(3) == 0 {
+				w[i] = edges[r.IntN(len(edges))]
+			} else {
+				w[i] = byte(r.IntN(256))
+			}
+			if r.IntN(4) > 0 && (!plainASCII[w[i]] || w[i] == '"') {
+				w[i] = 'x' // mostly plain words, so both answers are frequent
+			}
+			want = want || !plainASCII[w[i]] || w[i] == '"'
+		}
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 | uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		if got := special(x); want && !got {
+			t.Fatalf("% x: special says plain", w)
+		} else if !want && got {
+			t.Fatalf("% x: special says special of plain bytes", w)
+		}
+	}
+}
