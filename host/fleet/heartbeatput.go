@@ -35,12 +35,8 @@ func heartbeatPut(prev wanted.NodeState, raw []byte, e wanted.Entry) (wanted.Nod
 		if prev.Value.HeartbeatAt.IsZero() {
 			return prev, false
 		}
-		oldAt, ok := heartbeatTime(raw, e.Value, true)
+		oldAt, at, ok := heartbeatTimes(raw, e.Value)
 		if !ok || !oldAt.Equal(prev.Value.HeartbeatAt) {
-			return prev, false
-		}
-		at, ok := heartbeatTime(e.Value, raw, false)
-		if !ok {
 			return prev, false
 		}
 		c := *prev.Value // the maps are shared: a view's values are never modified
@@ -58,35 +54,48 @@ func heartbeatPut(prev wanted.NodeState, raw []byte, e wanted.Entry) (wanted.Nod
 	return next, true
 }
 
-// heartbeatTime returns the heartbeat time written in a, provided a and b
-// are the same bytes but for the string value of their one heartbeat field
-// (compare: check that; it is symmetric, so one call with it suffices).
-func heartbeatTime(a, b []byte, compare bool) (time.Time, bool) {
-	i := bytes.Index(a, heartbeatField)
-	if i < 0 || bytes.Count(a, heartbeatField) != 1 {
-		return time.Time{}, false
+// heartbeatTimes returns the heartbeat times written in old and new,
+// provided the two are the same bytes but for the string value of their one
+// heartbeat field (and each holds the field exactly once). Every watcher
+// reads every node's heartbeat with it, so it reads each byte about twice
+// (the first field found in new, the prefixes compared up to it, the
+// suffixes compared and searched for a second field) rather than counting
+// and finding the field in both whole records again.
+//
+// Why that is "exactly once" in both: new has no field before i (Index),
+// and old's bytes up to the time are new's; after the time's closing quote
+// both hold the same suffix, searched here (old, the bytes last accepted by
+// the strict decode, cannot hold a repeated key: the search is a guard);
+// inside the time there is no quote (the time ends at the first), so no
+// field starts there; and a field starting at the time's opening quote (the
+// field's one overlap with itself) would make the time the text
+// "heartbeat_at", which does not parse.
+func heartbeatTimes(old, new []byte) (oldAt, newAt time.Time, ok bool) {
+	i := bytes.Index(new, heartbeatField)
+	if i < 0 {
+		return oldAt, newAt, false
 	}
 	start := i + len(heartbeatField)
-	n := bytes.IndexByte(a[start:], '"')
-	if n < 0 {
-		return time.Time{}, false
+	if len(old) < start || !bytes.Equal(old[:start], new[:start]) {
+		return oldAt, newAt, false
 	}
-	if compare {
-		j := bytes.Index(b, heartbeatField)
-		if j != i || bytes.Count(b, heartbeatField) != 1 || !bytes.Equal(a[:i], b[:i]) {
-			return time.Time{}, false
-		}
-		m := bytes.IndexByte(b[start:], '"')
-		if m < 0 || !bytes.Equal(a[start+n:], b[start+m:]) {
-			return time.Time{}, false
-		}
+	n := bytes.IndexByte(new[start:], '"')
+	m := bytes.IndexByte(old[start:], '"')
+	if n < 0 || m < 0 || !bytes.Equal(new[start+n:], old[start+m:]) || bytes.Contains(new[start+n:], heartbeatField) {
+		return oldAt, newAt, false
 	}
-	quoted := a[start-1 : start+n+1]
-	if bytes.IndexByte(quoted, '\\') >= 0 {
-		return time.Time{}, false
+	if oldAt, ok = quotedTime(old[start-1 : start+m+1]); !ok {
+		return oldAt, newAt, false
 	}
+	newAt, ok = quotedTime(new[start-1 : start+n+1])
+	return oldAt, newAt, ok
+}
+
+// quotedTime parses a JSON string without escapes as the decoder parses a
+// time.Time (its own UnmarshalJSON).
+func quotedTime(quoted []byte) (time.Time, bool) {
 	var t time.Time
-	if err := t.UnmarshalJSON(quoted); err != nil {
+	if bytes.IndexByte(quoted, '\\') >= 0 || t.UnmarshalJSON(quoted) != nil {
 		return time.Time{}, false
 	}
 	return t, true

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -161,4 +162,90 @@ func FuzzHeartbeatPut(f *testing.F) {
 			t.Fatalf("fast path %+v, full decode (%v) %+v", fast, ef, slow)
 		}
 	})
+}
+
+// TestAHeartbeatPutAgreesWithTheDecodeOnRandomRecords holds the fast path
+// to the full decode on random pairs of held and new records: heartbeats
+// with times in other forms (offsets, fractions, none), records whose other
+// fields changed too, a second "heartbeat_at" in an attribute's key or
+// value, bytes changed, inserted or cut around the field: whatever the fast
+// path takes, the decode makes the same. Control: it takes many, and leaves
+// many that the decode accepts.
+func TestAHeartbeatPutAgreesWithTheDecodeOnRandomRecords(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	r := rand.New(rand.NewPCG(21, seed))
+	t.Logf("seed %d", seed)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	times := func() time.Time {
+		at := t0.Add(time.Duration(r.IntN(1e6)) * time.Millisecond)
+		switch r.IntN(4) {
+		case 0:
+			at = at.In(time.FixedZone("", 3600*(r.IntN(5)-2)))
+		case 1:
+			at = at.Add(time.Duration(r.IntN(1e9)))
+		}
+		return at
+	}
+	record := func(id string, at time.Time) []byte {
+		raw := benchNode(id, at)
+		switch r.IntN(8) {
+		case 0: // another attribute
+			raw = bytes.Replace(raw, []byte(`"rack":"r1"`), []byte(`"rack":"r2"`), 1)
+		case 1: // the field's name as an attribute's key or in a value
+			raw = bytes.Replace(raw, []byte(`"rack":"r1"`), []byte([]string{`"heartbeat_at":"r1"`, `"rack":"\"heartbeat_at\":\""`, `"rack":"heartbeat_at"`}[r.IntN(3)]), 1)
+		}
+		return raw
+	}
+	mutate := func(b []byte) []byte {
+		b = slices.Clone(b)
+		i := bytes.Index(b, heartbeatField)
+		if i < 0 || r.IntN(2) == 0 {
+			return b
+		}
+		at := i + r.IntN(len(heartbeatField)+40) - 5 // around the field and its time
+		if at < 0 || at >= len(b) {
+			return b
+		}
+		switch r.IntN(4) {
+		case 0:
+			b[at] = `"\:0Z+-.x9 ,}`[r.IntN(13)]
+		case 1:
+			b = slices.Insert(b, at, `"\:0Z+-.x9 ,}`[r.IntN(13)])
+		case 2:
+			b = slices.Delete(b, at, at+1)
+		default:
+			b = b[:at]
+		}
+		return b
+	}
+	count := map[string]int{}
+	for range 20000 {
+		held := record("n1", times())
+		if r.IntN(10) == 0 {
+			held = bytes.Replace(held, []byte(`"heartbeat_at":"`), []byte(`"heartbeat_x":"`), 1)
+		}
+		prev, ef := wanted.ApplyNode(wanted.NodeState{}, wanted.Entry{Key: "n1", Value: held, Revision: 1, Op: wanted.OpPut})
+		if ef != wanted.EffectAccepted {
+			count["held record refused"]++
+			continue
+		}
+		next := mutate(record("n1", times()))
+		e := wanted.Entry{Key: "n1", Value: next, Revision: 2, Op: wanted.OpPut, Time: t0}
+		fast, ok := heartbeatPut(prev, held, e)
+		slow, ef := wanted.ApplyNode(prev, e)
+		switch {
+		case ok && (ef != wanted.EffectAccepted || !reflect.DeepEqual(fast, slow)):
+			t.Fatalf("held %s\nnew  %s\nfast path %+v\nfull decode (%v) %+v", held, next, fast, ef, slow)
+		case ok:
+			count["fast"]++
+		case ef == wanted.EffectAccepted:
+			count["decoded"]++
+		default:
+			count["refused"]++
+		}
+	}
+	t.Logf("%v", count)
+	if count["fast"] < 4000 || count["decoded"] < 2000 || count["refused"] < 200 {
+		t.Fatalf("control: %v", count)
+	}
 }
