@@ -49,8 +49,9 @@ type canonScanner struct {
 	i int
 	// s is b as one string, made at the first non-empty string read: the
 	// value's strings are views of it (one allocation for the document's
-	// hundreds of node and allocation IDs, which live as long as the
-	// summary does).
+	// hundreds of node and allocation IDs, where Decode made one each). A
+	// string kept after its summary is dropped keeps that copy with it:
+	// the kilobytes of one document, never more than one per string kept.
 	s string
 }
 

@@ -142,7 +142,7 @@ func TestDecodeSummaryGoesToDecodeOutsideTheCanonicalForm(t *testing.T) {
 	}
 }
 
-var summaryDocs = flag.Int("summary.docs", 20000, "random documents TestDecodeSummaryAgreesWithDecode checks")
+var summaryDocs = flag.Int("summary.docs", 6000, "random documents TestDecodeSummaryAgreesWithDecode checks")
 
 // TestDecodeSummaryAgreesWithDecode holds the scanner to Decode on random
 // documents shaped like a summary (the key check's generator: fields left
