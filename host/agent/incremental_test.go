@@ -48,10 +48,22 @@ func manualNode(t *testing.T, w *world, jobs int) *node {
 		return running == jobs
 	})
 	// Passes until nothing is left to look at: the allocations' status
-	// changes make their jobs dirty once more.
-	testutil.Eventually(t, 10*time.Second, "a pass that looks at nothing", func() bool {
+	// changes make their jobs dirty once more. On a loaded machine the
+	// runners' last reports (each task's events, its health after the
+	// group's min_healthy_time) trickle in after one pass found nothing:
+	// passes must find nothing for half a second running.
+	var quietSince time.Time
+	testutil.Eventually(t, 20*time.Second, "passes that look at nothing for 500ms", func() bool {
 		a.pass(ctx, false)
-		return len(a.visited) == 0
+		if len(a.visited) != 0 {
+			quietSince = time.Time{}
+			return false
+		}
+		if quietSince.IsZero() {
+			quietSince = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+		return time.Since(quietSince) >= 500*time.Millisecond
 	})
 	return n
 }
