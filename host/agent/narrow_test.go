@@ -429,16 +429,7 @@ func TestAWaiterWatchingAheadDecidesOtherNodesChangesAtMostEachStewardEvery(t *t
 		}
 		return false
 	})
-	var ahead *node
-	testutil.Eventually(t, 10*time.Second, "a waiter watching for v2's sake", func() bool {
-		for _, n := range nodes {
-			if aheadWaiting(n) {
-				ahead = n
-				return true
-			}
-		}
-		return false
-	})
+	ahead := eventuallyNode(t, 10*time.Second, "a waiter watching for v2's sake", nodes, aheadWaiting)
 	// The rollout's own changes (the take, the summary, the record's
 	// clock) are this node's to decide at once: measure once they are
 	// over, when it has decided nothing for half a second.
@@ -483,16 +474,7 @@ func TestAConvergedNodeWatchingAheadMakesNoPassForOtherNodesChanges(t *testing.T
 		_, timed := n.agent.deputyLast["default.web"]
 		return n.agent.narrowing() && n.agent.aheadJobs["default.web"] && converged && !timed
 	}
-	var ahead *node
-	testutil.Eventually(t, 10*time.Second, "a converged node watching for v1's sake", func() bool {
-		for _, n := range nodes {
-			if aheadOnly(n) {
-				ahead = n
-				return true
-			}
-		}
-		return false
-	})
+	ahead := eventuallyNode(t, 10*time.Second, "a converged node watching for v1's sake", nodes, aheadOnly)
 	waitStill(t, 20*time.Second, "the ahead watcher quiet", 500*time.Millisecond, func() uint64 { return ahead.agent.Status().Passes })
 	before, causes := ahead.agent.Status().Passes, ahead.agent.Status().PassCauses
 	changeAGoneNodesAlloc(t, w)
@@ -695,4 +677,21 @@ func TestAnUnlistedWaiterIsNotDecidedAgainOnEachSummary(t *testing.T) {
 	if decided != 0 {
 		t.Fatalf("narrowed waiters made %d decisions on %d summaries that did not list them, want none", decided, later)
 	}
+}
+
+// eventuallyNode waits, within limit, until is holds of one of nodes, and
+// returns the first such node.
+func eventuallyNode(t *testing.T, limit time.Duration, what string, nodes []*node, is func(*node) bool) *node {
+	t.Helper()
+	var found *node
+	testutil.Eventually(t, limit, what, func() bool {
+		for _, n := range nodes {
+			if is(n) {
+				found = n
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }

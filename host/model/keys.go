@@ -291,15 +291,20 @@ func (s *keyScanner) after(closing byte) (more, ok bool) {
 	return false, false
 }
 
-func (s *keyScanner) skipSpace() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
+func (s *keyScanner) skipSpace() { s.pos = spaceEnd(s.data, s.pos) }
+
+// spaceEnd is the first position from i in data that is not JSON white
+// space (the key check's scanner and the summary's canonical one).
+func spaceEnd(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
 		case ' ', '\t', '\n', '\r':
-			s.pos++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 func (s *keyScanner) literal(lit string) bool {

@@ -55,16 +55,7 @@ type canonScanner struct {
 	s string
 }
 
-func (c *canonScanner) space() {
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
+func (c *canonScanner) space() { c.i = spaceEnd(c.b, c.i) }
 
 // take consumes ch after white space.
 func (c *canonScanner) take(ch byte) bool {
@@ -222,32 +213,29 @@ func (c *canonScanner) object(member func(key []byte) uint32) bool {
 	}
 }
 
-// array reads an array whose elements elem reads, and reports how many
-// there were; an empty one is an empty, non-nil slice for the caller, as
-// the decoder makes it.
-func (c *canonScanner) array(elem func() bool) (int, bool) {
+// array reads an array whose elements elem reads (the caller makes an
+// empty one an empty, non-nil slice, as the decoder does).
+func (c *canonScanner) array(elem func() bool) bool {
 	if !c.take('[') {
-		return 0, false
+		return false
 	}
 	if c.take(']') {
-		return 0, true
+		return true
 	}
-	n := 0
 	for {
 		if !elem() {
-			return 0, false
+			return false
 		}
-		n++
 		if c.take(',') {
 			continue
 		}
-		return n, c.take(']')
+		return c.take(']')
 	}
 }
 
 func (c *canonScanner) ints(dst *[]int) bool {
 	out := []int{}
-	_, ok := c.array(func() bool {
+	ok := c.array(func() bool {
 		var v int
 		if !c.int(&v) {
 			return false
@@ -310,7 +298,7 @@ func (c *canonScanner) group(g *GroupSummary) bool {
 			// doubling.
 			sp := waiterScratch.Get().(*[]SummaryWaiter)
 			out := (*sp)[:0]
-			_, ok := c.array(func() bool {
+			ok := c.array(func() bool {
 				var w SummaryWaiter
 				if !c.waiter(&w) {
 					return false
@@ -331,7 +319,7 @@ func (c *canonScanner) group(g *GroupSummary) bool {
 			return bitIf(1<<3, c.ints(&g.Next))
 		case "slots":
 			out := []SummarySlot{}
-			_, ok := c.array(func() bool {
+			ok := c.array(func() bool {
 				var sl SummarySlot
 				if !c.slot(&sl) {
 					return false
