@@ -108,7 +108,10 @@ func addJobClusterCmds(job *cobra.Command) {
 // writeJob writes job by compare-and-set: version 0 when new, the current
 // version + 1 when the spec changed, nothing when it did not. Every version
 // it writes is recorded in the job_versions bucket too (`job revert` reads
-// it back). It returns the version in force and whether it wrote.
+// it back), and so is the version in force when nothing changed (recording
+// is idempotent: a run that wrote but could not record is repaired by
+// running the file again). It returns the version in force and whether it
+// wrote.
 func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, bool, error) {
 	key := wanted.JobKey(job.Namespace, job.ID)
 	for range 5 {
@@ -132,6 +135,12 @@ func writeJob(ctx context.Context, st *fleet.Store, job *model.Job) (uint64, boo
 			next := uint64(0)
 			if cur != nil {
 				if model.SameSpec(cur, job) {
+					// An earlier run may have written this version and
+					// failed to record it (a stream leader lost between
+					// the two writes): running the file again records it.
+					if perr := st.PutJobVersion(ctx, cur); perr != nil && !errors.Is(perr, fleet.ErrNoBucket) {
+						return cur.Version, false, fmt.Errorf("job %s version %d in force, but not recorded for revert: %w", key, cur.Version, perr)
+					}
 					return cur.Version, false, nil
 				}
 				next = cur.Version + 1

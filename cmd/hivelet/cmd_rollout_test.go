@@ -333,6 +333,39 @@ func TestJobRunRecordsEveryVersionItWrites(t *testing.T) {
 	}
 }
 
+// A run that wrote its version and lost the record (the job_versions
+// stream's leader gone between the two writes, as when a host dies) is
+// repaired by running the same file again: the rerun writes no version
+// and records the one in force.
+func TestJobRunOfAnUnchangedSpecRecordsTheVersionInForceWhenItsRecordIsMissing(t *testing.T) {
+	w := newRolloutWorld(t)
+	if _, errs, code := w.run("job", "run", "--detach", w.jobFile("9h")); code != 0 {
+		t.Fatalf("run: exit %d %s", code, errs)
+	}
+	key := wanted.JobVersionKey("", "web", 3)
+	if err := w.st.JobVersions.Purge(w.ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.JobVersions.Get(w.ctx, key); err == nil {
+		t.Fatal("control: version 3's record still readable after the purge")
+	}
+	out, errs, code := w.run("job", "run", "--detach", w.jobFile("9h"))
+	if code != 0 || !strings.Contains(out, "unchanged (version 3 in force)") {
+		t.Fatalf("rerun: exit %d %s %s", code, out, errs)
+	}
+	e, err := w.st.JobVersions.Get(w.ctx, key)
+	if err != nil {
+		t.Fatalf("version 3 not recorded by the rerun: %v", err)
+	}
+	j, err := wanted.DecodeJobVersion(key, e.Value())
+	if err != nil || j.Version != 3 || j.Groups[0].Tasks[0].Config["run_for"] != "9h" {
+		t.Fatalf("version 3 as recorded by the rerun: %+v %v", j, err)
+	}
+	if _, err := w.st.GetJobVersion(w.ctx, "", "web", 4); err == nil {
+		t.Fatal("the rerun recorded a version it did not write")
+	}
+}
+
 // groupLines are the aggregate's lines from "  group" up to "  steward".
 func groupLines(t *testing.T, out string) string {
 	t.Helper()
