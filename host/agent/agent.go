@@ -290,8 +290,14 @@ type Agent struct {
 	deputyLast map[string]deputyDecision
 	// paced is deputyLast as the last pass left it, each job with the
 	// time of its next timed decision: Run's wait reads it (waitsUntil)
-	// while no pass holds passMu.
-	paced atomic.Pointer[pacedEvery]
+	// while no pass holds passMu. pacedDirty are the jobs whose entry in
+	// deputyLast changed since it was published (setDeputy, dropDeputy);
+	// pacedOffset is the wall clock less the agent's when its base was
+	// built, pacedAhead whether that build held aheadJobs (notePaced).
+	paced       atomic.Pointer[pacedJobs]
+	pacedDirty  map[string]bool
+	pacedOffset time.Duration
+	pacedAhead  bool
 
 	passMu    sync.Mutex
 	kick      chan struct{}
@@ -394,6 +400,7 @@ func New(cfg Config) (*Agent, error) {
 		watchJobs:      map[string]bool{},
 		aheadJobs:      map[string]bool{},
 		deputyLast:     map[string]deputyDecision{},
+		pacedDirty:     map[string]bool{},
 		slotJobs:       map[string]bool{},
 		slotsChecked:   map[string]bool{},
 		allocKick:      map[string]uint64{},

@@ -83,7 +83,7 @@ type ownEchoes struct {
 	// seenGen is waitBase and the paced jobs and the batch time are the
 	// same: each notification then reads only the changes after waitGen.
 	waitBase, waitGen uint64
-	waitPaced         *pacedEvery
+	waitPaced         *pacedJobs
 	waitBatch         time.Time
 	waitDue           time.Time
 	waitWhy           string
@@ -288,6 +288,20 @@ const nodeChangeEvery = time.Second
 // with the time its next timed decision is due.
 type pacedEvery map[string]time.Time
 
+// pacedJobs is pacedEvery as a pass published it (Agent.notePaced): a base
+// built whole and the jobs changed since laid over it (a zero time: not
+// paced any more). Neither map is written once published.
+type pacedJobs struct{ base, over pacedEvery }
+
+// at is job k's time, if it is paced.
+func (p *pacedJobs) at(k string) (time.Time, bool) {
+	if t, ok := p.over[k]; ok {
+		return t, !t.IsZero()
+	}
+	t, ok := p.base[k]
+	return t, ok
+}
+
 // waitsUntil reports whether every change src applied since the last pass
 // read the view can wait for a pass at a later time, and until when: other
 // nodes' record changes until batchAt (nodeChangeEvery); another node's
@@ -299,7 +313,7 @@ type pacedEvery map[string]time.Time
 // change, a summary or a log that no longer reaches back makes a pass at
 // once (false). The cause names what the wait was for. Unlike onlyEchoes
 // it marks nothing read: the pass that follows reads them.
-func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, paced *pacedEvery, now time.Time) (time.Time, string, bool) {
+func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, paced *pacedJobs, now time.Time) (time.Time, string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	gen := src.Generation()
@@ -318,9 +332,9 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 	if !complete || uint64(len(changes)) != gen-from {
 		return time.Time{}, "", false
 	}
-	var jobs pacedEvery
-	if paced != nil {
-		jobs = *paced
+	jobs := paced
+	if jobs == nil {
+		jobs = &pacedJobs{}
 	}
 	selfKey := wanted.NodeKey(self)
 	until := func(at time.Time, why string) {
@@ -336,7 +350,7 @@ func (e *ownEchoes) waitsUntil(src echoSource, self string, batchAt time.Time, p
 			if jk == "" {
 				continue
 			}
-			at, ok := jobs[jk]
+			at, ok := jobs.at(jk)
 			if !ok || !at.After(now) {
 				return false
 			}

@@ -201,7 +201,7 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	batchAt := now.Add(time.Second)
 	pacedAt := now.Add(300 * time.Millisecond)
-	paced := pacedEvery{"default.web": pacedAt, "default.gone": now.Add(-time.Millisecond)}
+	paced := &pacedJobs{base: pacedEvery{"default.web": pacedAt, "default.gone": now.Add(-time.Millisecond)}}
 	cases := []struct {
 		name string
 		do   func(w *echoWorld)
@@ -255,12 +255,12 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 			e.passed(w.view)
 			e.add(30)
 			c.do(w)
-			at, why, ok := e.waitsUntil(w, "n2", batchAt, &paced, now)
+			at, why, ok := e.waitsUntil(w, "n2", batchAt, paced, now)
 			if ok != !c.at.IsZero() || !at.Equal(c.at) || why != c.why {
 				t.Fatalf("waitsUntil = %v, %q, %v; want %v, %q", at, why, ok, c.at, c.why)
 			}
 			if ok {
-				if at2, _, ok2 := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok2 || !at2.Equal(at) {
+				if at2, _, ok2 := e.waitsUntil(w, "n2", batchAt, paced, now); !ok2 || !at2.Equal(at) {
 					t.Fatal("the changes were marked read")
 				}
 			}
@@ -269,7 +269,7 @@ func TestWaitsUntilTellsChangesThatCanWaitFromEverythingElse(t *testing.T) {
 	// Not primed (no pass yet): a pass.
 	w := newEchoWorld()
 	w.log(fleet.KindNodes, "n3", 4, nil)
-	if _, _, ok := (&ownEchoes{}).waitsUntil(w, "n2", batchAt, &paced, now); ok {
+	if _, _, ok := (&ownEchoes{}).waitsUntil(w, "n2", batchAt, paced, now); ok {
 		t.Fatal("batched before any pass")
 	}
 }
@@ -502,28 +502,28 @@ func TestWaitsUntilReadsOnlyTheChangesAfterItsLastScan(t *testing.T) {
 	al := &model.Allocation{ID: "a"}
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	batchAt := now.Add(time.Second)
-	paced := pacedEvery{"default.web": now.Add(300 * time.Millisecond), "default.api": now.Add(200 * time.Millisecond)}
+	paced := &pacedJobs{base: pacedEvery{"default.web": now.Add(300 * time.Millisecond), "default.api": now.Add(200 * time.Millisecond)}}
 	w := newEchoWorld()
 	e := &ownEchoes{nodePrefix: "n2."}
 	e.passed(w.view)
 	w.log(fleet.KindAllocs, "n3.default.web.x", 21, al)
-	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok || !at.Equal(paced["default.web"]) {
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, paced, now); !ok || !at.Equal(paced.base["default.web"]) {
 		t.Fatalf("one paced change: %v %v", at, ok)
 	}
 	w.log(fleet.KindRollout, "slot.default.api.g.0", 8, nil)
-	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); !ok || !at.Equal(paced["default.api"]) {
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, paced, now); !ok || !at.Equal(paced.base["default.api"]) {
 		t.Fatalf("a second, due sooner: %v %v", at, ok)
 	}
 	if e.waitGen != w.view.Generation {
 		t.Fatalf("scanned to %d, want %d", e.waitGen, w.view.Generation)
 	}
 	w.log(fleet.KindAllocs, "n3.default.other.x", 22, al)
-	if _, _, ok := e.waitsUntil(w, "n2", batchAt, &paced, now); ok {
+	if _, _, ok := e.waitsUntil(w, "n2", batchAt, paced, now); ok {
 		t.Fatal("a job not paced after two that are: no pass")
 	}
 	// Another snapshot of the paced jobs: scanned again from the start.
-	again := pacedEvery{"default.web": now.Add(time.Second), "default.api": now.Add(time.Second), "default.other": now.Add(time.Second)}
-	if at, _, ok := e.waitsUntil(w, "n2", batchAt, &again, now); !ok || !at.Equal(now.Add(time.Second)) {
+	again := &pacedJobs{over: pacedEvery{"default.web": now.Add(time.Second), "default.api": now.Add(time.Second), "default.other": now.Add(time.Second)}}
+	if at, _, ok := e.waitsUntil(w, "n2", batchAt, again, now); !ok || !at.Equal(now.Add(time.Second)) {
 		t.Fatalf("rescanned with the new snapshot: %v %v", at, ok)
 	}
 }
