@@ -31,7 +31,8 @@ import (
 // each on its own connection, the connections spread over the servers.
 // HIVELET_SIM_WATCH picks the watchers: "source" (default, the agent's
 // own), "raw" (a bare KV watch with values) or "meta" (a presence-only
-// watch: metadata without values).
+// watch: metadata without values). A "source" watcher's view is taken
+// every HIVELET_SIM_VIEW_EVERY (default 1 s), as an agent's passes take it.
 // Everything runs in this process, so the CPU figure is the servers', the
 // writers' and the watchers' together: the per-watcher cost comes from two
 // runs that differ only in the watcher count.
@@ -53,6 +54,7 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 	if servers != 1 && servers != 3 {
 		b.Fatalf("HIVELET_SIM_SERVERS=%d: 1 or 3", servers)
 	}
+	viewPeriod := simEnvDur(b, "HIVELET_SIM_VIEW_EVERY", time.Second)
 	watch := os.Getenv("HIVELET_SIM_WATCH")
 	switch watch {
 	case "":
@@ -63,7 +65,7 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		simHeartbeats(b, nodes, period, watchers, servers, window, watch)
+		simHeartbeats(b, nodes, period, watchers, servers, window, watch, viewPeriod)
 	}
 }
 
@@ -107,7 +109,7 @@ func startRawWatcher(b *testing.B, st *Store, meta bool) *rawWatcher {
 	return r
 }
 
-func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, servers int, window time.Duration, watch string) {
+func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, servers int, window time.Duration, watch string, viewPeriod time.Duration) {
 	var urls []string
 	if servers == 3 {
 		for _, s := range startCluster(b) {
@@ -196,7 +198,9 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 		st := mustEnsure(b, connect(b, urls[k%len(urls)], log, nil), opts)
 		switch watch {
 		case "source":
-			srcs[k] = sourceWatcher{runSource(b, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})}
+			src := runSource(b, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
+			srcs[k] = sourceWatcher{src}
+			viewEvery(b, src, viewPeriod)
 		default:
 			srcs[k] = startRawWatcher(b, st, watch == "meta")
 		}
@@ -269,6 +273,30 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 	b.ReportMetric(cpu.Seconds()/cpuWall.Seconds(), "cpu-cores")
 	b.Logf("%d nodes every %s on %d server(s), %d %s watchers: %d writes in %s (%.0f asked), %d deliveries, %.1f CPU-s",
 		nodes, period, servers, watchers, watch, w, elapsed.Round(time.Millisecond), asked, d, cpu.Seconds())
+}
+
+// viewEvery takes a snapshot of src every period until the benchmark
+// ends, as an agent's passes do (a pass a second is a fleet agent's
+// median during a rollout): a snapshot folds the heartbeats applied since
+// the last one (View.NodeBeats), which a source nobody reads keeps
+// appending to, so a watcher without it pays for a log no agent keeps.
+func viewEvery(b *testing.B, src *Source, period time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = src.View()
+			}
+		}
+	}()
+	b.Cleanup(func() { cancel(); <-done })
 }
 
 // simNode is simulated node i's record, of an agent's size (~0.8 KB).
