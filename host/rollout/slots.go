@@ -228,7 +228,6 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 	for _, e := range pending {
 		byGroup[e.Group] = append(byGroup[e.Group], e)
 	}
-	slots := f.admissionSlots(d) // built once: it spans every group
 	for _, name := range slices.Sorted(mapsKeys(byGroup)) {
 		entries := byGroup[name]
 		st := d.TaskGroups[name]
@@ -246,25 +245,43 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		if maxP <= 0 {
 			maxP = 1
 		}
-		held, holding, holders := groupSlots(slots, name)
-		free, nfree := freeIndices(held, maxP)
-		var ws []waiter
-		if f.OwnSlotsOnly {
-			ws = f.waiters(d, name, holding) // the summary's slots counted too
-		} else {
-			ws = f.slotWaiters(d, name) // slots is f.Slots: the summary's ranking
+		held, holding, holders := f.admissionGroup(d, name)
+		free, nfree := held.free(maxP)
+		// rankOf is an allocation's place among the group's waiters (-1:
+		// not among them) and their number. A narrowed node's waiters are
+		// the summary's list, ranked without being made (summaryRank).
+		var rankOf func(alloc string) (int, int)
+		switch {
+		case f.Narrow:
+			hold := holding // the summary's slots counted too
+			if !f.OwnSlotsOnly {
+				hold = holdingOf(f.Slots, name)
+			}
+			rankOf = func(alloc string) (int, int) { return f.summaryRank(d, name, hold, alloc) }
+		default:
+			var ws []waiter
+			if f.OwnSlotsOnly {
+				ws = f.waiters(d, name, holding) // the summary's slots counted too
+			} else {
+				ws = f.slotWaiters(d, name) // slots is f.Slots: the summary's ranking
+			}
+			rankOf = func(alloc string) (int, int) {
+				return slices.IndexFunc(ws, func(w waiter) bool { return w.id == alloc }), len(ws)
+			}
 		}
-		var assigned map[string]int
-		var queued map[string]Queued
-		if f.Narrow {
-			// The steward's assignment, when its summary makes one: each
-			// admitted waiter tries the index assigned to it (kept from one
-			// summary to the next until the steward sees it taken). A
-			// waiter queued on a held slot takes it once told of its
-			// release (HandoffProtocol).
-			assigned = f.assignedSlots(d, name)
-			queued = f.queuedSlots(d, name)
+		// The steward's assignment, when its summary makes one: each
+		// admitted waiter tries the index assigned to it (kept from one
+		// summary to the next until the steward sees it taken). A waiter
+		// queued on a held slot takes it once told of its release
+		// (HandoffProtocol). Read for this node's entries alone
+		// (assignedTo, queuedAs): a node decides for its own one or two,
+		// where maps of every listed waiter cost a waiting node more than
+		// the rest of its decision.
+		var sg *model.GroupSummary
+		if f.Narrow && f.Summary != nil && f.Summary.DeploymentID == d.ID {
+			sg = f.Summary.Groups[name]
 		}
+		hasAssigned := sg != nil && len(sg.Assigned) > 0
 		for _, e := range entries {
 			if f.Narrow && canarying(st) && !canaryNode(st, f.Self) {
 				// The summary's order is the steward's: this node's own
@@ -272,12 +289,12 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				dec.Held = append(dec.Held, Held{Entry: e, Reason: "not a canary node: waiting for the promotion", Unlisted: true})
 				continue
 			}
-			r := slices.IndexFunc(ws, func(w waiter) bool { return w.id == e.AllocID })
+			r, nws := rankOf(e.AllocID)
 			idx, ok, handoff := -1, r >= 0 && r < nfree, false
 			if ok {
 				idx = free[r]
 			}
-			if q, isQueued := queued[e.AllocID]; isQueued && r >= 0 {
+			if q, isQueued := queuedAs(sg, e.AllocID); isQueued && r >= 0 {
 				// Queued on a slot: taken once the node ahead of this one
 				// in the slot's queue (its holder, the waiter admitted to
 				// it, or the first of its queue) said it released it
@@ -286,8 +303,8 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				// node's own view (its own memory, or the slot keys it
 				// watches), and fewer than max_parallel others (I5).
 				h, told := f.Released[wanted.SlotKey(d.Namespace, d.JobID, name, q.Index)]
-				others := len(held)
-				if held[q.Index] {
+				others := held.n
+				if held.has(q.Index) {
 					others--
 				}
 				if !told || TellsAt(f.Summary, name, q.Index, h) != q.Depth || q.Index >= maxP || f.slotHeld(name, q.Index) || others >= maxP {
@@ -295,12 +312,12 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 					continue
 				}
 				idx, ok, handoff = q.Index, true, true
-			} else if assigned != nil {
+			} else if hasAssigned {
 				// Only a waiter its own view still counts (r >= 0: live,
 				// ready, eligible, not already holding for it) tries.
-				idx, ok = assigned[e.AllocID]
+				idx, ok = assignedTo(sg, e.AllocID)
 				ok = ok && r >= 0
-				if ok && (held[idx] || idx >= maxP) {
+				if ok && (held.has(idx) || idx >= maxP) {
 					// Held by this node's own memory (a take the summary
 					// does not list yet): the next summary says more.
 					dec.Held = append(dec.Held, Held{Entry: e, Reason: fmt.Sprintf("waiting for an update slot: slot %d assigned by the steward's summary is still held", idx)})
@@ -308,14 +325,20 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 				}
 			}
 			if !ok {
-				why := fmt.Sprintf("waiting for an update slot (%d/%d in flight", len(held), maxP)
+				why := fmt.Sprintf("waiting for an update slot (%d/%d in flight", held.n, maxP)
 				if len(holders) > 0 {
-					why += ": " + strings.Join(holders, ", ")
+					// The first few holders by slot index: at a hundred in
+					// flight the whole list was most of every waiting
+					// node's reason, made on each of its decisions.
+					why += ": " + strings.Join(holders[:min(len(holders), heldReasonHolders)], ", ")
+					if more := len(holders) - heldReasonHolders; more > 0 {
+						why += fmt.Sprintf(" and %d more", more)
+					}
 				}
 				why += ")"
 				switch {
 				case r >= 0:
-					why += fmt.Sprintf(", rank %d among %d waiting", r, len(ws))
+					why += fmt.Sprintf(", rank %d among %d waiting", r, nws)
 				case f.Narrow && (f.Summary == nil || f.Summary.DeploymentID != d.ID):
 					why += ", no rollout summary of this deployment yet"
 				case f.Narrow:
@@ -333,6 +356,9 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		}
 	}
 }
+
+// heldReasonHolders is how many holders a waiting entry's reason names.
+const heldReasonHolders = 5
 
 // steward does the fleet-level duties of the record's steward (or of an
 // overdue deputy): reclaim slots, start the progress clock, record

@@ -19,6 +19,12 @@ import (
 // node at HandoffProtocol (the steward assigns and queues), and a summary
 // of the moment before stored. It returns the steward's facts.
 func stewardMidway(tb testing.TB, n, maxP int) Facts {
+	_, f := midwayWorld(tb, n, maxP)
+	return f
+}
+
+// midwayWorld is stewardMidway with its world.
+func midwayWorld(tb testing.TB, n, maxP int) (*world, Facts) {
 	w := newWorld(n, maxP, 0)
 	for i := range w.nodes {
 		w.nodes[i].Protocol = HandoffProtocol
@@ -54,7 +60,33 @@ func stewardMidway(tb testing.TB, n, maxP int) Facts {
 	sum := Summarize(d, &g, Derive(d, &g))
 	sum.Time = t0.Add(-SummaryLazy / 2)
 	f.Summary = sum
-	return f
+	return w, f
+}
+
+// BenchmarkMidwayWaiterDecide: a waiting node's decision in the fleet of
+// stewardMidway (1,000 nodes, max_parallel 100, every slot held, the
+// steward's summary listing the held slots and 200 waiters), the node
+// listed and queued on a held slot, its facts narrowed to the summary and
+// its own slots (what a fleet agent decides on each summary it hears),
+// with the NodeIndex the agent keeps across passes.
+//
+//	go test -run '^$' -bench MidwayWaiterDecide -benchmem ./host/rollout/
+func BenchmarkMidwayWaiterDecide(b *testing.B) {
+	w, f := midwayWorld(b, 1000, 100)
+	sum := f.Summary
+	if sum == nil || len(sum.Groups["g"].Slots) != 100 || len(sum.Groups["g"].Waiting) < 150 {
+		b.Fatalf("the steward's summary: %+v", sum)
+	}
+	self := sum.Groups["g"].Waiting[120].Node
+	base := w.ownOnly(b, self, sum)
+	base.Index = NewNodeIndex(base.Nodes)
+	for b.Loop() {
+		g := base // a pass's own copy of the facts
+		d := Decide(g)
+		if len(d.Takes) != 0 || len(d.Held) != 1 {
+			b.Fatalf("a queued waiter decided %d takes, %d held", len(d.Takes), len(d.Held))
+		}
+	}
 }
 
 // BenchmarkStewardDecide: the steward's decision for a job with one

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hivelet/hivelet/host/model"
 	"github.com/hivelet/hivelet/host/reconcile"
-	"github.com/hivelet/hivelet/host/wanted"
 )
 
 // The narrowed view (docs/rollout.md, "Who watches what"). A node does not
@@ -330,18 +329,63 @@ func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[str
 	listed := f.summaryListed(s, d, name)
 	ws := make([]waiter, 0, len(listed))
 	for _, w := range listed {
-		if holding[w.Alloc] {
-			continue
+		if f.stillWaiting(d, w, holding) {
+			ws = append(ws, waiter{node: w.Node, id: w.Alloc})
 		}
-		if w.Node == f.Self {
-			a := f.alloc(w.Alloc)
-			if a == nil || a.Terminal() || a.JobVersion >= d.JobVersion || f.InPlace[w.Alloc] {
-				continue // this node knows better: not waiting any more
-			}
-		}
-		ws = append(ws, waiter{node: w.Node, id: w.Alloc})
 	}
 	return ws
+}
+
+// stillWaiting reports whether the listed waiter w is one of
+// summaryWaiters: its slot not held as far as holding says, and, on this
+// node, its allocation still outdated here.
+func (f *Facts) stillWaiting(d *model.Deployment, w model.SummaryWaiter, holding map[string]bool) bool {
+	if holding[w.Alloc] {
+		return false
+	}
+	if w.Node == f.Self {
+		a := f.alloc(w.Alloc)
+		if a == nil || a.Terminal() || a.JobVersion >= d.JobVersion || f.InPlace[w.Alloc] {
+			return false // this node knows better: not waiting any more
+		}
+	}
+	return true
+}
+
+// summaryRank is alloc's place among summaryWaiters (-1: not among them)
+// and their number, without making them: a waiting node ranks its own one
+// or two allocations on each summary it hears, among 2 × max_parallel
+// listed.
+func (f *Facts) summaryRank(d *model.Deployment, name string, holding map[string]bool, alloc string) (r, n int) {
+	r = -1
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
+		return r, 0
+	}
+	// holding has the few old allocations of this node's own slots (and
+	// "" for the summary's): compared in place rather than hashed for
+	// each of the listed waiters.
+	var few []string
+	if len(holding) <= 8 {
+		few = make([]string, 0, len(holding))
+		for a := range holding {
+			few = append(few, a)
+		}
+	}
+	for _, w := range f.summaryListed(s, d, name) {
+		if few != nil || len(holding) == 0 {
+			if slices.Contains(few, w.Alloc) || !f.stillWaiting(d, w, nil) {
+				continue
+			}
+		} else if !f.stillWaiting(d, w, holding) {
+			continue
+		}
+		if r < 0 && w.Alloc == alloc {
+			r = n
+		}
+		n++
+	}
+	return r, n
 }
 
 // summaryListed are the waiters summary s lists for group name of record
@@ -707,27 +751,6 @@ func (f *Facts) allAt(level int) bool {
 	return true
 }
 
-// assignedSlots are the slot indices the summary of record d assigns in
-// group name, by allocation ID (nil when it assigns none: an older
-// steward's summary, or none admitted).
-func (f *Facts) assignedSlots(d *model.Deployment, name string) map[string]int {
-	s := f.Summary
-	if s == nil || s.DeploymentID != d.ID {
-		return nil
-	}
-	return assignedByAlloc(s.Groups[name])
-}
-
-// queuedSlots are the places the summary of record d queues waiters of
-// group name at, by allocation ID (nil when none).
-func (f *Facts) queuedSlots(d *model.Deployment, name string) map[string]Queued {
-	s := f.Summary
-	if s == nil || s.DeploymentID != d.ID {
-		return nil
-	}
-	return queuedByAlloc(s.Groups[name])
-}
-
 // assignedByAlloc maps each waiter g assigns a slot index to that index
 // (nil when g assigns none).
 func assignedByAlloc(g *model.GroupSummary) map[string]int {
@@ -834,45 +857,131 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 	dec.Summary = next
 }
 
-// admissionSlots are the slots admission counts for record d: f.Slots,
-// or, when they are this node's own only (OwnSlotsOnly), those plus the
-// slots that d's summary lists at the indices this node's memory does not
-// hold (one it released and the summary still shows is counted until the
-// next summary: a delay, never an extra take). A stale summary only delays
-// an admission or costs a lost Create: the bound is the keys' (I5).
-func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
-	if !f.OwnSlotsOnly {
-		return f.Slots
-	}
-	s := f.Summary
-	if s == nil || s.DeploymentID != d.ID {
-		return f.Slots
-	}
-	mine := map[string]bool{}
-	for _, sl := range f.Slots {
-		mine[sl.Slot.Group+"\x00"+strconv.Itoa(sl.Slot.Index)] = true
-	}
-	n := len(f.Slots)
-	for _, g := range s.Groups {
-		if g != nil {
-			n += len(g.Slots)
+// admissionGroup reads the group's slots as admission counts them for
+// record d: their indexes, the old allocations they replace ("" for one
+// the summary lists) and their holders by index. They are f.Slots or, when
+// those are this node's own only (OwnSlotsOnly), those plus the slots that
+// d's summary lists at the indices this node's memory does not hold (one
+// it released and the summary still shows is counted until the next
+// summary: a delay, never an extra take). A stale summary only delays an
+// admission or costs a lost Create: the bound is the keys' (I5).
+//
+// It reads them without making slot records of them: a waiting node
+// decides on every summary it hears, and a summary mid-rollout lists
+// max_parallel held slots, each of which cost it a key, a record and a
+// place in three collections (admission_ref_test.go keeps that way as the
+// reference).
+func (f *Facts) admissionGroup(d *model.Deployment, group string) (held heldSet, holding map[string]bool, holders []string) {
+	var listed []model.SummarySlot
+	if f.OwnSlotsOnly && f.Summary != nil && f.Summary.DeploymentID == d.ID {
+		if g := f.Summary.Groups[group]; g != nil {
+			listed = g.Slots
 		}
 	}
-	out := append(make([]Slot, 0, n), f.Slots...)
-	for _, name := range slices.Sorted(mapsKeys(s.Groups)) {
-		g := s.Groups[name]
-		if g == nil {
-			continue
-		}
-		for _, sl := range g.Slots {
-			if mine[name+"\x00"+strconv.Itoa(sl.Index)] {
-				continue
-			}
-			out = append(out, Slot{Key: wanted.SlotKey(d.Namespace, d.JobID, name, sl.Index),
-				Slot: model.Slot{Namespace: d.Namespace, JobID: d.JobID, Group: name, Index: sl.Index, Holder: sl.Holder}})
+	type holder struct {
+		index int
+		node  string
+	}
+	hs := make([]holder, 0, len(f.Slots)+len(listed))
+	holding = map[string]bool{}
+	for _, s := range f.Slots {
+		if s.Slot.Group == group {
+			held.add(s.Slot.Index)
+			holding[s.Slot.OldAlloc] = true
+			hs = append(hs, holder{s.Slot.Index, s.Slot.Holder})
 		}
 	}
-	return out
+	for _, sl := range listed {
+		if f.slotHeld(group, sl.Index) {
+			continue // this node's own memory of the index
+		}
+		if held.n == 0 || !holding[""] {
+			holding[""] = true // the summary names no old allocation
+		}
+		held.add(sl.Index)
+		hs = append(hs, holder{sl.Index, sl.Holder})
+	}
+	slices.SortFunc(hs, func(a, b holder) int { return a.index - b.index })
+	if len(hs) > 0 {
+		holders = make([]string, len(hs))
+		for i, h := range hs {
+			holders[i] = h.node
+		}
+	}
+	return held, holding, holders
+}
+
+// heldSet is a set of held slot indices (admissionGroup): what a map of
+// them said, without hashing max_parallel keys per decision.
+type heldSet struct {
+	at  []bool // at[i]: index i is held
+	neg []int  // negative indices held (a malformed summary's), never free
+	n   int    // how many are, both kinds
+}
+
+func (h *heldSet) add(i int) {
+	if i < 0 {
+		if !slices.Contains(h.neg, i) {
+			h.neg = append(h.neg, i)
+			h.n++
+		}
+		return
+	}
+	if i >= len(h.at) {
+		h.at = append(h.at, make([]bool, i+1-len(h.at))...)
+	}
+	if !h.at[i] {
+		h.at[i] = true
+		h.n++
+	}
+}
+
+func (h heldSet) has(i int) bool {
+	if i < 0 {
+		return slices.Contains(h.neg, i)
+	}
+	return i < len(h.at) && h.at[i]
+}
+
+// free is freeIndices of the set.
+func (h heldSet) free(maxP int) (free []int, n int) {
+	for i := 0; i < maxP; i++ {
+		if !h.has(i) {
+			free = append(free, i)
+		}
+	}
+	return free, min(max(maxP-h.n, 0), len(free))
+}
+
+// assignedTo is the index g assigns to the waiter alloc, if any
+// (assignedByAlloc's answer for one key: the last place that lists it).
+func assignedTo(g *model.GroupSummary, alloc string) (idx int, ok bool) {
+	if g == nil {
+		return 0, false
+	}
+	for i, x := range g.Assigned {
+		if i < len(g.Waiting) && g.Waiting[i].Alloc == alloc {
+			idx, ok = x, true
+		}
+	}
+	return idx, ok
+}
+
+// queuedAs is the place g queues the waiter alloc at, if any
+// (queuedByAlloc's answer for one key: the last place that lists it).
+func queuedAs(g *model.GroupSummary, alloc string) (q Queued, ok bool) {
+	if g == nil {
+		return q, false
+	}
+	for j, idx := range g.Next {
+		if i := len(g.Assigned) + j; i < len(g.Waiting) && g.Waiting[i].Alloc == alloc {
+			q, ok = Queued{idx, 1}, true
+		}
+		if i := len(g.Assigned) + len(g.Next) + j; i < len(g.Waiting) && g.Waiting[i].Alloc == alloc {
+			q, ok = Queued{idx, 2}, true
+		}
+	}
+	return q, ok
 }
 
 // heldOf is the group's held slot indices (groupSlots' first result).
@@ -896,21 +1005,4 @@ func holdingOf(slots []Slot, group string) map[string]bool {
 		}
 	}
 	return holding
-}
-
-// groupSlots reads the group's held slots: their indexes, the old
-// allocations they replace, and their holders by slot index.
-func groupSlots(slots []Slot, group string) (held map[int]bool, holding map[string]bool, holders []string) {
-	held, holding = heldOf(slots, group), holdingOf(slots, group)
-	var hs []Slot
-	for _, s := range slots {
-		if s.Slot.Group == group {
-			hs = append(hs, s)
-		}
-	}
-	slices.SortFunc(hs, func(a, b Slot) int { return a.Slot.Index - b.Slot.Index })
-	for _, s := range hs {
-		holders = append(holders, s.Slot.Holder)
-	}
-	return held, holding, holders
 }
