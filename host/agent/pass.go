@@ -1408,9 +1408,12 @@ const maxPacedOver = 32
 // since (pacedDirty) are laid over the base last built, up to
 // maxPacedOver of them; an entry left as it was whose time has passed
 // reads as not paced, as a dropped one (waitsUntil wants a time after
-// now). The whole is built again past that, when the agent's clock moved
-// against the wall clock (a test's), and while aheadJobs are in it (their
-// times move with every pass).
+// now), and one decided ahead of the agent's clock when it was built (a
+// clock set back) stays capped at its period from that build, where a
+// whole build would cap it again from now: its pace ends sooner, never
+// later. The whole is built again past maxPacedOver, when the agent's
+// clock moved against the wall clock (a test's), and while aheadJobs are
+// in it (their times move with every pass).
 func (a *Agent) notePaced() {
 	ahead := a.narrowing() && len(a.aheadJobs) > 0
 	if len(a.deputyLast) == 0 && !ahead {
