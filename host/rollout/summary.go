@@ -408,12 +408,25 @@ func (f *Facts) summaryListed(s *model.RolloutSummary, d *model.Deployment, name
 	}
 	st := d.TaskGroups[name]
 	canaryOnly, canaries := canaryGate(st)
+	// Most of the time every waiter listed takes part: the summary's own
+	// list is the answer then (capped, so that a caller's append copies;
+	// nothing writes into it). Otherwise a copy without the others.
+	all := s.Groups[name].Waiting
 	var out []model.SummaryWaiter
-	for _, w := range s.Groups[name].Waiting {
+	for i, w := range all {
 		if !f.mayUpdate(w.Node) || canaryOnly && !canaries[w.Node] {
+			if out == nil {
+				out = make([]model.SummaryWaiter, i, len(all))
+				copy(out, all[:i])
+			}
 			continue
 		}
-		out = append(out, w)
+		if out != nil {
+			out = append(out, w)
+		}
+	}
+	if out == nil {
+		out = all[:len(all):len(all)]
 	}
 	if x != nil {
 		x.mu.Lock()
