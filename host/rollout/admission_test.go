@@ -140,8 +140,9 @@ func TestAdmissionReadsTheSlotsAsTheCollectionsDid(t *testing.T) {
 			f.Summary = &model.RolloutSummary{DeploymentID: "dep", Groups: map[string]*model.GroupSummary{"g": g}}
 		}
 		holding := map[string]bool{}
-		for range rng.IntN(3) {
-			holding[fmt.Sprintf("a%d", rng.IntN(12))] = true
+		many := []int{3, 3, 20}[rng.IntN(3)] // a few, compared in place, or many, hashed
+		for range rng.IntN(many) {
+			holding[fmt.Sprintf("a%d", rng.IntN(30))] = rng.IntN(8) > 0
 		}
 		ws := f.summaryWaiters(d, "g", holding)
 		for i := range 13 {

@@ -365,15 +365,17 @@ func (f *Facts) summaryRank(d *model.Deployment, name string, holding map[string
 	// holding has the few old allocations of this node's own slots (and
 	// "" for the summary's): compared in place rather than hashed for
 	// each of the listed waiters.
-	var few []string
+	var few []string // nil: many, hashed
 	if len(holding) <= 8 {
 		few = make([]string, 0, len(holding))
-		for a := range holding {
-			few = append(few, a)
+		for a, held := range holding {
+			if held {
+				few = append(few, a)
+			}
 		}
 	}
 	for _, w := range f.summaryListed(s, d, name) {
-		if few != nil || len(holding) == 0 {
+		if few != nil {
 			if slices.Contains(few, w.Alloc) || !f.stillWaiting(d, w, nil) {
 				continue
 			}
