@@ -100,7 +100,7 @@ func (h heldSet) asMap() map[int]bool {
 			m[i] = true
 		}
 	}
-	for _, i := range h.neg {
+	for _, i := range h.far {
 		m[i] = true
 	}
 	return m

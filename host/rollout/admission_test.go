@@ -43,8 +43,11 @@ func TestAdmissionReadsTheSlotsAsTheCollectionsDid(t *testing.T) {
 				}
 				gs := &model.GroupSummary{}
 				for _, i := range rng.Perm(10)[:rng.IntN(8)] {
-					if rng.IntN(40) == 0 {
+					switch rng.IntN(40) {
+					case 0:
 						i = -1 - rng.IntN(2) // a malformed summary's
+					case 1:
+						i = denseSlots + rng.IntN(2)*1_000_000_000 // past the bit set
 					}
 					gs.Slots = append(gs.Slots, model.SummarySlot{Index: i, Holder: fmt.Sprintf("n%d", rng.IntN(9))})
 				}
@@ -72,7 +75,7 @@ func TestAdmissionReadsTheSlotsAsTheCollectionsDid(t *testing.T) {
 			if len(holders) > 0 && holding[""] {
 				listedSlots++
 			}
-			for i := -2; i < 12; i++ {
+			for _, i := range []int{-2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, denseSlots, denseSlots + 1_000_000_000} {
 				if held.has(i) != wHeld[i] {
 					t.Fatalf("round %d, group %s: index %d held %v, want %v", round, g, i, held.has(i), wHeld[i])
 				}

@@ -906,15 +906,17 @@ func (f *Facts) admissionGroup(d *model.Deployment, group string) (held heldSet,
 			hs = append(hs, holder{s.Slot.Index, s.Slot.Holder})
 		}
 	}
+	counted := false
 	for _, sl := range listed {
 		if f.slotHeld(group, sl.Index) {
 			continue // this node's own memory of the index
 		}
-		if held.n == 0 || !holding[""] {
-			holding[""] = true // the summary names no old allocation
-		}
 		held.add(sl.Index)
 		hs = append(hs, holder{sl.Index, sl.Holder})
+		counted = true
+	}
+	if counted {
+		holding[""] = true // the summary names no old allocation
 	}
 	slices.SortFunc(hs, func(a, b holder) int { return a.index - b.index })
 	if len(hs) > 0 {
@@ -929,15 +931,22 @@ func (f *Facts) admissionGroup(d *model.Deployment, group string) (held heldSet,
 // heldSet is a set of held slot indices (admissionGroup): what a map of
 // them said, without hashing max_parallel keys per decision.
 type heldSet struct {
-	at  []bool // at[i]: index i is held
-	neg []int  // negative indices held (a malformed summary's), never free
-	n   int    // how many are, both kinds
+	at []bool // at[i]: index i is held, for 0 <= i < denseSlots
+	// far are the other indices held (a malformed summary's negative or
+	// huge ones), listed: a slice sized by whatever index a summary names
+	// would be a summary's to size.
+	far []int
+	n   int // how many are held, both kinds
 }
 
+// denseSlots bounds the indices heldSet keeps in its bit set (max_parallel
+// beyond it is past any fleet this design serves).
+const denseSlots = 1 << 16
+
 func (h *heldSet) add(i int) {
-	if i < 0 {
-		if !slices.Contains(h.neg, i) {
-			h.neg = append(h.neg, i)
+	if i < 0 || i >= denseSlots {
+		if !slices.Contains(h.far, i) {
+			h.far = append(h.far, i)
 			h.n++
 		}
 		return
@@ -952,8 +961,8 @@ func (h *heldSet) add(i int) {
 }
 
 func (h heldSet) has(i int) bool {
-	if i < 0 {
-		return slices.Contains(h.neg, i)
+	if i < 0 || i >= denseSlots {
+		return slices.Contains(h.far, i)
 	}
 	return i < len(h.at) && h.at[i]
 }
