@@ -1,7 +1,7 @@
 package rollout
 
-// The former ways admission read its slots and the steward's assignment,
-// kept as references for TestAdmissionReadsTheSlotsAsTheCollectionsDid:
+// The former ways admission read its slots, the steward's assignment and
+// a narrowed node's waiters, kept as references for TestAdmissionReadsTheSlotsAsTheCollectionsDid:
 // admit now reads them without making them (admissionGroup, assignedTo,
 // queuedAs).
 
@@ -104,4 +104,22 @@ func (h heldSet) asMap() map[int]bool {
 		m[i] = true
 	}
 	return m
+}
+
+// summaryWaiters are the waiters of a node without the fleet's
+// allocations, made: the list summaryRank ranks in (a waiter's place in it
+// and its length are summaryRank's answer).
+func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
+	s := f.Summary
+	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
+		return nil
+	}
+	listed := f.summaryListed(s, d, name)
+	ws := make([]waiter, 0, len(listed))
+	for _, w := range listed {
+		if f.stillWaiting(d, w, holding) {
+			ws = append(ws, waiter{node: w.Node, id: w.Alloc})
+		}
+	}
+	return ws
 }

@@ -253,11 +253,9 @@ func (f *Facts) admit(dec *Decision, d *model.Deployment, counts map[string]Coun
 		var rankOf func(alloc string) (int, int)
 		switch {
 		case f.Narrow:
-			hold := holding // the summary's slots counted too
-			if !f.OwnSlotsOnly {
-				hold = holdingOf(f.Slots, name)
-			}
-			rankOf = func(alloc string) (int, int) { return f.summaryRank(d, name, hold, alloc) }
+			// holding counts the summary's slots with OwnSlotsOnly and is
+			// f.Slots' otherwise (admissionGroup), as the ranking wants.
+			rankOf = func(alloc string) (int, int) { return f.summaryRank(d, name, holding, alloc) }
 		default:
 			var ws []waiter
 			if f.OwnSlotsOnly {

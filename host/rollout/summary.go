@@ -257,11 +257,10 @@ func RankingKey(namespace, jobID string, version uint64) string {
 // record d now, in admission order: ordered by hash(deployment ‖ node),
 // then node, name and ID. Allocations whose replacement holds a slot, on
 // nodes that may not update, outside the canary set while canarying, or
-// updated in place here are not waiting.
+// updated in place here are not waiting. They are the full view's: a
+// narrowed node (Facts.Narrow), which holds only its own allocations, is
+// ranked by the summary's list instead (summaryRank).
 func (f *Facts) waiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
-	if f.Narrow {
-		return f.summaryWaiters(d, name, holding)
-	}
 	st := d.TaskGroups[name]
 	canaryOnly, canaries := canaryGate(st)
 	var ws []waiter
@@ -317,28 +316,9 @@ type waitersKey struct {
 	group string
 }
 
-// summaryWaiters are the waiters of a node without the fleet's
-// allocations: the summary's list for d, in its order, less what the
-// node's own view of the slots, the nodes and the record says is no
-// longer waiting.
-func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[string]bool) []waiter {
-	s := f.Summary
-	if s == nil || s.DeploymentID != d.ID || s.Groups[name] == nil {
-		return nil
-	}
-	listed := f.summaryListed(s, d, name)
-	ws := make([]waiter, 0, len(listed))
-	for _, w := range listed {
-		if f.stillWaiting(d, w, holding) {
-			ws = append(ws, waiter{node: w.Node, id: w.Alloc})
-		}
-	}
-	return ws
-}
-
-// stillWaiting reports whether the listed waiter w is one of
-// summaryWaiters: its slot not held as far as holding says, and, on this
-// node, its allocation still outdated here.
+// stillWaiting reports whether the waiter w the summary lists still waits
+// as far as this node knows: its slot not held as far as holding says,
+// and, on this node, its allocation still outdated here.
 func (f *Facts) stillWaiting(d *model.Deployment, w model.SummaryWaiter, holding map[string]bool) bool {
 	if holding[w.Alloc] {
 		return false
@@ -352,10 +332,14 @@ func (f *Facts) stillWaiting(d *model.Deployment, w model.SummaryWaiter, holding
 	return true
 }
 
-// summaryRank is alloc's place among summaryWaiters (-1: not among them)
-// and their number, without making them: a waiting node ranks its own one
-// or two allocations on each summary it hears, among 2 × max_parallel
-// listed.
+// summaryRank is alloc's place among the waiters of a node without the
+// fleet's allocations (-1: not among them) and their number: the summary's
+// list for d, in its order, less what the node's own view of the slots,
+// the nodes and the record says is no longer waiting (summaryListed,
+// stillWaiting). It ranks without making that list: a waiting node ranks
+// its own one or two allocations on each summary it hears, among 2 ×
+// max_parallel listed (admission_ref_test.go keeps the list, made, as the
+// reference).
 func (f *Facts) summaryRank(d *model.Deployment, name string, holding map[string]bool, alloc string) (r, n int) {
 	r = -1
 	s := f.Summary
@@ -393,8 +377,8 @@ func (f *Facts) summaryRank(d *model.Deployment, name string, holding map[string
 // summaryListed are the waiters summary s lists for group name of record
 // d that may take part in admission as far as the nodes and the record
 // say (mayUpdate, the canary set while canarying), in its order: what
-// summaryWaiters filters further by this pass's slots and this node's own
-// allocations. Remembered by the facts' index for the same summary and
+// summaryRank filters further by this pass's slots and this node's own
+// allocations (stillWaiting). Remembered by the facts' index for the same summary and
 // record (both replaced, never edited, when they change): a waiting node
 // passes on one summary many times.
 func (f *Facts) summaryListed(s *model.RolloutSummary, d *model.Deployment, name string) []model.SummaryWaiter {
