@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -220,6 +221,9 @@ type policyLoader struct {
 	retryAt   map[string]time.Time // refKey → earliest next fetch attempt
 	loadTries map[string]int       // refKey → loads stopped at the load deadline so far
 	quiet     map[string]string    // refKey → last quiet case logged
+	// reads counts run's reads of the jobs; skipped its wakes on a change
+	// that left the jobs as they were (it reads nothing more then).
+	reads, skipped atomic.Uint64
 }
 
 func newPolicyLoader(pol *lazyPolicies, opts policies.Options, store func(string) *policies.Store, modCache string,
@@ -249,7 +253,10 @@ const maxLoadTries = 8
 
 // run loads what the declared jobs name until ctx ends, then closes the
 // engine. It wakes on every change of the view, on a kick, and every 5 s
-// (to retry fetches that failed: a module pushed after the job).
+// (to retry fetches that failed: a module pushed after the job). Woken by
+// a change that left the jobs as they were (an allocation's status, a
+// deployment, a node: most of what an agent hears), it reads nothing more:
+// the jobs name the same modules.
 func (l *policyLoader) run(ctx context.Context, src *fleet.Source) {
 	ch, cancel := src.Subscribe()
 	defer cancel()
@@ -262,13 +269,25 @@ func (l *policyLoader) run(ctx context.Context, src *fleet.Source) {
 		}
 	}()
 	for {
-		l.sync(ctx, jobPolicyRefs(src.View()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		case <-l.kick:
-		case <-tick.C:
+		v := src.View()
+		l.sync(ctx, jobPolicyRefs(v))
+		l.reads.Add(1)
+		jobs := v.Jobs // as read
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				if !src.View().Jobs.Same(jobs) {
+					break wait
+				}
+				l.skipped.Add(1)
+			case <-l.kick:
+				break wait
+			case <-tick.C:
+				break wait
+			}
 		}
 	}
 }

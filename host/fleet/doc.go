@@ -56,6 +56,11 @@
 //     not a heartbeat; NodeBeats the newer heartbeats, a prefix of a log
 //     the source only appends to and snapshots share (NodeState reads
 //     both). TestASnapshotKeepsHeartbeatsBesideItsNodeRecordsAndAnswersTheNewestState.
+//   - A node record that changed in its heartbeat time alone is applied
+//     and logged (ChangesSince) but not signalled (Changed, Subscribe)
+//     until a quarter of the change log's worth of them went unsignalled;
+//     every other change is signalled at once.
+//     TestAHeartbeatAloneIsNotSignalledUntilAQuarterOfTheLogIs.
 //   - A View's Maps are never written once made: a Source's next write to
 //     a part a snapshot holds goes to a copy of the part (mapBuilder), and
 //     a snapshot after one change shares all the parts but that one.

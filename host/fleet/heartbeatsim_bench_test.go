@@ -30,9 +30,11 @@ import (
 // HIVELET_SIM_WATCHERS real fleet sources (default 10) of the nodes bucket,
 // each on its own connection, the connections spread over the servers.
 // HIVELET_SIM_WATCH picks the watchers: "source" (default, the agent's
-// own), "raw" (a bare KV watch with values) or "meta" (a presence-only
-// watch: metadata without values). A "source" watcher's view is taken
-// every HIVELET_SIM_VIEW_EVERY (default 1 s), as an agent's passes take it.
+// own), "woken" (the agent's source with two consumers of its change
+// signal, as the daemon has: see wokenBy), "raw" (a bare KV watch with
+// values) or "meta" (a presence-only watch: metadata without values). A
+// "source" or "woken" watcher's view is taken every HIVELET_SIM_VIEW_EVERY
+// (default 1 s), as an agent's passes take it.
 // Everything runs in this process, so the CPU figure is the servers', the
 // writers' and the watchers' together: the per-watcher cost comes from two
 // runs that differ only in the watcher count.
@@ -59,9 +61,9 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 	switch watch {
 	case "":
 		watch = "source"
-	case "source", "raw", "meta":
+	case "source", "woken", "raw", "meta":
 	default:
-		b.Fatalf("HIVELET_SIM_WATCH=%q: source, raw or meta", watch)
+		b.Fatalf("HIVELET_SIM_WATCH=%q: source, woken, raw or meta", watch)
 	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -193,14 +195,18 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 	// The watchers, each on its own connection; the boot pull (or the
 	// initial values) of every record is timed.
 	srcs := make([]simWatcher, watchers)
+	var wakes atomic.Uint64 // the woken watchers' consumers' wakes
 	bootStart := time.Now()
 	for k := range srcs {
 		st := mustEnsure(b, connect(b, urls[k%len(urls)], log, nil), opts)
 		switch watch {
-		case "source":
+		case "source", "woken":
 			src := runSource(b, st, SourceConfig{Log: log, Kinds: []string{KindNodes}})
 			srcs[k] = sourceWatcher{src}
 			viewEvery(b, src, viewPeriod)
+			if watch == "woken" {
+				wokenBy(b, src, &wakes)
+			}
 		default:
 			srcs[k] = startRawWatcher(b, st, watch == "meta")
 		}
@@ -225,7 +231,7 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 		}
 		return n
 	}
-	d0, w0, e0 := delivered(), written.Load(), putErrs.Load()
+	d0, w0, e0, k0 := delivered(), written.Load(), putErrs.Load(), wakes.Load()
 	cpu0 := simCPU()
 	start := time.Now()
 	interval := period / time.Duration(nodes)
@@ -269,6 +275,9 @@ func simHeartbeats(b *testing.B, nodes int, period time.Duration, watchers, serv
 	if watchers > 0 {
 		b.ReportMetric(float64(d)/float64(watchers)/elapsed.Seconds(), "deliveries/s/watcher")
 		b.ReportMetric(float64(d)/float64(watchers)/float64(max(w, 1)), "delivered/written")
+		if watch == "woken" {
+			b.ReportMetric(float64(wakes.Load()-k0)/float64(watchers)/elapsed.Seconds(), "wakes/s/watcher")
+		}
 	}
 	b.ReportMetric(cpu.Seconds()/cpuWall.Seconds(), "cpu-cores")
 	b.Logf("%d nodes every %s on %d server(s), %d %s watchers: %d writes in %s (%.0f asked), %d deliveries, %.1f CPU-s",
@@ -297,6 +306,49 @@ func viewEvery(b *testing.B, src *Source, period time.Duration) {
 		}
 	}()
 	b.Cleanup(func() { cancel(); <-done })
+}
+
+// wokenBy gives src the two consumers of its change signal a daemon's
+// source has, each doing on a wake the least its counterpart does: the
+// reconcile loop (Changed: the changes since it last read, as
+// agent.ownEchoes does to find them heartbeats or its own writes) and the
+// policy loader (Subscribe: a View). wakes counts their wakes.
+func wokenBy(b *testing.B, src *Source, wakes *atomic.Uint64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		read := src.Generation()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-src.Changed():
+			}
+			wakes.Add(1)
+			gen := src.Generation()
+			if _, ok := src.ChangesSince(read, gen); !ok {
+				_ = src.View() // a pass would read the view whole
+			}
+			read = gen
+		}
+	}()
+	ch, unsub := src.Subscribe()
+	go func() {
+		defer wg.Done()
+		defer unsub()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+			}
+			wakes.Add(1)
+			_ = src.View()
+		}
+	}()
+	b.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // simNode is simulated node i's record, of an agent's size (~0.8 KB).

@@ -211,3 +211,113 @@ func TestASnapshotsRejectionsFollowTheRecordsThroughTheMemo(t *testing.T) {
 		t.Fatalf("an older snapshot's rejections changed: %v", r)
 	}
 }
+
+// A heartbeat alone is applied but not signalled (Changed, Subscribe)
+// until beatSignalEvery of them have gone unsignalled; every other change
+// is signalled at once. Checked, for a run of heartbeats: none signals
+// before the bound and the one at the bound does, on both channels; each
+// View in between holds the newest heartbeat time; a changed record, a
+// new node, an expiry and a heartbeat decoded (not applied from the
+// bytes) after a change are signalled or not as they should be; the
+// change log holds every heartbeat, and a consumer woken at the bound
+// reads them all (the log reaches back to its last read).
+func TestAHeartbeatAloneIsNotSignalledUntilAQuarterOfTheLogIs(t *testing.T) {
+	s := NewSource(&Store{}, SourceConfig{})
+	ref := bucketRef{kind: KindNodes, name: "t_nodes"}
+	discard := slog.New(slog.DiscardHandler)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	sub, cancel := s.Subscribe()
+	defer cancel()
+	rev := uint64(0)
+	put := func(k string, b []byte) {
+		rev++
+		s.apply(ref, wanted.Entry{Key: k, Value: b, Revision: rev, Op: wanted.OpPut, Time: t0}, discard)
+	}
+	// signalled drains both channels and reports whether each had a value.
+	signalled := func() (changed, subscribed bool) {
+		select {
+		case <-s.Changed():
+			changed = true
+		default:
+		}
+		select {
+		case <-sub:
+			subscribed = true
+		default:
+		}
+		return changed, subscribed
+	}
+	put("n1", benchNode("n1", t0))
+	put("n2", benchNode("n2", t0))
+	if c, u := signalled(); !c || !u {
+		t.Fatalf("new nodes: signalled %v to Changed, %v to the subscriber; want both", c, u)
+	}
+	read := s.Generation() // what a consumer woken now has read
+	at := t0
+	for i := 1; i < beatSignalEvery; i++ {
+		at = at.Add(time.Second)
+		put([]string{"n1", "n2"}[i%2], benchNode([]string{"n1", "n2"}[i%2], at))
+		if c, u := signalled(); c || u {
+			t.Fatalf("heartbeat %d of %d: signalled (Changed %v, subscriber %v)", i, beatSignalEvery, c, u)
+		}
+		if i%97 == 0 {
+			if st, ok := s.View().NodeState([]string{"n1", "n2"}[i%2]); !ok || !st.Value.HeartbeatAt.Equal(at) {
+				t.Fatalf("heartbeat %d: the view's heartbeat time %v, want %v", i, st.Value.HeartbeatAt, at)
+			}
+		}
+	}
+	at = at.Add(time.Second)
+	put("n1", benchNode("n1", at)) // the bound
+	if c, u := signalled(); !c || !u {
+		t.Fatalf("heartbeat %d: signalled %v to Changed, %v to the subscriber; want both at the bound", beatSignalEvery, c, u)
+	}
+	changes, complete := s.ChangesSince(read, s.Generation())
+	if !complete || len(changes) != beatSignalEvery {
+		t.Fatalf("a consumer woken at the bound reads %d changes (complete %v), want the %d heartbeats", len(changes), complete, beatSignalEvery)
+	}
+	for _, c := range changes {
+		if !c.HeartbeatOnly {
+			t.Fatalf("change %+v: not a heartbeat", c)
+		}
+	}
+	// After a signal the count starts again.
+	at = at.Add(time.Second)
+	put("n2", benchNode("n2", at))
+	if c, u := signalled(); c || u {
+		t.Fatalf("a heartbeat after the bound's signal: signalled (Changed %v, subscriber %v)", c, u)
+	}
+	// Controls: a changed record, an expiry and a new node are signalled.
+	var n model.Node
+	_ = json.Unmarshal(benchNode("n1", at.Add(time.Second)), &n)
+	n.Status = model.NodeStatusInitializing
+	b, _ := json.Marshal(n)
+	put("n1", b)
+	if c, u := signalled(); !c || !u {
+		t.Fatalf("a changed record: signalled %v to Changed, %v to the subscriber; want both", c, u)
+	}
+	rev++
+	s.apply(ref, wanted.Entry{Key: "n2", Revision: rev, Op: wanted.OpPurge, Time: t0}, discard)
+	if c, u := signalled(); !c || !u {
+		t.Fatalf("an expiry: signalled %v to Changed, %v to the subscriber; want both", c, u)
+	}
+	put("n3", benchNode("n3", t0))
+	if c, u := signalled(); !c || !u {
+		t.Fatalf("a new node: signalled %v to Changed, %v to the subscriber; want both", c, u)
+	}
+	// A heartbeat whose bytes differ from the last accepted beyond the
+	// time (here: its fields reordered, so it is decoded) is a heartbeat
+	// still, and not signalled.
+	_ = json.Unmarshal(benchNode("n3", t0.Add(time.Second)), &n)
+	var m map[string]any
+	raw, _ := json.Marshal(n)
+	_ = json.Unmarshal(raw, &m)
+	reordered, _ := json.Marshal(m) // map keys sorted: another field order
+	before := s.NodeApplies().DecodedBeats
+	put("n3", reordered)
+	if s.NodeApplies().DecodedBeats != before+1 {
+		t.Fatalf("the reordered heartbeat was not decoded (decoded beats %d → %d): the case is not tested", before, s.NodeApplies().DecodedBeats)
+	}
+	if c, u := signalled(); c || u {
+		t.Fatalf("a decoded heartbeat: signalled (Changed %v, subscriber %v)", c, u)
+	}
+}

@@ -64,6 +64,13 @@ func (m Map[V]) At(key string) V {
 	return v
 }
 
+// Same reports whether m and o are one snapshot's Map (two Views of a
+// Source that share a kind's records unchanged): then they hold the same
+// records. False says nothing: two Maps made apart may hold the same
+// records. It lets a reader of one kind skip the work a View of another
+// kind's change would have it redo.
+func (m Map[V]) Same(o Map[V]) bool { return m.p == o.p }
+
 // Len returns the number of keys.
 func (m Map[V]) Len() int {
 	if m.p == nil {

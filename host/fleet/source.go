@@ -115,6 +115,10 @@ type Source struct {
 	// added since the last snapshot.
 	beats      []NodeBeat
 	beatsStale bool
+	// beatsUnsignalled counts the heartbeats applied since the last
+	// signal (notify): a heartbeat alone is not signalled until
+	// beatSignalEvery of them are.
+	beatsUnsignalled int
 	// nodeApplies counts the node entries applied, by how (under mu).
 	nodeApplies NodeApplies
 	// nodesAtStart is the nodes bucket's key count read before the first
@@ -176,6 +180,17 @@ func NewSource(st *Store, cfg SourceConfig) *Source {
 // coalesce: a burst of updates yields at least one receive, not one per
 // update; read View after each receive. It is meant for one consumer (the
 // reconcile loop); every other consumer takes its own channel with Subscribe.
+//
+// A node record that changed in its heartbeat time alone
+// (Change.HeartbeatOnly) is applied (the next View holds it) but not
+// signalled, here or to subscribers, until beatSignalEvery such heartbeats
+// have gone unsignalled: nothing a consumer decides reads a heartbeat time,
+// and a fleet's heartbeats are most of what every agent receives (each one
+// woke the reconcile loop and every subscriber of every agent to find
+// nothing to do). A reader of heartbeat times reads them in the next View
+// it takes for any reason. The signal every beatSignalEvery heartbeats
+// keeps a consumer that follows the change log by generation
+// (ChangesSince) from being pushed out of it by heartbeats alone.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
 
 // Subscribe returns a coalesced change signal of its own, like Changed, for a
@@ -1302,11 +1317,20 @@ func (s *Source) apply(b bucketRef, e wanted.Entry, log *slog.Logger) {
 		s.changes.add(Change{Gen: s.gen, Kind: b.kind, Key: e.Key, Revision: e.Revision,
 			Jobs: [2]string{before, s.jobOfLocked(b.kind, e.Key)}, HeartbeatOnly: heartbeat})
 	}
+	unsignalled := false // a heartbeat alone, not signalled yet (Changed)
+	if beatOnly {
+		s.beatsUnsignalled++
+		unsignalled = s.beatsUnsignalled < beatSignalEvery
+	}
 	s.mu.Unlock()
 
 	switch eff {
 	case wanted.EffectNone:
 		return
+	case wanted.EffectAccepted:
+		if unsignalled {
+			return
+		}
 	case wanted.EffectRejected:
 		attrs := []any{"key", e.Key, "revision", e.Revision, "reason", rej.Reason}
 		if b.kind == KindJobs {
@@ -1342,6 +1366,11 @@ func (s *Source) markStaleLocked(kind string) {
 	s.stale[kind] = true
 }
 
+// beatSignalEvery is how many heartbeats alone go unsignalled at most
+// (Changed): a quarter of the change log, so that a consumer woken by them
+// reads its changes while the log still reaches back to its last read.
+const beatSignalEvery = maxChanges / 4
+
 func (s *Source) notify() {
 	select {
 	case s.changed <- struct{}{}:
@@ -1349,6 +1378,7 @@ func (s *Source) notify() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.beatsUnsignalled = 0
 	for _, c := range s.subs {
 		select {
 		case c <- struct{}{}:
