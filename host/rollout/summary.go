@@ -807,23 +807,8 @@ func (f *Facts) summaryDuty(dec *Decision, d *model.Deployment, counts map[strin
 	if d.Status != model.DeploymentRunning && d.Status != model.DeploymentSuccessful {
 		return
 	}
-	cur := f.Summary
-	if cur != nil && cur.DeploymentID == d.ID {
-		// No summary of this record can be written before SummaryEvery
-		// since the last, and one that frees a slot or lists a new waiter
-		// settles for SummarySettle first: until SummarySettle before
-		// SummaryEvery nothing seen can change when the next is written,
-		// so it is not derived yet (a steward decides a few times a second,
-		// and the summary was half of each decision). The decision then
-		// derives it, and starts the settle.
-		if early := SummaryEvery - SummarySettle - f.Now.Sub(cur.Time); early > 0 {
-			if dec.RetryIn == 0 || early < dec.RetryIn {
-				dec.RetryIn = early
-			}
-			return
-		}
-	}
 	next := Summarize(d, f, counts)
+	cur := f.Summary
 	if sameSummary(next, cur) {
 		return
 	}

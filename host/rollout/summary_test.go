@@ -221,9 +221,7 @@ func TestTheFirstNodesOfTheRankingWatchAndOnlyTheyAct(t *testing.T) {
 // waits up to SummaryLazy; one that does (the slot released, the next
 // waiter ranked below the free count) is written once it settled for
 // SummarySettle after the interval, and until then the steward asks to
-// decide again when that ends. Until SummarySettle before the interval's
-// end nothing it sees can move the next write, and it asks to decide
-// again then (without deriving the summary).
+// decide again when that ends.
 func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 	w := newWorld(6, 1, 0)
 	w.record(nil)
@@ -244,12 +242,8 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 		f = w.facts(t, steward)
 		f.Summary, f.Now = first, t0.Add(at)
 		dec := Decide(f)
-		want := SummaryLazy - at
-		if at < SummaryEvery-SummarySettle {
-			want = SummaryEvery - SummarySettle - at // not derived yet
-		}
-		if dec.Summary != nil || dec.RetryIn != want {
-			t.Fatalf("a take, %s after the summary: summary %v, retry in %s, want %s", at, dec.Summary, dec.RetryIn, want)
+		if dec.Summary != nil || dec.RetryIn != SummaryLazy-at {
+			t.Fatalf("a take, %s after the summary: summary %v, retry in %s", at, dec.Summary, dec.RetryIn)
 		}
 	}
 	f.Now = t0.Add(SummaryLazy)
@@ -264,12 +258,8 @@ func TestTheSummaryIsWrittenOnChangeAtMostOncePerInterval(t *testing.T) {
 	w.alloc("a-" + holder).JobVersion = 2
 	f = w.facts(t, steward)
 	f.Summary, f.Now = second, t0.Add(SummaryEvery/2)
-	if dec := Decide(f); dec.Summary != nil || dec.RetryIn != SummaryEvery/2-SummarySettle || len(dec.Due) != 0 {
-		t.Fatalf("a release within the interval: summary %v, retry in %s, due %v", dec.Summary, dec.RetryIn, dec.Due)
-	}
-	f.Now = t0.Add(SummaryEvery - SummarySettle)
-	if dec := Decide(f); dec.Summary != nil || dec.RetryIn != SummarySettle || len(dec.Due) != 1 || !strings.HasPrefix(dec.Due[0], "settle:") {
-		t.Fatalf("a release at the settle before the interval's end: summary %v, retry in %s, due %v", dec.Summary, dec.RetryIn, dec.Due)
+	if dec := Decide(f); dec.Summary != nil || dec.RetryIn != SummaryEvery/2 {
+		t.Fatalf("a release within the interval: summary %v, retry in %s", dec.Summary, dec.RetryIn)
 	}
 	f.Now = t0.Add(SummaryEvery)
 	dec := Decide(f)
