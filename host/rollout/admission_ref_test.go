@@ -78,10 +78,11 @@ func (f *Facts) admissionSlots(d *model.Deployment) []Slot {
 // groupSlots reads the group's held slots: their indexes, the old
 // allocations they replace, and their holders by slot index.
 func groupSlots(slots []Slot, group string) (held map[int]bool, holding map[string]bool, holders []string) {
-	held, holding = heldOf(slots, group), holdingOf(slots, group)
+	held, holding = map[int]bool{}, holdingOf(slots, group)
 	var hs []Slot
 	for _, s := range slots {
 		if s.Slot.Group == group {
+			held[s.Slot.Index] = true
 			hs = append(hs, s)
 		}
 	}
@@ -122,4 +123,16 @@ func (f *Facts) summaryWaiters(d *model.Deployment, name string, holding map[str
 		}
 	}
 	return ws
+}
+
+// freeIndices is heldSet.free over a map of the held indices, as the
+// steward's summary and admission counted them before the set (the
+// reference the set is compared with).
+func freeIndices(held map[int]bool, maxP int) (free []int, n int) {
+	for i := 0; i < maxP; i++ {
+		if !held[i] {
+			free = append(free, i)
+		}
+	}
+	return free, min(max(maxP-len(held), 0), len(free))
 }

@@ -477,7 +477,7 @@ func Summarize(d *model.Deployment, f *Facts, counts map[string]Counts) *model.R
 // two tried the same key, and one of them waited an interval for nothing).
 func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) []int {
 	held := heldOf(slots, name)
-	free, n := freeIndices(held, maxP)
+	free, n := held.free(maxP)
 	n = min(n, len(waiting))
 	if n == 0 {
 		return nil
@@ -487,7 +487,7 @@ func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWai
 	taken := map[int]bool{}
 	for i := range out {
 		out[i] = -1
-		if idx, ok := was[waiting[i].Alloc]; ok && idx >= 0 && idx < maxP && !held[idx] && !taken[idx] {
+		if idx, ok := was[waiting[i].Alloc]; ok && idx >= 0 && idx < maxP && !held.has(idx) && !taken[idx] {
 			out[i] = idx
 			taken[idx] = true
 		}
@@ -531,7 +531,7 @@ func assignSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWai
 // counts, I5: its release admits nobody).
 func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWaiter, prev *model.GroupSummary) (order []model.SummaryWaiter, assigned, next []int) {
 	held := heldOf(slots, name)
-	free, n := freeIndices(held, maxP)
+	free, n := held.free(maxP)
 	n = min(n, len(waiting))
 	// was is each waiter's place in prev: its index, and 0 when prev
 	// assigned it, else its depth in the index's queue (1 or 2); placed
@@ -571,7 +571,7 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 			if len(admitted) == n {
 				break
 			}
-			if p := placed[i]; p.depth == depth && p.idx >= 0 && p.idx < maxP && !held[p.idx] && !taken[p.idx] && !used[i] {
+			if p := placed[i]; p.depth == depth && p.idx >= 0 && p.idx < maxP && !held.has(p.idx) && !taken[p.idx] && !used[i] {
 				admit(i, p.idx)
 			}
 		}
@@ -595,9 +595,9 @@ func queueSlots(slots []Slot, name string, maxP int, waiting []model.SummaryWait
 		admit(i, free[k])
 	}
 	var first, second []int // positions in waiting, by position in next
-	if len(held) <= maxP {
+	if held.n <= maxP {
 		for i := 0; i < maxP; i++ {
-			if held[i] {
+			if held.has(i) {
 				next = append(next, i)
 			}
 		}
@@ -763,19 +763,6 @@ func assignedByAlloc(g *model.GroupSummary) map[string]int {
 		}
 	}
 	return out
-}
-
-// freeIndices are a group's slot indices below maxP that held does not
-// name, in order, and how many of them may be taken now: maxP less every
-// held slot (one beyond maxP, an older version's, still counts: I5), at
-// most the free ones.
-func freeIndices(held map[int]bool, maxP int) (free []int, n int) {
-	for i := 0; i < maxP; i++ {
-		if !held[i] {
-			free = append(free, i)
-		}
-	}
-	return free, min(max(maxP-len(held), 0), len(free))
 }
 
 // sameSummary reports whether two summaries say the same (their writer
@@ -951,7 +938,10 @@ func (h heldSet) has(i int) bool {
 	return i < len(h.at) && h.at[i]
 }
 
-// free is freeIndices of the set.
+// free are the slot indices below maxP the set does not hold, in order,
+// and how many of them may be taken now: maxP less every held slot (one
+// beyond maxP, an older version's, still counts: I5), at most the free
+// ones.
 func (h heldSet) free(maxP int) (free []int, n int) {
 	for i := 0; i < maxP; i++ {
 		if !h.has(i) {
@@ -992,12 +982,12 @@ func queuedAs(g *model.GroupSummary, alloc string) (q Queued, ok bool) {
 	return q, ok
 }
 
-// heldOf is the group's held slot indices (groupSlots' first result).
-func heldOf(slots []Slot, group string) map[int]bool {
-	held := map[int]bool{}
+// heldOf is the group's held slot indices.
+func heldOf(slots []Slot, group string) heldSet {
+	var held heldSet
 	for _, s := range slots {
 		if s.Slot.Group == group {
-			held[s.Slot.Index] = true
+			held.add(s.Slot.Index)
 		}
 	}
 	return held
